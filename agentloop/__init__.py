@@ -1,0 +1,1 @@
+"""agentloop: a durable, checkpointable LLM agent loop on Temporal."""

@@ -1,0 +1,176 @@
+"""The inputs and results of the run's activities, and the ChatModel protocol.
+
+These are the contract between :mod:`workflows` and :mod:`activities`: runs in
+flight depend on them, so fields are added (optional), never renamed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+from agentloop.messages import Message
+from agentloop.report import Usage
+
+#: Normalised finish reasons.
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
+
+
+class ToolDefinition(BaseModel):
+    """A tool as the model sees it.
+
+    Attributes:
+        name: The tool's name.
+        description: What it does, for the model.
+        parameters: JSON schema of its arguments (an object schema).
+        read_only: The tool does not change anything (used by policies).
+    """
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    read_only: bool = False
+
+
+class ModelRequest(BaseModel):
+    """What a :class:`ChatModel` is asked.
+
+    Attributes:
+        model: The model name, without provider prefix.
+        system_prompt: System instructions ("" for none).
+        messages: The conversation.
+        tools: Tools the model may call.
+        temperature: Sampling temperature, or None for the provider default.
+        max_tokens: Output token limit, or None for the provider default.
+        parallel_tool_calls: Whether the model may ask for several calls at once.
+    """
+
+    model: str
+    system_prompt: str = ""
+    messages: list[Message]
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    temperature: float | None = None
+    max_tokens: int | None = None
+    parallel_tool_calls: bool = True
+
+
+class ModelResponse(BaseModel):
+    """What a :class:`ChatModel` answered.
+
+    Attributes:
+        message: The whole assistant message (text, thinking, tool calls).
+        usage: Tokens of this call.
+        finish_reason: Normalised finish reason.
+        raw_finish_reason: The provider's own word for it.
+        model: The model name the provider reported.
+    """
+
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: FinishReason
+    raw_finish_reason: str | None = None
+    model: str = ""
+
+
+class ChatModel(Protocol):
+    """One LLM provider. Implementations map every error with their
+    provider's error-mapping function, so Temporal decides on retries."""
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request."""
+        ...
+
+
+class CallModelInput(BaseModel):
+    """Input of the ``call_model`` activity.
+
+    Attributes:
+        run_id: The run (workflow id).
+        step: Zero-based step number.
+        model: ``provider:model``.
+        request: The request for the provider.
+    """
+
+    run_id: str
+    step: int
+    model: str
+    request: ModelRequest
+
+
+class CallModelResult(BaseModel):
+    """Result of the ``call_model`` activity.
+
+    Attributes:
+        response: The provider's answer.
+        latency_ms: Time of the successful attempt.
+        attempt: Which attempt succeeded (1 for the first).
+    """
+
+    response: ModelResponse
+    latency_ms: float = 0.0
+    attempt: int = 1
+
+
+class ResolveToolsInput(BaseModel):
+    """Input of the ``resolve_tools`` activity: tool names from the spec."""
+
+    names: list[str] = Field(default_factory=list)
+
+
+class ResolveToolsResult(BaseModel):
+    """Result of ``resolve_tools``: definitions, and names the worker lacks.
+
+    Attributes:
+        tools: Definitions of the tools found, in the order asked.
+        missing: Names not registered in the worker.
+        available: Every tool name the worker has, for the error message.
+    """
+
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    missing: list[str] = Field(default_factory=list)
+    available: list[str] = Field(default_factory=list)
+
+
+class ExecuteToolInput(BaseModel):
+    """Input of the ``execute_tool`` activity.
+
+    Attributes:
+        run_id: The run.
+        step: The step that asked for the call.
+        call_id: The tool call's id.
+        tool_name: The tool to run.
+        arguments: Arguments from the model (validated by the activity).
+        workspace: Workspace root for built-in tools, or None for the worker's.
+        timeout_seconds: The tool's time limit.
+        output_limit: Most characters of output the model sees.
+    """
+
+    run_id: str
+    step: int
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    workspace: str | None = None
+    timeout_seconds: float = 120.0
+    output_limit: int = 16_000
+
+
+class ExecuteToolResult(BaseModel):
+    """Result of ``execute_tool``.
+
+    Attributes:
+        call_id: The tool call's id.
+        content: What the model sees (the output, or the error message).
+        is_error: True when the call failed.
+        truncated: The output was cut to ``output_limit``.
+        latency_ms: Time the tool ran.
+        metrics: Tool-reported metrics.
+    """
+
+    call_id: str
+    content: str
+    is_error: bool = False
+    truncated: bool = False
+    latency_ms: float = 0.0
+    metrics: dict[str, Any] = Field(default_factory=dict)

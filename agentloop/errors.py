@@ -1,0 +1,47 @@
+"""The error hierarchy.
+
+``UserError`` is misconfiguration, raised eagerly with a message that says
+what to change. ``AgentRunFailed`` is what a client sees for a run that ended
+``failed``: it carries the run's full result.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentloop.run import AgentRunResult
+
+
+class AgentLoopError(Exception):
+    """Base class of agentloop's errors."""
+
+
+class UserError(AgentLoopError):
+    """Misconfiguration: the message says what to fix."""
+
+
+class ToolError(AgentLoopError):
+    """A tool failed in a way the model should hear about.
+
+    Raise it from a tool with a message addressed to the model; the call
+    becomes an error result with that message.
+    """
+
+
+class AgentRunFailed(AgentLoopError):
+    """A run ended ``failed``.
+
+    Attributes:
+        reason: Why (``error``, ``max_steps``, ``length``, ``tool_error``...).
+        result: The run's result: messages, usage and report up to the failure.
+    """
+
+    def __init__(self, message: str, *, reason: str, result: AgentRunResult | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.result = result
+
+
+#: ApplicationError type of a failed run.
+RUN_FAILED_ERROR_TYPE = "AgentRunFailed"

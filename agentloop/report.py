@@ -1,0 +1,139 @@
+"""Usage and the run report (seed 004's AgentRunReport, StepReport, ToolCallReport)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+
+class Usage(BaseModel):
+    """Token usage of one LLM call, a step or a whole run.
+
+    Attributes:
+        input_tokens: Prompt tokens, cached ones included.
+        output_tokens: Completion tokens.
+        cached_input_tokens: Prompt tokens served from the provider's cache.
+        requests: LLM requests counted in this total.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    requests: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            requests=self.requests + other.requests,
+        )
+
+
+class ToolCallReport(BaseModel):
+    """How one tool call went.
+
+    Attributes:
+        call_id: The tool call's id.
+        tool_name: The tool called.
+        arguments: The arguments the model passed.
+        result_size_bytes: UTF-8 size of the result the model saw.
+        latency_ms: Time from scheduling the call to its result.
+        skipped: The call did not run (e.g. unknown tool).
+        error: The error the model saw, or None on success.
+        truncated: The output was cut to ``tool_output_limit``.
+        metrics: Tool-reported metrics.
+    """
+
+    call_id: str
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result_size_bytes: int = 0
+    latency_ms: float = 0.0
+    skipped: bool = False
+    error: str | None = None
+    truncated: bool = False
+    metrics: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepReport(BaseModel):
+    """How one step (an LLM call and the tool calls it asked for) went.
+
+    Attributes:
+        index: Zero-based step number.
+        type: ``initial`` for the first step, ``tool_followup`` after tool results.
+        llm_latency_ms: Time of the LLM activity, retries included.
+        usage: Tokens of this step's LLM call.
+        finish_reason: Normalised finish reason (``stop``, ``tool_calls``,
+            ``length``, ``content_filter``, ``other``).
+        tool_calls: One report per tool call, in call order.
+        tool_total_ms: Wall time of this step's tool phase.
+    """
+
+    index: int
+    type: Literal["initial", "tool_followup"]
+    llm_latency_ms: float = 0.0
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: str = ""
+    tool_calls: list[ToolCallReport] = Field(default_factory=list)
+    tool_total_ms: float = 0.0
+
+
+RunReason = Literal[
+    "done",
+    "error",
+    "max_steps",
+    "max_tool_call_continuations",
+    "length",
+    "content_filter",
+    "tool_error",
+    "stopped",
+    "cancelled",
+    "guardrail",
+    "cost_limit",
+]
+
+
+class AgentRunReport(BaseModel):
+    """Everything about one run, available by query at any time.
+
+    Attributes:
+        id: The run id (workflow id).
+        model: ``provider:model``.
+        started_at: When the run started (workflow time).
+        completed_at: When it ended, None while running.
+        total_ms: Duration, up to now while running.
+        reason: Why it ended, None while running.
+        user_message: The text of the run's input.
+        final_text: The last assistant text.
+        error: What went wrong, when the run failed.
+        steps: One report per step.
+        step_count: Steps taken.
+        tool_call_count: Tool calls made.
+        total_usage: Usage summed over all steps.
+        total_llm_time_ms: Time in LLM activities.
+        total_tool_time_ms: Time in tool phases.
+    """
+
+    id: str
+    model: str
+    started_at: datetime
+    completed_at: datetime | None = None
+    total_ms: float = 0.0
+    reason: RunReason | None = None
+    user_message: str = ""
+    final_text: str = ""
+    error: str | None = None
+    steps: list[StepReport] = Field(default_factory=list)
+    step_count: int = 0
+    tool_call_count: int = 0
+    total_usage: Usage = Field(default_factory=Usage)
+    total_llm_time_ms: float = 0.0
+    total_tool_time_ms: float = 0.0

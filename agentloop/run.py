@@ -1,0 +1,90 @@
+"""A run's input, result and live state."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentloop.messages import Message, ToolCallPart
+from agentloop.report import AgentRunReport, RunReason, Usage
+from agentloop.spec import AgentSpec
+
+RunStatus = Literal[
+    "running",
+    "awaiting_approval",
+    "requires_action",
+    "completed",
+    "failed",
+    "cancelled",
+    "stopped",
+]
+
+
+class AgentRunInput(BaseModel):
+    """The input of :class:`AgentRunWorkflow`.
+
+    Attributes:
+        spec: The agent's configuration.
+        messages: The turn's input, usually one user message. Earlier messages
+            of a thread may come first.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: AgentSpec
+    messages: list[Message] = Field(min_length=1)
+
+
+class AgentRunResult(BaseModel):
+    """The output of a finished run (also carried by a failed run's error).
+
+    Attributes:
+        run_id: The run id (workflow id).
+        status: ``completed``, ``failed``, ``cancelled`` or ``stopped``.
+        reason: Why the run ended.
+        final_text: The last assistant text.
+        error: What went wrong, when the run failed.
+        messages: The messages the run added (assistant and tool results).
+        usage: Usage summed over the run.
+        report: The full run report.
+    """
+
+    run_id: str
+    status: RunStatus
+    reason: RunReason
+    final_text: str = ""
+    error: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    report: AgentRunReport
+
+
+class RunState(BaseModel):
+    """What a run is doing now (query ``state``).
+
+    Attributes:
+        run_id: The run id.
+        status: Current status.
+        step: Steps started so far.
+        reason: Why it ended, once ended.
+        error: Error message, when failed.
+        running_tool_calls: Tool calls executing now.
+        message_count: Messages in the conversation.
+        usage: Usage so far.
+    """
+
+    run_id: str
+    status: RunStatus
+    step: int = 0
+    reason: RunReason | None = None
+    error: str | None = None
+    running_tool_calls: list[ToolCallPart] = Field(default_factory=list)
+    message_count: int = 0
+    usage: Usage = Field(default_factory=Usage)
+
+
+class MessagesResult(BaseModel):
+    """Query ``messages``: the conversation so far."""
+
+    messages: list[Message] = Field(default_factory=list)

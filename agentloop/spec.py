@@ -1,0 +1,101 @@
+"""The agent's configuration: model, prompt, tools, limits."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: Providers a model string may name, as ``provider:model``.
+KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
+
+
+def parse_model(model: str) -> tuple[str, str]:
+    """Split ``provider:model`` into its two halves, with a clear error.
+
+    Raises:
+        ValueError: The string has no provider prefix or names an unknown one.
+    """
+    provider, sep, name = model.partition(":")
+    if not sep or not provider or not name:
+        raise ValueError(
+            f"model {model!r} must be 'provider:model', e.g. 'openai:gpt-4.1-mini' or "
+            f"'anthropic:claude-sonnet-4-5'; providers: {', '.join(KNOWN_PROVIDERS)}"
+        )
+    if provider not in KNOWN_PROVIDERS:
+        raise ValueError(
+            f"unknown model provider {provider!r} in {model!r}; use one of "
+            f"{', '.join(KNOWN_PROVIDERS)} (any OpenAI-compatible server works as "
+            "'openai:<model>' with OPENAI_BASE_URL set on the worker)"
+        )
+    return provider, name
+
+
+class AgentSpec(BaseModel):
+    """What an agent is: its model, instructions, tools and limits.
+
+    Attributes:
+        model: ``provider:model``, e.g. ``openai:gpt-4.1-mini``,
+            ``anthropic:claude-sonnet-4-5``, or ``scripted:<name>`` for a
+            scripted model registered in the worker (tests and offline demos).
+        name: The agent's name, shown in reports and to operators.
+        system_prompt: Instructions sent as the system prompt on every step.
+        tools: Names of tools registered in the worker that the model may call.
+        max_steps: Most LLM steps a run may take; at least one always runs.
+        max_tool_call_continuations: Most LLM steps that may follow tool
+            results; ``None`` leaves only ``max_steps`` in force.
+        max_consecutive_failed_tool_steps: The run fails once this many steps
+            in a row had every one of their tool calls fail. ``1`` (the
+            default) fails the run at the first such step; raise it to let the
+            model see the errors and recover.
+        parallel_tool_calls: Run the tool calls of one step concurrently.
+        tool_timeout_seconds: Default limit for one tool call.
+        tool_timeouts: Per-tool limits that override the default, by name.
+        tool_output_limit: Most characters of a tool's output that reach the
+            model; longer output is cut with a visible note.
+        temperature: Sampling temperature; provider default when unset.
+        max_tokens: Most output tokens per LLM step; provider default when unset
+            (Anthropic requires one: 4096 is used).
+        llm_timeout_seconds: Limit for one LLM attempt.
+        llm_max_attempts: Attempts for one LLM step (retryable errors only).
+        workspace: Directory the built-in file and shell tools are confined to,
+            on the worker; the worker's ``AGENTLOOP_WORKSPACE`` (or its working
+            directory) when unset.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    name: str = "agent"
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    max_steps: int = Field(default=16, ge=1)
+    max_tool_call_continuations: int | None = Field(default=None, ge=0)
+    max_consecutive_failed_tool_steps: int = Field(default=1, ge=1)
+    parallel_tool_calls: bool = True
+    tool_timeout_seconds: float = Field(default=120.0, gt=0)
+    tool_timeouts: dict[str, float] = Field(default_factory=dict)
+    tool_output_limit: int = Field(default=16_000, ge=256)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    llm_timeout_seconds: float = Field(default=600.0, gt=0)
+    llm_max_attempts: int = Field(default=5, ge=1)
+    workspace: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str) -> str:
+        parse_model(value)
+        return value
+
+    @property
+    def provider(self) -> str:
+        """The provider half of ``model``."""
+        return parse_model(self.model)[0]
+
+    @property
+    def model_name(self) -> str:
+        """The model half of ``model``."""
+        return parse_model(self.model)[1]
+
+    def timeout_for(self, tool_name: str) -> float:
+        """The time limit, in seconds, for one call of ``tool_name``."""
+        return self.tool_timeouts.get(tool_name, self.tool_timeout_seconds)
