@@ -170,7 +170,7 @@ def _demo(request: ModelRequest) -> ModelResponse:
                          text=f"I will read {files[0]}.")
         return reply(f"The workspace is empty. You asked: {instruction!r}. (scripted demo model)")
     preview = results[0].content if results else ""
-    first = preview.splitlines()[0] if preview else ""
+    first = re.sub(r"^\s*\d+\t", "", preview.splitlines()[0]) if preview else ""
     return reply(
         f"You asked: {instruction!r}. I listed the workspace and read one file; its first "
         f"line is: {json.dumps(first)}. (scripted demo model: no LLM was called)"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from pydantic import ValidationError
+
 from agentloop.config import TemporalConfig
 from agentloop.errors import AgentRunFailed, UserError
 from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
@@ -122,7 +124,8 @@ def describe_message(message: Message, step: int) -> list[str]:
     """Lines that show a new message as it arrives."""
     lines: list[str] = []
     for part in message.content:
-        if isinstance(part, TextPart) and message.role == "assistant" and part.text:
+        # The final answer (no tool calls) is printed whole at the end, not here.
+        if isinstance(part, TextPart) and message.role == "assistant" and part.text and message.tool_calls:
             lines.append(f"[step {step}] assistant: {_short(part.text)}")
         elif isinstance(part, ThinkingPart):
             lines.append(f"[step {step}] thinking: {_short(part.text)}")
@@ -187,8 +190,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
             max_steps=args.max_steps,
             workspace=workspace,
         )
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
+    except ValidationError as exc:
+        raise UserError("; ".join(
+            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )) from None
     config = TemporalConfig.from_env()
     config.imports += args.imports
     embedded = config.address is None
@@ -289,8 +295,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=os.environ.get("AGENTLOOP_LOG_LEVEL", "WARNING"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    level = os.environ.get("AGENTLOOP_LOG_LEVEL")
+    logging.basicConfig(level=level or "WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not level and args.command == "run":
+        # A failed LLM or tool attempt is reported in the run's own output; the
+        # SDK's warning with a traceback would only repeat it.
+        logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
     # Run from a checkout, `agentloop --import tests.x` should find the checkout's modules.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -1,0 +1,86 @@
+"""A run survives its worker being SIGKILLed mid-tool."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+
+from agentloop import AgentClient, AgentSpec
+from agentloop.devserver import DevServer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_worker(server: DevServer, task_queue: str, log: Path) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.durable_fixture"],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+async def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+async def test_run_survives_worker_sigkill(
+    dev_server: DevServer, agent_client: AgentClient, task_queue: str, workspace: Path, tmp_path: Path
+) -> None:
+    calls_log = workspace / "calls.log"
+    worker_log = tmp_path / "worker.log"
+    first = start_worker(dev_server, task_queue, worker_log)
+    second = None
+    try:
+        spec = AgentSpec(
+            model="scripted:durable",
+            tools=["record", "block"],
+            workspace=str(workspace),
+            heartbeat_timeout_seconds=2,
+        )
+        handle = await agent_client.start(spec, "do the durable thing")
+        await wait_for(
+            lambda: calls_log.exists() and "block-start" in calls_log.read_text(),
+            what=f"the blocking tool to start (worker log: {worker_log})",
+        )
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        assert first.returncode == -signal.SIGKILL
+
+        (workspace / "release").touch()
+        second = start_worker(dev_server, task_queue, worker_log)
+        result = await asyncio.wait_for(handle.result(), timeout=90)
+    finally:
+        for proc in (first, second):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+    assert result.status == "completed"
+    assert result.final_text == "survived"
+    # The completed tool call ran once; the one in flight at the kill ran again.
+    assert calls_log.read_text().splitlines() == ["a", "block-start", "block-start"]
+    history = await handle.workflow_handle.fetch_history()
+    completed = [
+        e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
+    ]
+    # resolve tools, LLM step 1, record, LLM step 2, block, LLM step 3: each completed once.
+    assert len(completed) == 6
+    started = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+    ]
+    assert sorted(started) == [1, 1, 1, 1, 1, 2]  # only the tool in flight was retried
