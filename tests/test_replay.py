@@ -1,0 +1,55 @@
+"""Replay committed histories against today's workflow code.
+
+A change that would break runs in flight (different commands in a different
+order) fails here. Record new histories with ``python -m tests.histories.record``
+only for a deliberate, patched change, and keep the old ones.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import workflow
+from temporalio.client import WorkflowHistory
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Replayer
+
+from agentloop.run import AgentRunInput, AgentRunResult
+from workflows.agent_run import AgentRunWorkflow
+
+HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+def load(path: Path) -> WorkflowHistory:
+    return WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
+
+
+def test_histories_are_committed() -> None:
+    assert {p.stem for p in HISTORIES} >= {"tools_parallel", "failed_length", "max_steps"}
+
+
+@pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
+async def test_replay_committed_history(path: Path) -> None:
+    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(load(path))
+    assert result.replay_failure is None
+
+
+@workflow.defn(name="AgentRunWorkflow")
+class ReorderedWorkflow:
+    """A 'refactor' that skips tool resolution: must not replay."""
+
+    @workflow.run
+    async def run(self, input: AgentRunInput) -> AgentRunResult:
+        await workflow.execute_activity("call_model", input, start_to_close_timeout=timedelta(seconds=5))
+        raise AssertionError("unreachable in replay")
+
+
+async def test_replay_catches_an_incompatible_change() -> None:
+    replayer = Replayer(workflows=[ReorderedWorkflow], data_converter=pydantic_data_converter)
+    result = await replayer.replay_workflow(load(Path(__file__).parent / "histories" / "tools_parallel.json"),
+                                            raise_on_replay_failure=False)
+    assert isinstance(result.replay_failure, workflow.NondeterminismError)
+    assert "does not match activity type of activity command 'call_model'" in str(result.replay_failure)
