@@ -34,3 +34,17 @@ register_scripted_model(
         reply("survived"),
     ],
 )
+
+
+@tool
+async def slow(seconds: float, ctx: ToolContext) -> str:
+    """Note the start, sleep, note the end (in calls.log)."""
+    with open(ctx.workspace / "calls.log", "a") as log:
+        log.write("slow-start\n")
+    await asyncio.sleep(seconds)
+    with open(ctx.workspace / "calls.log", "a") as log:
+        log.write("slow-end\n")
+    return f"slept {seconds}"
+
+
+register_scripted_model("graceful", [calls(call("slow", {"seconds": 1.5})), reply("finished")])

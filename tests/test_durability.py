@@ -84,3 +84,33 @@ async def test_run_survives_worker_sigkill(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
     ]
     assert sorted(started) == [1, 1, 1, 1, 1, 2]  # only the tool in flight was retried
+
+
+async def test_sigterm_lets_the_running_tool_finish(
+    dev_server: DevServer, agent_client: AgentClient, task_queue: str, workspace: Path, tmp_path: Path
+) -> None:
+    calls_log = workspace / "calls.log"
+    worker_log = tmp_path / "worker.log"
+    first = start_worker(dev_server, task_queue, worker_log)
+    second = None
+    try:
+        spec = AgentSpec(model="scripted:graceful", tools=["slow"], workspace=str(workspace),
+                         heartbeat_timeout_seconds=2)
+        handle = await agent_client.start(spec, "take your time")
+        await wait_for(lambda: calls_log.exists() and "slow-start" in calls_log.read_text(),
+                       what=f"the slow tool to start (worker log: {worker_log})")
+        first.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(first.wait, 30)
+        assert first.returncode == 0, worker_log.read_text()
+        # The tool finished during shutdown, before the worker exited.
+        assert calls_log.read_text().splitlines() == ["slow-start", "slow-end"]
+        second = start_worker(dev_server, task_queue, worker_log)
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    finally:
+        for proc in (first, second):
+            if proc and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert result.final_text == "finished"
+    assert result.messages[1].tool_results[0].content == "slept 1.5"
+    assert calls_log.read_text().splitlines() == ["slow-start", "slow-end"]  # not run again

@@ -1,0 +1,686 @@
+"""AnthropicChatModel against a local server speaking the Messages API over real HTTP."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx2
+import pytest
+from anthropic import AsyncAnthropic
+from temporalio.exceptions import ApplicationError
+
+from activities.anthropic_model import (
+    DEFAULT_MAX_TOKENS,
+    AnthropicChatModel,
+    anthropic_image_source,
+    map_anthropic_error,
+    to_anthropic_messages,
+    to_anthropic_request,
+    to_anthropic_system,
+    to_anthropic_tools,
+)
+from agentloop.activity_io import ModelRequest, ToolDefinition
+from agentloop.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from agentloop.report import Usage
+from tests.provider_servers import (
+    AnthropicServer,
+    ScriptedResponse,
+    anthropic_error_body,
+    anthropic_message,
+    unused_port,
+)
+
+API_KEY = "sk-ant-api03-Secret0123456789abcdefXYZ"
+
+WEATHER_TOOL = ToolDefinition(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_anthropic_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The SDK also finds credentials in profiles under ~/.config/anthropic and
+    # in federation variables; an empty home keeps the developer's own out.
+    for name in list(os.environ):
+        if name.startswith("ANTHROPIC_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+
+@pytest.fixture
+def server() -> Iterator[AnthropicServer]:
+    with AnthropicServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def client(server: AnthropicServer) -> AsyncIterator[AsyncAnthropic]:
+    sdk = AsyncAnthropic(api_key=API_KEY, base_url=server.base_url, max_retries=0)
+    yield sdk
+    await sdk.close()
+
+
+@pytest.fixture
+def model(client: AsyncAnthropic) -> AnthropicChatModel:
+    return AnthropicChatModel(client)
+
+
+def simple_request(**overrides: Any) -> ModelRequest:
+    fields: dict[str, Any] = {"model": "claude-test", "messages": [Message.user("Hello")]}
+    fields.update(overrides)
+    return ModelRequest(**fields)
+
+
+def text_reply(text: str = "Hi", **kwargs: Any) -> ScriptedResponse:
+    return ScriptedResponse(json_body=anthropic_message([{"type": "text", "text": text}], **kwargs))
+
+
+async def complete_error(
+    model: AnthropicChatModel, request: ModelRequest | None = None
+) -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
+        await model.complete(request or simple_request())
+    return caught.value
+
+
+# ---------------------------------------------------------------- request body
+
+
+async def test_sends_the_whole_conversation_as_messages(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply("Sunny in Paris; Oslo timed out."))
+    request = ModelRequest(
+        model="claude-test",
+        system_prompt="You are terse.",
+        messages=[
+            Message.user("Weather in Paris and Oslo?"),
+            Message(
+                role="assistant",
+                content=[
+                    ThinkingPart(text="Two calls.", signature="EqQBCkYIARgC"),
+                    ThinkingPart(text="unsigned, so not sent back"),
+                    TextPart(text="Checking."),
+                    ToolCallPart(id="toolu_1", name="get_weather", arguments={"city": "Paris"}),
+                    ToolCallPart(id="toolu_2", name="get_weather", arguments={"city": "Oslo"}),
+                ],
+            ),
+            Message(
+                role="tool",
+                content=[
+                    ToolResultPart(id="toolu_1", name="get_weather", content="sunny, 24C"),
+                    ToolResultPart(id="toolu_2", name="get_weather", content="timeout", is_error=True),
+                ],
+            ),
+            Message(
+                role="user",
+                content=[
+                    TextPart(text="And these pictures?"),
+                    ImagePart(url="https://example.com/cat.png"),
+                    ImagePart(data="iVBORw0KGgo=", media_type="image/png"),
+                ],
+            ),
+        ],
+        tools=[WEATHER_TOOL],
+        temperature=0.3,
+        max_tokens=512,
+        parallel_tool_calls=False,
+    )
+
+    response = await model.complete(request)
+
+    assert response.message.text == "Sunny in Paris; Oslo timed out."
+    assert len(server.requests) == 1
+    sent = server.requests[0]
+    assert sent.method == "POST"
+    assert sent.path == "/v1/messages"
+    assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+    assert "anthropic-version" in sent.headers
+    assert sent.json == {
+        "model": "claude-test",
+        "max_tokens": 512,
+        "stream": False,
+        "system": "You are terse.",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and Oslo?"}]},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "Two calls.", "signature": "EqQBCkYIARgC"},
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {"city": "Oslo"}},
+                ],
+            },
+            # The tool results and the next user message form one user turn,
+            # results first.
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny, 24C"},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": "timeout", "is_error": True},
+                    {"type": "text", "text": "And these pictures?"},
+                    {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.png"}},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                    },
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "name": "get_weather",
+                "description": "Current weather for a city.",
+                "input_schema": WEATHER_TOOL.parameters,
+            }
+        ],
+        "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
+        "temperature": 0.3,
+    }
+
+
+async def test_defaults_max_tokens_and_sends_no_unset_options(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply())
+
+    await model.complete(simple_request())
+
+    assert server.requests[0].json == {
+        "model": "claude-test",
+        "max_tokens": DEFAULT_MAX_TOKENS,
+        "stream": False,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
+    }
+    assert DEFAULT_MAX_TOKENS == 4096
+
+
+async def test_parallel_tool_calls_allowed_sends_no_tool_choice(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply())
+
+    await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    body = server.requests[0].json
+    assert "tool_choice" not in body
+    assert body["tools"][0]["name"] == "get_weather"
+
+
+async def test_unsendable_conversation_is_a_bad_request_and_sends_nothing(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    request = simple_request(messages=[Message(role="user", content=[ToolCallPart(id="t", name="x")])])
+
+    error = await complete_error(model, request)
+
+    assert error.type == "ModelBadRequest"
+    assert error.non_retryable
+    assert server.requests == []
+
+
+async def test_max_tokens_too_large_for_non_streaming_is_a_bad_request(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    error = await complete_error(model, simple_request(max_tokens=100_000))
+
+    assert error.type == "ModelBadRequest"
+    assert error.non_retryable
+    assert "max_tokens" in error.message
+    assert server.requests == []
+
+
+# ---------------------------------------------------------------- responses
+
+
+async def test_parses_text_thinking_tool_calls_and_usage(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=anthropic_message(
+                [
+                    {"type": "thinking", "thinking": "Need the weather.", "signature": "sig-abc"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "text", "text": "Let me check."},
+                    {
+                        "type": "tool_use",
+                        "id": "toolu_01",
+                        "name": "get_weather",
+                        "input": {"city": "Paris"},
+                    },
+                ],
+                stop_reason="tool_use",
+                model="claude-test-20250101",
+                input_tokens=50,
+                output_tokens=40,
+                cache_read_input_tokens=1000,
+                cache_creation_input_tokens=200,
+            )
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    assert response.message == Message(
+        role="assistant",
+        content=[
+            ThinkingPart(text="Need the weather.", signature="sig-abc"),
+            TextPart(text="Let me check."),
+            ToolCallPart(id="toolu_01", name="get_weather", arguments={"city": "Paris"}),
+        ],
+    )
+    assert response.finish_reason == "tool_calls"
+    assert response.raw_finish_reason == "tool_use"
+    assert response.model == "claude-test-20250101"
+    assert response.usage == Usage(
+        input_tokens=1250, output_tokens=40, cached_input_tokens=1000, requests=1
+    )
+
+
+async def test_usage_without_cache_fields(server: AnthropicServer, model: AnthropicChatModel) -> None:
+    server.enqueue(text_reply(input_tokens=21, output_tokens=3))
+
+    response = await model.complete(simple_request())
+
+    assert response.usage == Usage(input_tokens=21, output_tokens=3, cached_input_tokens=0, requests=1)
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("end_turn", "stop"),
+        ("stop_sequence", "stop"),
+        ("tool_use", "tool_calls"),
+        ("max_tokens", "length"),
+        ("model_context_window_exceeded", "length"),
+        ("refusal", "content_filter"),
+        ("pause_turn", "other"),
+        ("something_new", "other"),
+    ],
+)
+async def test_finish_reasons(
+    server: AnthropicServer, model: AnthropicChatModel, raw: str, expected: str
+) -> None:
+    server.enqueue(text_reply(stop_reason=raw))
+
+    response = await model.complete(simple_request())
+
+    assert response.finish_reason == expected
+    assert response.raw_finish_reason == raw
+
+
+async def test_non_object_tool_input_is_kept_with_an_error(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    # A compatible server (proxy) may send what Anthropic never would.
+    server.enqueue(
+        ScriptedResponse(
+            json_body=anthropic_message(
+                [{"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": ["Paris"]}],
+                stop_reason="tool_use",
+            )
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    (call,) = response.message.tool_calls
+    assert call.arguments == {}
+    assert call.arguments_error == "the arguments must be a JSON object"
+    assert call.raw_arguments == '["Paris"]'
+
+
+# ---------------------------------------------------------------- errors over HTTP
+
+
+async def test_429_with_retry_after_seconds(server: AnthropicServer, model: AnthropicChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=429,
+            headers={"retry-after": "7", "request-id": "req_011"},
+            json_body=anthropic_error_body(
+                "rate_limit_error", "This request would exceed the rate limit for your organization."
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelRateLimited"
+    assert not error.non_retryable
+    assert error.next_retry_delay == timedelta(seconds=7)
+    assert "exceed the rate limit" in error.message
+    assert "req_011" in error.message
+    assert isinstance(error.__cause__, anthropic.RateLimitError)
+
+
+async def test_429_with_retry_after_ms(server: AnthropicServer, model: AnthropicChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=429,
+            headers={"retry-after-ms": "2500"},
+            json_body=anthropic_error_body("rate_limit_error", "slow down"),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.next_retry_delay == timedelta(milliseconds=2500)
+
+
+@pytest.mark.parametrize("status", [500, 503, 529, 408, 409])
+async def test_server_side_statuses_are_retryable(
+    server: AnthropicServer, model: AnthropicChatModel, status: int
+) -> None:
+    server.enqueue(
+        ScriptedResponse(status=status, json_body=anthropic_error_body("overloaded_error", "Overloaded"))
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelServerError"
+    assert not error.non_retryable
+    assert str(status) in error.message and "Overloaded" in error.message
+
+
+async def test_503_with_retry_after_is_delayed(server: AnthropicServer, model: AnthropicChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=503,
+            headers={"retry-after": "30"},
+            json_body=anthropic_error_body("api_error", "Internal server error"),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelServerError"
+    assert error.next_retry_delay == timedelta(seconds=30)
+
+
+async def test_401_says_what_to_fix_and_hides_the_key(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=401,
+            json_body=anthropic_error_body("authentication_error", f"invalid x-api-key {API_KEY}"),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelAuthenticationError"
+    assert error.non_retryable
+    assert error.next_retry_delay is None
+    assert "Anthropic rejected the API key (401)" in error.message
+    assert "check ANTHROPIC_API_KEY in the worker's environment" in error.message
+    assert "invalid x-api-key" in error.message
+    assert API_KEY not in error.message and API_KEY not in str(error)
+    assert "Secret0123" not in error.message
+
+
+async def test_403_is_an_authentication_error(server: AnthropicServer, model: AnthropicChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=403,
+            json_body=anthropic_error_body("permission_error", "Your API key does not have permission."),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelAuthenticationError"
+    assert error.non_retryable
+    assert "403" in error.message
+
+
+async def test_400_is_a_bad_request_with_the_provider_message(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=400,
+            json_body=anthropic_error_body(
+                "invalid_request_error",
+                "messages.1.content.0: unexpected `tool_use_id` found in `tool_result` blocks",
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelBadRequest"
+    assert error.non_retryable
+    assert "400" in error.message
+    assert "unexpected `tool_use_id` found" in error.message
+
+
+async def test_prompt_too_long_is_a_context_length_error(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=400,
+            json_body=anthropic_error_body(
+                "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum"
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelContextLengthExceeded"
+    assert error.non_retryable
+    assert "212345 tokens" in error.message
+
+
+async def test_connection_refused_is_a_retryable_connection_error() -> None:
+    base_url = f"http://127.0.0.1:{unused_port()}"
+    client = AsyncAnthropic(api_key=API_KEY, base_url=base_url, max_retries=0)
+    try:
+        error = await complete_error(AnthropicChatModel(client))
+    finally:
+        await client.close()
+
+    assert error.type == "ModelConnectionError"
+    assert not error.non_retryable
+    assert f"{base_url}/v1/messages" in error.message
+    assert API_KEY not in error.message
+
+
+async def test_dropped_connection_is_a_retryable_connection_error(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(ScriptedResponse(drop_connection=True))
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelConnectionError"
+    assert not error.non_retryable
+
+
+def test_timeout_is_a_retryable_connection_error() -> None:
+    request = httpx2.Request(
+        "POST", "https://api.anthropic.com/v1/messages", headers={"authorization": f"Bearer {API_KEY}"}
+    )
+
+    error = map_anthropic_error(anthropic.APITimeoutError(request=request))
+
+    assert error.type == "ModelConnectionError"
+    assert not error.non_retryable
+    assert "timed out" in error.message
+
+
+# ---------------------------------------------------------------- from_env
+
+
+async def test_from_env_without_key_is_a_configuration_error() -> None:
+    with pytest.raises(ApplicationError) as caught:
+        AnthropicChatModel.from_env()
+
+    error = caught.value
+    assert error.type == "ModelConfigurationError"
+    assert error.non_retryable
+    assert "ANTHROPIC_API_KEY" in error.message
+    assert "worker's environment" in error.message
+
+
+async def test_from_env_reads_key_and_base_url(
+    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+    server.enqueue(text_reply("from env"))
+
+    model = AnthropicChatModel.from_env()
+    try:
+        response = await model.complete(simple_request())
+    finally:
+        await model.client.close()
+
+    assert response.message.text == "from env"
+    assert model.client.max_retries == 0
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_from_env_with_key_defaults_to_api_anthropic_com(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+
+    model = AnthropicChatModel.from_env()
+
+    assert str(model.client.base_url).startswith("https://api.anthropic.com")
+    await model.client.close()
+
+
+async def test_model_without_client_reports_missing_configuration_on_first_call() -> None:
+    error = await complete_error(AnthropicChatModel())
+
+    assert error.type == "ModelConfigurationError"
+    assert error.non_retryable
+
+
+# ---------------------------------------------------------------- pure functions
+
+
+def test_consecutive_same_role_messages_are_merged() -> None:
+    messages = to_anthropic_messages(
+        [
+            Message.user("one"),
+            Message.user("two"),
+            Message.assistant("three"),
+            Message.assistant("four"),
+        ]
+    )
+
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "three"}, {"type": "text", "text": "four"}],
+        },
+    ]
+
+
+def test_tool_results_lead_their_user_turn() -> None:
+    messages = to_anthropic_messages(
+        [
+            Message.assistant(tool_calls=[ToolCallPart(id="t1", name="x", arguments={"a": 1})]),
+            Message(role="user", content=[TextPart(text="note"), ToolResultPart(id="t1", content="")]),
+        ]
+    )
+
+    assert messages == [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "x", "input": {"a": 1}}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "t1"}, {"type": "text", "text": "note"}],
+        },
+    ]
+
+
+def test_empty_text_and_empty_messages_are_left_out() -> None:
+    messages = to_anthropic_messages(
+        [
+            Message.user("hi"),
+            Message(role="assistant", content=[TextPart(text=""), ThinkingPart(text="no signature")]),
+            Message.user("again"),
+        ]
+    )
+
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, {"type": "text", "text": "again"}]}
+    ]
+
+
+def test_system_messages_join_the_system_prompt() -> None:
+    conversation = [Message.system("Rule two."), Message.user("hi"), Message.system("Rule three.")]
+
+    assert to_anthropic_system("Rule one.", conversation) == "Rule one.\n\nRule two.\n\nRule three."
+    assert to_anthropic_system("", [Message.user("hi")]) == ""
+    assert to_anthropic_messages(conversation) == [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    ]
+    with pytest.raises(ValueError, match="only hold text"):
+        to_anthropic_system("", [Message(role="system", content=[ImagePart(url="https://x/y.png")])])
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        (Message(role="user", content=[ToolCallPart(id="c", name="t")]), "only assistant"),
+        (Message(role="tool", content=[ToolCallPart(id="c", name="t")]), "only assistant"),
+        (Message(role="assistant", content=[ToolResultPart(id="c", content="x")]), "cannot hold tool results"),
+        (Message(role="assistant", content=[ImagePart(url="https://x/y.png")]), "no images"),
+        (Message(role="user", content=[ImagePart()]), "needs a url or data"),
+    ],
+)
+def test_to_anthropic_messages_rejects_what_it_cannot_express(message: Message, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        to_anthropic_messages([message])
+
+
+def test_image_sources() -> None:
+    assert anthropic_image_source(ImagePart(url="data:image/jpeg;base64,/9j/4AAQ")) == {
+        "type": "base64",
+        "media_type": "image/jpeg",
+        "data": "/9j/4AAQ",
+    }
+    assert anthropic_image_source(ImagePart(url="https://x/y.png")) == {"type": "url", "url": "https://x/y.png"}
+    with pytest.raises(ValueError, match="must be base64"):
+        anthropic_image_source(ImagePart(url="data:text/plain,hello"))
+    with pytest.raises(ValueError, match="media_type"):
+        anthropic_image_source(ImagePart(data="AAAA"))
+
+
+def test_to_anthropic_tools_omits_empty_description() -> None:
+    assert to_anthropic_tools([ToolDefinition(name="noop")]) == [
+        {"name": "noop", "input_schema": {"type": "object", "properties": {}}}
+    ]
+
+
+def test_to_anthropic_request_temperature_zero_is_sent() -> None:
+    params = to_anthropic_request(simple_request(temperature=0.0, max_tokens=10))
+
+    assert params["extra_body"] == {"temperature": 0.0}
+    assert params["max_tokens"] == 10

@@ -1,0 +1,941 @@
+"""OpenAIChatModel against a local server speaking Chat Completions over real HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
+from typing import Any
+
+import httpx2
+import openai
+import pytest
+from openai import AsyncOpenAI
+from temporalio.exceptions import ApplicationError
+
+from activities.http_headers import credential_values, error_body_message, redact, retry_after_delay
+from activities.openai_model import (
+    LOCAL_SERVER_API_KEY,
+    OpenAIChatModel,
+    map_openai_error,
+    parse_tool_arguments,
+    to_openai_messages,
+    to_openai_request,
+    to_openai_tools,
+)
+from agentloop.activity_io import ModelRequest, ToolDefinition
+from agentloop.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from agentloop.report import Usage
+from tests.provider_servers import (
+    OpenAIServer,
+    ScriptedResponse,
+    openai_completion,
+    openai_error_body,
+    openai_tool_call,
+    unused_port,
+)
+
+API_KEY = "sk-test-Secret0123456789abcdefXYZ"
+
+WEATHER_TOOL = ToolDefinition(
+    name="get_weather",
+    description="Current weather for a city.",
+    parameters={
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
+)
+
+
+@pytest.fixture(autouse=True)
+def clean_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OPENAI_ORG_ID",
+        "OPENAI_PROJECT_ID",
+        "OPENAI_ADMIN_KEY",
+        "OPENAI_CUSTOM_HEADERS",
+    ):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def server() -> Iterator[OpenAIServer]:
+    with OpenAIServer() as running:
+        yield running
+
+
+@pytest.fixture
+async def client(server: OpenAIServer) -> AsyncIterator[AsyncOpenAI]:
+    sdk = AsyncOpenAI(api_key=API_KEY, base_url=server.base_url, max_retries=0)
+    yield sdk
+    await sdk.close()
+
+
+@pytest.fixture
+def model(client: AsyncOpenAI) -> OpenAIChatModel:
+    return OpenAIChatModel(client)
+
+
+def simple_request(**overrides: Any) -> ModelRequest:
+    fields: dict[str, Any] = {"model": "gpt-test", "messages": [Message.user("Hello")]}
+    fields.update(overrides)
+    return ModelRequest(**fields)
+
+
+async def complete_error(model: OpenAIChatModel, request: ModelRequest | None = None) -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
+        await model.complete(request or simple_request())
+    return caught.value
+
+
+# ---------------------------------------------------------------- request body
+
+
+async def test_sends_the_whole_conversation_as_chat_completions(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="It is sunny in both.")))
+    request = ModelRequest(
+        model="gpt-test",
+        system_prompt="You are terse.",
+        messages=[
+            Message.user("Weather in Paris and Oslo?"),
+            Message(
+                role="assistant",
+                content=[
+                    ThinkingPart(text="I should call the tool twice.", signature="sig"),
+                    TextPart(text="Checking."),
+                    ToolCallPart(id="call_1", name="get_weather", arguments={"city": "Paris"}),
+                    ToolCallPart(id="call_2", name="get_weather", arguments={"city": "Oslo"}),
+                ],
+            ),
+            Message(
+                role="tool",
+                content=[
+                    ToolResultPart(id="call_1", name="get_weather", content="sunny, 24C"),
+                    ToolResultPart(id="call_2", name="get_weather", content="timeout", is_error=True),
+                ],
+            ),
+            Message(
+                role="user",
+                content=[
+                    TextPart(text="And this picture?"),
+                    ImagePart(url="https://example.com/cat.png"),
+                    ImagePart(data="iVBORw0KGgo=", media_type="image/png"),
+                ],
+            ),
+        ],
+        tools=[WEATHER_TOOL],
+        temperature=0.2,
+        max_tokens=256,
+        parallel_tool_calls=False,
+    )
+
+    response = await model.complete(request)
+
+    assert response.message.text == "It is sunny in both."
+    assert len(server.requests) == 1
+    sent = server.requests[0]
+    assert sent.method == "POST"
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == f"Bearer {API_KEY}"
+    assert sent.json == {
+        "model": "gpt-test",
+        "stream": False,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Weather in Paris and Oslo?"},
+            {
+                "role": "assistant",
+                "content": "Checking.",
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    },
+                    {
+                        "id": "call_2",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 24C"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "timeout"},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "And this picture?"},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                ],
+            },
+        ],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "get_weather",
+                    "description": "Current weather for a city.",
+                    "parameters": WEATHER_TOOL.parameters,
+                },
+            }
+        ],
+        "parallel_tool_calls": False,
+        "temperature": 0.2,
+        "max_completion_tokens": 256,
+    }
+
+
+async def test_unset_options_are_not_sent(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="Hi")))
+
+    await model.complete(simple_request())
+
+    assert server.requests[0].json == {
+        "model": "gpt-test",
+        "stream": False,
+        "messages": [{"role": "user", "content": "Hello"}],
+    }
+
+
+async def test_parallel_tool_calls_sent_with_tools(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="Hi")))
+
+    await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    body = server.requests[0].json
+    assert body["parallel_tool_calls"] is True
+    assert "temperature" not in body and "max_completion_tokens" not in body and "max_tokens" not in body
+
+
+async def test_calls_only_assistant_message_has_null_content(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="Done")))
+    request = simple_request(
+        messages=[
+            Message.user("Go"),
+            Message.assistant(tool_calls=[ToolCallPart(id="c1", name="get_weather", arguments={})]),
+            Message(role="tool", content=[ToolResultPart(id="c1", content="ok")]),
+        ]
+    )
+
+    await model.complete(request)
+
+    messages = server.requests[0].json["messages"]
+    assert messages[1] == {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+        ],
+    }
+    assert messages[2] == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+
+
+async def test_unsendable_conversation_is_a_bad_request_and_sends_nothing(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    request = simple_request(
+        messages=[Message(role="user", content=[ToolCallPart(id="c1", name="x")])]
+    )
+
+    error = await complete_error(model, request)
+
+    assert error.type == "ModelBadRequest"
+    assert error.non_retryable
+    assert "message 0 (user)" in error.message
+    assert server.requests == []
+
+
+# ---------------------------------------------------------------- responses
+
+
+async def test_parses_text_and_usage_with_cached_tokens(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                content="Hello there.",
+                prompt_tokens=1200,
+                completion_tokens=30,
+                cached_tokens=1024,
+                model="gpt-test-2025-01-01",
+            )
+        )
+    )
+
+    response = await model.complete(simple_request())
+
+    assert response.message == Message(role="assistant", content=[TextPart(text="Hello there.")])
+    assert response.finish_reason == "stop"
+    assert response.raw_finish_reason == "stop"
+    assert response.model == "gpt-test-2025-01-01"
+    assert response.usage == Usage(
+        input_tokens=1200, output_tokens=30, cached_input_tokens=1024, requests=1
+    )
+
+
+async def test_parses_tool_calls(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                content="Let me check.",
+                tool_calls=[
+                    openai_tool_call("call_a", "get_weather", '{"city": "Paris"}'),
+                    openai_tool_call("call_b", "get_weather", '{"city": "Oslo", "units": "C"}'),
+                ],
+                finish_reason="tool_calls",
+            )
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    assert response.finish_reason == "tool_calls"
+    assert response.message.text == "Let me check."
+    assert response.message.tool_calls == [
+        ToolCallPart(id="call_a", name="get_weather", arguments={"city": "Paris"}),
+        ToolCallPart(id="call_b", name="get_weather", arguments={"city": "Oslo", "units": "C"}),
+    ]
+
+
+async def test_tool_calls_make_the_finish_reason_tool_calls(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    # Some compatible servers say "stop" even when they return calls.
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                tool_calls=[openai_tool_call("c1", "get_weather", '{"city": "Rome"}')],
+                finish_reason="stop",
+            )
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    assert response.finish_reason == "tool_calls"
+    assert response.raw_finish_reason == "stop"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("stop", "stop"),
+        ("length", "length"),
+        ("content_filter", "content_filter"),
+        ("tool_calls", "tool_calls"),
+        ("function_call", "tool_calls"),
+        ("eos_token", "other"),
+        (None, "other"),
+    ],
+)
+async def test_finish_reasons(
+    server: OpenAIServer, model: OpenAIChatModel, raw: str | None, expected: str
+) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="x", finish_reason=raw)))
+
+    response = await model.complete(simple_request())
+
+    assert response.finish_reason == expected
+    assert response.raw_finish_reason == raw
+
+
+@pytest.mark.parametrize(
+    ("raw_arguments", "problem"),
+    [
+        ('{"city": "Paris"', "not valid JSON"),
+        ("city=Paris", "not valid JSON"),
+        ('["Paris"]', "must be a JSON object, not an array"),
+        ('"Paris"', "must be a JSON object, not a string"),
+        ("null", "must be a JSON object, not null"),
+    ],
+)
+async def test_invalid_tool_arguments_are_kept_with_an_error(
+    server: OpenAIServer, model: OpenAIChatModel, raw_arguments: str, problem: str
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                tool_calls=[openai_tool_call("call_x", "get_weather", raw_arguments)],
+                finish_reason="tool_calls",
+            )
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    (call,) = response.message.tool_calls
+    assert call.id == "call_x"
+    assert call.name == "get_weather"
+    assert call.arguments == {}
+    assert call.raw_arguments == raw_arguments
+    assert call.arguments_error is not None and problem in call.arguments_error
+    assert response.finish_reason == "tool_calls"
+
+
+async def test_empty_arguments_text_means_no_arguments(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                tool_calls=[openai_tool_call("c1", "list_files", "")], finish_reason="tool_calls"
+            )
+        )
+    )
+
+    response = await model.complete(simple_request())
+
+    assert response.message.tool_calls == [ToolCallPart(id="c1", name="list_files", arguments={})]
+
+
+async def test_refusal_is_kept_as_text_and_reported_as_content_filter(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(refusal="I can't help with that.")))
+
+    response = await model.complete(simple_request())
+
+    assert response.message.text == "I can't help with that."
+    assert response.finish_reason == "content_filter"
+    assert response.raw_finish_reason == "stop"
+
+
+async def test_reasoning_from_compatible_servers_becomes_thinking(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                content="42", extra_message_fields={"reasoning_content": "6 times 7."}
+            )
+        )
+    )
+
+    response = await model.complete(simple_request())
+
+    assert response.message.content == [ThinkingPart(text="6 times 7."), TextPart(text="42")]
+
+
+async def test_missing_usage_counts_the_request(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="x", usage=False)))
+
+    response = await model.complete(simple_request())
+
+    assert response.usage == Usage(requests=1)
+
+
+async def test_no_choices_is_a_retryable_server_error(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    body = openai_completion(content="x")
+    body["choices"] = []
+    server.enqueue(ScriptedResponse(json_body=body))
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelServerError"
+    assert not error.non_retryable
+
+
+# ---------------------------------------------------------------- errors over HTTP
+
+
+async def test_429_with_retry_after_seconds(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=429,
+            headers={"retry-after": "7", "x-request-id": "req_abc"},
+            json_body=openai_error_body(
+                "Rate limit reached for gpt-test on tokens per min.", type="tokens", code="rate_limit_exceeded"
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelRateLimited"
+    assert not error.non_retryable
+    assert error.next_retry_delay == timedelta(seconds=7)
+    assert "Rate limit reached for gpt-test" in error.message
+    assert "req_abc" in error.message
+    assert isinstance(error.__cause__, openai.RateLimitError)
+
+
+async def test_429_with_retry_after_ms(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=429,
+            headers={"retry-after-ms": "1500", "retry-after": "2"},
+            json_body=openai_error_body("slow down", type="requests", code="rate_limit_exceeded"),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelRateLimited"
+    assert error.next_retry_delay == timedelta(milliseconds=1500)
+
+
+async def test_429_insufficient_quota_is_not_retried(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=429,
+            json_body=openai_error_body(
+                "You exceeded your current quota, please check your plan and billing details.",
+                type="insufficient_quota",
+                code="insufficient_quota",
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelRateLimited"
+    assert error.non_retryable
+    assert "billing" in error.message
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504, 408, 409])
+async def test_server_side_statuses_are_retryable(
+    server: OpenAIServer, model: OpenAIChatModel, status: int
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=status, json_body=openai_error_body("The server had an error.", type="server_error")
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelServerError"
+    assert not error.non_retryable
+    assert error.next_retry_delay is None
+    assert str(status) in error.message
+    assert "The server had an error." in error.message
+
+
+async def test_503_with_retry_after_http_date(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    when = datetime.now(timezone.utc) + timedelta(seconds=120)
+    server.enqueue(
+        ScriptedResponse(
+            status=503,
+            headers={"retry-after": format_datetime(when, usegmt=True)},
+            json_body=openai_error_body("overloaded", type="server_error"),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelServerError"
+    assert error.next_retry_delay is not None
+    assert timedelta(seconds=100) < error.next_retry_delay <= timedelta(seconds=120)
+
+
+async def test_proxy_html_error_page(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=502,
+            headers={"content-type": "text/html"},
+            raw_body=b"<html><body>502 Bad Gateway</body></html>",
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelServerError"
+    assert not error.non_retryable
+    assert "502 Bad Gateway" in error.message
+
+
+async def test_401_says_what_to_fix_and_hides_the_key(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    masked = API_KEY[:8] + "*" * 20 + API_KEY[-4:]
+    server.enqueue(
+        ScriptedResponse(
+            status=401,
+            json_body=openai_error_body(
+                f"Incorrect API key provided: {masked}. You can find your API key at "
+                f"https://platform.openai.com/account/api-keys. (sent: {API_KEY})",
+                code="invalid_api_key",
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelAuthenticationError"
+    assert error.non_retryable
+    assert error.next_retry_delay is None
+    assert "OpenAI rejected the API key (401)" in error.message
+    assert "check OPENAI_API_KEY in the worker's environment" in error.message
+    assert "Incorrect API key provided" in error.message
+    assert API_KEY not in error.message and API_KEY not in str(error)
+    assert masked not in error.message
+    assert API_KEY[8:20] not in error.message
+
+
+async def test_403_is_an_authentication_error(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=403,
+            json_body=openai_error_body("Project does not have access to model gpt-test"),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelAuthenticationError"
+    assert error.non_retryable
+    assert "403" in error.message and "does not have access" in error.message
+
+
+async def test_400_is_a_bad_request_with_the_provider_message(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=400,
+            json_body=openai_error_body(
+                "Invalid 'messages[1].tool_calls[0].id': string too long.",
+                param="messages[1].tool_calls[0].id",
+                code="string_above_max_length",
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelBadRequest"
+    assert error.non_retryable
+    assert error.next_retry_delay is None
+    assert "400" in error.message
+    assert "Invalid 'messages[1].tool_calls[0].id': string too long." in error.message
+
+
+async def test_unknown_model_404_is_a_bad_request(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=404,
+            json_body=openai_error_body(
+                "The model `gpt-nope` does not exist or you do not have access to it.",
+                code="model_not_found",
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelBadRequest"
+    assert error.non_retryable
+    assert "404" in error.message and "gpt-nope" in error.message
+
+
+async def test_context_length_error_by_code(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            status=400,
+            json_body=openai_error_body(
+                "Your input exceeds the context window of this model.",
+                param="messages",
+                code="context_length_exceeded",
+            ),
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelContextLengthExceeded"
+    assert error.non_retryable
+
+
+async def test_context_length_error_by_message(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    # vLLM's wording, without a code.
+    server.enqueue(
+        ScriptedResponse(
+            status=400,
+            json_body={
+                "object": "error",
+                "message": "This model's maximum context length is 4096 tokens. However, you "
+                "requested 5000 tokens in the messages.",
+                "type": "BadRequestError",
+                "param": None,
+                "code": 400,
+            },
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelContextLengthExceeded"
+    assert error.non_retryable
+    assert "maximum context length is 4096" in error.message
+
+
+async def test_connection_refused_is_a_retryable_connection_error() -> None:
+    base_url = f"http://127.0.0.1:{unused_port()}/v1"
+    client = AsyncOpenAI(api_key=API_KEY, base_url=base_url, max_retries=0)
+    try:
+        error = await complete_error(OpenAIChatModel(client))
+    finally:
+        await client.close()
+
+    assert error.type == "ModelConnectionError"
+    assert not error.non_retryable
+    assert f"{base_url}/chat/completions" in error.message
+    assert API_KEY not in error.message
+
+
+async def test_dropped_connection_is_a_retryable_connection_error(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(ScriptedResponse(drop_connection=True))
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelConnectionError"
+    assert not error.non_retryable
+
+
+def test_timeout_is_a_retryable_connection_error() -> None:
+    request = httpx2.Request(
+        "POST",
+        "https://user:pw@api.example.com/v1/chat/completions?api-key=zzz",
+        headers={"Authorization": f"Bearer {API_KEY}"},
+    )
+
+    error = map_openai_error(openai.APITimeoutError(request=request))
+
+    assert error.type == "ModelConnectionError"
+    assert not error.non_retryable
+    assert "timed out" in error.message
+    assert "https://api.example.com/v1/chat/completions" in error.message
+    assert "zzz" not in error.message and "pw" not in error.message
+
+
+def test_unexpected_exception_is_retryable_and_redacted() -> None:
+    error = map_openai_error(RuntimeError(f"boom with {API_KEY}"))
+
+    assert error.type == "ModelError"
+    assert not error.non_retryable
+    assert "boom" in error.message
+    assert API_KEY not in error.message
+
+
+# ---------------------------------------------------------------- from_env
+
+
+async def test_from_env_without_key_or_base_url_is_a_configuration_error() -> None:
+    with pytest.raises(ApplicationError) as caught:
+        OpenAIChatModel.from_env()
+
+    error = caught.value
+    assert error.type == "ModelConfigurationError"
+    assert error.non_retryable
+    assert "OPENAI_API_KEY" in error.message
+    assert "worker's environment" in error.message
+
+
+async def test_from_env_with_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+
+    model = OpenAIChatModel.from_env()
+
+    assert model.client.api_key == API_KEY
+    assert model.client.max_retries == 0
+    assert str(model.client.base_url).startswith("https://api.openai.com/v1")
+    await model.client.close()
+
+
+async def test_from_env_with_base_url_only_talks_to_a_local_server(
+    server: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="local reply")))
+
+    model = OpenAIChatModel.from_env()
+    try:
+        response = await model.complete(simple_request(model="qwen2.5-7b-instruct"))
+    finally:
+        await model.client.close()
+
+    assert response.message.text == "local reply"
+    assert model.client.max_retries == 0
+    sent = server.requests[0]
+    assert sent.headers["authorization"] == f"Bearer {LOCAL_SERVER_API_KEY}"
+    assert sent.json["model"] == "qwen2.5-7b-instruct"
+
+
+async def test_from_env_with_key_and_base_url(server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
+    server.enqueue(ScriptedResponse(json_body=openai_completion(content="ok")))
+
+    model = OpenAIChatModel.from_env()
+    try:
+        await model.complete(simple_request())
+    finally:
+        await model.client.close()
+
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+
+
+async def test_model_without_client_reports_missing_configuration_on_first_call() -> None:
+    model = OpenAIChatModel()
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelConfigurationError"
+    assert error.non_retryable
+
+
+# ---------------------------------------------------------------- pure functions
+
+
+def test_to_openai_messages_system_prompt_and_roles() -> None:
+    messages = to_openai_messages(
+        "Be brief.",
+        [
+            Message.system("Extra rule."),
+            Message.user("Hi"),
+            Message.assistant("Hello!"),
+            Message(role="assistant", content=[ThinkingPart(text="hidden")]),
+        ],
+    )
+
+    assert messages == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "system", "content": "Extra rule."},
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello!"},
+        {"role": "assistant", "content": ""},
+    ]
+
+
+def test_to_openai_messages_without_system_prompt() -> None:
+    assert to_openai_messages("", [Message.user("Hi")]) == [{"role": "user", "content": "Hi"}]
+
+
+def test_tool_results_in_a_user_message_come_first() -> None:
+    messages = to_openai_messages(
+        "",
+        [
+            Message(
+                role="user",
+                content=[TextPart(text="Also, hurry."), ToolResultPart(id="c9", content="done")],
+            )
+        ],
+    )
+
+    assert messages == [
+        {"role": "tool", "tool_call_id": "c9", "content": "done"},
+        {"role": "user", "content": "Also, hurry."},
+    ]
+
+
+def test_multiple_text_parts_stay_parts() -> None:
+    messages = to_openai_messages(
+        "", [Message(role="user", content=[TextPart(text="a"), TextPart(text="b")])]
+    )
+
+    assert messages == [
+        {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("message", "problem"),
+    [
+        (Message(role="user", content=[ToolCallPart(id="c", name="t")]), "only assistant"),
+        (Message(role="assistant", content=[ToolResultPart(id="c", content="x")]), "cannot hold tool results"),
+        (Message(role="assistant", content=[ImagePart(url="https://x/y.png")]), "no images"),
+        (Message(role="tool", content=[TextPart(text="loose text")]), "only hold tool results"),
+        (Message(role="system", content=[ImagePart(url="https://x/y.png")]), "only hold text"),
+        (Message(role="user", content=[ImagePart()]), "needs a url or data"),
+        (Message(role="user", content=[ImagePart(data="AAAA")]), "needs a media_type"),
+    ],
+)
+def test_to_openai_messages_rejects_what_it_cannot_express(message: Message, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        to_openai_messages("", [message])
+
+
+def test_to_openai_tools_omits_empty_description() -> None:
+    tools = to_openai_tools([ToolDefinition(name="noop")])
+
+    assert tools == [
+        {"type": "function", "function": {"name": "noop", "parameters": {"type": "object", "properties": {}}}}
+    ]
+
+
+def test_to_openai_request_uses_max_completion_tokens() -> None:
+    params = to_openai_request(simple_request(max_tokens=0, temperature=0.0))
+
+    assert params["max_completion_tokens"] == 0
+    assert params["temperature"] == 0.0
+    assert "max_tokens" not in params
+
+
+def test_parse_tool_arguments() -> None:
+    assert parse_tool_arguments('{"a": 1}') == ({"a": 1}, None)
+    assert parse_tool_arguments("  ") == ({}, None)
+    arguments, problem = parse_tool_arguments("[1]")
+    assert arguments == {} and problem == "the arguments must be a JSON object, not an array"
+
+
+# ---------------------------------------------------------------- http_headers
+
+
+def test_retry_after_delay_forms() -> None:
+    now = datetime(2025, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+
+    assert retry_after_delay({"Retry-After": "7"}) == timedelta(seconds=7)
+    assert retry_after_delay({"retry-after": "0.5"}) == timedelta(seconds=0.5)
+    assert retry_after_delay({"retry-after-ms": "250", "retry-after": "9"}) == timedelta(milliseconds=250)
+    assert retry_after_delay({"retry-after": "Sun, 01 Jun 2025 12:00:30 GMT"}, now=now) == timedelta(
+        seconds=30
+    )
+    assert retry_after_delay({"retry-after": "Sun, 01 Jun 2025 11:59:00 GMT"}, now=now) is None
+    assert retry_after_delay({"retry-after": "soon"}) is None
+    assert retry_after_delay({"retry-after": "-3"}) is None
+    assert retry_after_delay({"retry-after-ms": "nan"}) is None
+    assert retry_after_delay({}) is None
+    assert retry_after_delay(None) is None
+
+
+def test_redaction() -> None:
+    secrets = credential_values({"Authorization": f"Bearer {API_KEY}", "x-api-key": "short"})
+
+    assert secrets == [API_KEY]
+    assert redact(f"key {API_KEY} leaked", secrets) == "key [redacted] leaked"
+    assert redact("Incorrect API key provided: sk-proj-********abcd.") == (
+        "Incorrect API key provided: sk-proj-[redacted]."
+    )
+    assert redact("plain words stay") == "plain words stay"
+
+
+def test_error_body_message_shapes() -> None:
+    assert error_body_message({"message": "inner"}) == "inner"
+    assert error_body_message({"error": {"message": "nested"}}) == "nested"
+    assert error_body_message({"type": "error", "error": {"type": "x", "message": "anthropic"}}) == "anthropic"
+    assert error_body_message({"detail": "fastapi"}) == "fastapi"
+    assert error_body_message({"error": "plain"}) == "plain"
+    assert error_body_message("text body") == "text body"
+    assert error_body_message({"code": 1}) is None
+    assert error_body_message("x" * 2000, limit=10) == "x" * 10 + "..."
