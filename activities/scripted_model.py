@@ -22,7 +22,7 @@ from typing import Any, Union
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse
-from agentloop.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.report import Usage
 
 ScriptFunction = Callable[[ModelRequest], Union[ModelResponse, Awaitable[ModelResponse]]]

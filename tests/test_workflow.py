@@ -211,13 +211,13 @@ async def test_tool_timeout_becomes_error_result(
         result = await agent_client.run(
             spec(model, tools=["hang", "quick"], tool_timeouts={"hang": 0.5}), "go"
         )
-    hung, quick = result.messages[1].tool_results
+    hung, quick_result = result.messages[1].tool_results
     assert hung.is_error
     assert hung.content == (
         "Tool 'hang' timed out after 0.5s and was stopped; try a smaller task or raise its "
         "timeout (AgentSpec.tool_timeouts)."
     )
-    assert quick.content == "quick" and not quick.is_error
+    assert quick_result.content == "quick" and not quick_result.is_error
     assert result.status == "completed"
 
 

@@ -1,0 +1,495 @@
+"""The Anthropic :class:`~agentloop.activity_io.ChatModel`, over the Messages API.
+
+Request building (:func:`to_anthropic_request`) and response parsing
+(:func:`from_anthropic_message`) are pure functions, shared with any other
+transport (a streaming path) that produces the same shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, assert_never
+from urllib.parse import urlsplit
+
+import anthropic
+from anthropic import AsyncAnthropic
+from anthropic.types import Message as AnthropicMessage
+from anthropic.types import TextBlock, ThinkingBlock, ToolUseBlock
+from anthropic.types import Usage as AnthropicUsage
+from temporalio.exceptions import ApplicationError
+
+from activities.http_headers import (
+    credential_values,
+    error_body_message,
+    redact,
+    retry_after_delay,
+)
+from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from agentloop.report import Usage
+
+#: Output limit sent when the request sets none: Anthropic requires one.
+DEFAULT_MAX_TOKENS = 4096
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    # Output stopped because the context window filled up: the same outcome
+    # as reaching max_tokens, and what OpenAI reports as "length".
+    "model_context_window_exceeded": "length",
+    "refusal": "content_filter",
+}
+
+# "prompt is too long: 212345 tokens > 200000 maximum", and the older
+# "input length and `max_tokens` exceed context limit: ...".
+_CONTEXT_LENGTH_MESSAGE = re.compile(
+    r"prompt is too long|exceeds? context limit|context window|maximum context length",
+    re.IGNORECASE,
+)
+
+_DATA_URL = re.compile(r"^data:(?P<media_type>[^;,]+);base64,(?P<data>.*)$", re.DOTALL)
+
+
+class AnthropicChatModel:
+    """A :class:`~agentloop.activity_io.ChatModel` backed by Anthropic's Messages API.
+
+    Args:
+        client: The SDK client to use. When None, one is built from the
+            worker's environment on the first call (see :meth:`from_env`), so a
+            missing key fails that activity with a clear error rather than the
+            worker's start. Give clients ``max_retries=0``: Temporal retries.
+    """
+
+    def __init__(self, client: AsyncAnthropic | None = None) -> None:
+        self._client = client
+
+    @classmethod
+    def from_env(cls) -> AnthropicChatModel:
+        """A model whose client is configured by the worker's environment.
+
+        The SDK reads ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN`` or an
+        Anthropic profile) and ``ANTHROPIC_BASE_URL``.
+
+        Raises:
+            ApplicationError: Non-retryable ``ModelConfigurationError`` when no
+                credential is configured or the SDK rejects the configuration.
+        """
+        return cls(anthropic_client_from_env())
+
+    @property
+    def client(self) -> AsyncAnthropic:
+        """The SDK client, built from the environment on first use."""
+        if self._client is None:
+            self._client = anthropic_client_from_env()
+        return self._client
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request with one Messages API call.
+
+        Raises:
+            ApplicationError: Every failure, mapped by
+                :func:`map_anthropic_error` (or ``ModelBadRequest`` when the
+                conversation or settings cannot be sent), so Temporal knows
+                whether to retry.
+        """
+        try:
+            params = to_anthropic_request(request)
+        except ValueError as exc:
+            raise ApplicationError(
+                f"cannot send this conversation to Anthropic: {exc}",
+                type="ModelBadRequest",
+                non_retryable=True,
+            ) from exc
+        client = self.client
+        try:
+            message = await client.messages.create(**params, stream=False)
+        except anthropic.AnthropicError as exc:
+            # `from None`: Temporal records a cause's message in history, and the
+            # SDK's own message is not redacted; the mapped error says it all.
+            raise map_anthropic_error(exc) from None
+        except ValueError as exc:
+            # The SDK refuses, before sending, a non-streaming call whose
+            # max_tokens could take longer than its 10-minute limit.
+            raise ApplicationError(
+                f"Anthropic SDK refused the request: {exc} (lower max_tokens)",
+                type="ModelBadRequest",
+                non_retryable=True,
+            ) from exc
+        return from_anthropic_message(message)
+
+
+def anthropic_client_from_env() -> AsyncAnthropic:
+    """An ``AsyncAnthropic(max_retries=0)`` configured by the environment.
+
+    Raises:
+        ApplicationError: Non-retryable ``ModelConfigurationError`` when no
+            credential is configured or the SDK rejects the configuration.
+    """
+    try:
+        # Temporal owns retries: SDK retries would hide attempts from the
+        # workflow and stack up against the activity's timeout.
+        client = AsyncAnthropic(max_retries=0)
+    except (anthropic.AnthropicError, ValueError) as exc:
+        raise ApplicationError(
+            f"cannot configure the Anthropic client from the worker's environment: {redact(str(exc))}",
+            type="ModelConfigurationError",
+            non_retryable=True,
+        ) from None
+    if not (client.api_key or client.auth_token or client.credentials is not None):
+        raise ApplicationError(
+            "ANTHROPIC_API_KEY is not set: set it in the worker's environment (the worker "
+            "calls Anthropic, not the client that started the run)",
+            type="ModelConfigurationError",
+            non_retryable=True,
+        )
+    return client
+
+
+# ---------------------------------------------------------------- requests
+
+
+def to_anthropic_request(request: ModelRequest) -> dict[str, Any]:
+    """Keyword arguments of ``messages.create`` for ``request`` (no ``stream``).
+
+    ``max_tokens`` defaults to :data:`DEFAULT_MAX_TOKENS`. The SDK has no
+    ``temperature`` argument any more, so a set temperature travels in
+    ``extra_body``; unset, the model's default applies (newer models accept
+    nothing else). Parallel tool calls are only mentioned to turn them off.
+
+    Raises:
+        ValueError: The conversation holds something the Messages API cannot
+            express (see :func:`to_anthropic_messages`).
+    """
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS,
+        "messages": to_anthropic_messages(request.messages),
+    }
+    system = to_anthropic_system(request.system_prompt, request.messages)
+    if system:
+        params["system"] = system
+    if request.tools:
+        params["tools"] = to_anthropic_tools(request.tools)
+        if not request.parallel_tool_calls:
+            params["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+    if request.temperature is not None:
+        params["extra_body"] = {"temperature": request.temperature}
+    return params
+
+
+def to_anthropic_system(system_prompt: str, messages: list[Message]) -> str:
+    """The ``system`` text: the system prompt, then any system messages' text.
+
+    The Messages API has no system role inside the conversation, so system
+    messages are moved here, in order, separated by blank lines.
+
+    Raises:
+        ValueError: A system message holds something other than text.
+    """
+    sections = [system_prompt] if system_prompt else []
+    for index, message in enumerate(messages):
+        if message.role != "system":
+            continue
+        if any(not isinstance(part, TextPart) for part in message.content):
+            raise ValueError(f"message {index} (system): a system message can only hold text")
+        if message.text:
+            sections.append(message.text)
+    return "\n\n".join(sections)
+
+
+def to_anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """Messages API messages for a conversation (system messages excluded).
+
+    Tool results become ``tool_result`` blocks of a ``user`` message, first in
+    it as the API requires. Consecutive messages of the same API role are
+    merged, since the API wants turns to alternate. Thinking parts go back as
+    ``thinking`` blocks when they carry Anthropic's signature (the API rejects
+    unsigned ones); empty text is left out (the API rejects empty blocks), and
+    so are messages left with no blocks.
+
+    Raises:
+        ValueError: A part in a role that cannot hold it (a tool call outside
+            an assistant message, an image or tool result from the assistant)
+            or an image the API cannot take.
+    """
+    converted: list[dict[str, Any]] = []
+    for index, message in enumerate(messages):
+        if message.role == "system":
+            continue
+        try:
+            blocks = _blocks(message)
+        except ValueError as exc:
+            raise ValueError(f"message {index} ({message.role}): {exc}") from None
+        if not blocks:
+            continue
+        role = "assistant" if message.role == "assistant" else "user"
+        if converted and converted[-1]["role"] == role:
+            converted[-1]["content"].extend(blocks)
+        else:
+            converted.append({"role": role, "content": blocks})
+    for turn in converted:
+        if turn["role"] == "user":
+            blocks = turn["content"]
+            turn["content"] = [b for b in blocks if b["type"] == "tool_result"] + [
+                b for b in blocks if b["type"] != "tool_result"
+            ]
+    return converted
+
+
+def _blocks(message: Message) -> list[dict[str, Any]]:
+    from_assistant = message.role == "assistant"
+    blocks: list[dict[str, Any]] = []
+    for part in message.content:
+        match part:
+            case TextPart():
+                if part.text:
+                    blocks.append({"type": "text", "text": part.text})
+            case ThinkingPart():
+                if from_assistant and part.signature:
+                    blocks.append(
+                        {"type": "thinking", "thinking": part.text, "signature": part.signature}
+                    )
+            case ImagePart():
+                if from_assistant:
+                    raise ValueError("the Messages API takes no images from the assistant")
+                blocks.append({"type": "image", "source": anthropic_image_source(part)})
+            case ToolCallPart():
+                if not from_assistant:
+                    raise ValueError("only assistant messages can hold tool calls")
+                blocks.append(
+                    {"type": "tool_use", "id": part.id, "name": part.name, "input": part.arguments}
+                )
+            case ToolResultPart():
+                if from_assistant:
+                    raise ValueError("an assistant message cannot hold tool results")
+                result: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.id}
+                if part.content:
+                    result["content"] = part.content
+                if part.is_error:
+                    result["is_error"] = True
+                blocks.append(result)
+            case _:
+                assert_never(part)
+    return blocks
+
+
+def anthropic_image_source(part: ImagePart) -> dict[str, Any]:
+    """The ``source`` of an image block: base64 data, or a URL.
+
+    ``data:`` URLs are unpacked into base64 sources, as the API fetches only
+    http(s) URLs.
+
+    Raises:
+        ValueError: The part has neither URL nor data, data without a media
+            type, or a ``data:`` URL that is not base64.
+    """
+    if part.data:
+        if not part.media_type:
+            raise ValueError("an image given as data needs a media_type (e.g. image/png)")
+        return {"type": "base64", "media_type": part.media_type, "data": part.data}
+    if part.url:
+        if part.url.startswith("data:"):
+            match = _DATA_URL.match(part.url)
+            if match is None:
+                raise ValueError("a data: image URL must be base64 (data:<type>;base64,...)")
+            return {"type": "base64", "media_type": match["media_type"], "data": match["data"]}
+        return {"type": "url", "url": part.url}
+    raise ValueError("an image part needs a url or data")
+
+
+def to_anthropic_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
+    """Messages API tools for tool definitions."""
+    converted: list[dict[str, Any]] = []
+    for tool in tools:
+        entry: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
+        if tool.description:
+            entry["description"] = tool.description
+        converted.append(entry)
+    return converted
+
+
+# ---------------------------------------------------------------- responses
+
+
+def from_anthropic_message(message: AnthropicMessage) -> ModelResponse:
+    """The :class:`ModelResponse` for a Messages API response.
+
+    Text, signed thinking and tool-use blocks become parts, in order. Redacted
+    thinking and server-tool blocks have no part to go in and are left out
+    (no server tools are offered, and thinking is not requested).
+    """
+    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            parts.append(TextPart(text=block.text))
+        elif isinstance(block, ThinkingBlock):
+            parts.append(ThinkingPart(text=block.thinking, signature=block.signature or None))
+        elif isinstance(block, ToolUseBlock):
+            parts.append(_tool_call_part(block))
+    raw_finish_reason: str | None = message.stop_reason
+    return ModelResponse(
+        message=Message(role="assistant", content=list(parts)),
+        usage=anthropic_usage(message.usage),
+        finish_reason=anthropic_finish_reason(raw_finish_reason),
+        raw_finish_reason=raw_finish_reason,
+        model=message.model or "",
+    )
+
+
+def _tool_call_part(block: ToolUseBlock) -> ToolCallPart:
+    arguments: object = block.input
+    if isinstance(arguments, dict):
+        return ToolCallPart(id=block.id, name=block.name, arguments=arguments)
+    # The SDK parses leniently, so a compatible server may send a non-object.
+    return ToolCallPart(
+        id=block.id,
+        name=block.name,
+        arguments_error="the arguments must be a JSON object",
+        raw_arguments=json.dumps(arguments, default=str),
+    )
+
+
+def anthropic_finish_reason(raw: str | None) -> FinishReason:
+    """The normalised finish reason for Anthropic's ``stop_reason``."""
+    return _FINISH_REASONS.get(raw or "", "other")
+
+
+def anthropic_usage(usage: AnthropicUsage | None) -> Usage:
+    """:class:`Usage` of one call; input counts cache reads and writes too.
+
+    Anthropic's ``input_tokens`` excludes cached tokens, unlike OpenAI's
+    ``prompt_tokens``; adding them keeps ``input_tokens`` comparable.
+    """
+    if usage is None:
+        return Usage(requests=1)
+    cache_read = usage.cache_read_input_tokens or 0
+    cache_write = usage.cache_creation_input_tokens or 0
+    return Usage(
+        input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
+        output_tokens=usage.output_tokens or 0,
+        cached_input_tokens=cache_read,
+        requests=1,
+    )
+
+
+# ---------------------------------------------------------------- errors
+
+
+def map_anthropic_error(exc: BaseException) -> ApplicationError:
+    """The Temporal error for an Anthropic SDK failure, saying whether to retry.
+
+    HTTP 408, 409, 429 and 5xx (529 "overloaded" included), connection
+    failures and timeouts are retryable, with the server's
+    ``retry-after-ms``/``retry-after`` as the next delay. 401/403 and other 4xx
+    are not; a prompt too long for the context window has its own type.
+    Credentials are masked in every message.
+
+    Args:
+        exc: What the SDK raised (any exception is accepted).
+
+    Returns:
+        An :class:`ApplicationError` typed ``ModelRateLimited``,
+        ``ModelServerError``, ``ModelConnectionError``,
+        ``ModelAuthenticationError``, ``ModelContextLengthExceeded``,
+        ``ModelBadRequest`` or, for anything else, ``ModelError``.
+    """
+    secrets = credential_values(exc.request.headers) if isinstance(exc, anthropic.APIError) else []
+
+    if isinstance(exc, anthropic.APIStatusError):
+        return _status_error(exc, secrets)
+    if isinstance(exc, anthropic.APITimeoutError):
+        return ApplicationError(
+            f"Anthropic request to {_display_url(exc.request.url)} timed out",
+            type="ModelConnectionError",
+            non_retryable=False,
+            next_retry_delay=None,
+        )
+    if isinstance(exc, anthropic.APIConnectionError):
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        return ApplicationError(
+            redact(
+                f"cannot reach Anthropic at {_display_url(exc.request.url)}{cause}; check "
+                "ANTHROPIC_BASE_URL and the network on the worker",
+                secrets,
+            ),
+            type="ModelConnectionError",
+            non_retryable=False,
+            next_retry_delay=None,
+        )
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return ApplicationError(
+            redact(
+                f"Anthropic returned a response that does not fit its API ({exc.status_code})",
+                secrets,
+            ),
+            type="ModelServerError",
+            non_retryable=False,
+            next_retry_delay=None,
+        )
+    # Not an HTTP outcome: retryable, as Temporal would treat an unmapped error.
+    return ApplicationError(
+        redact(f"Anthropic call failed: {type(exc).__name__}: {exc}", secrets),
+        type="ModelError",
+        non_retryable=False,
+        next_retry_delay=None,
+    )
+
+
+def _status_error(exc: anthropic.APIStatusError, secrets: list[str]) -> ApplicationError:
+    status = exc.status_code
+    said = exc.api_message or error_body_message(exc.body) or exc.message
+    suffix = f" [request id {exc.request_id}]" if exc.request_id else ""
+    delay = retry_after_delay(exc.response.headers)
+
+    def build(message: str, error_type: str, *, retryable: bool) -> ApplicationError:
+        return ApplicationError(
+            redact(message + suffix, secrets),
+            type=error_type,
+            non_retryable=not retryable,
+            next_retry_delay=delay if retryable else None,
+        )
+
+    if status == 401:
+        return build(
+            f"Anthropic rejected the API key (401): check ANTHROPIC_API_KEY in the worker's "
+            f"environment (Anthropic said: {said})",
+            "ModelAuthenticationError",
+            retryable=False,
+        )
+    if status == 403:
+        return build(
+            f"Anthropic refused access (403): check that the key in ANTHROPIC_API_KEY on the "
+            f"worker may use this model (Anthropic said: {said})",
+            "ModelAuthenticationError",
+            retryable=False,
+        )
+    if status == 429:
+        return build(f"Anthropic rate limit hit (429): {said}", "ModelRateLimited", retryable=True)
+    if status in (408, 409) or status >= 500 or status < 400:
+        return build(f"Anthropic server error ({status}): {said}", "ModelServerError", retryable=True)
+    if _CONTEXT_LENGTH_MESSAGE.search(said):
+        return build(
+            f"the conversation does not fit the model's context window (Anthropic {status}): {said}",
+            "ModelContextLengthExceeded",
+            retryable=False,
+        )
+    return build(
+        f"Anthropic rejected the request ({status}): {said}", "ModelBadRequest", retryable=False
+    )
+
+
+def _display_url(url: object) -> str:
+    # User-info and query strings may carry credentials behind some proxies.
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"

@@ -1,0 +1,571 @@
+"""The OpenAI :class:`~agentloop.activity_io.ChatModel`, over Chat Completions.
+
+Chat Completions is also what vLLM, llama.cpp, Ollama and LiteLLM serve, so
+the same class reaches them when the worker's ``OPENAI_BASE_URL`` points at
+one. Request building (:func:`to_openai_request`) and response parsing
+(:func:`from_openai_completion`) are pure functions, shared with any other
+transport (a streaming path) that produces the same shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, assert_never
+from urllib.parse import urlsplit
+
+import openai
+from openai import AsyncOpenAI
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionMessage,
+    ChatCompletionMessageCustomToolCall,
+    ChatCompletionMessageFunctionToolCall,
+)
+from openai.types.completion_usage import CompletionUsage
+from temporalio.exceptions import ApplicationError
+
+from activities.http_headers import (
+    credential_values,
+    error_body_message,
+    redact,
+    retry_after_delay,
+)
+from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
+from agentloop.report import Usage
+
+#: Key sent to an ``OPENAI_BASE_URL`` server when ``OPENAI_API_KEY`` is unset:
+#: local servers ignore it, and the SDK refuses to build a client without one.
+LOCAL_SERVER_API_KEY = "agentloop-no-key"
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "length",
+    "content_filter": "content_filter",
+}
+
+# OpenAI sends code=context_length_exceeded; vLLM and most proxies only say
+# "maximum context length" in the message; llama.cpp uses exceed_context_size_error.
+_CONTEXT_LENGTH_CODES = {"context_length_exceeded", "exceed_context_size_error"}
+_CONTEXT_LENGTH_MESSAGE = re.compile(
+    r"maximum context length|context length exceeded|context[_ ]length[_ ]exceeded"
+    r"|exceeds? the available context size|context window",
+    re.IGNORECASE,
+)
+
+
+class OpenAIChatModel:
+    """A :class:`~agentloop.activity_io.ChatModel` backed by OpenAI Chat Completions.
+
+    Args:
+        client: The SDK client to use. When None, one is built from the
+            worker's environment on the first call (see :meth:`from_env`), so a
+            missing key fails that activity with a clear error rather than the
+            worker's start. Give clients ``max_retries=0``: Temporal retries.
+    """
+
+    def __init__(self, client: AsyncOpenAI | None = None) -> None:
+        self._client = client
+
+    @classmethod
+    def from_env(cls) -> OpenAIChatModel:
+        """A model whose client is configured by the worker's environment.
+
+        Reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` as the SDK does. With
+        only ``OPENAI_BASE_URL`` set (a local vLLM, llama.cpp or Ollama server),
+        a placeholder key is sent.
+
+        Raises:
+            ApplicationError: Non-retryable ``ModelConfigurationError`` when
+                neither variable is set or the SDK rejects the configuration.
+        """
+        return cls(openai_client_from_env())
+
+    @property
+    def client(self) -> AsyncOpenAI:
+        """The SDK client, built from the environment on first use."""
+        if self._client is None:
+            self._client = openai_client_from_env()
+        return self._client
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """Answer one request with one Chat Completions call.
+
+        Raises:
+            ApplicationError: Every failure, mapped by :func:`map_openai_error`
+                (or ``ModelBadRequest`` when the conversation cannot be expressed
+                in Chat Completions), so Temporal knows whether to retry.
+        """
+        try:
+            params = to_openai_request(request)
+        except ValueError as exc:
+            raise ApplicationError(
+                f"cannot send this conversation to OpenAI: {exc}",
+                type="ModelBadRequest",
+                non_retryable=True,
+            ) from exc
+        client = self.client
+        try:
+            completion = await client.chat.completions.create(**params, stream=False)
+        except openai.OpenAIError as exc:
+            # `from None`: Temporal records a cause's message in history, and the
+            # SDK's own message is not redacted; the mapped error says it all.
+            raise map_openai_error(exc) from None
+        return from_openai_completion(completion)
+
+
+def openai_client_from_env() -> AsyncOpenAI:
+    """An ``AsyncOpenAI(max_retries=0)`` configured by the environment.
+
+    Raises:
+        ApplicationError: Non-retryable ``ModelConfigurationError`` when neither
+            ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set, or the SDK
+            rejects the configuration.
+    """
+    api_key = os.environ.get("OPENAI_API_KEY") or None
+    base_url = os.environ.get("OPENAI_BASE_URL") or None
+    if api_key is None:
+        if base_url is None:
+            raise ApplicationError(
+                "OPENAI_API_KEY is not set: set it in the worker's environment (the worker "
+                "calls OpenAI, not the client that started the run), or set OPENAI_BASE_URL "
+                "to use an OpenAI-compatible server",
+                type="ModelConfigurationError",
+                non_retryable=True,
+            )
+        api_key = LOCAL_SERVER_API_KEY
+    try:
+        # Temporal owns retries: SDK retries would hide attempts from the
+        # workflow and stack up against the activity's timeout.
+        return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
+    except openai.OpenAIError as exc:
+        raise ApplicationError(
+            f"cannot configure the OpenAI client from the worker's environment: "
+            f"{redact(str(exc), [api_key])}",
+            type="ModelConfigurationError",
+            non_retryable=True,
+        ) from None
+
+
+# ---------------------------------------------------------------- requests
+
+
+def to_openai_request(request: ModelRequest) -> dict[str, Any]:
+    """Keyword arguments of ``chat.completions.create`` for ``request`` (no ``stream``).
+
+    Optional settings are sent only when set, so the server's defaults apply
+    otherwise. The output limit goes in ``max_completion_tokens``: the SDK
+    marks ``max_tokens`` deprecated and reasoning models reject it.
+
+    Raises:
+        ValueError: The conversation holds something Chat Completions cannot
+            express (see :func:`to_openai_messages`).
+    """
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": to_openai_messages(request.system_prompt, request.messages),
+    }
+    if request.tools:
+        params["tools"] = to_openai_tools(request.tools)
+        # Only meaningful with tools; some servers reject it without them.
+        params["parallel_tool_calls"] = request.parallel_tool_calls
+    if request.temperature is not None:
+        params["temperature"] = request.temperature
+    if request.max_tokens is not None:
+        params["max_completion_tokens"] = request.max_tokens
+    return params
+
+
+def to_openai_messages(system_prompt: str, messages: list[Message]) -> list[dict[str, Any]]:
+    """Chat Completions messages for a system prompt and a conversation.
+
+    Each tool result becomes its own ``role: tool`` message (Chat Completions
+    has no other place for it), placed before any other content of the same
+    message so results directly follow the assistant's calls. Thinking parts
+    are dropped: Chat Completions takes no reasoning back.
+
+    Args:
+        system_prompt: Sent first as a ``system`` message, unless empty.
+        messages: The conversation.
+
+    Raises:
+        ValueError: A part in a role that cannot hold it (a tool call outside
+            an assistant message, an image from the assistant, text in a
+            ``tool`` message) or an image with neither URL nor data.
+    """
+    converted: list[dict[str, Any]] = []
+    if system_prompt:
+        converted.append({"role": "system", "content": system_prompt})
+    for index, message in enumerate(messages):
+        try:
+            converted.extend(_convert_message(message))
+        except ValueError as exc:
+            raise ValueError(f"message {index} ({message.role}): {exc}") from None
+    return converted
+
+
+def _convert_message(message: Message) -> list[dict[str, Any]]:
+    content: list[dict[str, Any]] = []
+    tool_calls: list[dict[str, Any]] = []
+    tool_messages: list[dict[str, Any]] = []
+    for part in message.content:
+        match part:
+            case TextPart():
+                content.append({"type": "text", "text": part.text})
+            case ImagePart():
+                content.append({"type": "image_url", "image_url": {"url": image_url(part)}})
+            case ThinkingPart():
+                pass
+            case ToolCallPart():
+                tool_calls.append(
+                    {
+                        "id": part.id,
+                        "type": "function",
+                        "function": {"name": part.name, "arguments": json.dumps(part.arguments)},
+                    }
+                )
+            case ToolResultPart():
+                tool_messages.append(
+                    {"role": "tool", "tool_call_id": part.id, "content": part.content}
+                )
+            case _:
+                assert_never(part)
+
+    has_images = any(c["type"] == "image_url" for c in content)
+    role = message.role
+    if tool_calls and role != "assistant":
+        raise ValueError("only assistant messages can hold tool calls")
+    if tool_messages and role in ("assistant", "system"):
+        raise ValueError(f"a {role} message cannot hold tool results")
+
+    if role == "assistant":
+        if has_images:
+            raise ValueError("Chat Completions takes no images from the assistant")
+        text = "".join(c["text"] for c in content)
+        assistant: dict[str, Any] = {"role": "assistant", "content": text}
+        if tool_calls:
+            # null, not "", is how the API itself writes a calls-only message.
+            assistant["content"] = text or None
+            assistant["tool_calls"] = tool_calls
+        return [assistant]
+    if role == "system":
+        if has_images:
+            raise ValueError("a system message can only hold text")
+        return [{"role": "system", "content": "".join(c["text"] for c in content)}]
+    if role == "tool":
+        if content:
+            raise ValueError("a tool message can only hold tool results")
+        return tool_messages
+    if role == "user":
+        if tool_messages and not content:
+            return tool_messages
+        user_content: str | list[dict[str, Any]]
+        if len(content) == 1 and content[0]["type"] == "text":
+            # A plain string is what every OpenAI-compatible server understands.
+            user_content = content[0]["text"]
+        elif not content:
+            user_content = ""
+        else:
+            user_content = content
+        return [*tool_messages, {"role": "user", "content": user_content}]
+    assert_never(role)
+
+
+def image_url(part: ImagePart) -> str:
+    """The URL Chat Completions takes for an image: its own, or a ``data:`` URL.
+
+    Raises:
+        ValueError: The part has neither, or data without a media type.
+    """
+    if part.data:
+        if not part.media_type:
+            raise ValueError("an image given as data needs a media_type (e.g. image/png)")
+        return f"data:{part.media_type};base64,{part.data}"
+    if part.url:
+        return part.url
+    raise ValueError("an image part needs a url or data")
+
+
+def to_openai_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
+    """Chat Completions function tools for tool definitions."""
+    converted: list[dict[str, Any]] = []
+    for tool in tools:
+        function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
+        if tool.description:
+            function["description"] = tool.description
+        converted.append({"type": "function", "function": function})
+    return converted
+
+
+# ---------------------------------------------------------------- responses
+
+
+def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
+    """The :class:`ModelResponse` for a Chat Completions response (its first choice).
+
+    Tool calls whose arguments are not a JSON object are kept, with
+    ``arguments={}``, the text in ``raw_arguments`` and the problem in
+    ``arguments_error``, so the loop can tell the model. A refusal is kept as
+    text and reported as ``content_filter``. Reasoning that some compatible
+    servers return (``reasoning_content`` or ``reasoning``) becomes a
+    :class:`ThinkingPart`.
+
+    Raises:
+        ApplicationError: Retryable ``ModelServerError`` when the response has
+            no choices (a broken server or proxy).
+    """
+    if not completion.choices:
+        raise ApplicationError(
+            "OpenAI returned a completion without choices",
+            type="ModelServerError",
+            non_retryable=False,
+        )
+    choice = completion.choices[0]
+    message = choice.message
+    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
+    reasoning = _reasoning_text(message)
+    if reasoning:
+        parts.append(ThinkingPart(text=reasoning))
+    if message.content:
+        parts.append(TextPart(text=message.content))
+    if message.refusal:
+        parts.append(TextPart(text=message.refusal))
+    tool_calls = [_tool_call_part(call) for call in message.tool_calls or []]
+    parts.extend(tool_calls)
+
+    raw_finish_reason: str | None = choice.finish_reason
+    finish_reason = openai_finish_reason(raw_finish_reason)
+    if tool_calls:
+        finish_reason = "tool_calls"
+    elif message.refusal and finish_reason == "stop":
+        finish_reason = "content_filter"
+    return ModelResponse(
+        message=Message(role="assistant", content=list(parts)),
+        usage=openai_usage(completion.usage),
+        finish_reason=finish_reason,
+        raw_finish_reason=raw_finish_reason,
+        model=completion.model or "",
+    )
+
+
+def openai_finish_reason(raw: str | None) -> FinishReason:
+    """The normalised finish reason for OpenAI's ``finish_reason``."""
+    return _FINISH_REASONS.get(raw or "", "other")
+
+
+def openai_usage(usage: CompletionUsage | None) -> Usage:
+    """:class:`Usage` of one call from OpenAI's usage block (zeros when absent)."""
+    if usage is None:
+        return Usage(requests=1)
+    details = usage.prompt_tokens_details
+    cached = (details.cached_tokens if details is not None else None) or 0
+    return Usage(
+        input_tokens=usage.prompt_tokens or 0,
+        output_tokens=usage.completion_tokens or 0,
+        cached_input_tokens=cached,
+        requests=1,
+    )
+
+
+def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
+    """Parse a tool call's JSON arguments text.
+
+    Args:
+        raw: The arguments as the provider sent them. Empty text means no
+            arguments (several compatible servers send it for argument-less calls).
+
+    Returns:
+        ``(arguments, None)`` on success, or ``({}, problem)`` when the text is
+        not JSON or not a JSON object.
+    """
+    if not raw.strip():
+        return {}, None
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return {}, f"the arguments are not valid JSON ({exc})"
+    if not isinstance(parsed, dict):
+        return {}, f"the arguments must be a JSON object, not {_json_kind(parsed)}"
+    return parsed, None
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return "null"
+
+
+def _tool_call_part(call: object) -> ToolCallPart:
+    if isinstance(call, ChatCompletionMessageFunctionToolCall):
+        raw = call.function.arguments or ""
+        arguments, error = parse_tool_arguments(raw)
+        return ToolCallPart(
+            id=call.id,
+            name=call.function.name,
+            arguments=arguments,
+            arguments_error=error,
+            raw_arguments=raw if error else None,
+        )
+    if isinstance(call, ChatCompletionMessageCustomToolCall):
+        # Only function tools are ever offered, so this is the model going
+        # off-script; the error lets the loop answer it instead of dropping it.
+        return ToolCallPart(
+            id=call.id,
+            name=call.custom.name,
+            arguments_error="a custom (free-form) tool call; only function tools are offered",
+            raw_arguments=call.custom.input,
+        )
+    # The SDK builds responses leniently, so a server may hand back a shape it
+    # does not know; keep what can be read rather than fail the step.
+    data: dict[str, Any] = call.model_dump() if isinstance(call, openai.BaseModel) else {}
+    return ToolCallPart(
+        id=str(data.get("id") or ""),
+        name=str((data.get("function") or {}).get("name") or data.get("type") or "unknown"),
+        arguments_error=f"an unsupported tool call type {data.get('type')!r}",
+        raw_arguments=json.dumps(data, default=str),
+    )
+
+
+def _reasoning_text(message: ChatCompletionMessage) -> str:
+    for field in ("reasoning_content", "reasoning"):
+        value = getattr(message, field, None)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+# ---------------------------------------------------------------- errors
+
+
+def map_openai_error(exc: BaseException) -> ApplicationError:
+    """The Temporal error for an OpenAI SDK failure, saying whether to retry.
+
+    HTTP 408, 409, 429 and 5xx, connection failures and timeouts are retryable,
+    with the server's ``retry-after-ms``/``retry-after`` as the next delay.
+    Rate limits that are an exhausted quota (``insufficient_quota``) are not:
+    waiting does not refill them. 401/403 and other 4xx are not retryable; a
+    context-length error has its own type. Credentials are masked in every
+    message.
+
+    Args:
+        exc: What the SDK raised (any exception is accepted).
+
+    Returns:
+        An :class:`ApplicationError` typed ``ModelRateLimited``,
+        ``ModelServerError``, ``ModelConnectionError``,
+        ``ModelAuthenticationError``, ``ModelContextLengthExceeded``,
+        ``ModelBadRequest`` or, for anything else, ``ModelError``.
+    """
+    secrets = credential_values(exc.request.headers) if isinstance(exc, openai.APIError) else []
+
+    if isinstance(exc, openai.APIStatusError):
+        return _status_error(exc, secrets)
+    if isinstance(exc, openai.APITimeoutError):
+        return ApplicationError(
+            f"OpenAI request to {_display_url(exc.request.url)} timed out",
+            type="ModelConnectionError",
+            non_retryable=False,
+            next_retry_delay=None,
+        )
+    if isinstance(exc, openai.APIConnectionError):
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        return ApplicationError(
+            redact(
+                f"cannot reach OpenAI at {_display_url(exc.request.url)}{cause}; check "
+                "OPENAI_BASE_URL and the network on the worker",
+                secrets,
+            ),
+            type="ModelConnectionError",
+            non_retryable=False,
+            next_retry_delay=None,
+        )
+    if isinstance(exc, openai.APIResponseValidationError):
+        return ApplicationError(
+            redact(f"OpenAI returned a response that does not fit its API ({exc.status_code})", secrets),
+            type="ModelServerError",
+            non_retryable=False,
+            next_retry_delay=None,
+        )
+    # Not an HTTP outcome: retryable, as Temporal would treat an unmapped error.
+    return ApplicationError(
+        redact(f"OpenAI call failed: {type(exc).__name__}: {exc}", secrets),
+        type="ModelError",
+        non_retryable=False,
+        next_retry_delay=None,
+    )
+
+
+def _status_error(exc: openai.APIStatusError, secrets: list[str]) -> ApplicationError:
+    status = exc.status_code
+    said = error_body_message(exc.body) or exc.message
+    suffix = f" [request id {exc.request_id}]" if exc.request_id else ""
+    delay = retry_after_delay(exc.response.headers)
+
+    def build(message: str, error_type: str, *, retryable: bool) -> ApplicationError:
+        return ApplicationError(
+            redact(message + suffix, secrets),
+            type=error_type,
+            non_retryable=not retryable,
+            next_retry_delay=delay if retryable else None,
+        )
+
+    if status == 401:
+        return build(
+            f"OpenAI rejected the API key (401): check OPENAI_API_KEY in the worker's "
+            f"environment (OpenAI said: {said})",
+            "ModelAuthenticationError",
+            retryable=False,
+        )
+    if status == 403:
+        return build(
+            f"OpenAI refused access (403): check that the key in OPENAI_API_KEY on the worker "
+            f"may use this model and endpoint (OpenAI said: {said})",
+            "ModelAuthenticationError",
+            retryable=False,
+        )
+    if status == 429:
+        if exc.code == "insufficient_quota":
+            return build(
+                f"OpenAI quota exhausted (429): check the plan and billing of the key in "
+                f"OPENAI_API_KEY (OpenAI said: {said})",
+                "ModelRateLimited",
+                retryable=False,
+            )
+        return build(f"OpenAI rate limit hit (429): {said}", "ModelRateLimited", retryable=True)
+    if status in (408, 409) or status >= 500 or status < 400:
+        return build(f"OpenAI server error ({status}): {said}", "ModelServerError", retryable=True)
+    if (
+        exc.code in _CONTEXT_LENGTH_CODES
+        or exc.type in _CONTEXT_LENGTH_CODES
+        or _CONTEXT_LENGTH_MESSAGE.search(said)
+    ):
+        return build(
+            f"the conversation does not fit the model's context window (OpenAI {status}): {said}",
+            "ModelContextLengthExceeded",
+            retryable=False,
+        )
+    return build(f"OpenAI rejected the request ({status}): {said}", "ModelBadRequest", retryable=False)
+
+
+def _display_url(url: object) -> str:
+    # Query strings and user-info may carry credentials (Azure-style api-key=...).
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
