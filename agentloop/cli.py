@@ -24,7 +24,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from agentloop.config import TemporalConfig
-from agentloop.errors import AgentRunFailed, UserError
+from agentloop.errors import AgentRunFailed, UserError, describe_validation_error
 from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 #: Tools ``agentloop run`` offers the model unless told otherwise.
@@ -191,10 +191,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
             workspace=workspace,
         )
     except ValidationError as exc:
-        raise UserError("; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )) from None
+        raise UserError(describe_validation_error(exc)) from None
     config = TemporalConfig.from_env()
     config.imports += args.imports
     embedded = config.address is None
@@ -314,5 +311,21 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def entrypoint() -> None:
+    """The console script: :func:`main`, then exit without interpreter teardown.
+
+    Temporal's native bridge keeps threads that can touch the GIL while
+    CPython finalizes, which aborts a process that had finished cleanly
+    (temporalio/sdk-python#300). By here every run, worker and server this
+    command started has been shut down, so output is flushed and the process
+    exits at once with the command's code.
+    """
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entrypoint()

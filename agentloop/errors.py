@@ -45,3 +45,18 @@ class AgentRunFailed(AgentLoopError):
 
 #: ApplicationError type of a failed run.
 RUN_FAILED_ERROR_TYPE = "AgentRunFailed"
+
+
+def describe_validation_error(exc: Exception) -> str:
+    """One line per problem of a pydantic ``ValidationError``: ``field: message``."""
+    errors = getattr(exc, "errors", None)
+    if errors is None:
+        return str(exc)
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in errors()
+    )
+
+
+#: ApplicationError type of input that does not match its model.
+INVALID_INPUT_ERROR_TYPE = "InvalidInput"

@@ -395,3 +395,28 @@ async def test_activity_summaries_name_step_and_tool(
         if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
             summaries.append(json.loads(event.user_metadata.summary.data))
     assert summaries == ["resolve tools", "LLM step 1", "tool read_file", "LLM step 2"]
+
+
+async def test_malformed_run_input_fails_the_run_with_the_reasons(
+    agent_client: AgentClient, worker, task_queue: str
+) -> None:
+    from temporalio.client import WorkflowFailureError
+
+    async with worker():
+        handle = await agent_client.temporal.start_workflow(
+            "AgentRunWorkflow",
+            {"spec": {"model": "gpt-4", "max_steps": 0}, "messages": []},
+            id=f"bad-{task_queue}",
+            task_queue=task_queue,
+        )
+        with pytest.raises(WorkflowFailureError) as info:
+            await handle.result()
+    cause = info.value.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "InvalidInput"
+    assert cause.non_retryable
+    assert cause.message == (
+        "invalid run input: spec.model: model 'gpt-4' must be 'provider:model', e.g. "
+        "'openai:gpt-4.1-mini' or 'anthropic:claude-sonnet-4-5'; providers: openai, anthropic, "
+        "scripted; spec.max_steps: Input should be greater than or equal to 1; messages: List "
+        "should have at least 1 item after validation, not 0"
+    )

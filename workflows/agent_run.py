@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -27,7 +28,9 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsResult,
         ToolDefinition,
     )
-    from agentloop.errors import RUN_FAILED_ERROR_TYPE
+    from pydantic import ValidationError
+
+    from agentloop.errors import INVALID_INPUT_ERROR_TYPE, RUN_FAILED_ERROR_TYPE, describe_validation_error
     from agentloop.messages import Message, ToolCallPart, ToolResultPart
     from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
     from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
@@ -99,14 +102,25 @@ class AgentRunWorkflow:
     # The loop ----------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: AgentRunInput) -> AgentRunResult:
-        spec = input.spec
+    async def run(self, input: AgentRunInput | dict[str, Any]) -> AgentRunResult:
+        # Input that is not an AgentRunInput (an operator typing JSON into
+        # `temporal workflow start`) arrives as a dict: fail the run with the
+        # reasons, instead of failing workflow tasks forever on a decode error.
+        if isinstance(input, dict):
+            try:
+                input = AgentRunInput.model_validate(input)
+            except ValidationError as exc:
+                raise ApplicationError(
+                    f"invalid run input: {describe_validation_error(exc)}",
+                    type=INVALID_INPUT_ERROR_TYPE,
+                    non_retryable=True,
+                ) from None
         self._run_id = workflow.info().workflow_id
         self._messages = list(input.messages)
         self._input_count = len(self._messages)
         self._report = AgentRunReport(
             id=self._run_id,
-            model=spec.model,
+            model=input.spec.model,
             started_at=workflow.now(),
             user_message=next((m.text for m in reversed(self._messages) if m.role == "user"), ""),
         )
