@@ -107,3 +107,53 @@ async def test_run_with_openai_provider_from_sdk_env_vars(
     history = await temporal_client.get_workflow_handle(f"cli-{task_queue}").fetch_history()
     assert secret.encode() not in history.to_json().encode()
     assert len(history.events) > 10
+
+
+async def test_dev_serves_other_clients_and_temporal_cli_shows_summaries(
+    tmp_path: Path, workspace: Path
+) -> None:
+    import signal
+
+    from agentloop import AgentClient, AgentSpec
+    from agentloop.devserver import find_temporal_binary, free_port
+
+    (workspace / "hello.txt").write_text("hi\n")
+    port = free_port()
+    dev = subprocess.Popen(
+        [sys.executable, "-m", "agentloop.cli", "dev", "--headless", "--port", str(port),
+         "--data-dir", str(tmp_path / "data"), "--workspace", str(workspace)],
+        cwd=tmp_path, env=clean_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        address = None
+        for line in dev.stdout:  # the address line comes once server and worker are up
+            if "export TEMPORAL_ADDRESS=" in line:
+                address = line.split("=", 1)[1].strip()
+                break
+        assert address == f"127.0.0.1:{port}", dev.stderr.read() if dev.poll() is not None else ""
+        client = await AgentClient.connect(address)
+        result = await client.run(
+            AgentSpec(model="scripted:demo", tools=["list_dir", "read_file"]), "look", run_id="dev-run-1"
+        )
+        assert result.status == "completed" and result.report.tool_call_count == 2
+
+        show = subprocess.run(
+            [find_temporal_binary(), "workflow", "show", "--workflow-id", "dev-run-1", "--detailed",
+             "--address", address],
+            capture_output=True, text=True, timeout=60,
+        )
+        assert show.returncode == 0, show.stderr
+        summaries = [line.split(":", 1)[1].strip() for line in show.stdout.splitlines()
+                     if line.startswith("userMetadata.summary:")]
+        assert summaries == [
+            "agent on scripted:demo",  # the run itself
+            "resolve tools", "LLM step 1", "tool list_dir", "LLM step 2", "tool read_file", "LLM step 3",
+        ]
+    finally:
+        dev.send_signal(signal.SIGINT)
+        try:
+            code = dev.wait(timeout=30)
+        finally:
+            if dev.poll() is None:
+                dev.kill()
+    assert code == 0
