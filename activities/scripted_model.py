@@ -165,6 +165,8 @@ def _demo(request: ModelRequest) -> ModelResponse:
             if line.strip() and not line.strip().endswith("/") and not line.startswith("[")
             and re.match(r"^\s*[\w.\-]+$", line)
         ]
+        # A README says most about a workspace; dotfiles the least.
+        files.sort(key=lambda f: (not f.lower().startswith("readme"), f.startswith("."), f))
         if files:
             return calls(call("read_file", {"file_path": files[0], "limit": 5}),
                          text=f"I will read {files[0]}.")
