@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 from typing import Any, assert_never
-from urllib.parse import urlsplit
 
 import anthropic
 from anthropic import AsyncAnthropic
@@ -20,6 +19,7 @@ from anthropic.types import Usage as AnthropicUsage
 from temporalio.exceptions import ApplicationError
 
 from activities.http_headers import (
+    display_url,
     credential_values,
     error_body_message,
     redact,
@@ -409,7 +409,7 @@ def map_anthropic_error(exc: BaseException) -> ApplicationError:
         return _status_error(exc, secrets)
     if isinstance(exc, anthropic.APITimeoutError):
         return ApplicationError(
-            f"Anthropic request to {_display_url(exc.request.url)} timed out",
+            f"Anthropic request to {display_url(exc.request.url)} timed out",
             type="ModelConnectionError",
             non_retryable=False,
             next_retry_delay=None,
@@ -418,7 +418,7 @@ def map_anthropic_error(exc: BaseException) -> ApplicationError:
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
         return ApplicationError(
             redact(
-                f"cannot reach Anthropic at {_display_url(exc.request.url)}{cause}; check "
+                f"cannot reach Anthropic at {display_url(exc.request.url)}{cause}; check "
                 "ANTHROPIC_BASE_URL and the network on the worker",
                 secrets,
             ),
@@ -487,9 +487,3 @@ def _status_error(exc: anthropic.APIStatusError, secrets: list[str]) -> Applicat
         f"Anthropic rejected the request ({status}): {said}", "ModelBadRequest", retryable=False
     )
 
-
-def _display_url(url: object) -> str:
-    # User-info and query strings may carry credentials behind some proxies.
-    parts = urlsplit(str(url))
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{host}{parts.path}"

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
+from urllib.parse import urlsplit
 
 #: Request headers that carry a credential, by provider convention
 #: (OpenAI and compatibles: Authorization; Anthropic: x-api-key; Azure: api-key).
@@ -150,3 +151,11 @@ def _find_message(body: object, *, depth: int) -> str | None:
         if found:
             return found
     return None
+
+
+def display_url(url: object) -> str:
+    """A URL safe to show in an error: no user-info, no query string (either
+    may carry credentials behind some proxies)."""
+    parts = urlsplit(str(url))
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"

@@ -13,7 +13,6 @@ import json
 import os
 import re
 from typing import Any, assert_never
-from urllib.parse import urlsplit
 
 import openai
 from openai import AsyncOpenAI
@@ -27,6 +26,7 @@ from openai.types.completion_usage import CompletionUsage
 from temporalio.exceptions import ApplicationError
 
 from activities.http_headers import (
+    display_url,
     credential_values,
     error_body_message,
     redact,
@@ -479,7 +479,7 @@ def map_openai_error(exc: BaseException) -> ApplicationError:
         return _status_error(exc, secrets)
     if isinstance(exc, openai.APITimeoutError):
         return ApplicationError(
-            f"OpenAI request to {_display_url(exc.request.url)} timed out",
+            f"OpenAI request to {display_url(exc.request.url)} timed out",
             type="ModelConnectionError",
             non_retryable=False,
             next_retry_delay=None,
@@ -488,7 +488,7 @@ def map_openai_error(exc: BaseException) -> ApplicationError:
         cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
         return ApplicationError(
             redact(
-                f"cannot reach OpenAI at {_display_url(exc.request.url)}{cause}; check "
+                f"cannot reach OpenAI at {display_url(exc.request.url)}{cause}; check "
                 "OPENAI_BASE_URL and the network on the worker",
                 secrets,
             ),
@@ -563,9 +563,3 @@ def _status_error(exc: openai.APIStatusError, secrets: list[str]) -> Application
         )
     return build(f"OpenAI rejected the request ({status}): {said}", "ModelBadRequest", retryable=False)
 
-
-def _display_url(url: object) -> str:
-    # Query strings and user-info may carry credentials (Azure-style api-key=...).
-    parts = urlsplit(str(url))
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{host}{parts.path}"
