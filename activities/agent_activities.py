@@ -50,6 +50,9 @@ class AgentActivities:
         registry: Tools this worker can run.
         models: Resolves ``provider:model`` to a ChatModel.
         workspace: Default workspace root for runs whose spec names none.
+        workspace_roots: Directories a spec's workspace must lie in; any
+            directory when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS``
+            (paths separated by ``:``).
     """
 
     def __init__(
@@ -57,10 +60,15 @@ class AgentActivities:
         registry: ToolRegistry,
         models: ModelResolver | None = None,
         workspace: str | Path | None = None,
+        workspace_roots: list[str | Path] | None = None,
     ) -> None:
         self.registry = registry
         self.models = models or ModelResolver()
         self.workspace = Path(workspace or os.environ.get("AGENTLOOP_WORKSPACE") or os.getcwd())
+        if workspace_roots is None:
+            env_roots = os.environ.get("AGENTLOOP_WORKSPACE_ROOTS", "")
+            workspace_roots = [r for r in env_roots.split(":") if r]
+        self.workspace_roots = [Path(r).resolve() for r in workspace_roots] or None
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -116,6 +124,15 @@ class AgentActivities:
             return result(
                 f"The workspace {workspace} does not exist on the worker; set AgentSpec.workspace "
                 "to an existing directory.",
+                is_error=True,
+            )
+        if self.workspace_roots and not any(
+            workspace.resolve().is_relative_to(root) for root in self.workspace_roots
+        ):
+            return result(
+                f"The workspace {workspace} is outside the directories this worker allows "
+                f"(AGENTLOOP_WORKSPACE_ROOTS={':'.join(map(str, self.workspace_roots))}); set "
+                "AgentSpec.workspace to a directory inside one of them.",
                 is_error=True,
             )
         ctx = ToolContext(

@@ -420,3 +420,23 @@ async def test_malformed_run_input_fails_the_run_with_the_reasons(
         "scripted; spec.max_steps: Input should be greater than or equal to 1; messages: List "
         "should have at least 1 item after validation, not 0"
     )
+
+
+async def test_worker_confines_spec_workspaces_to_its_roots(
+    agent_client: AgentClient, worker, registry: ToolRegistry, tmp_path: Path, monkeypatch
+) -> None:
+    allowed = tmp_path / "allowed"
+    (allowed / "project").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.setenv("AGENTLOOP_WORKSPACE_ROOTS", str(allowed))
+    model = script(calls(call("list_dir")), reply("ok"))
+    async with worker():
+        ok = await agent_client.run(spec(model, tools=["list_dir"], workspace=str(allowed / "project")), "go")
+        with pytest.raises(AgentRunFailed) as info:
+            await agent_client.run(spec(model, tools=["list_dir"], workspace=str(elsewhere)), "go")
+    assert not ok.messages[1].tool_results[0].is_error
+    assert info.value.result.messages[-1].tool_results[0].content == (
+        f"The workspace {elsewhere} is outside the directories this worker allows "
+        f"(AGENTLOOP_WORKSPACE_ROOTS={allowed}); set AgentSpec.workspace to a directory inside one of them."
+    )
