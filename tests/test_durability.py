@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec
@@ -28,6 +29,24 @@ def start_worker(server: DevServer, task_queue: str, log: Path) -> subprocess.Po
     )
 
 
+@pytest.fixture
+def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path):
+    """Start worker subprocesses on the test's queue; any still alive are killed at the end."""
+    procs: list[subprocess.Popen[bytes]] = []
+    log = tmp_path / "worker.log"
+
+    def spawn() -> subprocess.Popen[bytes]:
+        procs.append(start_worker(dev_server, task_queue, log))
+        return procs[-1]
+
+    spawn.log = log  # type: ignore[attr-defined]
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 async def wait_for(predicate, timeout: float = 60.0, what: str = "condition") -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not predicate():
@@ -37,36 +56,28 @@ async def wait_for(predicate, timeout: float = 60.0, what: str = "condition") ->
 
 
 async def test_run_survives_worker_sigkill(
-    dev_server: DevServer, agent_client: AgentClient, task_queue: str, workspace: Path, tmp_path: Path
+    agent_client: AgentClient, workspace: Path, spawn_worker
 ) -> None:
     calls_log = workspace / "calls.log"
-    worker_log = tmp_path / "worker.log"
-    first = start_worker(dev_server, task_queue, worker_log)
-    second = None
-    try:
-        spec = AgentSpec(
-            model="scripted:durable",
-            tools=["record", "block"],
-            workspace=str(workspace),
-            heartbeat_timeout_seconds=2,
-        )
-        handle = await agent_client.start(spec, "do the durable thing")
-        await wait_for(
-            lambda: calls_log.exists() and "block-start" in calls_log.read_text(),
-            what=f"the blocking tool to start (worker log: {worker_log})",
-        )
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=10)
-        assert first.returncode == -signal.SIGKILL
+    first = spawn_worker()
+    spec = AgentSpec(
+        model="scripted:durable",
+        tools=["record", "block"],
+        workspace=str(workspace),
+        heartbeat_timeout_seconds=2,
+    )
+    handle = await agent_client.start(spec, "do the durable thing")
+    await wait_for(
+        lambda: calls_log.exists() and "block-start" in calls_log.read_text(),
+        what=f"the blocking tool to start (worker log: {spawn_worker.log})",
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    assert first.returncode == -signal.SIGKILL
 
-        (workspace / "release").touch()
-        second = start_worker(dev_server, task_queue, worker_log)
-        result = await asyncio.wait_for(handle.result(), timeout=90)
-    finally:
-        for proc in (first, second):
-            if proc and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    (workspace / "release").touch()
+    spawn_worker()
+    result = await asyncio.wait_for(handle.result(), timeout=90)
 
     assert result.status == "completed"
     assert result.final_text == "survived"
@@ -87,30 +98,22 @@ async def test_run_survives_worker_sigkill(
 
 
 async def test_sigterm_lets_the_running_tool_finish(
-    dev_server: DevServer, agent_client: AgentClient, task_queue: str, workspace: Path, tmp_path: Path
+    agent_client: AgentClient, workspace: Path, spawn_worker
 ) -> None:
     calls_log = workspace / "calls.log"
-    worker_log = tmp_path / "worker.log"
-    first = start_worker(dev_server, task_queue, worker_log)
-    second = None
-    try:
-        spec = AgentSpec(model="scripted:graceful", tools=["slow"], workspace=str(workspace),
-                         heartbeat_timeout_seconds=2)
-        handle = await agent_client.start(spec, "take your time")
-        await wait_for(lambda: calls_log.exists() and "slow-start" in calls_log.read_text(),
-                       what=f"the slow tool to start (worker log: {worker_log})")
-        first.send_signal(signal.SIGTERM)
-        await asyncio.to_thread(first.wait, 30)
-        assert first.returncode == 0, worker_log.read_text()
-        # The tool finished during shutdown, before the worker exited.
-        assert calls_log.read_text().splitlines() == ["slow-start", "slow-end"]
-        second = start_worker(dev_server, task_queue, worker_log)
-        result = await asyncio.wait_for(handle.result(), timeout=60)
-    finally:
-        for proc in (first, second):
-            if proc and proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    first = spawn_worker()
+    spec = AgentSpec(model="scripted:graceful", tools=["slow"], workspace=str(workspace),
+                     heartbeat_timeout_seconds=2)
+    handle = await agent_client.start(spec, "take your time")
+    await wait_for(lambda: calls_log.exists() and "slow-start" in calls_log.read_text(),
+                   what=f"the slow tool to start (worker log: {spawn_worker.log})")
+    first.send_signal(signal.SIGTERM)
+    await asyncio.to_thread(first.wait, 30)
+    assert first.returncode == 0, spawn_worker.log.read_text()
+    # The tool finished during shutdown, before the worker exited.
+    assert calls_log.read_text().splitlines() == ["slow-start", "slow-end"]
+    spawn_worker()
+    result = await asyncio.wait_for(handle.result(), timeout=60)
     assert result.final_text == "finished"
     assert result.messages[1].tool_results[0].content == "slept 1.5"
     assert calls_log.read_text().splitlines() == ["slow-start", "slow-end"]  # not run again

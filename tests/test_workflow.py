@@ -263,14 +263,21 @@ async def test_finish_reasons_other_than_stop_fail_the_run(
     assert info.value.result.status == "failed"
 
 
-async def test_max_steps_ends_run_and_one_step_always_runs(
-    agent_client: AgentClient, worker, registry: ToolRegistry
-) -> None:
+@pytest.fixture
+def with_ping(registry: ToolRegistry) -> ToolRegistry:
+    """The registry, with a ``ping`` tool that answers ``pong``."""
+
     @registry.tool
     def ping() -> str:
         """Pong."""
         return "pong"
 
+    return registry
+
+
+async def test_max_steps_ends_run_and_one_step_always_runs(
+    agent_client: AgentClient, worker, with_ping: ToolRegistry
+) -> None:
     model = script(*[calls(call("ping")) for _ in range(5)])
     async with worker():
         with pytest.raises(AgentRunFailed) as info:
@@ -287,13 +294,8 @@ async def test_max_steps_ends_run_and_one_step_always_runs(
 
 
 async def test_max_tool_call_continuations(
-    agent_client: AgentClient, worker, registry: ToolRegistry
+    agent_client: AgentClient, worker, with_ping: ToolRegistry
 ) -> None:
-    @registry.tool
-    def ping() -> str:
-        """Pong."""
-        return "pong"
-
     model = script(*[calls(call("ping")) for _ in range(5)])
     async with worker():
         with pytest.raises(AgentRunFailed) as info:
