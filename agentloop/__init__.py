@@ -13,8 +13,17 @@ from activities.scripted_model import (
     reply,
 )
 from agentloop.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.client import AgentClient, AgentRunHandle
-from agentloop.errors import AgentLoopError, AgentRunFailed, ToolError, UserError
+from agentloop.approvals import (
+    ApprovalDecision,
+    DecisionAccepted,
+    PendingAction,
+    PendingApproval,
+    PendingWork,
+    PermissionRule,
+    ToolOutput,
+)
+from agentloop.client import AgentClient, AgentRunHandle, RunSummary
+from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
 from agentloop.messages import (
     ContentPart,
     ImagePart,
@@ -38,14 +47,22 @@ __all__ = [
     "AgentRunReport",
     "AgentRunResult",
     "AgentSpec",
+    "ApprovalDecision",
     "ChatModel",
     "ContentPart",
+    "DecisionAccepted",
+    "DecisionRejected",
     "ImagePart",
     "Message",
     "ModelRequest",
     "ModelResponse",
+    "PendingAction",
+    "PendingApproval",
+    "PendingWork",
+    "PermissionRule",
     "RunState",
     "RunStatus",
+    "RunSummary",
     "ScriptedChatModel",
     "StepReport",
     "TextPart",
@@ -56,6 +73,7 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolError",
+    "ToolOutput",
     "ToolRegistry",
     "ToolResultPart",
     "Usage",

@@ -6,6 +6,7 @@ flight depend on them, so fields are added (optional), never renamed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, Field
@@ -73,12 +74,37 @@ class ModelResponse(BaseModel):
     model: str = ""
 
 
+class StreamDelta(BaseModel):
+    """One increment of a streaming answer (seed 004's stream events).
+
+    Attributes:
+        kind: ``text`` and ``thinking`` carry ``text``; ``tool_call_start``
+            carries ``call_id`` and ``name``; ``tool_call_delta`` carries a
+            piece of the call's JSON arguments in ``text``; ``tool_call_end``
+            closes ``call_id``.
+        text: The text or argument fragment.
+        call_id: The tool call this delta belongs to.
+        name: The tool's name (``tool_call_start``).
+    """
+
+    kind: Literal["text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end"]
+    text: str = ""
+    call_id: str | None = None
+    name: str | None = None
+
+
+#: Receives deltas as a provider streams them. Called from the activity's
+#: event loop; it must not block.
+DeltaSink = Callable[[StreamDelta], None]
+
+
 class ChatModel(Protocol):
     """One LLM provider. Implementations map every error with their
     provider's error-mapping function, so Temporal decides on retries."""
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer one request."""
+    async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
+        """Answer one request, passing deltas to ``on_delta`` as they arrive
+        (streaming providers) and returning the whole answer at the end."""
         ...
 
 

@@ -10,17 +10,43 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
 
-from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
+from pydantic import BaseModel, Field
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
+from temporalio.service import RPCError, RPCStatusCode
 
+from agentloop.approvals import (
+    ApprovalDecision,
+    DecisionAccepted,
+    PendingWork,
+    StopRequest,
+    SubmitToolOutputs,
+    ToolOutput,
+)
 from agentloop.config import TemporalConfig
-from agentloop.errors import RUN_FAILED_ERROR_TYPE, AgentRunFailed, UserError
+from agentloop.errors import RUN_FAILED_ERROR_TYPE, AgentRunFailed, DecisionRejected, UserError
 from agentloop.messages import Message
 from agentloop.report import AgentRunReport
-from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState
+from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
+from agentloop.search_attributes import (
+    AGENT_MODEL,
+    AGENT_NAME,
+    AGENT_PENDING_TOOLS,
+    AGENT_STATUS,
+    create_commands,
+)
 from agentloop.spec import AgentSpec
 
 #: The workflow type name runs are started with.
@@ -83,9 +109,120 @@ class AgentRunHandle:
         """The run report, up to now."""
         return await self._handle.query("report", result_type=AgentRunReport)
 
+    async def pending(self) -> PendingWork:
+        """Calls waiting for an operator's decision or the client's outputs."""
+        return await self._handle.query("pending", result_type=PendingWork)
+
+    async def decide(self, decision: ApprovalDecision) -> DecisionAccepted:
+        """Deliver a decision on a pending call (update ``approve``).
+
+        Raises:
+            DecisionRejected: The call id is unknown or already decided, or
+                the run has ended; nothing changed.
+        """
+        return await self._update("approve", decision)
+
+    async def approve(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
+        """Approve a pending call; with ``result``, answer the model with it
+        instead of running the tool (an override)."""
+        return await self.decide(ApprovalDecision(call_id=call_id, decision="approve", result=result, by=by))
+
+    async def deny(self, call_id: str, reason: str | None = None, *, by: str | None = None) -> DecisionAccepted:
+        """Deny a pending call; the model hears it was denied, and why."""
+        return await self.decide(ApprovalDecision(call_id=call_id, decision="deny", reason=reason, by=by))
+
+    async def skip(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
+        """Skip a pending call without running it; the model gets ``result``
+        (or a note that it was skipped)."""
+        return await self.decide(ApprovalDecision(call_id=call_id, decision="skip", result=result, by=by))
+
+    async def submit_tool_outputs(
+        self, outputs: Mapping[str, str] | Sequence[ToolOutput]
+    ) -> DecisionAccepted:
+        """Answer every call the run waits for (``requires_action``), by call id.
+
+        Raises:
+            DecisionRejected: An id is unknown or answered already, a pending
+                id is missing, or the run has ended; nothing changed.
+        """
+        if isinstance(outputs, Mapping):
+            items = [ToolOutput(call_id=k, output=v) for k, v in outputs.items()]
+        else:
+            items = list(outputs)
+        return await self._update("submit_tool_outputs", SubmitToolOutputs(tool_outputs=items))
+
+    async def stop(self, reason: str | None = None) -> None:
+        """End the run ``stopped`` once its current step is done (signal ``stop``)."""
+        await self._handle.signal("stop", StopRequest(reason=reason))
+
     async def cancel(self) -> None:
-        """Ask Temporal to cancel the run."""
+        """Cancel the run: running LLM calls and tools are cancelled (shell
+        commands killed) and it ends ``cancelled``; messages stay queryable."""
         await self._handle.cancel()
+
+    async def _update(self, name: str, payload: BaseModel) -> DecisionAccepted:
+        try:
+            return await self._handle.execute_update(name, payload, result_type=DecisionAccepted)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            message = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            raise DecisionRejected(f"run {self.run_id} refused {name}: {message}") from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise DecisionRejected(
+                    f"run {self.run_id} is not running (it ended, or no run has this id): {err.message}"
+                ) from None
+            raise
+
+
+class RunSummary(BaseModel):
+    """One run, as :meth:`AgentClient.list_runs` finds it.
+
+    Attributes:
+        run_id: The run id.
+        status: The agent status the run last indexed (``AgentStatus``);
+            for runs that ended without indexing it, derived from Temporal's.
+        agent_name: ``AgentSpec.name``.
+        model: ``AgentSpec.model``.
+        pending_tools: Tools whose calls wait for approval or outputs.
+        started_at: When the run started.
+        closed_at: When it ended, if it has.
+    """
+
+    run_id: str
+    status: RunStatus | str
+    agent_name: str = ""
+    model: str = ""
+    pending_tools: list[str] = Field(default_factory=list)
+    started_at: datetime | None = None
+    closed_at: datetime | None = None
+
+
+_TEMPORAL_STATUS: dict[Any, str] = {
+    WorkflowExecutionStatus.RUNNING: "running",
+    WorkflowExecutionStatus.COMPLETED: "completed",
+    WorkflowExecutionStatus.FAILED: "failed",
+    WorkflowExecutionStatus.CANCELED: "cancelled",
+    WorkflowExecutionStatus.TERMINATED: "terminated",
+    WorkflowExecutionStatus.TIMED_OUT: "timed_out",
+    WorkflowExecutionStatus.CONTINUED_AS_NEW: "continued",
+}
+
+
+def runs_query(status: str | None = None, name: str | None = None, extra: str | None = None) -> str:
+    """The visibility query :meth:`AgentClient.list_runs` sends (also what
+    to type into ``temporal workflow list --query``)."""
+    clauses = [f'WorkflowType="{WORKFLOW_NAME}"']
+    if status:
+        clauses.append(f'{AGENT_STATUS.name}="{status}"')
+        if status in ("running", "awaiting_approval", "requires_action"):
+            # A terminated run cannot update its status: trust Temporal's.
+            clauses.append('ExecutionStatus="Running"')
+    if name:
+        clauses.append(f'{AGENT_NAME.name}="{name}"')
+    if extra:
+        clauses.append(f"({extra})")
+    return " AND ".join(clauses)
 
 
 def _run_failed(run_id: str, err: WorkflowFailureError) -> AgentRunFailed:
@@ -155,14 +292,29 @@ class AgentClient:
                 whose id is in use raises.
         """
         run_input = AgentRunInput(spec=spec, messages=_as_messages(input))
-        handle = await self.temporal.start_workflow(
-            WORKFLOW_NAME,
-            run_input,
-            id=run_id or new_run_id(),
-            task_queue=self.task_queue,
-            static_summary=f"{spec.name} on {spec.model}",
-            result_type=AgentRunResult,
-        )
+        try:
+            handle = await self.temporal.start_workflow(
+                WORKFLOW_NAME,
+                run_input,
+                id=run_id or new_run_id(),
+                task_queue=self.task_queue,
+                static_summary=f"{spec.name} on {spec.model}",
+                result_type=AgentRunResult,
+                # Indexed from the start, so `temporal workflow list` finds the
+                # run at once; the run keeps them current from then on.
+                search_attributes=TypedSearchAttributes([
+                    SearchAttributePair(AGENT_STATUS, "running"),
+                    SearchAttributePair(AGENT_NAME, spec.name),
+                    SearchAttributePair(AGENT_MODEL, spec.model),
+                ]),
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():
+                raise UserError(
+                    f"the Temporal namespace does not know agentloop's search attributes ({err.message}); "
+                    "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
+                ) from None
+            raise
         return AgentRunHandle(handle)
 
     async def run(
@@ -174,6 +326,36 @@ class AgentClient:
     ) -> AgentRunResult:
         """Start a run and wait for its result (see :meth:`AgentRunHandle.result`)."""
         return await (await self.start(spec, input, run_id=run_id)).result()
+
+    async def list_runs(
+        self,
+        *,
+        status: str | None = None,
+        name: str | None = None,
+        query: str | None = None,
+        limit: int = 100,
+    ) -> list[RunSummary]:
+        """Runs, newest first, filtered by agent status, agent name, and any
+        extra visibility query (e.g. ``'AgentModel="openai:gpt-4.1"'``)."""
+        runs = []
+        async for execution in self.temporal.list_workflows(runs_query(status, name, query), limit=limit):
+            attrs = execution.typed_search_attributes
+            indexed = attrs.get(AGENT_STATUS)
+            temporal_status = _TEMPORAL_STATUS.get(execution.status, "unknown")
+            if execution.status != WorkflowExecutionStatus.RUNNING and indexed in (None, "running", "awaiting_approval", "requires_action"):
+                indexed = temporal_status  # ended without indexing it (terminated, timed out)
+            runs.append(
+                RunSummary(
+                    run_id=execution.id,
+                    status=indexed or temporal_status,
+                    agent_name=attrs.get(AGENT_NAME) or "",
+                    model=attrs.get(AGENT_MODEL) or "",
+                    pending_tools=list(attrs.get(AGENT_PENDING_TOOLS) or []),
+                    started_at=execution.start_time,
+                    closed_at=execution.close_time,
+                )
+            )
+        return runs
 
     def get_handle(self, run_id: str) -> AgentRunHandle:
         """The handle of an existing run."""

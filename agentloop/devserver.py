@@ -20,18 +20,12 @@ import time
 from pathlib import Path
 
 from agentloop.errors import UserError
+from agentloop.search_attributes import SEARCH_ATTRIBUTES
 
 #: Dynamic config the embedded server always gets (see TESTING.md).
 FAST_POLLING = {
     "history.transferProcessorMaxPollRPS": "1000",
     "history.timerProcessorMaxPollRPS": "1000",
-}
-
-#: Search attributes the runs maintain, registered at server start.
-SEARCH_ATTRIBUTES = {
-    "AgentStatus": "Keyword",
-    "AgentName": "Keyword",
-    "AgentModel": "Keyword",
 }
 
 

@@ -43,6 +43,12 @@ class AgentRunFailed(AgentLoopError):
         self.result = result
 
 
+class DecisionRejected(AgentLoopError):
+    """An approval, tool outputs or another request to a run was refused;
+    the message says why (unknown or already decided call id, malformed
+    payload, run already ended) and nothing changed in the run."""
+
+
 #: ApplicationError type of a failed run.
 RUN_FAILED_ERROR_TYPE = "AgentRunFailed"
 

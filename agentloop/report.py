@@ -50,6 +50,12 @@ class ToolCallReport(BaseModel):
         error: The error the model saw, or None on success.
         truncated: The output was cut to ``tool_output_limit``.
         metrics: Tool-reported metrics.
+        permission: The policy's verdict: ``allow``, ``ask`` or ``deny``.
+        decision: The operator's decision when asked (``approve``,
+            ``deny``, ``skip``, ``override``, ``timeout``), or ``client``
+            when the client ran the call and submitted its output.
+        decided_by: Who decided, when they said.
+        waited_ms: Time spent waiting for the decision or the client's output.
     """
 
     call_id: str
@@ -61,6 +67,10 @@ class ToolCallReport(BaseModel):
     error: str | None = None
     truncated: bool = False
     metrics: dict[str, Any] = Field(default_factory=dict)
+    permission: Literal["allow", "ask", "deny"] | None = None
+    decision: Literal["approve", "deny", "skip", "override", "timeout", "client", "stopped"] | None = None
+    decided_by: str | None = None
+    waited_ms: float = 0.0
 
 
 class StepReport(BaseModel):

@@ -6,6 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentloop.approvals import PendingAction, PendingApproval
 from agentloop.messages import Message, ToolCallPart
 from agentloop.report import AgentRunReport, RunReason, Usage
 from agentloop.spec import AgentSpec
@@ -72,6 +73,13 @@ class RunState(BaseModel):
         running_tool_calls: Tool calls executing now.
         message_count: Messages in the conversation.
         usage: Usage so far.
+        pending_approvals: Calls waiting for an operator's decision.
+        pending_actions: Calls waiting for the client's outputs.
+        stop_requested: A ``stop`` signal arrived; the run ends after this step.
+        rejected_signals: Why recent signals were ignored (malformed payload,
+            unknown or already decided call id); newest last.
+        agent_name: ``AgentSpec.name``.
+        model: ``AgentSpec.model``.
     """
 
     run_id: str
@@ -82,6 +90,12 @@ class RunState(BaseModel):
     running_tool_calls: list[ToolCallPart] = Field(default_factory=list)
     message_count: int = 0
     usage: Usage = Field(default_factory=Usage)
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    pending_actions: list[PendingAction] = Field(default_factory=list)
+    stop_requested: bool = False
+    rejected_signals: list[str] = Field(default_factory=list)
+    agent_name: str = ""
+    model: str = ""
 
 
 class MessagesResult(BaseModel):

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from agentloop.activity_io import ToolDefinition
+from agentloop.approvals import DefaultPermission, PermissionRule
 
 #: Providers a model string may name, as ``provider:model``.
 KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
@@ -64,6 +67,15 @@ class AgentSpec(BaseModel):
         workspace: Directory the built-in file and shell tools are confined to,
             on the worker; the worker's ``AGENTLOOP_WORKSPACE`` (or its working
             directory) when unset.
+        permissions: Permission rules, first match wins (see
+            :class:`~agentloop.approvals.PermissionRule`).
+        default_permission: What applies to a call no rule matches. ``auto``
+            (the default) allows read-only tools and asks for every other.
+        approval_timeout_seconds: A call waiting for approval this long is
+            denied (the model hears so); waits forever when unset.
+        client_tools: Tools the client declares and runs itself: the model
+            may call them, and the run waits in ``requires_action`` until the
+            client submits their outputs.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -86,12 +98,30 @@ class AgentSpec(BaseModel):
     tool_max_attempts: int = Field(default=3, ge=1)
     heartbeat_timeout_seconds: float = Field(default=30.0, gt=0)
     workspace: str | None = None
+    permissions: list[PermissionRule] = Field(default_factory=list)
+    default_permission: DefaultPermission = "auto"
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)
+    client_tools: list[ToolDefinition] = Field(default_factory=list)
 
     @field_validator("model")
     @classmethod
     def _check_model(cls, value: str) -> str:
         parse_model(value)
         return value
+
+    @model_validator(mode="after")
+    def _check_client_tools(self) -> AgentSpec:
+        names = [t.name for t in self.client_tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"client_tools declares {', '.join(duplicates)} more than once")
+        clash = sorted(set(names) & set(self.tools))
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} is both a worker tool (tools) and a client tool (client_tools); "
+                "keep it in one list"
+            )
+        return self
 
     @property
     def provider(self) -> str:

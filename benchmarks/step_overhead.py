@@ -59,7 +59,8 @@ async def main(steps: int, repeat: int) -> None:
         floor_worker = Worker(client, task_queue=queue + "-floor", workflows=[FloorWorkflow], activities=[noop])
         agent_worker = build_worker(client, task_queue=queue, registry=registry)
         agents = AgentClient(client, task_queue=queue)
-        spec = AgentSpec(model="scripted:bench", tools=["ping"], max_steps=steps + 1)
+        spec = AgentSpec(model="scripted:bench", tools=["ping"], max_steps=steps + 1,
+                         default_permission="allow")
         floor_ms, agent_ms = [], []
         async with floor_worker, agent_worker:
             # Warm up both paths once.

@@ -65,6 +65,7 @@ async def test_run_survives_worker_sigkill(
         tools=["record", "block"],
         workspace=str(workspace),
         heartbeat_timeout_seconds=2,
+        default_permission="allow",
     )
     handle = await agent_client.start(spec, "do the durable thing")
     await wait_for(
@@ -103,7 +104,7 @@ async def test_sigterm_lets_the_running_tool_finish(
     calls_log = workspace / "calls.log"
     first = spawn_worker()
     spec = AgentSpec(model="scripted:graceful", tools=["slow"], workspace=str(workspace),
-                     heartbeat_timeout_seconds=2)
+                     heartbeat_timeout_seconds=2, default_permission="allow")
     handle = await agent_client.start(spec, "take your time")
     await wait_for(lambda: calls_log.exists() and "slow-start" in calls_log.read_text(),
                    what=f"the slow tool to start (worker log: {spawn_worker.log})")

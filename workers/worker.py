@@ -20,6 +20,7 @@ from activities.builtin_tools import register_builtin_tools
 from activities.models import ModelResolver
 from agentloop.config import TemporalConfig
 from agentloop.errors import UserError
+from agentloop.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from agentloop.tools import ToolRegistry, default_registry
 from workflows.agent_run import AgentRunWorkflow
 
@@ -70,6 +71,10 @@ def build_worker(
         registry = default_registry
         register_builtin_tools(registry)
     acts = AgentActivities(registry, models, workspace)
+    # Cancellation reaches an activity on a heartbeat's response; the SDK's
+    # default throttle (up to 0.8 x heartbeat timeout) would delay a cancelled
+    # shell command by tens of seconds.
+    worker_options.setdefault("max_heartbeat_throttle_interval", timedelta(seconds=1))
     return Worker(
         client,
         task_queue=task_queue,
@@ -80,12 +85,36 @@ def build_worker(
     )
 
 
+async def missing_search_attributes(client: Client) -> list[str] | None:
+    """Names of agentloop's search attributes the client's namespace lacks,
+    or None when the server will not say (e.g. no operator permission)."""
+    from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
+    from temporalio.service import RPCError
+
+    try:
+        known = await client.operator_service.list_search_attributes(
+            ListSearchAttributesRequest(namespace=client.namespace)
+        )
+    except RPCError as err:
+        log.warning("could not check search attributes (%s); runs fail to index if they are missing", err.message)
+        return None
+    names = set(known.custom_attributes) | set(known.system_attributes)
+    return [name for name in SEARCH_ATTRIBUTES if name not in names]
+
+
 async def run_worker(config: TemporalConfig, *, workspace: str | None = None) -> None:
     """Run a worker until SIGINT or SIGTERM, then shut down gracefully."""
     if not config.address:
         raise UserError("TEMPORAL_ADDRESS is not set: point the worker at a Temporal server")
     import_modules(config.imports)
     client = await connect(config.address, config.namespace)
+    missing = await missing_search_attributes(client)
+    if missing:
+        raise UserError(
+            f"namespace {config.namespace!r} lacks the search attributes {', '.join(missing)}, which "
+            "every run keeps up to date; register them once, then start the worker again:\n  "
+            + "\n  ".join(create_commands(config.namespace))
+        )
     worker = build_worker(client, task_queue=config.task_queue, workspace=workspace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

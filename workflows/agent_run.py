@@ -8,12 +8,14 @@ deterministic: no I/O, clocks or randomness, only ``workflow.now()``.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers: no side effects at import, and passing
@@ -30,17 +32,35 @@ with workflow.unsafe.imports_passed_through():
     )
     from pydantic import ValidationError
 
+    from agentloop.approvals import (
+        ApprovalDecision,
+        DecisionAccepted,
+        PendingAction,
+        PendingApproval,
+        PendingWork,
+        PermissionCheck,
+        StopRequest,
+        SubmitToolOutputs,
+        ToolOutput,
+        check_permission,
+    )
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, RUN_FAILED_ERROR_TYPE, describe_validation_error
     from agentloop.messages import Message, ToolCallPart, ToolResultPart
     from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
     from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
+    from agentloop.spec import AgentSpec
+    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from workflows.loop_logic import (
         FailRun,
         FinalAnswer,
+        RequireAction,
         RunTools,
         bad_arguments_message,
         decide_next_step,
+        denied_message,
         max_steps_message,
+        skipped_message,
+        stopped_message,
         unknown_tool_message,
     )
 
@@ -49,8 +69,27 @@ with workflow.unsafe.imports_passed_through():
 TOOL_TIMEOUT_GRACE = timedelta(seconds=30)
 
 
+#: Patch marker of runs started with permissions, approvals, requires_action,
+#: stop and search attributes. Runs recorded before it replay without them.
+HITL_PATCH = "agentloop-hitl-1"
+
+#: How many rejected-signal notes the ``state`` query keeps.
+REJECTED_SIGNALS_KEPT = 20
+
+
 def _ms(delta: timedelta) -> float:
     return delta.total_seconds() * 1000
+
+
+@dataclass
+class _Gate:
+    """What happens to one tool call before (or instead of) running it."""
+
+    call: ToolCallPart
+    permission: PermissionCheck | None = None
+    result: ToolResultPart | None = None  # decided without running
+    approval: PendingApproval | None = None
+    action: PendingAction | None = None
 
 
 @workflow.defn(name="AgentRunWorkflow")
@@ -59,6 +98,7 @@ class AgentRunWorkflow:
 
     def __init__(self) -> None:
         self._run_id = ""
+        self._spec: AgentRunInput | None = None
         self._status: RunStatus = "running"
         self._reason: RunReason | None = None
         self._error: str | None = None
@@ -68,12 +108,22 @@ class AgentRunWorkflow:
         self._usage = Usage()
         self._running_calls: dict[str, ToolCallPart] = {}
         self._report: AgentRunReport | None = None
+        self._hitl = False
+        self._approvals: dict[str, PendingApproval] = {}
+        self._decisions: dict[str, ApprovalDecision] = {}
+        self._actions: dict[str, PendingAction] = {}
+        self._outputs: dict[str, ToolOutput] = {}
+        self._answered: set[str] = set()
+        self._stop: StopRequest | None = None
+        self._rejected: list[str] = []
+        self._indexed: tuple[str, tuple[str, ...]] | None = None
 
     # Queries -----------------------------------------------------------------
 
     @workflow.query(name="state")
     def state(self) -> RunState:
-        """Status, step, tool calls running now, usage."""
+        """Status, step, tool calls running now, what the run waits for, usage."""
+        spec = self._spec.spec if self._spec else None
         return RunState(
             run_id=self._run_id,
             status=self._status,
@@ -83,6 +133,12 @@ class AgentRunWorkflow:
             running_tool_calls=list(self._running_calls.values()),
             message_count=len(self._messages),
             usage=self._usage,
+            pending_approvals=list(self._approvals.values()),
+            pending_actions=list(self._actions.values()),
+            stop_requested=self._stop is not None,
+            rejected_signals=list(self._rejected),
+            agent_name=spec.name if spec else "",
+            model=spec.model if spec else "",
         )
 
     @workflow.query(name="messages")
@@ -98,6 +154,131 @@ class AgentRunWorkflow:
         if report.completed_at is None:
             report.total_ms = _ms(workflow.now() - report.started_at)
         return report
+
+    @workflow.query(name="pending")
+    def pending(self) -> PendingWork:
+        """Calls waiting for an operator's decision or the client's outputs."""
+        return PendingWork(approvals=list(self._approvals.values()), actions=list(self._actions.values()))
+
+    # Signals and updates -----------------------------------------------------
+    #
+    # Each decision arrives as a signal (fire and forget: what ops tools and
+    # `temporal workflow signal` send) or as an update of the same name, whose
+    # validator rejects bad input before it reaches history. Payloads are
+    # taken as plain JSON and validated here, so a malformed one is reported
+    # instead of failing workflow tasks.
+
+    @workflow.signal(name="approve")
+    def approve_signal(self, payload: Any = None) -> None:
+        """Decide a pending call: approve, deny, skip, or approve with a result."""
+        try:
+            self._apply_decision(self._check_decision(payload))
+        except ValueError as exc:
+            self._reject("approve", exc)
+
+    @workflow.update(name="approve")
+    def approve_update(self, payload: Any = None) -> DecisionAccepted:
+        """Like the ``approve`` signal, but answers, and rejects bad input."""
+        decision = _as_update_error(self._check_decision, payload)
+        self._apply_decision(decision)
+        return DecisionAccepted(call_ids=[decision.call_id], still_pending=self._still_pending())
+
+    @approve_update.validator
+    def _validate_approve(self, payload: Any = None) -> None:
+        self._check_decision(payload)
+
+    @workflow.signal(name="submit_tool_outputs")
+    def submit_signal(self, payload: Any = None) -> None:
+        """Outputs of the calls the client ran (``requires_action``)."""
+        try:
+            self._apply_outputs(self._check_outputs(payload))
+        except ValueError as exc:
+            self._reject("submit_tool_outputs", exc)
+
+    @workflow.update(name="submit_tool_outputs")
+    def submit_update(self, payload: Any = None) -> DecisionAccepted:
+        """Like the ``submit_tool_outputs`` signal, but answers, and rejects bad input."""
+        submission = _as_update_error(self._check_outputs, payload)
+        self._apply_outputs(submission)
+        return DecisionAccepted(
+            call_ids=[o.call_id for o in submission.tool_outputs], still_pending=self._still_pending()
+        )
+
+    @submit_update.validator
+    def _validate_submit(self, payload: Any = None) -> None:
+        self._check_outputs(payload)
+
+    @workflow.signal(name="stop")
+    def stop_signal(self, payload: Any = None) -> None:
+        """End the run ``stopped`` once the current step is done."""
+        try:
+            request = _parse(StopRequest, {} if payload is None else payload, "stop")
+        except ValueError as exc:
+            self._reject("stop", exc)
+            request = StopRequest()
+        if self._stop is None:
+            self._stop = request
+
+    def _check_decision(self, payload: Any) -> ApprovalDecision:
+        decision = _parse(ApprovalDecision, payload, "approve")
+        call_id = decision.call_id
+        if call_id not in self._approvals:
+            if call_id in self._answered:
+                raise ValueError(f"call {call_id} was already decided; nothing is waiting for it")
+            waiting = ", ".join(self._approvals) or "none"
+            hint = ""
+            if call_id in self._actions:
+                hint = " (it waits for the client's output: use submit_tool_outputs)"
+            raise ValueError(
+                f"no call {call_id!r} waits for approval in run {self._run_id}{hint}; waiting now: {waiting}"
+            )
+        if decision.decision == "deny" and decision.result is not None:
+            raise ValueError("a denial takes a reason, not a result; use decision 'skip' to answer with a result")
+        return decision
+
+    def _apply_decision(self, decision: ApprovalDecision) -> None:
+        self._decisions[decision.call_id] = decision
+        self._approvals.pop(decision.call_id, None)
+        self._answered.add(decision.call_id)
+
+    def _check_outputs(self, payload: Any) -> SubmitToolOutputs:
+        if isinstance(payload, list):  # a bare list of outputs is accepted too
+            payload = {"tool_outputs": payload}
+        submission = _parse(SubmitToolOutputs, payload, "submit_tool_outputs")
+        ids = [o.call_id for o in submission.tool_outputs]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"outputs name {', '.join(duplicates)} more than once; send one output per call")
+        unknown = [i for i in ids if i not in self._actions]
+        if unknown:
+            done = [i for i in unknown if i in self._answered]
+            if done:
+                raise ValueError(f"call(s) {', '.join(done)} already have their output")
+            raise ValueError(
+                f"no call {', '.join(map(repr, unknown))} waits for a client output in run "
+                f"{self._run_id}; waiting now: {', '.join(self._actions) or 'none'}"
+            )
+        missing = [i for i in self._actions if i not in ids]
+        if missing:
+            raise ValueError(
+                f"outputs are missing for {', '.join(missing)}; submit an output for every pending "
+                "call in one submission (query 'pending' lists them)"
+            )
+        return submission
+
+    def _apply_outputs(self, submission: SubmitToolOutputs) -> None:
+        for output in submission.tool_outputs:
+            self._outputs[output.call_id] = output
+            self._actions.pop(output.call_id, None)
+            self._answered.add(output.call_id)
+
+    def _still_pending(self) -> list[str]:
+        return [*self._approvals, *self._actions]
+
+    def _reject(self, name: str, exc: ValueError) -> None:
+        note = f"{name} signal ignored: {exc}"
+        workflow.logger.warning(note)
+        self._rejected = [*self._rejected, note][-REJECTED_SIGNALS_KEPT:]
 
     # The loop ----------------------------------------------------------------
 
@@ -116,6 +297,8 @@ class AgentRunWorkflow:
                     non_retryable=True,
                 ) from None
         self._run_id = workflow.info().workflow_id
+        self._spec = input
+        self._hitl = workflow.patched(HITL_PATCH)
         self._messages = list(input.messages)
         self._input_count = len(self._messages)
         self._report = AgentRunReport(
@@ -124,9 +307,12 @@ class AgentRunWorkflow:
             started_at=workflow.now(),
             user_message=next((m.text for m in reversed(self._messages) if m.role == "user"), ""),
         )
+        self._index()
         try:
             return await self._loop(input)
         except asyncio.CancelledError:
+            self._approvals.clear()
+            self._actions.clear()
             self._finish("cancelled", "cancelled", None)
             raise
 
@@ -135,35 +321,47 @@ class AgentRunWorkflow:
         tools = await self._resolve_tools(spec.tools)
         if isinstance(tools, FailRun):
             return self._fail(tools.reason, tools.message)
+        model_tools = tools + (spec.client_tools if self._hitl else [])
 
         continuations = 0
         failed_tool_steps = 0
         while True:
+            if self._stop is not None:
+                return self._stopped()
             # Seams for later stages: context preparation and input guardrails go here.
             step_report = StepReport(
                 index=self._step, type="initial" if self._step == 0 else "tool_followup"
             )
             self._report_step(step_report)
-            llm = await self._call_model(input, tools, step_report)
+            llm = await self._call_model(input, model_tools, step_report)
             if isinstance(llm, FailRun):
                 return self._fail(llm.reason, llm.message)
             response = llm.response
             self._messages.append(response.message)
             self._report_final_text(response.message.text)
 
-            decision = decide_next_step(response, spec=spec, continuations=continuations)
+            decision = decide_next_step(
+                response, spec=spec, continuations=continuations, limit_requires_action=self._hitl
+            )
             if isinstance(decision, FinalAnswer):
                 return self._complete()
             if isinstance(decision, FailRun):
                 return self._fail(decision.reason, decision.message)
-            assert isinstance(decision, RunTools)
+            if isinstance(decision, RequireAction):
+                gates = [self._require_action(c, "max_tool_call_continuations") for c in decision.calls]
+                continuations = 0
+            else:
+                assert isinstance(decision, RunTools)
+                gates = [self._gate(spec, tools, c) for c in decision.calls]
+                continuations += 1
+            self._index()
 
-            results = await self._run_tools(input, tools, decision.calls, step_report)
-            self._messages.append(Message(role="tool", content=list(results)))
-            if all(r.is_error for r in results):
+            outcomes = await self._run_tools(input, gates, step_report)
+            self._messages.append(Message(role="tool", content=[r for r, _ in outcomes]))
+            if all(failed for _, failed in outcomes):
                 failed_tool_steps += 1
                 if failed_tool_steps >= spec.max_consecutive_failed_tool_steps:
-                    errors = "; ".join(f"{r.name}: {r.content}" for r in results)
+                    errors = "; ".join(f"{r.name}: {r.content}" for r, _ in outcomes)
                     return self._fail(
                         "tool_error",
                         f"every tool call of step {self._step + 1} failed ({errors})",
@@ -173,7 +371,109 @@ class AgentRunWorkflow:
             self._step += 1
             if self._step >= spec.max_steps:
                 return self._fail("max_steps", max_steps_message(spec))
-            continuations += 1
+
+    # Before a call runs: policy, approvals, client-side calls ----------------
+
+    def _gate(self, spec: AgentSpec, tools: list[ToolDefinition], call: ToolCallPart) -> _Gate:
+        gate = _Gate(call=call)
+        if any(t.name == call.name for t in spec.client_tools) and self._hitl:
+            return self._require_action(call, "client_tool")
+        tool = next((t for t in tools if t.name == call.name), None)
+        if tool is None:
+            gate.result = _error(call, unknown_tool_message(call.name, tools))
+            return gate
+        if call.arguments_error is not None:
+            gate.result = _error(call, bad_arguments_message(call))
+            return gate
+        if not self._hitl:
+            return gate
+        check = check_permission(
+            call, rules=spec.permissions, default=spec.default_permission, read_only=tool.read_only
+        )
+        gate.permission = check
+        if check.action == "deny":
+            gate.result = _error(call, denied_message(call, check.reason))
+        elif check.action == "ask":
+            now = workflow.now()
+            timeout = spec.approval_timeout_seconds
+            gate.approval = PendingApproval(
+                call_id=call.id,
+                tool_name=call.name,
+                arguments=call.arguments,
+                step=self._step + 1,
+                asked_at=now,
+                reason=check.reason,
+                expires_at=now + timedelta(seconds=timeout) if timeout else None,
+            )
+            self._approvals[call.id] = gate.approval
+        return gate
+
+    def _require_action(self, call: ToolCallPart, reason: Any) -> _Gate:
+        action = PendingAction(
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            step=self._step + 1,
+            asked_at=workflow.now(),
+            reason=reason,
+        )
+        self._actions[call.id] = action
+        return _Gate(call=call, action=action)
+
+    async def _await_approval(self, gate: _Gate, report: ToolCallReport) -> ToolResultPart | None:
+        """Wait for the operator; None means run the call."""
+        assert gate.approval is not None
+        call = gate.call
+        spec = self._spec.spec if self._spec else None
+        timeout = spec.approval_timeout_seconds if spec else None
+        started = workflow.now()
+        try:
+            await workflow.wait_condition(
+                lambda: call.id in self._decisions or self._stop is not None,
+                timeout=timeout,
+                timeout_summary=f"approval timeout {call.name}" if timeout else None,
+            )
+        except asyncio.TimeoutError:
+            self._approvals.pop(call.id, None)
+            self._answered.add(call.id)
+            self._index()
+            report.decision = "timeout"
+            report.waited_ms = _ms(workflow.now() - started)
+            return _error(call, denied_message(call, f"no decision within {timeout:g}s (approval timeout)"))
+        report.waited_ms = _ms(workflow.now() - started)
+        decision = self._decisions.get(call.id)
+        self._index()
+        if decision is None:  # stopped while waiting
+            self._approvals.pop(call.id, None)
+            report.decision = "stopped"
+            return _error(call, stopped_message(call))
+        report.decided_by = decision.by
+        if decision.decision == "deny":
+            report.decision = "deny"
+            reason = decision.reason or "an operator denied it"
+            return _error(call, denied_message(call, reason))
+        if decision.decision == "skip":
+            report.decision = "skip"
+            return ToolResultPart(id=call.id, name=call.name, content=decision.result or skipped_message(call))
+        if decision.result is not None:
+            report.decision = "override"
+            return ToolResultPart(id=call.id, name=call.name, content=decision.result)
+        report.decision = "approve"
+        return None
+
+    async def _await_output(self, gate: _Gate, report: ToolCallReport) -> ToolResultPart:
+        call = gate.call
+        started = workflow.now()
+        await workflow.wait_condition(lambda: call.id in self._outputs or self._stop is not None)
+        report.waited_ms = _ms(workflow.now() - started)
+        output = self._outputs.get(call.id)
+        self._index()
+        if output is None:
+            self._actions.pop(call.id, None)
+            report.decision = "stopped"
+            return _error(call, stopped_message(call))
+        report.decision = "client"
+        return ToolResultPart(id=call.id, name=call.name, content=output.output, is_error=output.is_error)
 
     # Activities --------------------------------------------------------------
 
@@ -223,9 +523,11 @@ class AgentRunWorkflow:
                     maximum_interval=timedelta(seconds=60),
                     maximum_attempts=spec.llm_max_attempts,
                 ),
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"LLM step {self._step + 1}",
             )
         except ActivityError as err:
+            _reraise_cancel(err)
             step_report.llm_latency_ms = _ms(workflow.now() - started)
             cause = err.cause
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
@@ -241,51 +543,51 @@ class AgentRunWorkflow:
         return result
 
     async def _run_tools(
-        self,
-        input: AgentRunInput,
-        tools: list[ToolDefinition],
-        calls: list[ToolCallPart],
-        step_report: StepReport,
-    ) -> list[ToolResultPart]:
+        self, input: AgentRunInput, gates: list[_Gate], step_report: StepReport
+    ) -> list[tuple[ToolResultPart, bool]]:
+        """Run (or answer) every call of a step; results in call order, each
+        with whether it counts as a failed call."""
         started = workflow.now()
-        if input.spec.parallel_tool_calls and len(calls) > 1:
-            results = list(
-                await asyncio.gather(*(self._run_tool(input, tools, c, step_report) for c in calls))
-            )
+        if input.spec.parallel_tool_calls and len(gates) > 1:
+            outcomes = list(await asyncio.gather(*(self._run_tool(input, g, step_report) for g in gates)))
         else:
-            results = [await self._run_tool(input, tools, c, step_report) for c in calls]
+            outcomes = [await self._run_tool(input, g, step_report) for g in gates]
         # Reports are appended as calls finish; keep them in call order like the results.
-        order = {c.id: i for i, c in enumerate(calls)}
+        order = {g.call.id: i for i, g in enumerate(gates)}
         step_report.tool_calls.sort(key=lambda r: order.get(r.call_id, len(order)))
         step_report.tool_total_ms = _ms(workflow.now() - started)
         assert self._report is not None
         self._report.total_tool_time_ms += step_report.tool_total_ms
-        self._report.tool_call_count += len(calls)
-        return results
+        self._report.tool_call_count += len(gates)
+        return outcomes
 
     async def _run_tool(
-        self,
-        input: AgentRunInput,
-        tools: list[ToolDefinition],
-        call: ToolCallPart,
-        step_report: StepReport,
-    ) -> ToolResultPart:
+        self, input: AgentRunInput, gate: _Gate, step_report: StepReport
+    ) -> tuple[ToolResultPart, bool]:
         spec = input.spec
+        call = gate.call
         report = ToolCallReport(call_id=call.id, tool_name=call.name, arguments=call.arguments)
+        report.permission = gate.permission.action if gate.permission else None
         started = workflow.now()
 
-        def finish(content: str, *, is_error: bool, skipped: bool = False) -> ToolResultPart:
+        def finish(result: ToolResultPart, *, failed: bool, skipped: bool = False) -> tuple[ToolResultPart, bool]:
             report.latency_ms = _ms(workflow.now() - started)
-            report.result_size_bytes = len(content.encode())
-            report.error = content if is_error else None
+            report.result_size_bytes = len(result.content.encode())
+            report.error = result.content if result.is_error else None
             report.skipped = skipped
             step_report.tool_calls.append(report)
-            return ToolResultPart(id=call.id, name=call.name, content=content, is_error=is_error)
+            return result, failed
 
-        if call.name not in {t.name for t in tools}:
-            return finish(unknown_tool_message(call.name, tools), is_error=True, skipped=True)
-        if call.arguments_error is not None:
-            return finish(bad_arguments_message(call), is_error=True, skipped=True)
+        if gate.result is not None:
+            # Unknown tool and bad arguments count as failures; a policy denial
+            # is an answer the model can work with.
+            return finish(gate.result, failed=gate.permission is None, skipped=True)
+        if gate.action is not None:
+            return finish(await self._await_output(gate, report), failed=False, skipped=True)
+        if gate.approval is not None:
+            answer = await self._await_approval(gate, report)
+            if answer is not None:
+                return finish(answer, failed=False, skipped=True)
 
         timeout = spec.timeout_for(call.name)
         self._running_calls[call.id] = call
@@ -308,19 +610,46 @@ class AgentRunWorkflow:
                 # Tool failures come back as results; only lost workers and
                 # infrastructure errors reach here, and those are worth a retry.
                 retry_policy=RetryPolicy(maximum_attempts=spec.tool_max_attempts),
+                # A cancelled run ends only once the tool has stopped (its
+                # process group killed), so nothing outlives the run.
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"tool {call.name}",
             )
         except ActivityError as err:
+            _reraise_cancel(err)
             cause = err.cause
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
-            return finish(f"Tool '{call.name}' could not complete: {detail}", is_error=True)
+            return finish(_error(call, f"Tool '{call.name}' could not complete: {detail}"), failed=True)
         finally:
             self._running_calls.pop(call.id, None)
         report.truncated = result.truncated
         report.metrics = result.metrics
-        return finish(result.content, is_error=result.is_error)
+        content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error)
+        return finish(content, failed=result.is_error)
 
     # Bookkeeping -------------------------------------------------------------
+
+    def _index(self) -> None:
+        """Bring status and search attributes up to date with what the run waits for."""
+        if self._status in ("running", "awaiting_approval", "requires_action"):
+            if self._approvals:
+                self._status = "awaiting_approval"
+            elif self._actions:
+                self._status = "requires_action"
+            else:
+                self._status = "running"
+        if not self._hitl:
+            return
+        pending = tuple(sorted({a.tool_name for a in self._approvals.values()}
+                               | {a.tool_name for a in self._actions.values()}))
+        indexed = (self._status, pending)
+        if indexed == self._indexed:
+            return
+        updates = [AGENT_STATUS.value_set(self._status), AGENT_PENDING_TOOLS.value_set(list(pending))]
+        if self._indexed is None and self._spec is not None:
+            updates += [AGENT_NAME.value_set(self._spec.spec.name), AGENT_MODEL.value_set(self._spec.spec.model)]
+        workflow.upsert_search_attributes(updates)
+        self._indexed = indexed
 
     def _report_step(self, step_report: StepReport) -> None:
         assert self._report is not None
@@ -335,6 +664,7 @@ class AgentRunWorkflow:
     def _finish(self, status: RunStatus, reason: RunReason, error: str | None) -> AgentRunResult:
         assert self._report is not None
         self._status, self._reason, self._error = status, reason, error
+        self._index()
         now = workflow.now()
         self._report.completed_at = now
         self._report.total_ms = _ms(now - self._report.started_at)
@@ -354,6 +684,11 @@ class AgentRunWorkflow:
     def _complete(self) -> AgentRunResult:
         return self._finish("completed", "done", None)
 
+    def _stopped(self) -> AgentRunResult:
+        assert self._stop is not None
+        note = f"stopped: {self._stop.reason}" if self._stop.reason else "stopped by request"
+        return self._finish("stopped", "stopped", note)
+
     def _fail(self, reason: RunReason, message: str) -> AgentRunResult:
         result = self._finish("failed", reason, message)
         # The run fails in Temporal (so it shows as Failed in the UI and CLI);
@@ -364,3 +699,38 @@ class AgentRunWorkflow:
             type=RUN_FAILED_ERROR_TYPE,
             non_retryable=True,
         )
+
+
+def _error(call: ToolCallPart, content: str) -> ToolResultPart:
+    return ToolResultPart(id=call.id, name=call.name, content=content, is_error=True)
+
+
+def _reraise_cancel(err: ActivityError) -> None:
+    """An activity that ended because the run was cancelled ends the run too."""
+    if isinstance(err.cause, CancelledError):
+        raise asyncio.CancelledError() from err
+
+
+def _as_update_error(check: Any, payload: Any) -> Any:
+    """Run a payload check inside an update handler: a ValueError (the
+    validator already caught it, unless state changed since) fails the update,
+    not the workflow task."""
+    try:
+        return check(payload)
+    except ValueError as exc:
+        raise ApplicationError(str(exc), type="InvalidDecision", non_retryable=True) from None
+
+
+def _parse(model: Any, payload: Any, name: str) -> Any:
+    """Validate a signal or update payload, with a message an operator can act on."""
+    if isinstance(payload, model):
+        return payload
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        example = {
+            "approve": '{"call_id": "call_0_0", "decision": "approve"}',
+            "submit_tool_outputs": '{"tool_outputs": [{"call_id": "call_0_0", "output": "..."}]}',
+            "stop": '{"reason": "..."}',
+        }[name]
+        raise ValueError(f"malformed {name} payload: {describe_validation_error(exc)}; expected e.g. {example}") from None

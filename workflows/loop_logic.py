@@ -36,21 +36,36 @@ class FailRun:
     message: str
 
 
-NextStep = Union[FinalAnswer, RunTools, FailRun]
+@dataclass(frozen=True)
+class RequireAction:
+    """The continuation limit is reached: the client runs the calls and
+    submits their outputs (``requires_action``), then the loop goes on."""
+
+    calls: list[ToolCallPart]
 
 
-def decide_next_step(response: ModelResponse, *, spec: AgentSpec, continuations: int) -> NextStep:
+NextStep = Union[FinalAnswer, RunTools, RequireAction, FailRun]
+
+
+def decide_next_step(
+    response: ModelResponse, *, spec: AgentSpec, continuations: int, limit_requires_action: bool = True
+) -> NextStep:
     """Decide what follows a step, from its finish reason (seed 000).
 
     Args:
         response: The step's model response.
         spec: The agent's spec.
         continuations: LLM steps taken so far after tool results.
+        limit_requires_action: Past ``max_tool_call_continuations``, wait for
+            the client (``requires_action``) instead of failing. False only
+            for runs started before requires_action existed.
     """
     tool_calls = response.message.tool_calls
     if tool_calls:
         limit = spec.max_tool_call_continuations
         if limit is not None and continuations >= limit:
+            if limit_requires_action:
+                return RequireAction(tool_calls)
             return FailRun(
                 "max_tool_call_continuations",
                 f"the model asked for tools after {continuations} tool-call continuations, the "
@@ -90,6 +105,24 @@ def bad_arguments_message(call: ToolCallPart) -> str:
         f"Invalid arguments for tool '{call.name}': {call.arguments_error}. "
         f"Received: {shown!r}. Send the arguments as one JSON object matching the tool's schema."
     )
+
+
+def denied_message(call: ToolCallPart, reason: str) -> str:
+    """What the model sees when a call was denied (by policy or operator)."""
+    return (
+        f"The call to '{call.name}' was denied: {reason}. It did not run. Do not retry it "
+        "as is; choose another way or explain what you need."
+    )
+
+
+def skipped_message(call: ToolCallPart) -> str:
+    """What the model sees when an operator skipped a call without an answer."""
+    return f"The call to '{call.name}' was skipped by the operator and did not run."
+
+
+def stopped_message(call: ToolCallPart) -> str:
+    """The result of a call still waiting when the run was stopped."""
+    return f"The call to '{call.name}' did not run: the run was stopped."
 
 
 def max_steps_message(spec: AgentSpec) -> str:

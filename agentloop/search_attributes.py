@@ -1,0 +1,37 @@
+"""The search attributes a run keeps up to date, for operators' queries::
+
+    temporal workflow list --query 'AgentStatus="awaiting_approval"'
+
+A cluster must know them before a worker runs (the embedded dev server
+registers them itself); README shows the ``temporal operator
+search-attribute create`` command.
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+#: The run's status (``agentloop.run.RunStatus``).
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+#: ``AgentSpec.name``.
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+#: ``AgentSpec.model``, ``provider:model``.
+AGENT_MODEL = SearchAttributeKey.for_keyword("AgentModel")
+#: Names of the tools whose calls wait for approval or client outputs.
+AGENT_PENDING_TOOLS = SearchAttributeKey.for_keyword_list("AgentPendingTools")
+
+#: Every attribute, by name, with its Temporal type (as the CLI spells it).
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    AGENT_STATUS.name: "Keyword",
+    AGENT_NAME.name: "Keyword",
+    AGENT_MODEL.name: "Keyword",
+    AGENT_PENDING_TOOLS.name: "KeywordList",
+}
+
+
+def create_commands(namespace: str = "default") -> list[str]:
+    """The ``temporal`` commands that register the attributes on a cluster."""
+    return [
+        f"temporal operator search-attribute create --namespace {namespace} --name {name} --type {kind}"
+        for name, kind in SEARCH_ATTRIBUTES.items()
+    ]

@@ -1,0 +1,518 @@
+"""Human in the loop on a real Temporal dev server: permission policy,
+approvals, requires_action, stop, cancel, search attributes, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowUpdateFailedError
+
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentRunHandle,
+    AgentSpec,
+    DecisionRejected,
+    PermissionRule,
+    ToolDefinition,
+    ToolRegistry,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
+from agentloop.run import RunState
+from activities.scripted_model import last_tool_results
+
+
+def script(*steps) -> str:
+    name = f"h{uuid.uuid4().hex[:10]}"
+    register_scripted_model(name, list(steps))
+    return f"scripted:{name}"
+
+
+def spec(model: str, **kw) -> AgentSpec:
+    kw.setdefault("heartbeat_timeout_seconds", 5)
+    kw.setdefault("tools", ["write_file", "read_file", "shell_command"])
+    return AgentSpec(model=model, **kw)
+
+
+def echo_results(request):
+    """A final step that repeats what the tools answered."""
+    return reply(" | ".join(f"{r.name}:{'ERR ' if r.is_error else ''}{r.content}" for r in last_tool_results(request)))
+
+
+async def refused(handle: AgentRunHandle, name: str, payload) -> str:
+    """Send a raw update (as an ops tool would) that must be rejected; its message."""
+    try:
+        await handle.workflow_handle.execute_update(name, payload)
+    except WorkflowUpdateFailedError as err:
+        return err.cause.message
+    raise AssertionError(f"update {name} {payload!r} was accepted")
+
+
+async def wait_state(handle: AgentRunHandle, predicate, what: str, timeout: float = 30.0) -> RunState:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        try:
+            state = await handle.state()
+            if predicate(state):
+                return state
+        except Exception:  # first workflow task not done yet
+            state = None
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}; last state: {state}")
+        await asyncio.sleep(0.05)
+
+
+def awaiting(n: int = 1):
+    return lambda s: s.status == "awaiting_approval" and len(s.pending_approvals) == n
+
+
+def write(path: str, content: str = "x", id: str | None = None):
+    return call("write_file", {"file_path": path, "content": content}, id=id)
+
+
+# Permission policy ------------------------------------------------------------
+
+
+async def test_write_asks_read_does_not_and_approve_runs_the_call(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    (workspace / "in.txt").write_text("hello")
+    model = script(
+        calls(call("read_file", {"file_path": "in.txt"})),
+        calls(write("out.txt", "copied")),
+        echo_results,
+    )
+    async with worker():
+        handle = await agent_client.start(spec(model), "copy in.txt to out.txt")
+        state = await wait_state(handle, awaiting(), "the write to wait for approval")
+        # The read-only read ran without asking; the write waits.
+        (pending,) = state.pending_approvals
+        assert pending.call_id == "call_1_0" and pending.tool_name == "write_file"
+        assert pending.arguments == {"file_path": "out.txt", "content": "copied"}
+        assert pending.step == 2 and "approval required" in pending.reason
+        assert pending.asked_at is not None and pending.expires_at is None
+        assert not (workspace / "out.txt").exists()
+        assert (await handle.pending()).approvals == state.pending_approvals
+
+        accepted = await handle.approve("call_1_0", by="alice")
+        assert accepted.call_ids == ["call_1_0"] and accepted.still_pending == []
+        result = await handle.result()
+    assert result.status == "completed"
+    assert (workspace / "out.txt").read_text() == "copied"
+    steps = result.report.steps
+    assert steps[0].tool_calls[0].permission == "allow" and steps[0].tool_calls[0].decision is None
+    report = steps[1].tool_calls[0]
+    assert (report.permission, report.decision, report.decided_by) == ("ask", "approve", "alice")
+    assert report.waited_ms > 0
+
+
+async def test_deny_reaches_the_model_and_the_run_goes_on(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        await handle.deny("call_0_0", "not in production hours")
+        result = await handle.result()
+    # A denial is an answer, not a failed tool step: the run completes.
+    assert result.status == "completed"
+    assert not (workspace / "out.txt").exists()
+    (tool_result,) = result.messages[1].tool_results
+    assert tool_result.is_error
+    assert "denied: not in production hours" in tool_result.content
+    assert result.report.steps[0].tool_calls[0].decision == "deny"
+
+
+@pytest.mark.parametrize("answer", [None, "pretend it was written"])
+async def test_skip_does_not_run_the_call(
+    agent_client: AgentClient, worker, workspace: Path, answer: str | None
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        await handle.skip("call_0_0", result=answer)
+        result = await handle.result()
+    assert not (workspace / "out.txt").exists()
+    (tool_result,) = result.messages[1].tool_results
+    assert not tool_result.is_error
+    assert tool_result.content == (answer or "The call to 'write_file' was skipped by the operator and did not run.")
+    report = result.report.steps[0].tool_calls[0]
+    assert report.decision == "skip" and report.skipped
+
+
+async def test_approve_with_override_result_answers_without_running(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        await handle.approve("call_0_0", result="wrote 1 byte (reviewed by ops)")
+        result = await handle.result()
+    assert not (workspace / "out.txt").exists()
+    assert result.final_text == "write_file:wrote 1 byte (reviewed by ops)"
+    assert result.report.steps[0].tool_calls[0].decision == "override"
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_two_pending_approvals_decided_in_reverse_order(
+    agent_client: AgentClient, worker, workspace: Path, parallel: bool
+) -> None:
+    model = script(calls(write("a.txt", "A"), write("b.txt", "B")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model, parallel_tool_calls=parallel), "write both")
+        state = await wait_state(handle, awaiting(2), "both writes pending at once")
+        assert [p.call_id for p in state.pending_approvals] == ["call_0_0", "call_0_1"]
+        second = await handle.approve("call_0_1")
+        assert second.still_pending == ["call_0_0"]
+        state = await wait_state(handle, awaiting(1), "one approval left")
+        assert state.pending_approvals[0].call_id == "call_0_0"
+        await handle.approve("call_0_0")
+        result = await handle.result()
+    assert (workspace / "a.txt").read_text() == "A" and (workspace / "b.txt").read_text() == "B"
+    # Results stay in call order whatever order the decisions came in.
+    assert [r.id for r in result.messages[1].tool_results] == ["call_0_0", "call_0_1"]
+
+
+async def test_approval_timeout_denies_the_call(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model, approval_timeout_seconds=1), "write")
+        state = await wait_state(handle, awaiting(), "approval")
+        pending = state.pending_approvals[0]
+        assert (pending.expires_at - pending.asked_at).total_seconds() == 1
+        result = await handle.result()
+    assert not (workspace / "out.txt").exists()
+    (tool_result,) = result.messages[1].tool_results
+    assert tool_result.is_error and "no decision within 1s (approval timeout)" in tool_result.content
+    assert result.report.steps[0].tool_calls[0].decision == "timeout"
+    with pytest.raises(DecisionRejected, match="not running"):
+        await handle.approve("call_0_0")
+
+
+async def test_argument_patterns_allow_deny_and_ask(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    rules = [
+        PermissionRule(tool="shell_command", action="allow", arguments={"command": r"(echo|ls)( .*)?"}),
+        PermissionRule(tool="shell_command", action="deny", arguments={"command": r"rm .*"},
+                       reason="deleting files is not allowed"),
+        PermissionRule(tool="write_*", action="deny"),
+    ]
+    model = script(
+        calls(
+            call("shell_command", {"command": "echo hi"}),
+            call("shell_command", {"command": "rm -rf ."}),
+            call("shell_command", {"command": "touch made.txt"}),
+            write("out.txt"),
+        ),
+        echo_results,
+    )
+    async with worker():
+        handle = await agent_client.start(spec(model, permissions=rules), "go")
+        state = await wait_state(handle, awaiting(), "the unmatched command to ask")
+        assert [p.call_id for p in state.pending_approvals] == ["call_0_2"]
+        await handle.approve("call_0_2")
+        result = await handle.result()
+    echo, rm, touch, write_result = result.messages[1].tool_results
+    assert "hi" in echo.content and not echo.is_error
+    assert rm.is_error and "denied: deleting files is not allowed" in rm.content
+    assert not touch.is_error and (workspace / "made.txt").exists()
+    assert write_result.is_error and "permission rule 3 (write_*: deny)" in write_result.content
+    assert [r.permission for r in result.report.steps[0].tool_calls] == ["allow", "deny", "ask", "deny"]
+
+
+# requires_action -------------------------------------------------------------
+
+LOOKUP = ToolDefinition(
+    name="lookup_order",
+    description="Look an order up in the client's database.",
+    parameters={"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]},
+)
+
+
+async def test_client_tool_requires_action_until_outputs_arrive(
+    agent_client: AgentClient, worker
+) -> None:
+    seen_tools: list[list[str]] = []
+
+    def first(request):
+        seen_tools.append([t.name for t in request.tools])
+        return calls(call("lookup_order", {"order_id": "A-1"}), call("read_file", {"file_path": "missing.txt"}))
+
+    model = script(first, echo_results)
+    async with worker():
+        handle = await agent_client.start(
+            spec(model, tools=["read_file"], client_tools=[LOOKUP]), "where is order A-1?"
+        )
+        state = await wait_state(handle, lambda s: s.status == "requires_action", "requires_action")
+        (action,) = state.pending_actions
+        assert (action.call_id, action.tool_name, action.reason) == ("call_0_0", "lookup_order", "client_tool")
+        assert action.arguments == {"order_id": "A-1"}
+        with pytest.raises(DecisionRejected, match="waits for the client's output"):
+            await handle.approve("call_0_0")
+        accepted = await handle.submit_tool_outputs({"call_0_0": "shipped on Monday"})
+        assert accepted.call_ids == ["call_0_0"] and accepted.still_pending == []
+        result = await handle.result()
+    assert seen_tools == [["read_file", "lookup_order"]]
+    assert result.status == "completed"
+    assert result.final_text.startswith("lookup_order:shipped on Monday | read_file:ERR")
+    assert result.report.steps[0].tool_calls[0].decision == "client"
+
+
+async def test_continuation_limit_requires_action_then_continues(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(
+        calls(call("read_file", {"file_path": "a.txt"})),
+        calls(call("read_file", {"file_path": "b.txt"})),
+        calls(call("read_file", {"file_path": "c.txt"})),
+        echo_results,
+    )
+    (workspace / "a.txt").write_text("A")
+    (workspace / "c.txt").write_text("C")
+    async with worker():
+        handle = await agent_client.start(spec(model, max_tool_call_continuations=1), "read")
+        state = await wait_state(handle, lambda s: s.status == "requires_action", "the limit")
+        (action,) = state.pending_actions
+        assert (action.call_id, action.reason) == ("call_1_0", "max_tool_call_continuations")
+        await handle.submit_tool_outputs({"call_1_0": "B (read by the client)"})
+        # The count starts again after the client's answer: one more
+        # continuation runs tools before the limit applies again.
+        result = await handle.result()
+    assert result.status == "completed"
+    assert result.final_text.startswith("read_file:") and result.final_text.endswith("\tC")
+    assert result.messages[3].tool_results[0].content == "B (read by the client)"
+    assert result.report.step_count == 4
+
+
+# Bad input --------------------------------------------------------------------
+
+
+async def test_bad_decisions_are_rejected_and_the_run_is_unharmed(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("a.txt", "A"), write("b.txt", "B")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(2), "approvals")
+        raw = handle.workflow_handle
+
+        with pytest.raises(DecisionRejected, match=r"no call 'nope' waits for approval .* waiting now: call_0_0, call_0_1"):
+            await handle.approve("nope")
+        message = await refused(handle, "approve", {"call_id": "call_0_0", "decision": "yes"})
+        assert message.startswith("malformed approve payload: decision: Input should be 'approve', 'deny' or 'skip'")
+        message = await refused(handle, "approve", {"id": "call_0_0"})
+        assert message.startswith("malformed approve payload: call_id: Field required")
+        assert "expected e.g. {\"call_id\": \"call_0_0\", \"decision\": \"approve\"}" in message
+        message = await refused(handle, "approve", {"call_id": "call_0_0", "decision": "deny", "result": "x"})
+        assert "a denial takes a reason, not a result" in message
+        with pytest.raises(DecisionRejected, match="no call 'call_0_0' waits for a client output"):
+            await handle.submit_tool_outputs({"call_0_0": "x"})
+        await handle.approve("call_0_0")
+        with pytest.raises(DecisionRejected, match="call call_0_0 was already decided"):
+            await handle.deny("call_0_0")
+
+        # Signals cannot answer; rejected ones are noted in the state.
+        await raw.signal("approve", {"call": "call_0_1"})
+        await raw.signal("approve", "yes please")
+        await raw.signal("approve", {"call_id": "ghost"})
+        state = await wait_state(handle, lambda s: len(s.rejected_signals) == 3, "rejections noted")
+        assert "approve signal ignored: malformed approve payload: call_id: Field required" in state.rejected_signals[0]
+        assert "expected e.g." in state.rejected_signals[1]
+        assert "no call 'ghost' waits for approval" in state.rejected_signals[2]
+        assert [p.call_id for p in state.pending_approvals] == ["call_0_1"]
+
+        await raw.signal("approve", {"call_id": "call_0_1", "decision": "approve"})
+        result = await handle.result()
+    assert result.status == "completed"
+    assert (workspace / "a.txt").exists() and (workspace / "b.txt").exists()
+    # Rejected updates never reached history.
+    history = await raw.fetch_history()
+    updates = [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
+    assert len(updates) == 1
+
+
+async def test_submit_outputs_must_cover_every_pending_call(
+    agent_client: AgentClient, worker
+) -> None:
+    lookup2 = LOOKUP.model_copy(update={"name": "lookup_customer"})
+    model = script(
+        calls(call("lookup_order", {"order_id": "1"}), call("lookup_customer", {"order_id": "1"})),
+        echo_results,
+    )
+    async with worker():
+        handle = await agent_client.start(spec(model, tools=[], client_tools=[LOOKUP, lookup2]), "go")
+        await wait_state(handle, lambda s: len(s.pending_actions) == 2, "two actions")
+        with pytest.raises(DecisionRejected, match="outputs are missing for call_0_1"):
+            await handle.submit_tool_outputs({"call_0_0": "x"})
+        with pytest.raises(DecisionRejected, match="no call 'call_9' waits for a client output"):
+            await handle.submit_tool_outputs({"call_0_0": "x", "call_0_1": "y", "call_9": "z"})
+        message = await refused(handle, "submit_tool_outputs", {"tool_outputs": []})
+        assert "tool_outputs: List should have at least 1 item" in message
+        # OpenAI's spelling (tool_call_id) and a bare list are accepted too.
+        await handle.workflow_handle.signal(
+            "submit_tool_outputs",
+            [{"tool_call_id": "call_0_0", "output": "order 1"}, {"call_id": "call_0_1", "output": "bob"}],
+        )
+        result = await handle.result()
+    assert result.final_text == "lookup_order:order 1 | lookup_customer:bob"
+
+
+# Stop and cancel ----------------------------------------------------------------
+
+
+async def test_stop_while_awaiting_approval_ends_stopped(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), reply("unreachable"))
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        await handle.stop("changed my mind")
+        result = await handle.result()
+    assert (result.status, result.reason) == ("stopped", "stopped")
+    assert result.error == "stopped: changed my mind"
+    assert not (workspace / "out.txt").exists()
+    (tool_result,) = result.messages[1].tool_results
+    assert "did not run: the run was stopped" in tool_result.content
+    assert result.report.step_count == 1 and result.report.steps[0].tool_calls[0].decision == "stopped"
+
+
+async def test_stop_finishes_the_current_step_first(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    entered = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_step(request):
+        entered.set()
+        await release.wait()
+        return calls(call("read_file", {"file_path": "f.txt"}))
+
+    (workspace / "f.txt").write_text("content")
+    model = script(slow_step, reply("unreachable"))
+    async with worker():
+        handle = await agent_client.start(spec(model), "read")
+        await asyncio.wait_for(entered.wait(), 30)
+        await handle.stop()
+        await wait_state(handle, lambda s: s.stop_requested, "stop noted")
+        release.set()
+        result = await handle.result()
+    assert result.status == "stopped" and result.error == "stopped by request"
+    # The step that was running finished, tools included; no further step ran.
+    assert [m.role for m in result.messages] == ["assistant", "tool"]
+    assert result.messages[1].tool_results[0].content.endswith("content")
+    assert result.report.step_count == 1
+
+
+async def test_cancel_during_a_long_llm_call(agent_client: AgentClient, worker, workspace: Path) -> None:
+    (workspace / "x").write_text("x")
+    entered = asyncio.Event()
+    outcome: list[str] = []
+
+    async def hang(request):
+        entered.set()
+        try:
+            await asyncio.sleep(300)
+        except asyncio.CancelledError:
+            outcome.append("cancelled")
+            raise
+        return reply("unreachable")
+
+    model = script(calls(call("read_file", {"file_path": "x"})), hang)
+    async with worker():
+        handle = await agent_client.start(spec(model), "think hard")
+        await asyncio.wait_for(entered.wait(), 30)
+        await handle.cancel()
+        with pytest.raises(AgentRunFailed) as info:
+            await handle.result()
+        assert info.value.reason == "cancelled"
+        # The activity received the cancel before the run ended.
+        assert outcome == ["cancelled"]
+        state = await handle.state()
+        messages = await handle.messages()
+    assert state.status == "cancelled"
+    assert [m.role for m in messages] == ["user", "assistant", "tool"]
+
+
+async def test_cancel_during_a_long_shell_command_kills_it(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    pid_file = workspace / "pid"
+    command = f"echo $$ > {pid_file}; exec sleep 300"
+    model = script(calls(call("shell_command", {"command": command, "timeout_seconds": 600})), reply("x"))
+    async with worker():
+        handle = await agent_client.start(
+            spec(model, tool_timeout_seconds=900, default_permission="allow"), "sleep"
+        )
+        deadline = asyncio.get_running_loop().time() + 30
+        while not (pid_file.exists() and pid_file.read_text().strip()):
+            assert asyncio.get_running_loop().time() < deadline, "the command never started"
+            await asyncio.sleep(0.05)
+        pid = int(pid_file.read_text())
+        os.kill(pid, 0)  # running
+        await handle.cancel()
+        with pytest.raises(AgentRunFailed) as info:
+            await handle.result()
+        assert info.value.reason == "cancelled"
+        # The run ended only after the tool stopped: the process is gone.
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert (await handle.state()).running_tool_calls == []
+
+
+# Search attributes ---------------------------------------------------------------
+
+
+async def test_search_attributes_follow_the_run(agent_client: AgentClient, worker) -> None:
+    model = script(calls(write("out.txt")), reply("ok"))
+    agent = AgentSpec(model=model, name=f"indexer-{uuid.uuid4().hex[:6]}", tools=["write_file"])
+
+    async def ids(**filters) -> list[tuple[str, str, list[str]]]:
+        runs = await agent_client.list_runs(name=agent.name, **filters)
+        return [(r.run_id, r.status, r.pending_tools) for r in runs]
+
+    async def eventually(expected, **filters) -> None:
+        deadline = asyncio.get_running_loop().time() + 15
+        while (found := await ids(**filters)) != expected:
+            assert asyncio.get_running_loop().time() < deadline, f"visibility shows {found}, want {expected}"
+            await asyncio.sleep(0.1)
+
+    async with worker():
+        handle = await agent_client.start(agent, "write")
+        await wait_state(handle, awaiting(), "approval")
+        await eventually([(handle.run_id, "awaiting_approval", ["write_file"])], status="awaiting_approval")
+        await eventually([(handle.run_id, "awaiting_approval", ["write_file"])],
+                         query='AgentPendingTools="write_file"')
+        await handle.approve("call_0_0")
+        await handle.result()
+        await eventually([(handle.run_id, "completed", [])], status="completed")
+        await eventually([], status="awaiting_approval")
+    (summary,) = await agent_client.list_runs(name=agent.name)
+    assert summary.model == model and summary.agent_name == agent.name and summary.closed_at
+
+
+async def test_worker_registry_unchanged_by_policy(registry: ToolRegistry) -> None:
+    # The policy's default leans on each tool's read_only flag: the built-in
+    # readers are read-only, the writers and the shell are not.
+    flags = {name: registry.get(name).definition().read_only for name in registry.names()}
+    assert flags == {
+        "apply_patch": False,
+        "grep_files": True,
+        "list_dir": True,
+        "read_file": True,
+        "shell_command": False,
+        "write_file": False,
+    }
