@@ -48,3 +48,6 @@ async def slow(seconds: float, ctx: ToolContext) -> str:
 
 
 register_scripted_model("graceful", [calls(call("slow", {"seconds": 1.5})), reply("finished")])
+
+
+register_scripted_model("approval", [calls(call("record", {"label": "approved"})), reply("approved and done")])

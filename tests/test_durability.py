@@ -118,3 +118,36 @@ async def test_sigterm_lets_the_running_tool_finish(
     assert result.final_text == "finished"
     assert result.messages[1].tool_results[0].content == "slept 1.5"
     assert calls_log.read_text().splitlines() == ["slow-start", "slow-end"]  # not run again
+
+
+async def test_approval_survives_worker_sigkill(
+    agent_client: AgentClient, workspace: Path, spawn_worker
+) -> None:
+    calls_log = workspace / "calls.log"
+    first = spawn_worker()
+    # `record` is not read-only, so the default policy asks before it runs.
+    spec = AgentSpec(model="scripted:approval", tools=["record"], workspace=str(workspace),
+                     heartbeat_timeout_seconds=2)
+    handle = await agent_client.start(spec, "record after approval")
+    deadline = asyncio.get_running_loop().time() + 60
+    while True:
+        try:
+            state = await handle.state()
+        except Exception:
+            state = None
+        if state and state.status == "awaiting_approval":
+            break
+        assert asyncio.get_running_loop().time() < deadline, f"never awaited approval: {state}"
+        await asyncio.sleep(0.05)
+    assert [p.call_id for p in state.pending_approvals] == ["call_0_0"]
+
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    # The decision arrives while no worker runs; the signal waits in history.
+    await handle.workflow_handle.signal("approve", {"call_id": "call_0_0", "decision": "approve"})
+    assert not calls_log.exists()
+    spawn_worker()
+    result = await handle.result()
+    assert result.status == "completed" and result.final_text == "approved and done"
+    assert calls_log.read_text() == "approved\n"
+    assert result.report.steps[0].tool_calls[0].decision == "approve"

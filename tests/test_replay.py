@@ -27,7 +27,9 @@ def load(path: Path) -> WorkflowHistory:
 
 
 def test_histories_are_committed() -> None:
-    assert {p.stem for p in HISTORIES} >= {"tools_parallel", "failed_length", "max_steps"}
+    assert {p.stem for p in HISTORIES} >= {
+        "tools_parallel", "failed_length", "max_steps", "hitl_approvals", "hitl_client_tool_stop",
+    }
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
