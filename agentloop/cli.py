@@ -1,9 +1,16 @@
 """The ``agentloop`` command.
 
-``agentloop run``, ``agentloop dev`` and ``agentloop worker``. With no
-``TEMPORAL_ADDRESS`` in the environment, ``run`` and ``dev`` start the
-embedded Temporal dev server (SQLite in ``$AGENTLOOP_HOME``, default
-``~/.agentloop``) and a worker in this process.
+``agentloop run``, ``agentloop dev`` and ``agentloop worker`` run agents.
+With no ``TEMPORAL_ADDRESS`` in the environment, ``run`` and ``dev`` start
+the embedded Temporal dev server (SQLite in ``$AGENTLOOP_HOME``, default
+``~/.agentloop``) and a worker in this process, and write the server's
+address to ``$AGENTLOOP_HOME/server.address`` while it runs.
+
+The ops commands (``approve``, ``submit``, ``stop``, ``cancel``, ``list``,
+``show``) talk to runs on ``TEMPORAL_ADDRESS``, or else on the embedded
+server another ``agentloop`` command is running; they never start a server
+or a worker. Exit codes: 0 done, 1 the run refused the request or was not
+found, 2 usage or configuration error.
 """
 
 from __future__ import annotations
@@ -12,23 +19,48 @@ import argparse
 import asyncio
 import contextlib
 import fcntl
+import getpass
 import json
 import logging
 import os
+import shlex
 import sys
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
 from agentloop.config import TemporalConfig
-from agentloop.errors import AgentRunFailed, UserError, describe_validation_error
+from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, UserError, describe_validation_error
 from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+
+if TYPE_CHECKING:
+    from agentloop.approvals import PendingAction, PendingApproval
+    from agentloop.client import AgentClient, AgentRunHandle
+    from agentloop.run import AgentRunResult, RunState
+
+T = TypeVar("T")
 
 #: Tools ``agentloop run`` offers the model unless told otherwise.
 DEFAULT_RUN_TOOLS = ["shell_command", "read_file", "write_file", "apply_patch", "grep_files", "list_dir"]
+
+#: The file in the data directory that holds the embedded server's address
+#: while a ``run`` or ``dev`` command keeps the server up.
+ADDRESS_FILE = "server.address"
+
+#: How long an ops command waits for a worker to answer a query or update.
+OPS_TIMEOUT_SECONDS = 15.0
+
+#: The statuses ``agentloop list --status`` filters on.
+RUN_STATUSES = ["running", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped"]
+
+
+class CommandFailed(AgentLoopError):
+    """The command could not do what was asked (unknown run, run ended, no
+    worker answered); the CLI prints the message and exits 1."""
 
 
 def agentloop_home() -> Path:
@@ -62,6 +94,71 @@ def _data_dir_lock(data_dir: Path) -> Any:
         yield
     finally:
         lock.close()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _lock_held(data_dir: Path) -> bool:
+    """Whether a ``run`` or ``dev`` command holds the data directory's lock now."""
+    try:
+        lock = open(data_dir / "server.lock", "a")  # noqa: SIM115
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        lock.close()  # closing releases the lock if we took it
+    return False
+
+
+def embedded_server_address(data_dir: Path | None = None) -> str:
+    """The address of the embedded server a running ``agentloop run`` or
+    ``agentloop dev`` started, from ``server.address`` in the data directory.
+
+    Raises:
+        UserError: No such command is running.
+    """
+    data_dir = data_dir or agentloop_home()
+    path = data_dir / ADDRESS_FILE
+    hint = (
+        "set TEMPORAL_ADDRESS to your Temporal server (e.g. export TEMPORAL_ADDRESS=127.0.0.1:7233), "
+        "or start a local one with `agentloop dev` in another terminal"
+    )
+    if not path.is_file():
+        raise UserError(f"no Temporal server to talk to: TEMPORAL_ADDRESS is unset and no agentloop "
+                        f"command is serving one ({path} does not exist); {hint}")
+    if not _lock_held(data_dir):
+        raise UserError(f"no Temporal server to talk to: TEMPORAL_ADDRESS is unset and the agentloop "
+                        f"command that wrote {path} has ended; {hint}")
+    address = path.read_text().strip()
+    if not address:
+        raise UserError(f"{path} is empty; {hint}")
+    return address
+
+
+async def ops_client() -> AgentClient:
+    """A client for the ops commands: ``TEMPORAL_ADDRESS``, or the embedded
+    server of a running ``agentloop run``/``dev``. Never starts anything."""
+    from agentloop.client import AgentClient
+    from workers.worker import connect
+
+    config = TemporalConfig.from_env()
+    if config.address:
+        address, where = config.address, "TEMPORAL_ADDRESS"
+    else:
+        address, where = embedded_server_address(), f"{agentloop_home() / ADDRESS_FILE}"
+    try:
+        client = await connect(address, config.namespace)
+    except Exception as exc:  # the SDK raises RuntimeError with the transport's reason
+        raise UserError(f"cannot connect to Temporal at {address} (from {where}): {exc}; check that "
+                        "the server is running and the address is right") from None
+    return AgentClient(client, task_queue=config.task_queue)
 
 
 @contextlib.asynccontextmanager
@@ -98,6 +195,11 @@ async def session(
             server.start()
             stack.callback(server.stop)
             await server.wait_ready()
+            # Ops commands in other terminals find the server here; removed
+            # before the server stops (callbacks run last in, first out).
+            address_file = data_dir / ADDRESS_FILE
+            _write_atomically(address_file, server.address + "\n")
+            stack.callback(address_file.unlink, missing_ok=True)
             config = TemporalConfig(
                 address=server.address,
                 namespace=config.namespace,
@@ -138,17 +240,189 @@ def describe_message(message: Message, step: int) -> list[str]:
     return lines
 
 
-async def follow(handle: Any, out: IO[str], poll: float = 0.2) -> Any:
-    """Print messages as they arrive until the run ends; return its result."""
+def _args_json(arguments: dict[str, Any], limit: int = 160) -> str:
+    return _short(json.dumps(arguments, ensure_ascii=False), limit)
+
+
+def approve_commands(run_id: str, call_id: str) -> list[str]:
+    """The commands that decide a pending approval."""
+    base = f"agentloop approve {shlex.quote(run_id)} {shlex.quote(call_id)}"
+    return [base, f"{base} --deny --reason '...'", f"{base} --skip --result '...'"]
+
+
+def submit_command(run_id: str, actions: list[PendingAction]) -> str:
+    """One command that answers every pending action (they are answered together)."""
+    first, *rest = actions
+    command = f"agentloop submit {shlex.quote(run_id)} {shlex.quote(first.call_id)} OUTPUT"
+    for action in rest:
+        command += f" --output {shlex.quote(action.call_id)} OUTPUT"
+    return command
+
+
+def describe_approval(run_id: str, approval: PendingApproval) -> list[str]:
+    """Lines that announce a call waiting for a decision, with the commands that decide it."""
+    approve, deny, _skip = approve_commands(run_id, approval.call_id)
+    lines = [f"[step {approval.step}] approval needed: {approval.tool_name} "
+             f"{_args_json(approval.arguments)} (call {approval.call_id})"]
+    if approval.reason:
+        lines.append(f"  why: {approval.reason}")
+    if approval.expires_at:
+        lines.append(f"  denied automatically at {_when(approval.expires_at)} without a decision")
+    lines += [f"  approve: {approve}", f"  deny:    {deny}"]
+    return lines
+
+
+def describe_actions(run_id: str, actions: list[PendingAction]) -> list[str]:
+    """Lines that announce calls waiting for the client's outputs."""
+    lines = [f"[step {a.step}] waiting for client output: {a.tool_name} {_args_json(a.arguments)} "
+             f"(call {a.call_id}, {a.reason})" for a in actions]
+    lines.append(f"  submit: {submit_command(run_id, actions)}   (OUTPUT '-' reads stdin)")
+    return lines
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+
+
+class _TerminalAnswers:
+    """Lines typed on a terminal, read without blocking the event loop."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._fd = stream.fileno()
+        self._buffer = b""
+        self.lines: asyncio.Queue[str | None] = asyncio.Queue()
+        self._loop = asyncio.get_running_loop()
+        self._loop.add_reader(self._fd, self._readable)
+
+    def _readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, 4096)
+        except OSError:  # the terminal went away
+            chunk = b""
+        if not chunk:  # end of input: no more answers
+            self._loop.remove_reader(self._fd)
+            self.lines.put_nowait(None)
+            return
+        self._buffer += chunk
+        while b"\n" in self._buffer:
+            line, self._buffer = self._buffer.split(b"\n", 1)
+            self.lines.put_nowait(line.decode(errors="replace").strip())
+
+    def discard_typed_ahead(self) -> None:
+        while not self.lines.empty():
+            if self.lines.get_nowait() is None:
+                self.lines.put_nowait(None)
+                return
+
+    def close(self) -> None:
+        self._loop.remove_reader(self._fd)
+
+
+@dataclass
+class _Prompter:
+    """Asks about pending approvals on a terminal, one at a time, and sends
+    the answers; a call decided elsewhere (another terminal, an ops tool) is
+    dropped from the questions."""
+
+    handle: AgentRunHandle
+    answers: _TerminalAnswers
+    prompt_out: IO[str]
+    queue: list[PendingApproval] = field(default_factory=list)
+    asking: PendingApproval | None = None
+    wants_reason: bool = False
+    closed: bool = False
+
+    def ask(self, approval: PendingApproval) -> None:
+        self.queue.append(approval)
+
+    async def step(self, pending_ids: set[str], out: IO[str]) -> None:
+        """Drop questions nobody waits for, then ask the next one."""
+        if self.asking is not None and self.asking.call_id not in pending_ids:
+            print(f"\n  ({self.asking.call_id} was decided elsewhere)", file=out, flush=True)
+            self.asking, self.wants_reason = None, False
+        self.queue = [a for a in self.queue if a.call_id in pending_ids]
+        if self.asking is None and self.queue and not self.closed:
+            self.asking = self.queue.pop(0)
+            self.answers.discard_typed_ahead()
+            self._prompt()
+
+    def _prompt(self) -> None:
+        assert self.asking is not None
+        if self.wants_reason:
+            text = "  reason, told to the model (Enter for none): "
+        else:
+            text = (f"approve {self.asking.tool_name} {_args_json(self.asking.arguments, 100)}? "
+                    "[y]es/[n]o/[s]kip: ")
+        print(text, end="", file=self.prompt_out, flush=True)
+
+    async def answer(self, line: str | None, out: IO[str]) -> None:
+        """Act on one typed line."""
+        from agentloop.approvals import ApprovalDecision
+
+        if line is None:
+            self.closed = True
+            self.asking = None
+            print("\n  (no more input: waiting for a decision from elsewhere)", file=out, flush=True)
+            return
+        approval = self.asking
+        if approval is None:
+            return  # typed while nothing was asked
+        decision: ApprovalDecision | None = None
+        if self.wants_reason:
+            decision = ApprovalDecision(call_id=approval.call_id, decision="deny", reason=line or None, by="cli")
+        elif line.lower() in ("y", "yes"):
+            decision = ApprovalDecision(call_id=approval.call_id, decision="approve", by="cli")
+        elif line.lower() in ("s", "skip"):
+            decision = ApprovalDecision(call_id=approval.call_id, decision="skip", by="cli")
+        elif line.lower() in ("n", "no"):
+            self.wants_reason = True
+        if decision is None:
+            self._prompt()
+            return
+        self.asking, self.wants_reason = None, False
+        try:
+            await self.handle.decide(decision)
+        except DecisionRejected as exc:
+            print(f"  not sent: {exc}", file=out, flush=True)
+            return
+        verb = {"approve": "approved", "deny": "denied", "skip": "skipped"}[decision.decision]
+        print(f"  {verb} {approval.call_id}", file=out, flush=True)
+
+
+async def follow(
+    handle: Any,
+    out: IO[str],
+    poll: float = 0.2,
+    *,
+    interactive: bool = False,
+    prompt_out: IO[str] | None = None,
+) -> Any:
+    """Print messages as they arrive until the run ends; return its result.
+
+    Calls that wait for approval or for client outputs are announced once,
+    with the commands that answer them. With ``interactive``, stdin is a
+    terminal: each approval is also asked there and the answer sent.
+    """
     seen = 0
     step = 0
+    announced: set[str] = set()
     result_task = asyncio.ensure_future(handle.result())
+    prompter = None
+    if interactive:
+        prompter = _Prompter(handle, _TerminalAnswers(sys.stdin), prompt_out or sys.stderr)
+    line_task: asyncio.Future[str | None] | None = None
     try:
         while True:
             done = result_task.done()
+            # State first: the messages fetched after it include the calls it
+            # reports as pending, so a call is shown before its approval.
+            try:
+                state = None if done else await handle.state()
+            except Exception:  # the first workflow task may not have run yet
+                state = None
             try:
                 messages = await handle.messages()
-            except Exception:  # the first workflow task may not have run yet
+            except Exception:
                 messages = []
             if seen == 0 and messages:
                 seen = sum(1 for m in messages if m.role == "user")  # the input
@@ -160,16 +434,43 @@ async def follow(handle: Any, out: IO[str], poll: float = 0.2) -> Any:
             seen = max(seen, len(messages))
             if done:
                 return result_task.result()
-            await asyncio.wait([result_task], timeout=poll)
+            if state is not None:
+                for approval in state.pending_approvals:
+                    if approval.call_id not in announced:
+                        announced.add(approval.call_id)
+                        for line in describe_approval(handle.run_id, approval):
+                            print(line, file=out, flush=True)
+                        if prompter is not None:
+                            prompter.ask(approval)
+                new_actions = [a for a in state.pending_actions if a.call_id not in announced]
+                if new_actions:
+                    announced.update(a.call_id for a in new_actions)
+                    for line in describe_actions(handle.run_id, state.pending_actions):
+                        print(line, file=out, flush=True)
+                if prompter is not None:
+                    await prompter.step({a.call_id for a in state.pending_approvals}, out)
+            waiting: list[asyncio.Future[Any]] = [result_task]
+            if prompter is not None and not prompter.closed:
+                if line_task is None:
+                    line_task = asyncio.ensure_future(prompter.answers.lines.get())
+                waiting.append(line_task)
+            await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
+            if prompter is not None and line_task is not None and line_task.done():
+                line, line_task = line_task.result(), None
+                await prompter.answer(line, out)
     finally:
-        if not result_task.done():
-            result_task.cancel()
+        for task in (result_task, line_task):
+            if task is not None and not task.done():
+                task.cancel()
+        if prompter is not None:
+            prompter.answers.close()
 
 
 # Commands ---------------------------------------------------------------------
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
+    from agentloop.approvals import PermissionRule
     from agentloop.client import AgentClient
     from agentloop.spec import AgentSpec
 
@@ -189,6 +490,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
             system_prompt=args.system or "",
             max_steps=args.max_steps,
             workspace=workspace,
+            # In the order given: the first rule that matches a call decides.
+            permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],
+            default_permission="allow" if args.yes else "auto",
         )
     except ValidationError as exc:
         raise UserError(describe_validation_error(exc)) from None
@@ -200,8 +504,12 @@ async def cmd_run(args: argparse.Namespace) -> int:
         handle = await client.start(spec, args.instruction, run_id=args.run_id)
         print(f"run {handle.run_id} · {model} · workspace {workspace}", file=sys.stderr, flush=True)
         try:
-            result = await follow(handle, sys.stdout)
+            result = await follow(handle, sys.stdout, interactive=_stdin_is_terminal())
         except AgentRunFailed as failed:
+            if failed.reason == "cancelled":
+                print(f"\nrun {handle.run_id} was cancelled (`agentloop cancel` or the Temporal UI); "
+                      f"`agentloop show {handle.run_id}` shows where it stopped", file=sys.stderr)
+                return 1
             print(f"\nrun {handle.run_id} failed ({failed.reason}): "
                   f"{failed.result.error if failed.result else failed}", file=sys.stderr)
             return 1
@@ -209,6 +517,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await handle.cancel()
             print(f"\nrun {handle.run_id} cancelled", file=sys.stderr)
             return 130
+        if result.status == "stopped":
+            print(f"\nrun {handle.run_id} stopped on request ({result.error or 'no reason given'})",
+                  file=sys.stderr)
         print("\n" + result.final_text)
         usage = result.usage
         print(
@@ -235,6 +546,8 @@ async def cmd_dev(args: argparse.Namespace) -> int:
             print(f"Temporal UI:         {s.ui_url}")
         print(f"Worker polling task queue {s.config.task_queue!r}. Ctrl-C stops both.")
         print(f"\n  export TEMPORAL_ADDRESS={s.config.address}", flush=True)
+        print("\nRuns waiting for you (from another terminal):  agentloop list --status awaiting_approval",
+              flush=True)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         import signal
@@ -253,6 +566,289 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     config.imports += args.imports
     await run_worker(config, workspace=args.workspace)
     return 0
+
+
+def _stdin_is_terminal() -> bool:
+    """Stdin is a terminal we may read: a background job (``agentloop run
+    ... &``) that read it would be stopped by SIGTTIN, so it only waits."""
+    try:
+        if sys.stdin is None or not sys.stdin.isatty():
+            return False
+        fd = sys.stdin.fileno()
+    except (ValueError, OSError):  # closed or detached stdin
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:  # a terminal, but not our controlling one: no job control applies
+        return True
+
+
+# Ops commands -------------------------------------------------------------------
+
+
+async def _answer(request: Awaitable[T], what: str, run_id: str) -> T:
+    """Wait for a query or update that a worker must answer, with a limit."""
+    try:
+        return await asyncio.wait_for(request, OPS_TIMEOUT_SECONDS)
+    except asyncio.TimeoutError:
+        raise CommandFailed(
+            f"no worker answered {what} for run {run_id} within {OPS_TIMEOUT_SECONDS:g}s, so nothing was "
+            "changed; start a worker for the run's task queue (`agentloop worker`, or `agentloop dev`) "
+            "and try again"
+        ) from None
+
+
+async def _describe(client: AgentClient, run_id: str) -> Any:
+    """The run's Temporal description; CommandFailed when there is no such run."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return await client.temporal.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CommandFailed(
+                f"no run {run_id!r} in namespace {client.temporal.namespace!r}; "
+                "`agentloop list` shows the runs there"
+            ) from None
+        raise
+
+
+def _temporal_status(description: Any) -> str:
+    from temporalio.client import WorkflowExecutionStatus as S
+
+    return {
+        S.RUNNING: "running", S.COMPLETED: "completed", S.FAILED: "failed", S.CANCELED: "cancelled",
+        S.TERMINATED: "terminated", S.TIMED_OUT: "timed_out", S.CONTINUED_AS_NEW: "continued",
+    }.get(description.status, "unknown")
+
+
+async def _running_handle(client: AgentClient, run_id: str, request: str) -> AgentRunHandle:
+    """The handle of a run that is still going; CommandFailed otherwise."""
+    from agentloop.search_attributes import AGENT_STATUS
+    from temporalio.client import WorkflowExecutionStatus
+
+    description = await _describe(client, run_id)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        status = description.typed_search_attributes.get(AGENT_STATUS) or _temporal_status(description)
+        if status in ("running", "awaiting_approval", "requires_action"):
+            status = _temporal_status(description)
+        raise CommandFailed(f"run {run_id} has ended ({status}); it takes no {request} any more")
+    return client.get_handle(run_id)
+
+
+def _read_output(text: str, stdin_used: list[bool]) -> str:
+    if text != "-":
+        return text
+    if stdin_used:
+        raise UserError("only one OUTPUT can be '-' (stdin); give the others as text")
+    stdin_used.append(True)
+    return sys.stdin.read()
+
+
+def _default_by() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment
+        return "cli"
+
+
+def _still_pending(ids: list[str]) -> str:
+    if not ids:
+        return "nothing else is pending; the run goes on"
+    return f"still pending: {', '.join(ids)}"
+
+
+async def cmd_approve(args: argparse.Namespace) -> int:
+    from agentloop.approvals import ApprovalDecision
+
+    if args.deny and args.result is not None:
+        raise UserError("--deny takes --reason, not --result; to answer the model with your own text "
+                        "instead of running the tool, use --skip --result TEXT (or --result TEXT alone "
+                        "to approve with an override)")
+    decision = "deny" if args.deny else "skip" if args.skip else "approve"
+    client = await ops_client()
+    handle = await _running_handle(client, args.run, "decisions")
+    accepted = await _answer(
+        handle.decide(ApprovalDecision(
+            call_id=args.call, decision=decision, reason=args.reason, result=args.result,
+            by=args.by or _default_by(),
+        )),
+        "the decision", args.run,
+    )
+    if decision == "deny":
+        done = f"denied {args.call} in run {args.run}" + (f" ({args.reason})" if args.reason else "")
+    elif decision == "skip":
+        done = f"skipped {args.call} in run {args.run}" + (
+            ": the model sees your --result" if args.result is not None else "")
+    elif args.result is not None:
+        done = (f"approved {args.call} in run {args.run} with an override: the tool does not run, the "
+                "model sees your --result")
+    else:
+        done = f"approved {args.call} in run {args.run}"
+    print(f"{done}; {_still_pending(accepted.still_pending)}")
+    return 0
+
+
+async def cmd_submit(args: argparse.Namespace) -> int:
+    from agentloop.approvals import ToolOutput
+
+    pairs: list[tuple[str, str]] = []
+    if args.call is not None:
+        if args.output_text is None:
+            raise UserError(f"give the output of {args.call} after it (or '-' to read it from stdin)")
+        pairs.append((args.call, args.output_text))
+    pairs += [tuple(p) for p in args.outputs]  # type: ignore[misc]
+    if not pairs:
+        raise UserError("give at least one output: agentloop submit RUN CALL OUTPUT "
+                        "[--output CALL OUTPUT ...]")
+    stdin_used: list[bool] = []
+    outputs = [ToolOutput(call_id=c, output=_read_output(o, stdin_used), is_error=args.error) for c, o in pairs]
+    client = await ops_client()
+    handle = await _running_handle(client, args.run, "tool outputs")
+    accepted = await _answer(handle.submit_tool_outputs(outputs), "the tool outputs", args.run)
+    kind = "error output" if args.error else "output"
+    print(f"submitted {kind} for {', '.join(accepted.call_ids)} in run {args.run}; "
+          f"{_still_pending(accepted.still_pending)}")
+    return 0
+
+
+async def cmd_stop(args: argparse.Namespace) -> int:
+    client = await ops_client()
+    handle = await _running_handle(client, args.run, "stop request")
+    await handle.stop(args.reason)
+    print(f"asked run {args.run} to stop: it ends `stopped` once its current step is done "
+          "(calls waiting for a decision are answered as stopped)")
+    return 0
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    client = await ops_client()
+    handle = await _running_handle(client, args.run, "cancellation")
+    await handle.cancel()
+    print(f"cancelled run {args.run}: its running LLM calls and tools are cancelled and it ends "
+          f"`cancelled`; `agentloop show {args.run}` shows where it stopped")
+    return 0
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    from agentloop.client import runs_query
+    from temporalio.service import RPCError, RPCStatusCode
+
+    client = await ops_client()
+    try:
+        runs = await client.list_runs(status=args.status, name=args.name, query=args.query, limit=args.limit)
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise UserError(f"the server rejected the query {runs_query(args.status, args.name, args.query)!r}: "
+                            f"{err.message}; fix --query (Temporal's list filter syntax, e.g. "
+                            "'AgentModel=\"openai:gpt-4.1\"')") from None
+        raise
+    if args.json:
+        for run in runs:
+            print(run.model_dump_json())
+        return 0
+    if not runs:
+        print("no runs match", file=sys.stderr)
+        return 0
+    rows = [["RUN ID", "STATUS", "AGENT", "MODEL", "PENDING TOOLS", "STARTED"]]
+    rows += [[r.run_id, str(r.status), r.agent_name or "-", r.model or "-",
+              ",".join(r.pending_tools) or "-", _when(r.started_at)] for r in runs]
+    print("\n".join(_table(rows)))
+    return 0
+
+
+async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str]:
+    """A finished run's state and final text, from its result (no worker needed)."""
+    from agentloop.run import RunState
+    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME
+
+    attrs = description.typed_search_attributes
+    state = RunState(run_id=run_id, status="failed", agent_name=attrs.get(AGENT_NAME) or "",
+                     model=attrs.get(AGENT_MODEL) or "")
+    result: AgentRunResult | None
+    try:
+        result = await client.get_handle(run_id).result()
+    except AgentRunFailed as failed:
+        result = failed.result
+        state.status = "cancelled" if failed.reason == "cancelled" else "failed"
+        state.reason = failed.reason  # type: ignore[assignment]
+        state.error = None if failed.reason == "cancelled" else str(failed)
+    if result is None:
+        return state, ""
+    state.status, state.reason, state.error = result.status, result.reason, result.error
+    state.step, state.usage = result.report.step_count, result.usage
+    return state, result.final_text
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    from temporalio.client import WorkflowExecutionStatus
+
+    client = await ops_client()
+    description = await _describe(client, args.run)
+    final_text = ""
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        state = await _answer(client.get_handle(args.run).state(), "the state query", args.run)
+    else:
+        state, final_text = await _ended_state(client, args.run, description)
+    if args.json:
+        print(json.dumps({**state.model_dump(mode="json"), "final_text": final_text}, ensure_ascii=False))
+        return 0
+    for line in describe_state(state, final_text, started=description.start_time, closed=description.close_time):
+        print(line)
+    return 0
+
+
+def describe_state(state: RunState, final_text: str = "", *, started: datetime | None = None,
+                   closed: datetime | None = None) -> list[str]:
+    """What ``agentloop show`` prints about a run."""
+    lines = [f"run {state.run_id}"]
+    if state.agent_name or state.model:
+        lines.append(f"  agent:    {state.agent_name or '-'} on {state.model or '-'}")
+    status = state.status + (f" ({state.reason})" if state.reason and state.reason not in ("done", state.status)
+                             else "")
+    if state.stop_requested and state.status not in ("stopped", "completed", "failed", "cancelled"):
+        status += ", stop requested"
+    lines.append(f"  status:   {status}")
+    if state.error:
+        lines.append(f"  error:    {state.error}")
+    if state.status in ("running", "awaiting_approval", "requires_action"):
+        # RunState.step counts the steps done; the one under way is the next.
+        lines.append(f"  step:     {state.step + 1} (under way)")
+    else:
+        lines.append(f"  steps:    {state.step}")
+    usage = state.usage
+    lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
+                 f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
+    if started:
+        lines.append(f"  started:  {_when(started)}" + (f", ended {_when(closed)}" if closed else ""))
+    for call in state.running_tool_calls:
+        lines.append(f"  running:  {call.name} {_args_json(call.arguments, 100)} (call {call.id})")
+    if state.pending_approvals:
+        lines.append("\npending approvals:")
+        for a in state.pending_approvals:
+            lines.append(f"  {a.call_id}  {a.tool_name} {_args_json(a.arguments)}")
+            lines.append(f"    step {a.step}, asked at {_when(a.asked_at)}"
+                         + (f", denied automatically at {_when(a.expires_at)}" if a.expires_at else ""))
+            if a.reason:
+                lines.append(f"    why: {a.reason}")
+            lines += [f"    {command}" for command in approve_commands(state.run_id, a.call_id)]
+    if state.pending_actions:
+        lines.append("\npending actions (the client runs these and submits their outputs):")
+        for action in state.pending_actions:
+            lines.append(f"  {action.call_id}  {action.tool_name} {_args_json(action.arguments)}")
+            lines.append(f"    step {action.step}, asked at {_when(action.asked_at)}, {action.reason}")
+        lines.append(f"    {submit_command(state.run_id, state.pending_actions)}   (OUTPUT '-' reads stdin)")
+    if state.rejected_signals:
+        lines.append("\nrejected signals (newest last):")
+        lines += [f"  {note}" for note in state.rejected_signals]
+    if final_text:
+        lines += ["\nfinal text:", final_text]
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,6 +870,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--run-id", help="run id (default: generated)")
     run.add_argument("--local-worker", action="store_true",
                      help="with TEMPORAL_ADDRESS set, also run a worker in this process")
+    # Both flags append (action, tool) to one list, so rules keep the order given.
+    run.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
+                     type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable "
+                     "(a glob such as 'git_*' works)")
+    run.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
+                     type=lambda tool: ("ask", tool), help="ask before each call of TOOL, even a read-only "
+                     "one; repeatable")
+    run.add_argument("--yes", action="store_true", help="run every call without asking (tools named "
+                     "with --ask still ask); by default read-only tools run and others ask")
     imports(run)
 
     dev = sub.add_parser("dev", help="keep a local Temporal server and a worker running")
@@ -287,6 +892,50 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run a worker against $TEMPORAL_ADDRESS")
     worker.add_argument("--workspace", help="default workspace for runs that name none")
     imports(worker)
+
+    approve = sub.add_parser(
+        "approve", help="decide a call waiting for approval (approve, --deny or --skip)",
+        description="Decide a call waiting for approval. `agentloop show RUN` lists the pending calls.",
+    )
+    approve.add_argument("run", help="run id")
+    approve.add_argument("call", help="the pending call's id")
+    choice = approve.add_mutually_exclusive_group()
+    choice.add_argument("--deny", action="store_true", help="do not run it; the model hears it was denied")
+    choice.add_argument("--skip", action="store_true",
+                        help="do not run it; the model gets --result, or a note that it was skipped")
+    approve.add_argument("--reason", help="why; a denial's reason reaches the model")
+    approve.add_argument("--result", help="answer the model with this text instead of running the tool")
+    approve.add_argument("--by", help="who decided, kept in the run report (default: your user name)")
+
+    submit = sub.add_parser(
+        "submit", help="submit the outputs of calls the client runs (requires_action)",
+        description="Answer every call the run waits for in one go. OUTPUT '-' reads it from stdin.",
+    )
+    submit.add_argument("run", help="run id")
+    submit.add_argument("call", nargs="?", help="a pending call's id")
+    submit.add_argument("output_text", nargs="?", metavar="output", help="its output ('-': read stdin)")
+    submit.add_argument("--output", dest="outputs", nargs=2, action="append", default=[],
+                        metavar=("CALL", "OUTPUT"), help="another call's output; repeatable")
+    submit.add_argument("--error", action="store_true", help="the outputs are errors (the calls failed)")
+
+    stop = sub.add_parser("stop", help="end a run `stopped` after its current step")
+    stop.add_argument("run", help="run id")
+    stop.add_argument("--reason", help="why, kept in the run's report")
+
+    cancel = sub.add_parser("cancel", help="cancel a run now (running tools are killed)")
+    cancel.add_argument("run", help="run id")
+
+    listing = sub.add_parser("list", help="list runs, newest first")
+    listing.add_argument("--status", choices=RUN_STATUSES)
+    listing.add_argument("--name", help="agent name (AgentSpec.name)")
+    listing.add_argument("--query", metavar="EXTRA",
+                         help="extra Temporal list filter, e.g. 'AgentModel=\"openai:gpt-4.1\"'")
+    listing.add_argument("--limit", type=int, default=50, help="most runs to show (default: 50)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
+    show.add_argument("run", help="run id")
+    show.add_argument("--json", action="store_true", help="the state as one JSON object")
     return parser
 
 
@@ -301,12 +950,18 @@ def main(argv: list[str] | None = None) -> int:
     # Run from a checkout, `agentloop --import tests.x` should find the checkout's modules.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    command = {"run": cmd_run, "dev": cmd_dev, "worker": cmd_worker}[args.command]
+    command = {
+        "run": cmd_run, "dev": cmd_dev, "worker": cmd_worker, "approve": cmd_approve, "submit": cmd_submit,
+        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show,
+    }[args.command]
     try:
         return asyncio.run(command(args))
     except UserError as exc:
         print(f"agentloop: {exc}", file=sys.stderr)
         return 2
+    except (DecisionRejected, CommandFailed) as exc:
+        print(f"agentloop: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

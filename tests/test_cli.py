@@ -131,6 +131,9 @@ async def test_dev_serves_other_clients_and_temporal_cli_shows_summaries(
                 address = line.split("=", 1)[1].strip()
                 break
         assert address == f"127.0.0.1:{port}", dev.stderr.read() if dev.poll() is not None else ""
+        assert "agentloop list --status awaiting_approval" in "".join(next(dev.stdout) for _ in range(2))
+        # Ops commands in other terminals find the embedded server through this file.
+        assert (tmp_path / "data" / "server.address").read_text() == f"{address}\n"
         client = await AgentClient.connect(address)
         result = await client.run(
             AgentSpec(model="scripted:demo", tools=["list_dir", "read_file"]), "look", run_id="dev-run-1"
@@ -157,3 +160,4 @@ async def test_dev_serves_other_clients_and_temporal_cli_shows_summaries(
             if dev.poll() is None:
                 dev.kill()
     assert code == 0
+    assert not (tmp_path / "data" / "server.address").exists()
