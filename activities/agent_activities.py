@@ -8,6 +8,8 @@ Temporal should retry are raised as mapped ``ApplicationError``s.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import inspect
 import json
 import os
 import time
@@ -19,6 +21,7 @@ from temporalio import activity
 
 from activities.heartbeat import keep_heartbeating
 from activities.models import ModelResolver
+from activities.stream_publisher import DeltaPublisher
 from activities.workspace import truncate_output
 from agentloop.activity_io import (
     CallModelInput,
@@ -41,6 +44,15 @@ def format_tool_output(value: Any) -> str:
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _streams(model: object) -> bool:
+    """Whether ``model.complete`` takes ``on_delta`` (models written before
+    streaming take only the request)."""
+    try:
+        return "on_delta" in inspect.signature(model.complete).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        return False
 
 
 class AgentActivities:
@@ -87,8 +99,15 @@ class AgentActivities:
         """One LLM step. Provider errors arrive mapped for Temporal's retries."""
         model = self.models.resolve(input.model)
         started = time.monotonic()
-        async with keep_heartbeating():
-            response = await model.complete(input.request)
+        attempt = activity.info().attempt
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(keep_heartbeating())
+            if input.stream_deltas and _streams(model):
+                publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
+                await stack.enter_async_context(publisher)
+                response = await model.complete(input.request, on_delta=publisher.add)
+            else:
+                response = await model.complete(input.request)
         return CallModelResult(
             response=response,
             latency_ms=(time.monotonic() - started) * 1000,

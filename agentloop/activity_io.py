@@ -116,12 +116,16 @@ class CallModelInput(BaseModel):
         step: Zero-based step number.
         model: ``provider:model``.
         request: The request for the provider.
+        stream_deltas: Publish the provider's deltas on the run's event stream.
+        stream_batch_seconds: Most time deltas wait before being published.
     """
 
     run_id: str
     step: int
     model: str
     request: ModelRequest
+    stream_deltas: bool = True
+    stream_batch_seconds: float = 0.1
 
 
 class CallModelResult(BaseModel):

@@ -9,8 +9,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +24,9 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.api.common.v1 import Payload
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -36,6 +40,7 @@ from agentloop.approvals import (
     ToolOutput,
 )
 from agentloop.config import TemporalConfig
+from agentloop.events import EVENT_ADAPTER, EVENTS_TOPIC, AgentEvent, is_terminal
 from agentloop.errors import RUN_FAILED_ERROR_TYPE, AgentRunFailed, DecisionRejected, UserError
 from agentloop.messages import Message
 from agentloop.report import AgentRunReport
@@ -108,6 +113,57 @@ class AgentRunHandle:
     async def report(self) -> AgentRunReport:
         """The run report, up to now."""
         return await self._handle.query("report", result_type=AgentRunReport)
+
+    async def events(self, from_offset: int = 0, *, poll_interval: float = 0.05) -> AsyncIterator[AgentEvent]:
+        """The run's events from ``from_offset`` on, live, ending with the
+        run's terminal event (or when the run closes without one).
+
+        Reconnecting is resuming: pass the ``seq`` of the last event seen
+        plus one, and the stream goes on without loss or repeats.
+
+        Events are read with the Workflow Streams poll *query* rather than
+        its long-poll update: a query leaves nothing in the run's history, so
+        watching a run does not make it grow. ``poll_interval`` is the wait
+        between reads once caught up.
+        """
+        converter = self._handle._client.data_converter.payload_converter
+        offset = from_offset
+        quiet_polls = 0
+        while True:
+            try:
+                batch = await self._handle.query(
+                    "__temporal_workflow_stream_poll",
+                    PollInput(topics=[EVENTS_TOPIC], from_offset=offset),
+                    result_type=PollResult,
+                )
+            except RPCError as err:
+                if err.status == RPCStatusCode.NOT_FOUND:
+                    raise UserError(f"no run {self.run_id}: {err.message}") from None
+                # A run whose first task has not run yet, or a worker restarting: retry.
+                await asyncio.sleep(max(poll_interval, 0.2))
+                continue
+            for item in batch.items:
+                payload = Payload()
+                payload.ParseFromString(base64.b64decode(item.data))
+                event = EVENT_ADAPTER.validate_python(converter.from_payload(payload))
+                event.seq = item.offset
+                yield event
+                if is_terminal(event):
+                    return
+            offset = batch.next_offset
+            if batch.items:
+                quiet_polls = 0
+                if batch.more_ready:
+                    continue
+            else:
+                quiet_polls += 1
+                # A run that closed without a terminal event (terminated, or
+                # started before events existed): stop once it is quiet.
+                if quiet_polls % 20 == 0:
+                    description = await self._handle.describe()
+                    if description.status != WorkflowExecutionStatus.RUNNING:
+                        return
+            await asyncio.sleep(poll_interval)
 
     async def pending(self) -> PendingWork:
         """Calls waiting for an operator's decision or the client's outputs."""
@@ -356,6 +412,10 @@ class AgentClient:
                 )
             )
         return runs
+
+    def events(self, run_id: str, from_offset: int = 0, *, poll_interval: float = 0.05) -> AsyncIterator[AgentEvent]:
+        """The events of run ``run_id`` (see :meth:`AgentRunHandle.events`)."""
+        return self.get_handle(run_id).events(from_offset, poll_interval=poll_interval)
 
     def get_handle(self, run_id: str) -> AgentRunHandle:
         """The handle of an existing run."""

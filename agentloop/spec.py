@@ -76,6 +76,11 @@ class AgentSpec(BaseModel):
         client_tools: Tools the client declares and runs itself: the model
             may call them, and the run waits in ``requires_action`` until the
             client submits their outputs.
+        stream_deltas: Publish text, thinking and tool-call deltas on the
+            run's event stream as the provider streams them (each batch is a
+            signal in the run's history; turn off for batch jobs nobody watches).
+        stream_batch_seconds: Most time a delta waits before it is published;
+            the first delta of a step goes at once.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -102,6 +107,8 @@ class AgentSpec(BaseModel):
     default_permission: DefaultPermission = "auto"
     approval_timeout_seconds: float | None = Field(default=None, gt=0)
     client_tools: list[ToolDefinition] = Field(default_factory=list)
+    stream_deltas: bool = True
+    stream_batch_seconds: float = Field(default=0.1, gt=0, le=10)
 
     @field_validator("model")
     @classmethod

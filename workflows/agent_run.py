@@ -14,6 +14,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError
 from temporalio.workflow import ActivityCancellationType
 
@@ -43,6 +44,24 @@ with workflow.unsafe.imports_passed_through():
         SubmitToolOutputs,
         ToolOutput,
         check_permission,
+    )
+    from agentloop.events import (
+        EVENTS_TOPIC,
+        ApprovalRequested,
+        ApprovalResolved,
+        MessageCompleted,
+        MessageCreated,
+        RequiresAction,
+        RunCancelled,
+        RunCompleted,
+        RunCreated,
+        RunFailed,
+        RunStatusChanged,
+        StepCreated,
+        ToolCallCompletedByLLM,
+        ToolExecutionCompleted,
+        ToolExecutionStarted,
+        message_id,
     )
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, RUN_FAILED_ERROR_TYPE, describe_validation_error
     from agentloop.messages import Message, ToolCallPart, ToolResultPart
@@ -96,8 +115,13 @@ class _Gate:
 class AgentRunWorkflow:
     """The agent loop of DESIGN.md: step, decide, run tools, repeat."""
 
-    def __init__(self) -> None:
-        self._run_id = ""
+    @workflow.init
+    def __init__(self, input: AgentRunInput | dict[str, Any]) -> None:
+        # The event stream (Temporal Workflow Streams): subscribers poll it
+        # by offset; the LLM activity publishes deltas into it.
+        self._stream = WorkflowStream()
+        self._events = self._stream.topic(EVENTS_TOPIC)
+        self._run_id = workflow.info().workflow_id
         self._spec: AgentRunInput | None = None
         self._status: RunStatus = "running"
         self._reason: RunReason | None = None
@@ -117,6 +141,7 @@ class AgentRunWorkflow:
         self._stop: StopRequest | None = None
         self._rejected: list[str] = []
         self._indexed: tuple[str, tuple[str, ...]] | None = None
+        self._announced: RunStatus | None = None
 
     # Queries -----------------------------------------------------------------
 
@@ -291,8 +316,10 @@ class AgentRunWorkflow:
             try:
                 input = AgentRunInput.model_validate(input)
             except ValidationError as exc:
+                message = f"invalid run input: {describe_validation_error(exc)}"
+                self._emit(RunFailed, reason="error", error=message)
                 raise ApplicationError(
-                    f"invalid run input: {describe_validation_error(exc)}",
+                    message,
                     type=INVALID_INPUT_ERROR_TYPE,
                     non_retryable=True,
                 ) from None
@@ -307,6 +334,7 @@ class AgentRunWorkflow:
             started_at=workflow.now(),
             user_message=next((m.text for m in reversed(self._messages) if m.role == "user"), ""),
         )
+        self._emit(RunCreated, agent_name=input.spec.name, model=input.spec.model, input=list(input.messages))
         self._index()
         try:
             return await self._loop(input)
@@ -314,6 +342,7 @@ class AgentRunWorkflow:
             self._approvals.clear()
             self._actions.clear()
             self._finish("cancelled", "cancelled", None)
+            self._emit(RunCancelled, usage=self._usage)
             raise
 
     async def _loop(self, input: AgentRunInput) -> AgentRunResult:
@@ -333,12 +362,19 @@ class AgentRunWorkflow:
                 index=self._step, type="initial" if self._step == 0 else "tool_followup"
             )
             self._report_step(step_report)
+            msg_id = message_id(self._run_id, self._step)
+            self._emit(StepCreated)
+            self._emit(MessageCreated, message_id=msg_id)
             llm = await self._call_model(input, model_tools, step_report)
             if isinstance(llm, FailRun):
                 return self._fail(llm.reason, llm.message)
             response = llm.response
             self._messages.append(response.message)
             self._report_final_text(response.message.text)
+            self._emit(MessageCompleted, message_id=msg_id, message=response.message,
+                       usage=response.usage, finish_reason=response.finish_reason)
+            for tool_call in response.message.tool_calls:
+                self._emit(ToolCallCompletedByLLM, call=tool_call)
 
             decision = decide_next_step(
                 response, spec=spec, continuations=continuations, limit_requires_action=self._hitl
@@ -354,6 +390,12 @@ class AgentRunWorkflow:
                 assert isinstance(decision, RunTools)
                 gates = [self._gate(spec, tools, c) for c in decision.calls]
                 continuations += 1
+            for gate in gates:
+                if gate.approval is not None:
+                    self._emit(ApprovalRequested, approval=gate.approval)
+            actions = [g.action for g in gates if g.action is not None]
+            if actions:
+                self._emit(RequiresAction, actions=actions)
             self._index()
 
             outcomes = await self._run_tools(input, gates, step_report)
@@ -436,17 +478,22 @@ class AgentRunWorkflow:
         except asyncio.TimeoutError:
             self._approvals.pop(call.id, None)
             self._answered.add(call.id)
+            self._emit(ApprovalResolved, call_id=call.id, decision="timeout")
             self._index()
             report.decision = "timeout"
             report.waited_ms = _ms(workflow.now() - started)
             return _error(call, denied_message(call, f"no decision within {timeout:g}s (approval timeout)"))
         report.waited_ms = _ms(workflow.now() - started)
         decision = self._decisions.get(call.id)
-        self._index()
         if decision is None:  # stopped while waiting
             self._approvals.pop(call.id, None)
+            self._emit(ApprovalResolved, call_id=call.id, decision="stopped")
+            self._index()
             report.decision = "stopped"
             return _error(call, stopped_message(call))
+        self._emit(ApprovalResolved, call_id=call.id, decision=decision.decision, by=decision.by,
+                   reason=decision.reason)
+        self._index()
         report.decided_by = decision.by
         if decision.decision == "deny":
             report.decision = "deny"
@@ -513,7 +560,14 @@ class AgentRunWorkflow:
         try:
             result = await workflow.execute_activity(
                 "call_model",
-                CallModelInput(run_id=self._run_id, step=self._step, model=spec.model, request=request),
+                CallModelInput(
+                    run_id=self._run_id,
+                    step=self._step,
+                    model=spec.model,
+                    request=request,
+                    stream_deltas=spec.stream_deltas,
+                    stream_batch_seconds=spec.stream_batch_seconds,
+                ),
                 result_type=CallModelResult,
                 start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
@@ -569,6 +623,7 @@ class AgentRunWorkflow:
         report = ToolCallReport(call_id=call.id, tool_name=call.name, arguments=call.arguments)
         report.permission = gate.permission.action if gate.permission else None
         started = workflow.now()
+        self._emit(ToolExecutionStarted, call=call)
 
         def finish(result: ToolResultPart, *, failed: bool, skipped: bool = False) -> tuple[ToolResultPart, bool]:
             report.latency_ms = _ms(workflow.now() - started)
@@ -576,6 +631,7 @@ class AgentRunWorkflow:
             report.error = result.content if result.is_error else None
             report.skipped = skipped
             step_report.tool_calls.append(report)
+            self._emit(ToolExecutionCompleted, result=result, ran=not skipped, latency_ms=report.latency_ms)
             return result, failed
 
         if gate.result is not None:
@@ -629,8 +685,14 @@ class AgentRunWorkflow:
 
     # Bookkeeping -------------------------------------------------------------
 
+    def _emit(self, event_type: Any, **fields: Any) -> None:
+        """Publish one event on the run's stream."""
+        fields.setdefault("step", self._step)
+        self._events.publish(event_type(run_id=self._run_id, time=workflow.now(), **fields))
+
     def _index(self) -> None:
-        """Bring status and search attributes up to date with what the run waits for."""
+        """Bring status and search attributes up to date with what the run
+        waits for, and announce a status change on the event stream."""
         if self._status in ("running", "awaiting_approval", "requires_action"):
             if self._approvals:
                 self._status = "awaiting_approval"
@@ -638,6 +700,9 @@ class AgentRunWorkflow:
                 self._status = "requires_action"
             else:
                 self._status = "running"
+        if self._status != self._announced:
+            self._emit(RunStatusChanged, status=self._status, previous=self._announced)
+            self._announced = self._status
         if not self._hitl:
             return
         pending = tuple(sorted({a.tool_name for a in self._approvals.values()}
@@ -682,15 +747,20 @@ class AgentRunWorkflow:
         )
 
     def _complete(self) -> AgentRunResult:
-        return self._finish("completed", "done", None)
+        result = self._finish("completed", "done", None)
+        self._emit(RunCompleted, final_text=result.final_text, usage=self._usage)
+        return result
 
     def _stopped(self) -> AgentRunResult:
         assert self._stop is not None
         note = f"stopped: {self._stop.reason}" if self._stop.reason else "stopped by request"
-        return self._finish("stopped", "stopped", note)
+        result = self._finish("stopped", "stopped", note)
+        self._emit(RunCompleted, status="stopped", reason="stopped", final_text=result.final_text, usage=self._usage)
+        return result
 
     def _fail(self, reason: RunReason, message: str) -> AgentRunResult:
         result = self._finish("failed", reason, message)
+        self._emit(RunFailed, reason=reason, error=message, usage=self._usage)
         # The run fails in Temporal (so it shows as Failed in the UI and CLI);
         # the full result rides along in the error's details.
         raise ApplicationError(

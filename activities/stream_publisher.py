@@ -1,0 +1,130 @@
+"""Publishes an LLM step's deltas on the run's event stream, in batches.
+
+The first delta after a quiet spell goes out at once (time to first token);
+the rest wait at most ``batch_seconds`` and are merged (consecutive text of
+one kind, argument fragments of one call) so a batch is one signal with few
+items. Streaming is best effort: a failure to publish is logged and never
+fails the LLM step, whose result the workflow records anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from temporalio.contrib.workflow_streams import WorkflowStreamClient
+
+from agentloop.activity_io import StreamDelta
+from agentloop.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
+
+log = logging.getLogger("agentloop.stream")
+
+#: How long the final flush may retry before the step gives up on it.
+FINAL_FLUSH_SECONDS = 10.0
+
+
+class DeltaPublisher:
+    """``async with DeltaPublisher(...) as p: model.complete(req, on_delta=p.add)``.
+
+    Args:
+        run_id: The run (workflow id) whose stream receives the deltas.
+        step: The step, for the message id.
+        attempt: This activity attempt; above 1, a reset is published first
+            so subscribers drop the failed attempt's partial message.
+        batch_seconds: Most time a delta waits before it is published.
+        client: The stream client; from the activity context when None.
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        step: int,
+        attempt: int,
+        batch_seconds: float,
+        client: WorkflowStreamClient | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.step = step
+        self.attempt = attempt
+        self.message_id = message_id(run_id, step)
+        self.batch_seconds = batch_seconds
+        self._client = client or WorkflowStreamClient.from_within_activity(
+            max_retry_duration=timedelta(seconds=60)
+        )
+        self._topic = self._client.topic(EVENTS_TOPIC)
+        self._pending: list[Any] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._broken = False
+        self.published = 0
+
+    async def __aenter__(self) -> DeltaPublisher:
+        if self.attempt > 1:
+            self._pending.append(
+                MessageReset(run_id=self.run_id, step=self.step, time=_now(),
+                             message_id=self.message_id, attempt=self.attempt)
+            )
+            self._wake.set()
+        self._task = asyncio.create_task(self._run())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._flush(), FINAL_FLUSH_SECONDS)
+
+    def add(self, delta: StreamDelta) -> None:
+        """Queue one delta (the ``on_delta`` of ``ChatModel.complete``)."""
+        if delta.kind == "tool_call_end":
+            return  # the workflow announces finished calls with their parsed arguments
+        if delta.kind == "tool_call_start":
+            event: Any = ToolCallCreated(
+                run_id=self.run_id, step=self.step, time=_now(), message_id=self.message_id,
+                attempt=self.attempt, call_id=delta.call_id or "", name=delta.name or "",
+            )
+        else:
+            last = self._pending[-1] if self._pending else None
+            if (
+                isinstance(last, MessageDelta)
+                and last.delta.kind == delta.kind
+                and last.delta.call_id == delta.call_id
+            ):
+                last.delta.text += delta.text
+                return
+            event = MessageDelta(
+                run_id=self.run_id, step=self.step, time=_now(), message_id=self.message_id,
+                attempt=self.attempt, delta=delta.model_copy(),
+            )
+        self._pending.append(event)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._flush()
+            await asyncio.sleep(self.batch_seconds)
+
+    async def _flush(self) -> None:
+        if not self._pending or self._broken:
+            return
+        batch, self._pending = self._pending, []
+        for event in batch:
+            self._topic.publish(event)
+        try:
+            await self._client.flush()
+            self.published += len(batch)
+        except Exception as exc:  # streaming is best effort: the step goes on
+            self._broken = True
+            log.warning("run %s step %d: could not publish deltas (%s); the step continues without them",
+                        self.run_id, self.step, exc)
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)

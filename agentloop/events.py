@@ -1,0 +1,245 @@
+"""The run's event stream (seeds 000 and 002), typed.
+
+Every event has ``type`` (the discriminator), ``run_id``, ``step``, ``time``
+and ``seq``. The workflow publishes the durable events (run, step, message,
+tool call, approval, status, terminal) with ``time`` from ``workflow.now()``;
+the LLM activity publishes the streaming ones (``thread.message.delta``,
+``thread.message.reset`` and ``thread.run.step.tool_call.created``) in
+batches while the provider streams. Both travel through Temporal Workflow
+Streams, so a subscriber reads from any offset and resumes without loss;
+``seq`` is that offset (filled in by :meth:`AgentClient.events`).
+
+Seed 004's stream events map onto these: ``step_start`` →
+``agent.run.step.created``, ``text``/``thinking`` → ``thread.message.delta``,
+``tool_call_start`` → ``thread.run.step.tool_call.created``,
+``tool_call_end`` → ``thread.run.step.tool_call.completed_by_llm``,
+``step_end`` → ``thread.message.completed``, ``done`` → the terminal event.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from agentloop.activity_io import FinishReason, StreamDelta
+from agentloop.approvals import PendingAction, PendingApproval
+from agentloop.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.report import RunReason, Usage
+
+#: The Workflow Streams topic every run event is published on.
+EVENTS_TOPIC = "events"
+
+
+class _Event(BaseModel):
+    """Fields every event has.
+
+    Attributes:
+        run_id: The run (workflow id).
+        step: Zero-based step the event belongs to.
+        time: When it happened (workflow time for workflow events, the
+            worker's clock for deltas).
+        seq: Position in the run's stream (its offset); resume after an
+            event with ``from_offset=seq + 1``. Set by the subscriber.
+    """
+
+    run_id: str
+    step: int = 0
+    time: datetime
+    seq: int | None = None
+
+
+class RunCreated(_Event):
+    """``agent.run.created``: the run started."""
+
+    type: Literal["agent.run.created"] = "agent.run.created"
+    agent_name: str
+    model: str
+    input: list[Message] = Field(default_factory=list)
+
+
+class RunStatusChanged(_Event):
+    """``agent.run.status.changed``: e.g. to ``awaiting_approval`` and back."""
+
+    type: Literal["agent.run.status.changed"] = "agent.run.status.changed"
+    status: str
+    previous: str | None = None
+
+
+class StepCreated(_Event):
+    """``agent.run.step.created``: an LLM step begins."""
+
+    type: Literal["agent.run.step.created"] = "agent.run.step.created"
+
+
+class MessageCreated(_Event):
+    """``thread.message.created``: the assistant message of a step begins;
+    deltas with the same ``message_id`` follow."""
+
+    type: Literal["thread.message.created"] = "thread.message.created"
+    message_id: str
+    role: Literal["assistant"] = "assistant"
+
+
+class MessageDelta(_Event):
+    """``thread.message.delta``: streamed text, thinking or tool-call
+    arguments. ``attempt`` is the LLM attempt that produced it."""
+
+    type: Literal["thread.message.delta"] = "thread.message.delta"
+    message_id: str
+    attempt: int = 1
+    delta: StreamDelta
+
+
+class MessageReset(_Event):
+    """``thread.message.reset``: an LLM attempt failed mid-stream and
+    Temporal retries it; drop what ``message_id`` streamed so far (deltas of
+    earlier attempts), then the new attempt's deltas follow."""
+
+    type: Literal["thread.message.reset"] = "thread.message.reset"
+    message_id: str
+    attempt: int
+
+
+class MessageCompleted(_Event):
+    """``thread.message.completed``: the whole assistant message."""
+
+    type: Literal["thread.message.completed"] = "thread.message.completed"
+    message_id: str
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    finish_reason: FinishReason | None = None
+
+
+class ToolCallCreated(_Event):
+    """``thread.run.step.tool_call.created``: the model began a tool call
+    (streamed; arguments follow as deltas)."""
+
+    type: Literal["thread.run.step.tool_call.created"] = "thread.run.step.tool_call.created"
+    message_id: str
+    attempt: int = 1
+    call_id: str
+    name: str
+
+
+class ToolCallCompletedByLLM(_Event):
+    """``thread.run.step.tool_call.completed_by_llm``: a tool call with its
+    final arguments."""
+
+    type: Literal["thread.run.step.tool_call.completed_by_llm"] = "thread.run.step.tool_call.completed_by_llm"
+    call: ToolCallPart
+
+
+class ToolExecutionStarted(_Event):
+    """``agent.tool.execution.started``: a call is being handled (it runs,
+    or is answered by policy, operator or client)."""
+
+    type: Literal["agent.tool.execution.started"] = "agent.tool.execution.started"
+    call: ToolCallPart
+
+
+class ToolExecutionCompleted(_Event):
+    """``agent.tool.execution.completed``: the result the model will see.
+
+    Attributes:
+        ran: The tool actually ran in the worker.
+        latency_ms: From start to result.
+    """
+
+    type: Literal["agent.tool.execution.completed"] = "agent.tool.execution.completed"
+    result: ToolResultPart
+    ran: bool = True
+    latency_ms: float = 0.0
+
+
+class ApprovalRequested(_Event):
+    """``agent.tool.approval.requested``: a call waits for an operator."""
+
+    type: Literal["agent.tool.approval.requested"] = "agent.tool.approval.requested"
+    approval: PendingApproval
+
+
+class ApprovalResolved(_Event):
+    """``agent.tool.approval.resolved``: the operator decided (or the wait
+    timed out, or the run was stopped)."""
+
+    type: Literal["agent.tool.approval.resolved"] = "agent.tool.approval.resolved"
+    call_id: str
+    decision: str
+    by: str | None = None
+    reason: str | None = None
+
+
+class RequiresAction(_Event):
+    """``thread.run.requires_action``: calls the client must run and answer
+    with ``submit_tool_outputs``."""
+
+    type: Literal["thread.run.requires_action"] = "thread.run.requires_action"
+    actions: list[PendingAction]
+
+
+class RunCompleted(_Event):
+    """``thread.run.completed``: the run ended ``completed`` or ``stopped``."""
+
+    type: Literal["thread.run.completed"] = "thread.run.completed"
+    status: Literal["completed", "stopped"] = "completed"
+    reason: RunReason = "done"
+    final_text: str = ""
+    usage: Usage = Field(default_factory=Usage)
+
+
+class RunFailed(_Event):
+    """``thread.run.failed``: the run ended ``failed``."""
+
+    type: Literal["thread.run.failed"] = "thread.run.failed"
+    reason: RunReason
+    error: str
+    usage: Usage = Field(default_factory=Usage)
+
+
+class RunCancelled(_Event):
+    """``thread.run.cancelled``: the run was cancelled."""
+
+    type: Literal["thread.run.cancelled"] = "thread.run.cancelled"
+    usage: Usage = Field(default_factory=Usage)
+
+
+AgentEvent = Annotated[
+    Union[
+        RunCreated,
+        RunStatusChanged,
+        StepCreated,
+        MessageCreated,
+        MessageDelta,
+        MessageReset,
+        MessageCompleted,
+        ToolCallCreated,
+        ToolCallCompletedByLLM,
+        ToolExecutionStarted,
+        ToolExecutionCompleted,
+        ApprovalRequested,
+        ApprovalResolved,
+        RequiresAction,
+        RunCompleted,
+        RunFailed,
+        RunCancelled,
+    ],
+    Field(discriminator="type"),
+]
+
+#: Validates any event from JSON or a dict.
+EVENT_ADAPTER: TypeAdapter[Any] = TypeAdapter(AgentEvent)
+
+#: Event types that end a run's stream; exactly one ends every stream.
+TERMINAL_EVENT_TYPES = frozenset({"thread.run.completed", "thread.run.failed", "thread.run.cancelled"})
+
+
+def message_id(run_id: str, step: int) -> str:
+    """The id of step ``step``'s assistant message."""
+    return f"{run_id}:msg:{step}"
+
+
+def is_terminal(event: Any) -> bool:
+    """Whether ``event`` ends its run's stream."""
+    return getattr(event, "type", None) in TERMINAL_EVENT_TYPES
