@@ -1,8 +1,9 @@
 """The Anthropic :class:`~agentloop.activity_io.ChatModel`, over the Messages API.
 
-Request building (:func:`to_anthropic_request`) and response parsing
-(:func:`from_anthropic_message`) are pure functions, shared with any other
-transport (a streaming path) that produces the same shapes.
+Answers are always streamed: the events are read into a
+:class:`~agentloop.streaming.StepAccumulator`, which passes deltas on as they
+come and builds the whole answer. Request building
+(:func:`to_anthropic_request`) is a pure function.
 """
 
 from __future__ import annotations
@@ -13,9 +14,6 @@ from typing import Any, assert_never
 
 import anthropic
 from anthropic import AsyncAnthropic
-from anthropic.types import Message as AnthropicMessage
-from anthropic.types import TextBlock, ThinkingBlock, ToolUseBlock
-from anthropic.types import Usage as AnthropicUsage
 from temporalio.exceptions import ApplicationError
 
 from activities.http_headers import (
@@ -25,7 +23,13 @@ from activities.http_headers import (
     redact,
     retry_after_delay,
 )
-from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.activity_io import (
+    DeltaSink,
+    FinishReason,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+)
 from agentloop.messages import (
     ImagePart,
     Message,
@@ -35,6 +39,7 @@ from agentloop.messages import (
     ToolResultPart,
 )
 from agentloop.report import Usage
+from agentloop.streaming import StepAccumulator
 
 #: Output limit sent when the request sets none: Anthropic requires one.
 DEFAULT_MAX_TOKENS = 4096
@@ -93,14 +98,19 @@ class AnthropicChatModel:
             self._client = anthropic_client_from_env()
         return self._client
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer one request with one Messages API call.
+    async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
+        """Answer one request with one streamed Messages API call.
+
+        Text, thinking and tool-call progress go to ``on_delta`` as the events
+        arrive; the whole answer is returned once the stream ends.
 
         Raises:
             ApplicationError: Every failure, mapped by
                 :func:`map_anthropic_error` (or ``ModelBadRequest`` when the
                 conversation or settings cannot be sent), so Temporal knows
-                whether to retry.
+                whether to retry. A stream that breaks, reports an error (such
+                as ``overloaded_error``) or ends before a ``stop_reason`` is a
+                retryable ``ModelStreamBroken``.
         """
         try:
             params = to_anthropic_request(request)
@@ -112,20 +122,23 @@ class AnthropicChatModel:
             ) from exc
         client = self.client
         try:
-            message = await client.messages.create(**params, stream=False)
+            stream = await client.messages.create(**params, stream=True)
         except anthropic.AnthropicError as exc:
             # `from None`: Temporal records a cause's message in history, and the
             # SDK's own message is not redacted; the mapped error says it all.
             raise map_anthropic_error(exc) from None
-        except ValueError as exc:
-            # The SDK refuses, before sending, a non-streaming call whose
-            # max_tokens could take longer than its 10-minute limit.
-            raise ApplicationError(
-                f"Anthropic SDK refused the request: {exc} (lower max_tokens)",
-                type="ModelBadRequest",
-                non_retryable=True,
-            ) from exc
-        return from_anthropic_message(message)
+        reader = _EventReader(StepAccumulator(on_delta))
+        async with stream:
+            events = stream.__aiter__()
+            while True:
+                try:
+                    event = await anext(events)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:  # whatever the transport or SDK raised mid-answer
+                    raise map_anthropic_error(exc, mid_stream=True) from None
+                reader.read(event)
+        return reader.response()
 
 
 def anthropic_client_from_env() -> AsyncAnthropic:
@@ -321,42 +334,97 @@ def to_anthropic_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- responses
 
 
-def from_anthropic_message(message: AnthropicMessage) -> ModelResponse:
-    """The :class:`ModelResponse` for a Messages API response.
+class _EventReader:
+    """Feeds Messages API stream events to a
+    :class:`~agentloop.streaming.StepAccumulator`.
 
-    Text, signed thinking and tool-use blocks become parts, in order. Redacted
-    thinking and server-tool blocks have no part to go in and are left out
-    (no server tools are offered, and thinking is not requested).
+    Content blocks arrive one at a time, by index: text, signed thinking and
+    tool-use blocks become parts, in order; a tool call ends with its block.
+    Redacted thinking and server-tool blocks have no part to go in and are
+    left out (no server tools are offered). Usage comes in two halves: input
+    counts in ``message_start``, cumulative output counts in ``message_delta``.
     """
-    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
-    for block in message.content:
-        if isinstance(block, TextBlock):
-            parts.append(TextPart(text=block.text))
-        elif isinstance(block, ThinkingBlock):
-            parts.append(ThinkingPart(text=block.thinking, signature=block.signature or None))
-        elif isinstance(block, ToolUseBlock):
-            parts.append(_tool_call_part(block))
-    raw_finish_reason: str | None = message.stop_reason
-    return ModelResponse(
-        message=Message(role="assistant", content=list(parts)),
-        usage=anthropic_usage(message.usage),
-        finish_reason=anthropic_finish_reason(raw_finish_reason),
-        raw_finish_reason=raw_finish_reason,
-        model=message.model or "",
-    )
 
+    def __init__(self, accumulator: StepAccumulator) -> None:
+        self.accumulator = accumulator
+        self.events = 0
+        self.model = ""
+        self._tool_blocks: dict[int, str] = {}
+        self._usage: dict[str, int] = {}
 
-def _tool_call_part(block: ToolUseBlock) -> ToolCallPart:
-    arguments: object = block.input
-    if isinstance(arguments, dict):
-        return ToolCallPart(id=block.id, name=block.name, arguments=arguments)
-    # The SDK parses leniently, so a compatible server may send a non-object.
-    return ToolCallPart(
-        id=block.id,
-        name=block.name,
-        arguments_error="the arguments must be a JSON object",
-        raw_arguments=json.dumps(arguments, default=str),
-    )
+    def read(self, event: Any) -> None:
+        self.events += 1
+        accumulator = self.accumulator
+        kind = getattr(event, "type", None)
+        if kind == "message_start":
+            self.model = event.message.model or ""
+            self._count(event.message.usage)
+        elif kind == "content_block_start":
+            self._start_block(event.index, event.content_block)
+        elif kind == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                accumulator.add_text(delta.text)
+            elif delta.type == "thinking_delta":
+                accumulator.add_thinking(delta.thinking)
+            elif delta.type == "signature_delta":
+                accumulator.add_thinking_signature(delta.signature)
+            elif delta.type == "input_json_delta" and event.index in self._tool_blocks:
+                # (Server-tool blocks stream their input too; they are not ours to run.)
+                accumulator.add_tool_arguments(self._tool_blocks[event.index], delta.partial_json)
+        elif kind == "content_block_stop":
+            call_id = self._tool_blocks.get(event.index)
+            if call_id is not None:
+                accumulator.end_tool_call(call_id)
+            else:
+                accumulator.end_part()
+        elif kind == "message_delta":
+            self._count(event.usage)
+            raw = event.delta.stop_reason
+            if raw is not None:
+                accumulator.set_finish_reason(anthropic_finish_reason(raw), raw)
+        # message_stop adds nothing; newer event types are ignored.
+
+    def _start_block(self, index: int, block: Any) -> None:
+        accumulator = self.accumulator
+        accumulator.end_part()
+        kind = getattr(block, "type", None)
+        if kind == "text":
+            accumulator.add_text(block.text or "")
+        elif kind == "thinking":
+            accumulator.add_thinking(block.thinking or "")
+            accumulator.add_thinking_signature(block.signature or "")
+        elif kind == "tool_use":
+            self._tool_blocks[index] = block.id
+            accumulator.start_tool_call(block.id, block.name)
+            # The API starts with `input: {}` and streams the JSON; a proxy
+            # may send it whole here instead.
+            if block.input:
+                accumulator.add_tool_arguments(block.id, json.dumps(block.input))
+
+    def _count(self, usage: Any) -> None:
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        ):
+            value = getattr(usage, name, None)
+            if isinstance(value, int):
+                self._usage[name] = value
+
+    def response(self) -> ModelResponse:
+        accumulator = self.accumulator
+        if accumulator.finish_reason is None:
+            raise ApplicationError(
+                f"Anthropic's stream ended before the answer did (no stop_reason after "
+                f"{self.events} events); the step is retried",
+                type="ModelStreamBroken",
+                non_retryable=False,
+            )
+        if self._usage:
+            accumulator.set_usage(anthropic_usage(**self._usage))
+        return accumulator.finalize(model=self.model)
 
 
 def anthropic_finish_reason(raw: str | None) -> FinishReason:
@@ -364,20 +432,22 @@ def anthropic_finish_reason(raw: str | None) -> FinishReason:
     return _FINISH_REASONS.get(raw or "", "other")
 
 
-def anthropic_usage(usage: AnthropicUsage | None) -> Usage:
+def anthropic_usage(
+    *,
+    input_tokens: int = 0,
+    output_tokens: int = 0,
+    cache_read_input_tokens: int = 0,
+    cache_creation_input_tokens: int = 0,
+) -> Usage:
     """:class:`Usage` of one call; input counts cache reads and writes too.
 
     Anthropic's ``input_tokens`` excludes cached tokens, unlike OpenAI's
     ``prompt_tokens``; adding them keeps ``input_tokens`` comparable.
     """
-    if usage is None:
-        return Usage(requests=1)
-    cache_read = usage.cache_read_input_tokens or 0
-    cache_write = usage.cache_creation_input_tokens or 0
     return Usage(
-        input_tokens=(usage.input_tokens or 0) + cache_read + cache_write,
-        output_tokens=usage.output_tokens or 0,
-        cached_input_tokens=cache_read,
+        input_tokens=input_tokens + cache_read_input_tokens + cache_creation_input_tokens,
+        output_tokens=output_tokens,
+        cached_input_tokens=cache_read_input_tokens,
         requests=1,
     )
 
@@ -385,7 +455,7 @@ def anthropic_usage(usage: AnthropicUsage | None) -> Usage:
 # ---------------------------------------------------------------- errors
 
 
-def map_anthropic_error(exc: BaseException) -> ApplicationError:
+def map_anthropic_error(exc: BaseException, *, mid_stream: bool = False) -> ApplicationError:
     """The Temporal error for an Anthropic SDK failure, saying whether to retry.
 
     HTTP 408, 409, 429 and 5xx (529 "overloaded" included), connection
@@ -396,14 +466,21 @@ def map_anthropic_error(exc: BaseException) -> ApplicationError:
 
     Args:
         exc: What the SDK raised (any exception is accepted).
+        mid_stream: ``exc`` was raised while reading the answer's stream (the
+            request itself was accepted): a dropped connection, or an
+            ``error`` event such as ``overloaded_error``. Whatever it is, the
+            answer is lost and the next attempt may well succeed.
 
     Returns:
         An :class:`ApplicationError` typed ``ModelRateLimited``,
         ``ModelServerError``, ``ModelConnectionError``,
         ``ModelAuthenticationError``, ``ModelContextLengthExceeded``,
-        ``ModelBadRequest`` or, for anything else, ``ModelError``.
+        ``ModelBadRequest`` or, for anything else, ``ModelError``; with
+        ``mid_stream``, always a retryable ``ModelStreamBroken``.
     """
-    secrets = credential_values(exc.request.headers) if isinstance(exc, anthropic.APIError) else []
+    secrets = _request_secrets(exc)
+    if mid_stream:
+        return _broken_stream_error(exc, secrets)
 
     if isinstance(exc, anthropic.APIStatusError):
         return _status_error(exc, secrets)
@@ -440,6 +517,39 @@ def map_anthropic_error(exc: BaseException) -> ApplicationError:
     return ApplicationError(
         redact(f"Anthropic call failed: {type(exc).__name__}: {exc}", secrets),
         type="ModelError",
+        non_retryable=False,
+        next_retry_delay=None,
+    )
+
+
+def _request_secrets(exc: BaseException) -> list[str]:
+    if isinstance(exc, anthropic.APIError):
+        return credential_values(exc.request.headers)
+    try:
+        # httpx2 errors (which this SDK lets through mid-stream) carry the
+        # request too, but raise when they have none.
+        request = getattr(exc, "request", None)
+    except RuntimeError:
+        return []
+    return credential_values(getattr(request, "headers", None))
+
+
+def _broken_stream_error(exc: BaseException, secrets: list[str]) -> ApplicationError:
+    if isinstance(exc, anthropic.APITimeoutError):
+        what = f"Anthropic's stream from {display_url(exc.request.url)} timed out mid-answer"
+    elif isinstance(exc, anthropic.APIConnectionError):
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        what = f"Anthropic's stream from {display_url(exc.request.url)} broke off mid-answer{cause}"
+    elif isinstance(exc, anthropic.APIError):
+        # An `error` event: the SDK raises it as a status error of the (200) response.
+        said = error_body_message(exc.body) or exc.message
+        kind = f" ({exc.type})" if getattr(exc, "type", None) else ""
+        what = f"Anthropic sent an error mid-answer{kind}: {said}"
+    else:
+        what = f"Anthropic's stream broke off mid-answer: {type(exc).__name__}: {exc}"
+    return ApplicationError(
+        redact(f"{what}; the step is retried", secrets),
+        type="ModelStreamBroken",
         non_retryable=False,
         next_retry_delay=None,
     )

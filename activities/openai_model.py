@@ -2,9 +2,10 @@
 
 Chat Completions is also what vLLM, llama.cpp, Ollama and LiteLLM serve, so
 the same class reaches them when the worker's ``OPENAI_BASE_URL`` points at
-one. Request building (:func:`to_openai_request`) and response parsing
-(:func:`from_openai_completion`) are pure functions, shared with any other
-transport (a streaming path) that produces the same shapes.
+one. Answers are always streamed (``stream=True`` with usage in the last
+chunk): the chunks are read into a :class:`~agentloop.streaming.StepAccumulator`,
+which passes deltas on as they come and builds the whole answer. Request
+building (:func:`to_openai_request`) is a pure function.
 """
 
 from __future__ import annotations
@@ -16,12 +17,8 @@ from typing import Any, assert_never
 
 import openai
 from openai import AsyncOpenAI
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionMessage,
-    ChatCompletionMessageCustomToolCall,
-    ChatCompletionMessageFunctionToolCall,
-)
+from openai.types.chat import ChatCompletionChunk
+from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
 from openai.types.completion_usage import CompletionUsage
 from temporalio.exceptions import ApplicationError
 
@@ -32,7 +29,13 @@ from activities.http_headers import (
     redact,
     retry_after_delay,
 )
-from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.activity_io import (
+    DeltaSink,
+    FinishReason,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+)
 from agentloop.messages import (
     ImagePart,
     Message,
@@ -42,6 +45,7 @@ from agentloop.messages import (
     ToolResultPart,
 )
 from agentloop.report import Usage
+from agentloop.streaming import StepAccumulator
 
 #: Key sent to an ``OPENAI_BASE_URL`` server when ``OPENAI_API_KEY`` is unset:
 #: local servers ignore it, and the SDK refuses to build a client without one.
@@ -99,13 +103,18 @@ class OpenAIChatModel:
             self._client = openai_client_from_env()
         return self._client
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
-        """Answer one request with one Chat Completions call.
+    async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
+        """Answer one request with one streamed Chat Completions call.
+
+        Text, reasoning and tool-call progress go to ``on_delta`` as the
+        chunks arrive; the whole answer is returned once the stream ends.
 
         Raises:
             ApplicationError: Every failure, mapped by :func:`map_openai_error`
                 (or ``ModelBadRequest`` when the conversation cannot be expressed
-                in Chat Completions), so Temporal knows whether to retry.
+                in Chat Completions), so Temporal knows whether to retry. A
+                stream that breaks, reports an error or ends before a
+                ``finish_reason`` is a retryable ``ModelStreamBroken``.
         """
         try:
             params = to_openai_request(request)
@@ -117,12 +126,25 @@ class OpenAIChatModel:
             ) from exc
         client = self.client
         try:
-            completion = await client.chat.completions.create(**params, stream=False)
+            stream = await client.chat.completions.create(
+                **params, stream=True, stream_options={"include_usage": True}
+            )
         except openai.OpenAIError as exc:
             # `from None`: Temporal records a cause's message in history, and the
             # SDK's own message is not redacted; the mapped error says it all.
             raise map_openai_error(exc) from None
-        return from_openai_completion(completion)
+        reader = _ChunkReader(StepAccumulator(on_delta))
+        async with stream:
+            chunks = stream.__aiter__()
+            while True:
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:  # whatever the transport or SDK raised mid-answer
+                    raise map_openai_error(exc, mid_stream=True) from None
+                reader.read(chunk)
+        return reader.response()
 
 
 def openai_client_from_env() -> AsyncOpenAI:
@@ -311,52 +333,84 @@ def to_openai_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- responses
 
 
-def from_openai_completion(completion: ChatCompletion) -> ModelResponse:
-    """The :class:`ModelResponse` for a Chat Completions response (its first choice).
+class _ChunkReader:
+    """Feeds Chat Completions stream chunks (of the first choice) to a
+    :class:`~agentloop.streaming.StepAccumulator`.
 
-    Tool calls whose arguments are not a JSON object are kept, with
-    ``arguments={}``, the text in ``raw_arguments`` and the problem in
-    ``arguments_error``, so the loop can tell the model. A refusal is kept as
-    text and reported as ``content_filter``. Reasoning that some compatible
-    servers return (``reasoning_content`` or ``reasoning``) becomes a
-    :class:`ThinkingPart`.
-
-    Raises:
-        ApplicationError: Retryable ``ModelServerError`` when the response has
-            no choices (a broken server or proxy).
+    A tool call is keyed by its ``index``: its first chunk carries the id and
+    name, later ones pieces of the arguments. A refusal is kept as text and
+    reported as ``content_filter``. Reasoning that some compatible servers
+    stream (``reasoning_content`` or ``reasoning``) becomes thinking.
     """
-    if not completion.choices:
-        raise ApplicationError(
-            "OpenAI returned a completion without choices",
-            type="ModelServerError",
-            non_retryable=False,
-        )
-    choice = completion.choices[0]
-    message = choice.message
-    parts: list[TextPart | ThinkingPart | ToolCallPart] = []
-    reasoning = _reasoning_text(message)
-    if reasoning:
-        parts.append(ThinkingPart(text=reasoning))
-    if message.content:
-        parts.append(TextPart(text=message.content))
-    if message.refusal:
-        parts.append(TextPart(text=message.refusal))
-    tool_calls = [_tool_call_part(call) for call in message.tool_calls or []]
-    parts.extend(tool_calls)
 
-    raw_finish_reason: str | None = choice.finish_reason
-    finish_reason = openai_finish_reason(raw_finish_reason)
-    if tool_calls:
-        finish_reason = "tool_calls"
-    elif message.refusal and finish_reason == "stop":
-        finish_reason = "content_filter"
-    return ModelResponse(
-        message=Message(role="assistant", content=list(parts)),
-        usage=openai_usage(completion.usage),
-        finish_reason=finish_reason,
-        raw_finish_reason=raw_finish_reason,
-        model=completion.model or "",
-    )
+    def __init__(self, accumulator: StepAccumulator) -> None:
+        self.accumulator = accumulator
+        self.chunks = 0
+        self.model = ""
+        self.refused = False
+        self._call_ids: dict[int | str, str] = {}
+        self._last_call: int | str | None = None
+
+    def read(self, chunk: ChatCompletionChunk) -> None:
+        self.chunks += 1
+        if chunk.model:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            self.accumulator.set_usage(openai_usage(chunk.usage))
+        for choice in chunk.choices or []:
+            # Only one choice is asked for; servers that omit its index mean it.
+            if getattr(choice, "index", None) not in (0, None):
+                continue
+            if choice.delta is not None:
+                self._read_delta(chunk.id, choice.delta)
+            if choice.finish_reason is not None:
+                raw = str(choice.finish_reason)
+                self.accumulator.set_finish_reason(openai_finish_reason(raw), raw)
+
+    def _read_delta(self, chunk_id: str | None, delta: ChoiceDelta) -> None:
+        accumulator = self.accumulator
+        accumulator.add_thinking(_reasoning_text(delta))
+        accumulator.add_text(delta.content or "")
+        if delta.refusal:
+            self.refused = True
+            accumulator.add_text(delta.refusal)
+        for call in delta.tool_calls or []:
+            key = self._call_key(call)
+            function = call.function
+            call_id = self._call_ids.get(key)
+            if call_id is None:
+                # A server that sends no id still needs one for the result to
+                # answer; the chunk id keeps it unique across steps.
+                call_id = call.id or f"{chunk_id or 'call'}_{key}"
+                self._call_ids[key] = call_id
+                accumulator.start_tool_call(call_id, (function.name if function else None) or "")
+            if function is not None and function.arguments:
+                accumulator.add_tool_arguments(call_id, function.arguments)
+
+    def _call_key(self, call: ChoiceDeltaToolCall) -> int | str:
+        # The SDK builds chunks leniently: a server that omits `index` sends
+        # each call whole, or its id once and then pieces.
+        key: int | str | None = call.index if isinstance(call.index, int) else None
+        if key is None:
+            if call.id and call.id not in self._call_ids.values():
+                key = call.id
+            else:
+                key = self._last_call if self._last_call is not None else 0
+        self._last_call = key
+        return key
+
+    def response(self) -> ModelResponse:
+        accumulator = self.accumulator
+        if accumulator.finish_reason is None:
+            raise ApplicationError(
+                f"OpenAI's stream ended before the answer did (no finish_reason after "
+                f"{self.chunks} chunks); the step is retried",
+                type="ModelStreamBroken",
+                non_retryable=False,
+            )
+        if self.refused and accumulator.finish_reason == "stop":
+            accumulator.set_finish_reason("content_filter", accumulator.raw_finish_reason)
+        return accumulator.finalize(model=self.model)
 
 
 def openai_finish_reason(raw: str | None) -> FinishReason:
@@ -378,74 +432,9 @@ def openai_usage(usage: CompletionUsage | None) -> Usage:
     )
 
 
-def parse_tool_arguments(raw: str) -> tuple[dict[str, Any], str | None]:
-    """Parse a tool call's JSON arguments text.
-
-    Args:
-        raw: The arguments as the provider sent them. Empty text means no
-            arguments (several compatible servers send it for argument-less calls).
-
-    Returns:
-        ``(arguments, None)`` on success, or ``({}, problem)`` when the text is
-        not JSON or not a JSON object.
-    """
-    if not raw.strip():
-        return {}, None
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return {}, f"the arguments are not valid JSON ({exc})"
-    if not isinstance(parsed, dict):
-        return {}, f"the arguments must be a JSON object, not {_json_kind(parsed)}"
-    return parsed, None
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    return "null"
-
-
-def _tool_call_part(call: object) -> ToolCallPart:
-    if isinstance(call, ChatCompletionMessageFunctionToolCall):
-        raw = call.function.arguments or ""
-        arguments, error = parse_tool_arguments(raw)
-        return ToolCallPart(
-            id=call.id,
-            name=call.function.name,
-            arguments=arguments,
-            arguments_error=error,
-            raw_arguments=raw if error else None,
-        )
-    if isinstance(call, ChatCompletionMessageCustomToolCall):
-        # Only function tools are ever offered, so this is the model going
-        # off-script; the error lets the loop answer it instead of dropping it.
-        return ToolCallPart(
-            id=call.id,
-            name=call.custom.name,
-            arguments_error="a custom (free-form) tool call; only function tools are offered",
-            raw_arguments=call.custom.input,
-        )
-    # The SDK builds responses leniently, so a server may hand back a shape it
-    # does not know; keep what can be read rather than fail the step.
-    data: dict[str, Any] = call.model_dump() if isinstance(call, openai.BaseModel) else {}
-    return ToolCallPart(
-        id=str(data.get("id") or ""),
-        name=str((data.get("function") or {}).get("name") or data.get("type") or "unknown"),
-        arguments_error=f"an unsupported tool call type {data.get('type')!r}",
-        raw_arguments=json.dumps(data, default=str),
-    )
-
-
-def _reasoning_text(message: ChatCompletionMessage) -> str:
-    for field in ("reasoning_content", "reasoning"):
-        value = getattr(message, field, None)
+def _reasoning_text(delta: ChoiceDelta) -> str:
+    for name in ("reasoning_content", "reasoning"):
+        value = getattr(delta, name, None)
         if isinstance(value, str) and value:
             return value
     return ""
@@ -454,7 +443,7 @@ def _reasoning_text(message: ChatCompletionMessage) -> str:
 # ---------------------------------------------------------------- errors
 
 
-def map_openai_error(exc: BaseException) -> ApplicationError:
+def map_openai_error(exc: BaseException, *, mid_stream: bool = False) -> ApplicationError:
     """The Temporal error for an OpenAI SDK failure, saying whether to retry.
 
     HTTP 408, 409, 429 and 5xx, connection failures and timeouts are retryable,
@@ -466,14 +455,20 @@ def map_openai_error(exc: BaseException) -> ApplicationError:
 
     Args:
         exc: What the SDK raised (any exception is accepted).
+        mid_stream: ``exc`` was raised while reading the answer's stream (the
+            request itself was accepted): whatever it is, the answer is lost
+            and the next attempt may well succeed.
 
     Returns:
         An :class:`ApplicationError` typed ``ModelRateLimited``,
         ``ModelServerError``, ``ModelConnectionError``,
         ``ModelAuthenticationError``, ``ModelContextLengthExceeded``,
-        ``ModelBadRequest`` or, for anything else, ``ModelError``.
+        ``ModelBadRequest`` or, for anything else, ``ModelError``; with
+        ``mid_stream``, always a retryable ``ModelStreamBroken``.
     """
-    secrets = credential_values(exc.request.headers) if isinstance(exc, openai.APIError) else []
+    secrets = _request_secrets(exc)
+    if mid_stream:
+        return _broken_stream_error(exc, secrets)
 
     if isinstance(exc, openai.APIStatusError):
         return _status_error(exc, secrets)
@@ -507,6 +502,37 @@ def map_openai_error(exc: BaseException) -> ApplicationError:
     return ApplicationError(
         redact(f"OpenAI call failed: {type(exc).__name__}: {exc}", secrets),
         type="ModelError",
+        non_retryable=False,
+        next_retry_delay=None,
+    )
+
+
+def _request_secrets(exc: BaseException) -> list[str]:
+    if isinstance(exc, openai.APIError):
+        return credential_values(exc.request.headers)
+    try:
+        # httpx2 errors carry the request too, but raise when they have none.
+        request = getattr(exc, "request", None)
+    except RuntimeError:
+        return []
+    return credential_values(getattr(request, "headers", None))
+
+
+def _broken_stream_error(exc: BaseException, secrets: list[str]) -> ApplicationError:
+    if isinstance(exc, openai.APITimeoutError):
+        what = f"OpenAI's stream from {display_url(exc.request.url)} timed out mid-answer"
+    elif isinstance(exc, openai.APIConnectionError):
+        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
+        what = f"OpenAI's stream from {display_url(exc.request.url)} broke off mid-answer{cause}"
+    elif isinstance(exc, openai.APIError):
+        said = error_body_message(exc.body) or exc.message
+        kind = f" ({exc.code or exc.type})" if (exc.code or exc.type) else ""
+        what = f"OpenAI sent an error mid-answer{kind}: {said}"
+    else:
+        what = f"OpenAI's stream broke off mid-answer: {type(exc).__name__}: {exc}"
+    return ApplicationError(
+        redact(f"{what}; the step is retried", secrets),
+        type="ModelStreamBroken",
         non_retryable=False,
         next_retry_delay=None,
     )

@@ -21,9 +21,10 @@ from typing import Any, Union
 
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activity_io import FinishReason, ModelRequest, ModelResponse
+from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.report import Usage
+from agentloop.streaming import message_deltas
 
 ScriptFunction = Callable[[ModelRequest], Union[ModelResponse, Awaitable[ModelResponse]]]
 ScriptStep = Union[ModelResponse, ScriptFunction, BaseException]
@@ -87,7 +88,13 @@ class ScriptedChatModel:
     def __init__(self, script: Sequence[ScriptStep] | ScriptFunction) -> None:
         self.script = script
 
-    async def complete(self, request: ModelRequest) -> ModelResponse:
+    async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
+        """Play the script's entry for the request's step.
+
+        With ``on_delta``, the answer is also passed on as a provider would
+        stream it (text in a few chunks, tool calls as start, arguments, end),
+        after it is complete: what is returned is the same either way.
+        """
         step = step_of(request)
         if callable(self.script) and not isinstance(self.script, Sequence):
             entry: ScriptStep = self.script
@@ -121,6 +128,9 @@ class ScriptedChatModel:
         )
         if response.usage == Usage():
             response = response.model_copy(update={"usage": _estimate_usage(request, response)})
+        if on_delta is not None:
+            for delta in message_deltas(response.message):
+                on_delta(delta)
         return response
 
 

@@ -13,12 +13,21 @@ every request::
 
 Responses are JSON bodies, exact bytes, or a sequence of chunks sent with
 chunked transfer encoding (for SSE streams; see :func:`sse_event`).
+
+Streams are written in each provider's real wire format: OpenAI's
+``data: {chat.completion.chunk}`` lines ending in ``data: [DONE]``
+(:func:`openai_stream`), Anthropic's ``event: message_start`` ...
+``event: message_stop`` (:func:`anthropic_stream`). A whole answer scripted
+as a JSON body (:func:`openai_completion`, :func:`anthropic_message`) is sent
+as such a stream when the request asks for one (``"stream": true``), cut into
+a few pieces, as the provider itself would.
 """
 
 from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -31,11 +40,20 @@ __all__ = [
     "RecordedRequest",
     "ScriptedHTTPServer",
     "ScriptedResponse",
+    "anthropic_block_events",
     "anthropic_error_body",
+    "anthropic_event",
     "anthropic_message",
+    "anthropic_message_events",
+    "anthropic_stream",
+    "openai_chunk",
     "openai_completion",
+    "openai_completion_chunks",
     "openai_error_body",
+    "openai_stream",
     "openai_tool_call",
+    "openai_usage",
+    "rechunk",
     "sse_event",
     "unused_port",
 ]
@@ -58,6 +76,8 @@ class ScriptedResponse:
             defaults to ``text/event-stream``.
         drop_connection: Close the connection without answering (the client
             sees the connection fail mid-request).
+        break_stream: With ``body_chunks``: close the connection after the
+            chunks without ending the body (a stream cut off mid-answer).
     """
 
     status: int = 200
@@ -66,6 +86,7 @@ class ScriptedResponse:
     raw_body: bytes | None = None
     body_chunks: list[bytes] | None = None
     drop_connection: bool = False
+    break_stream: bool = False
 
 
 @dataclass
@@ -94,6 +115,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     owner: ScriptedHTTPServer
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client closes a stream it stops reading (after an error event):
+        # not a server failure worth a traceback in the test output.
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
 
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.1 so clients keep connections alive as they do against real APIs.
@@ -119,7 +147,7 @@ class _Handler(BaseHTTPRequestHandler):
             headers={name.lower(): value for name, value in self.headers.items()},
             body=body,
         )
-        response = owner._next_response(recorded)
+        response = owner.as_asked(recorded, owner._next_response(recorded))
         if response.drop_connection:
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
@@ -144,6 +172,10 @@ class _Handler(BaseHTTPRequestHandler):
                 if chunk:
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
                     self.wfile.flush()
+            if response.break_stream:
+                self.close_connection = True
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
 
@@ -210,6 +242,11 @@ class ScriptedHTTPServer:
         """The JSON body of the 500 sent when the script is empty."""
         return {"error": {"message": f"test server: no scripted response left for {path}"}}
 
+    def as_asked(self, request: RecordedRequest, response: ScriptedResponse) -> ScriptedResponse:
+        """The response as sent for ``request`` (subclasses stream whole answers
+        when the request asks for a stream)."""
+        return response
+
     def _next_response(self, request: RecordedRequest) -> ScriptedResponse:
         with self._lock:
             self.requests.append(request)
@@ -270,6 +307,19 @@ class OpenAIServer(ScriptedHTTPServer):
     def unscripted_body(self, path: str) -> Any:
         return openai_error_body(f"test server: no scripted response left for {path}", type="server_error")
 
+    def as_asked(self, request: RecordedRequest, response: ScriptedResponse) -> ScriptedResponse:
+        body = response.json_body
+        asked = _request_json(request)
+        is_answer = isinstance(body, dict) and body.get("object") == "chat.completion"
+        if not (is_answer and asked.get("stream")):
+            return response
+        include_usage = bool((asked.get("stream_options") or {}).get("include_usage"))
+        return openai_stream(
+            openai_completion_chunks(body, include_usage=include_usage),
+            status=response.status,
+            headers=response.headers,
+        )
+
 
 class AnthropicServer(ScriptedHTTPServer):
     """Speaks Anthropic's ``POST /v1/messages``."""
@@ -286,6 +336,23 @@ class AnthropicServer(ScriptedHTTPServer):
 
     def unscripted_body(self, path: str) -> Any:
         return anthropic_error_body("api_error", f"test server: no scripted response left for {path}")
+
+    def as_asked(self, request: RecordedRequest, response: ScriptedResponse) -> ScriptedResponse:
+        body = response.json_body
+        is_answer = isinstance(body, dict) and body.get("type") == "message"
+        if not (is_answer and _request_json(request).get("stream")):
+            return response
+        return anthropic_stream(
+            anthropic_message_events(body), status=response.status, headers=response.headers
+        )
+
+
+def _request_json(request: RecordedRequest) -> dict[str, Any]:
+    try:
+        decoded = request.json
+    except ValueError:
+        return {}
+    return decoded if isinstance(decoded, dict) else {}
 
 
 # ---------------------------------------------------------------- OpenAI bodies
@@ -331,19 +398,26 @@ def openai_completion(
         "system_fingerprint": "fp_test",
     }
     if usage:
-        body["usage"] = {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": cached_tokens or 0, "audio_tokens": 0},
-            "completion_tokens_details": {
-                "reasoning_tokens": 0,
-                "audio_tokens": 0,
-                "accepted_prediction_tokens": 0,
-                "rejected_prediction_tokens": 0,
-            },
-        }
+        body["usage"] = openai_usage(prompt_tokens, completion_tokens, cached_tokens)
     return body
+
+
+def openai_usage(
+    prompt_tokens: int = 11, completion_tokens: int = 7, cached_tokens: int | None = None
+) -> dict[str, Any]:
+    """An OpenAI usage block."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens or 0, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
 
 
 def openai_error_body(
@@ -399,6 +473,219 @@ def sse_event(data: Any, *, event: str | None = None) -> bytes:
     lines = [f"event: {event}"] if event else []
     lines.extend(f"data: {line}" for line in text.split("\n"))
     return ("\n".join(lines) + "\n\n").encode()
+
+
+def rechunk(chunks: list[bytes], size: int) -> list[bytes]:
+    """The same bytes cut into pieces of ``size``, across event boundaries
+    (as TCP may deliver them)."""
+    data = b"".join(chunks)
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+def _pieces(text: str, pieces: int) -> list[str]:
+    if not text:
+        return []
+    size = -(-len(text) // max(pieces, 1))
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+# ---------------------------------------------------------------- OpenAI streams
+
+
+def openai_chunk(
+    delta: dict[str, Any] | None = None,
+    *,
+    finish_reason: str | None = None,
+    usage: dict[str, Any] | None = None,
+    choices: bool = True,
+    model: str = "gpt-test-2025",
+    id: str = "chatcmpl-test123",
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk``, as api.openai.com streams it.
+
+    Args:
+        delta: The choice's delta (``{}`` when None).
+        finish_reason: Set on the choice of the last content chunk.
+        usage: The usage block, in the final chunk of a stream asked with
+            ``include_usage`` (``null`` in the others).
+        choices: False for that final chunk, whose ``choices`` is empty.
+    """
+    return {
+        "id": id,
+        "object": "chat.completion.chunk",
+        "created": 1_750_000_000,
+        "model": model,
+        "service_tier": "default",
+        "system_fingerprint": "fp_test",
+        "choices": [
+            {"index": 0, "delta": delta or {}, "logprobs": None, "finish_reason": finish_reason}
+        ]
+        if choices
+        else [],
+        "usage": usage,
+    }
+
+
+def openai_completion_chunks(
+    body: dict[str, Any], *, include_usage: bool = True, pieces: int = 3
+) -> list[dict[str, Any]]:
+    """The chunks api.openai.com streams for the answer ``body`` (an
+    :func:`openai_completion`): a role chunk; reasoning, content and refusal
+    cut into up to ``pieces``; each tool call's id and name, then its
+    arguments in pieces; the finish reason; the usage chunk."""
+    model = body.get("model", "gpt-test-2025")
+    chunk_id = body.get("id", "chatcmpl-test123")
+
+    def chunk(delta: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        return openai_chunk(delta, model=model, id=chunk_id, **kwargs)
+
+    chunks: list[dict[str, Any]] = []
+    for choice in body.get("choices", [])[:1]:
+        message = dict(choice["message"])
+        chunks.append(chunk({"role": "assistant", "content": "", "refusal": None}))
+        for field_name in ("reasoning_content", "reasoning"):
+            for piece in _pieces(message.get(field_name) or "", pieces):
+                chunks.append(chunk({field_name: piece}))
+        for piece in _pieces(message.get("content") or "", pieces):
+            chunks.append(chunk({"content": piece}))
+        for piece in _pieces(message.get("refusal") or "", pieces):
+            chunks.append(chunk({"refusal": piece}))
+        for index, call in enumerate(message.get("tool_calls") or []):
+            function = call["function"]
+            start = {"index": index, "id": call["id"], "type": "function",
+                     "function": {"name": function["name"], "arguments": ""}}
+            chunks.append(chunk({"tool_calls": [start]}))
+            for piece in _pieces(function["arguments"], pieces):
+                chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
+        if choice.get("finish_reason") is not None:
+            chunks.append(chunk({}, finish_reason=choice["finish_reason"]))
+    if include_usage and body.get("usage") is not None:
+        chunks.append(chunk(choices=False, usage=body["usage"]))
+    return chunks
+
+
+def openai_stream(
+    chunks: list[dict[str, Any]],
+    *,
+    done: bool = True,
+    break_stream: bool = False,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> ScriptedResponse:
+    """A Chat Completions stream: ``data: {chunk}`` events, then ``data: [DONE]``.
+
+    Args:
+        chunks: The chunks (see :func:`openai_chunk`), one SSE event each.
+        done: End with ``data: [DONE]``.
+        break_stream: Cut the connection after the chunks (no ``[DONE]``).
+    """
+    body = [sse_event(chunk) for chunk in chunks]
+    if done and not break_stream:
+        body.append(sse_event("[DONE]"))
+    return ScriptedResponse(
+        status=status, headers=dict(headers or {}), body_chunks=body, break_stream=break_stream
+    )
+
+
+# ---------------------------------------------------------------- Anthropic streams
+
+
+def anthropic_event(data: dict[str, Any]) -> bytes:
+    """One Messages API stream event: ``event: <type>`` and its JSON."""
+    return sse_event(data, event=data["type"])
+
+
+def anthropic_message_events(body: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
+    """The events api.anthropic.com streams for the answer ``body`` (an
+    :func:`anthropic_message`): ``message_start`` with the input usage, a
+    ``ping``, each content block as ``content_block_start``, its deltas cut
+    into up to ``pieces`` and ``content_block_stop``, then ``message_delta``
+    with the stop reason and output usage, and ``message_stop``.
+
+    A ``tool_use`` block's ``input`` is streamed as JSON; a string input is
+    streamed as is, so tests can send arguments that are not JSON.
+    """
+    usage = dict(body.get("usage") or {})
+    output_tokens = usage.get("output_tokens", 0)
+    start_usage = {**usage, "output_tokens": 1}
+    message = {**body, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": message}, {"type": "ping"}]
+    for index, block in enumerate(body.get("content") or []):
+        events.extend(anthropic_block_events(index, block, pieces=pieces))
+    events.append(
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": body.get("stop_reason"), "stop_sequence": None},
+            "usage": {"output_tokens": output_tokens},
+        }
+    )
+    events.append({"type": "message_stop"})
+    return events
+
+
+def anthropic_block_events(index: int, block: dict[str, Any], *, pieces: int = 3) -> list[dict[str, Any]]:
+    """``content_block_start``, deltas and ``content_block_stop`` for one block."""
+
+    def delta(payload: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "content_block_delta", "index": index, "delta": payload}
+
+    kind = block["type"]
+    events: list[dict[str, Any]] = []
+    if kind == "text":
+        events.append(
+            {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+        )
+        events.extend(delta({"type": "text_delta", "text": p}) for p in _pieces(block["text"], pieces))
+    elif kind == "thinking":
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+            }
+        )
+        events.extend(
+            delta({"type": "thinking_delta", "thinking": p}) for p in _pieces(block["thinking"], pieces)
+        )
+        if block.get("signature"):
+            events.append(delta({"type": "signature_delta", "signature": block["signature"]}))
+    elif kind == "tool_use":
+        raw = block["input"] if isinstance(block["input"], str) else json.dumps(block["input"])
+        events.append(
+            {
+                "type": "content_block_start",
+                "index": index,
+                "content_block": {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}},
+            }
+        )
+        events.append(delta({"type": "input_json_delta", "partial_json": ""}))
+        events.extend(delta({"type": "input_json_delta", "partial_json": p}) for p in _pieces(raw, pieces))
+    else:
+        # redacted_thinking and server-tool blocks arrive whole.
+        events.append({"type": "content_block_start", "index": index, "content_block": block})
+    events.append({"type": "content_block_stop", "index": index})
+    return events
+
+
+def anthropic_stream(
+    events: list[dict[str, Any]],
+    *,
+    break_stream: bool = False,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+) -> ScriptedResponse:
+    """A Messages API stream of ``events`` (see :func:`anthropic_message_events`).
+
+    Args:
+        events: Event payloads; each is sent as ``event: <its type>``.
+        break_stream: Cut the connection after the events.
+    """
+    return ScriptedResponse(
+        status=status,
+        headers=dict(headers or {}),
+        body_chunks=[anthropic_event(event) for event in events],
+        break_stream=break_stream,
+    )
 
 
 def unused_port() -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
@@ -24,7 +25,7 @@ from activities.anthropic_model import (
     to_anthropic_system,
     to_anthropic_tools,
 )
-from agentloop.activity_io import ModelRequest, ToolDefinition
+from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
 from agentloop.messages import (
     ImagePart,
     Message,
@@ -39,6 +40,9 @@ from tests.provider_servers import (
     ScriptedResponse,
     anthropic_error_body,
     anthropic_message,
+    anthropic_message_events,
+    anthropic_stream,
+    rechunk,
     unused_port,
 )
 
@@ -101,6 +105,14 @@ async def complete_error(
     return caught.value
 
 
+async def complete_error_with(
+    model: AnthropicChatModel, request: ModelRequest, on_delta: DeltaSink
+) -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
+        await model.complete(request, on_delta)
+    return caught.value
+
+
 # ---------------------------------------------------------------- request body
 
 
@@ -157,7 +169,7 @@ async def test_sends_the_whole_conversation_as_messages(
     assert sent.json == {
         "model": "claude-test",
         "max_tokens": 512,
-        "stream": False,
+        "stream": True,
         "system": "You are terse.",
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and Oslo?"}]},
@@ -208,7 +220,7 @@ async def test_defaults_max_tokens_and_sends_no_unset_options(
     assert server.requests[0].json == {
         "model": "claude-test",
         "max_tokens": DEFAULT_MAX_TOKENS,
-        "stream": False,
+        "stream": True,
         "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
     }
     assert DEFAULT_MAX_TOKENS == 4096
@@ -238,18 +250,22 @@ async def test_unsendable_conversation_is_a_bad_request_and_sends_nothing(
     assert server.requests == []
 
 
-async def test_max_tokens_too_large_for_non_streaming_is_a_bad_request(
+async def test_large_max_tokens_are_sent_as_the_answer_streams(
     server: AnthropicServer, model: AnthropicChatModel
 ) -> None:
-    error = await complete_error(model, simple_request(max_tokens=100_000))
+    # The SDK refuses such limits only for non-streaming calls (its 10-minute rule).
+    server.enqueue(text_reply())
 
-    assert error.type == "ModelBadRequest"
-    assert error.non_retryable
-    assert "max_tokens" in error.message
-    assert server.requests == []
+    await model.complete(simple_request(max_tokens=100_000))
+
+    assert server.requests[0].json["max_tokens"] == 100_000
 
 
 # ---------------------------------------------------------------- responses
+#
+# A whole answer scripted with anthropic_message() is streamed by the server
+# as api.anthropic.com streams it (see AnthropicServer.as_asked); the
+# streaming section below scripts the events themselves.
 
 
 async def test_parses_text_thinking_tool_calls_and_usage(
@@ -346,8 +362,356 @@ async def test_non_object_tool_input_is_kept_with_an_error(
 
     (call,) = response.message.tool_calls
     assert call.arguments == {}
-    assert call.arguments_error == "the arguments must be a JSON object"
+    assert call.arguments_error == "the arguments must be a JSON object, not an array"
     assert call.raw_arguments == '["Paris"]'
+
+
+# ---------------------------------------------------------------- streaming
+
+
+class Deltas:
+    """An on_delta sink that records what it is given."""
+
+    def __init__(self) -> None:
+        self.received: list[StreamDelta] = []
+
+    def __call__(self, delta: StreamDelta) -> None:
+        self.received.append(delta)
+
+    def text(self, kind: str = "text") -> str:
+        return "".join(d.text for d in self.received if d.kind == kind)
+
+    def arguments(self, call_id: str) -> str:
+        return "".join(
+            d.text for d in self.received if d.kind == "tool_call_delta" and d.call_id == call_id
+        )
+
+    def kinds(self) -> list[str]:
+        return [d.kind for d in self.received]
+
+
+def message_start(input_tokens: int = 13, **usage: int) -> dict[str, Any]:
+    return anthropic_message_events(anthropic_message([], input_tokens=input_tokens, **usage))[0]
+
+
+def message_end(stop_reason: str = "end_turn", output_tokens: int = 5) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+            "usage": {"output_tokens": output_tokens},
+        },
+        {"type": "message_stop"},
+    ]
+
+
+def text_delta(index: int, text: str) -> dict[str, Any]:
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}
+
+
+def json_delta(index: int, partial_json: str) -> dict[str, Any]:
+    return {
+        "type": "content_block_delta",
+        "index": index,
+        "delta": {"type": "input_json_delta", "partial_json": partial_json},
+    }
+
+
+def block_start(index: int, block: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "content_block_start", "index": index, "content_block": block}
+
+
+def block_stop(index: int) -> dict[str, Any]:
+    return {"type": "content_block_stop", "index": index}
+
+
+async def test_text_split_across_many_events_reaches_on_delta_in_order(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    words = [f"word{i} " for i in range(40)]
+    events = [message_start(), block_start(0, {"type": "text", "text": ""}), {"type": "ping"}]
+    events += [text_delta(0, w) for w in words] + [block_stop(0), *message_end()]
+    streamed = anthropic_stream(events)
+    # Cut the bytes at arbitrary places too, as TCP may deliver them.
+    server.enqueue(ScriptedResponse(body_chunks=rechunk(streamed.body_chunks or [], 7)))
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(), deltas)
+
+    assert response.message == Message(role="assistant", content=[TextPart(text="".join(words))])
+    assert [d.text for d in deltas.received] == words
+    assert set(deltas.kinds()) == {"text"}
+    assert response.finish_reason == "stop"
+    assert response.model == "claude-test-2025"
+
+
+async def test_thinking_deltas_and_signatures(server: AnthropicServer, model: AnthropicChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=anthropic_message(
+                [
+                    {"type": "thinking", "thinking": "First, the city.", "signature": "sig-one"},
+                    {"type": "redacted_thinking", "data": "opaque"},
+                    {"type": "thinking", "thinking": "Then the units.", "signature": "sig-two"},
+                    {"type": "text", "text": "Paris, in Celsius."},
+                ]
+            )
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(), deltas)
+
+    assert response.message.content == [
+        ThinkingPart(text="First, the city.", signature="sig-one"),
+        ThinkingPart(text="Then the units.", signature="sig-two"),
+        TextPart(text="Paris, in Celsius."),
+    ]
+    assert deltas.text("thinking") == "First, the city.Then the units."
+    assert deltas.text() == "Paris, in Celsius."
+    # Signatures are opaque: they are kept, not streamed.
+    assert all("sig-" not in d.text for d in deltas.received)
+
+
+async def test_signed_thinking_without_text_is_kept(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    # Models that omit their thinking still sign the empty block; it must go back.
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(),
+                block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "signature_delta", "signature": "sig"},
+                },
+                block_stop(0),
+                block_start(1, {"type": "text", "text": ""}),
+                text_delta(1, "Done."),
+                block_stop(1),
+                *message_end(),
+            ]
+        )
+    )
+
+    response = await model.complete(simple_request())
+
+    assert response.message.content == [ThinkingPart(text="", signature="sig"), TextPart(text="Done.")]
+
+
+async def test_tool_call_arguments_split_across_events(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(),
+                block_start(0, {"type": "text", "text": ""}),
+                text_delta(0, "Checking."),
+                block_stop(0),
+                block_start(1, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}),
+                json_delta(1, ""),
+                json_delta(1, '{"ci'),
+                json_delta(1, 'ty": "Pa'),
+                json_delta(1, 'ris"}'),
+                block_stop(1),
+                *message_end("tool_use"),
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    assert response.message.content == [
+        TextPart(text="Checking."),
+        ToolCallPart(id="toolu_1", name="get_weather", arguments={"city": "Paris"}),
+    ]
+    assert response.finish_reason == "tool_calls"
+    assert deltas.received == [
+        StreamDelta(kind="text", text="Checking."),
+        StreamDelta(kind="tool_call_start", call_id="toolu_1", name="get_weather"),
+        StreamDelta(kind="tool_call_delta", call_id="toolu_1", text='{"ci'),
+        StreamDelta(kind="tool_call_delta", call_id="toolu_1", text='ty": "Pa'),
+        StreamDelta(kind="tool_call_delta", call_id="toolu_1", text='ris"}'),
+        StreamDelta(kind="tool_call_end", call_id="toolu_1"),
+    ]
+
+
+async def test_tool_call_without_block_stop_is_still_returned(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(),
+                block_start(0, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}),
+                json_delta(0, '{"city": "Oslo"}'),
+                block_start(1, {"type": "tool_use", "id": "toolu_2", "name": "get_weather", "input": {}}),
+                json_delta(1, '{"city": "Rome"}'),
+                block_stop(1),
+                *message_end("tool_use"),
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    assert response.message.tool_calls == [
+        ToolCallPart(id="toolu_1", name="get_weather", arguments={"city": "Oslo"}),
+        ToolCallPart(id="toolu_2", name="get_weather", arguments={"city": "Rome"}),
+    ]
+    assert [d.call_id for d in deltas.received if d.kind == "tool_call_end"] == ["toolu_2", "toolu_1"]
+
+
+async def test_invalid_json_arguments_are_kept_with_an_error(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=anthropic_message(
+                [{"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": '{"city": Paris}'}],
+                stop_reason="tool_use",
+            )
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    (call,) = response.message.tool_calls
+    assert call.arguments == {}
+    assert call.raw_arguments == '{"city": Paris}'
+    assert call.arguments_error is not None and "not valid JSON" in call.arguments_error
+
+
+async def test_stream_cut_off_mid_answer_is_retryable_and_keeps_the_deltas_sent(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(),
+                block_start(0, {"type": "text", "text": ""}),
+                text_delta(0, "The answer "),
+                text_delta(0, "is "),
+            ],
+            break_stream=True,
+        )
+    )
+    deltas = Deltas()
+
+    error = await complete_error_with(model, simple_request(), deltas)
+
+    assert error.type == "ModelStreamBroken"
+    assert not error.non_retryable
+    assert error.__cause__ is None
+    assert "broke off mid-answer" in error.message and "retried" in error.message
+    assert API_KEY not in error.message
+    assert deltas.received == [
+        StreamDelta(kind="text", text="The answer "),
+        StreamDelta(kind="text", text="is "),
+    ]
+
+
+async def test_overloaded_error_event_mid_stream_is_retryable(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(),
+                block_start(0, {"type": "text", "text": ""}),
+                text_delta(0, "Partial"),
+                {"type": "error", "error": {"type": "overloaded_error", "message": f"Overloaded {API_KEY}"}},
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    error = await complete_error_with(model, simple_request(), deltas)
+
+    assert error.type == "ModelStreamBroken"
+    assert not error.non_retryable
+    assert error.__cause__ is None
+    assert "overloaded_error" in error.message and "Overloaded" in error.message
+    assert API_KEY not in error.message
+    assert deltas.text() == "Partial"
+
+
+async def test_stream_without_a_stop_reason_is_retryable(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "Half")]
+        )
+    )
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelStreamBroken"
+    assert not error.non_retryable
+    assert "no stop_reason" in error.message
+
+
+async def test_usage_from_message_start_and_the_last_message_delta(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(input_tokens=50, cache_read_input_tokens=1000, cache_creation_input_tokens=200),
+                block_start(0, {"type": "text", "text": ""}),
+                text_delta(0, "Hi"),
+                block_stop(0),
+                # Newer servers repeat cumulative counts in message_delta.
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": {"output_tokens": 40, "input_tokens": 60, "cache_read_input_tokens": 1000},
+                },
+                {"type": "message_stop"},
+            ]
+        )
+    )
+
+    response = await model.complete(simple_request())
+
+    assert response.usage == Usage(input_tokens=1260, output_tokens=40, cached_input_tokens=1000, requests=1)
+
+
+async def test_deltas_add_up_to_the_final_message(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=anthropic_message(
+                [
+                    {"type": "thinking", "thinking": "Two cities, two calls.", "signature": "sig"},
+                    {"type": "text", "text": "Let me check the weather in both cities for you."},
+                    {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "toolu_b", "name": "get_weather", "input": {"city": "Oslo"}},
+                ],
+                stop_reason="tool_use",
+            )
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    message = response.message
+    assert deltas.text() == message.text == "Let me check the weather in both cities for you."
+    assert deltas.text("thinking") == "".join(p.text for p in message.content if isinstance(p, ThinkingPart))
+    assert [(d.call_id, d.name) for d in deltas.received if d.kind == "tool_call_start"] == [
+        (c.id, c.name) for c in message.tool_calls
+    ]
+    for call in message.tool_calls:
+        assert json.loads(deltas.arguments(call.id)) == call.arguments
+    assert [d.call_id for d in deltas.received if d.kind == "tool_call_end"] == ["toolu_a", "toolu_b"]
 
 
 # ---------------------------------------------------------------- errors over HTTP

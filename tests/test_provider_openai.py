@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
@@ -18,12 +19,11 @@ from activities.openai_model import (
     LOCAL_SERVER_API_KEY,
     OpenAIChatModel,
     map_openai_error,
-    parse_tool_arguments,
     to_openai_messages,
     to_openai_request,
     to_openai_tools,
 )
-from agentloop.activity_io import ModelRequest, ToolDefinition
+from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
 from agentloop.messages import (
     ImagePart,
     Message,
@@ -33,12 +33,18 @@ from agentloop.messages import (
     ToolResultPart,
 )
 from agentloop.report import Usage
+from agentloop.streaming import parse_tool_arguments
 from tests.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
+    openai_chunk,
     openai_completion,
     openai_error_body,
+    openai_stream,
     openai_tool_call,
+    openai_usage,
+    rechunk,
+    sse_event,
     unused_port,
 )
 
@@ -98,6 +104,14 @@ async def complete_error(model: OpenAIChatModel, request: ModelRequest | None = 
     return caught.value
 
 
+async def complete_error_with(
+    model: OpenAIChatModel, request: ModelRequest, on_delta: DeltaSink
+) -> ApplicationError:
+    with pytest.raises(ApplicationError) as caught:
+        await model.complete(request, on_delta)
+    return caught.value
+
+
 # ---------------------------------------------------------------- request body
 
 
@@ -151,7 +165,8 @@ async def test_sends_the_whole_conversation_as_chat_completions(
     assert sent.headers["authorization"] == f"Bearer {API_KEY}"
     assert sent.json == {
         "model": "gpt-test",
-        "stream": False,
+        "stream": True,
+        "stream_options": {"include_usage": True},
         "messages": [
             {"role": "system", "content": "You are terse."},
             {"role": "user", "content": "Weather in Paris and Oslo?"},
@@ -205,7 +220,8 @@ async def test_unset_options_are_not_sent(server: OpenAIServer, model: OpenAICha
 
     assert server.requests[0].json == {
         "model": "gpt-test",
-        "stream": False,
+        "stream": True,
+        "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": "Hello"}],
     }
 
@@ -261,6 +277,10 @@ async def test_unsendable_conversation_is_a_bad_request_and_sends_nothing(
 
 
 # ---------------------------------------------------------------- responses
+#
+# A whole answer scripted with openai_completion() is streamed by the server
+# as api.openai.com streams it (see OpenAIServer.as_asked); the streaming
+# section below scripts the chunks themselves.
 
 
 async def test_parses_text_and_usage_with_cached_tokens(
@@ -341,7 +361,6 @@ async def test_tool_calls_make_the_finish_reason_tool_calls(
         ("tool_calls", "tool_calls"),
         ("function_call", "tool_calls"),
         ("eos_token", "other"),
-        (None, "other"),
     ],
 )
 async def test_finish_reasons(
@@ -440,7 +459,7 @@ async def test_missing_usage_counts_the_request(server: OpenAIServer, model: Ope
     assert response.usage == Usage(requests=1)
 
 
-async def test_no_choices_is_a_retryable_server_error(
+async def test_no_choices_is_a_retryable_broken_stream(
     server: OpenAIServer, model: OpenAIChatModel
 ) -> None:
     body = openai_completion(content="x")
@@ -449,8 +468,355 @@ async def test_no_choices_is_a_retryable_server_error(
 
     error = await complete_error(model)
 
-    assert error.type == "ModelServerError"
+    assert error.type == "ModelStreamBroken"
     assert not error.non_retryable
+
+
+# ---------------------------------------------------------------- streaming
+
+
+class Deltas:
+    """An on_delta sink that records what it is given."""
+
+    def __init__(self) -> None:
+        self.received: list[StreamDelta] = []
+
+    def __call__(self, delta: StreamDelta) -> None:
+        self.received.append(delta)
+
+    def text(self, kind: str = "text") -> str:
+        return "".join(d.text for d in self.received if d.kind == kind)
+
+    def arguments(self, call_id: str) -> str:
+        return "".join(
+            d.text for d in self.received if d.kind == "tool_call_delta" and d.call_id == call_id
+        )
+
+    def kinds(self) -> list[str]:
+        return [d.kind for d in self.received]
+
+
+def content(text: str) -> dict[str, Any]:
+    return openai_chunk({"content": text})
+
+
+def call_start(index: int, id: str | None, name: str | None, arguments: str = "") -> dict[str, Any]:
+    call: dict[str, Any] = {"index": index, "type": "function", "function": {"arguments": arguments}}
+    if id is not None:
+        call["id"] = id
+    if name is not None:
+        call["function"]["name"] = name
+    return openai_chunk({"tool_calls": [call]})
+
+
+def call_arguments(index: int, fragment: str) -> dict[str, Any]:
+    return openai_chunk({"tool_calls": [{"index": index, "function": {"arguments": fragment}}]})
+
+
+def finish(reason: str = "stop") -> dict[str, Any]:
+    return openai_chunk({}, finish_reason=reason)
+
+
+async def test_text_split_across_many_chunks_reaches_on_delta_in_order(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    words = [f"word{i} " for i in range(40)]
+    chunks = [openai_chunk({"role": "assistant", "content": ""})]
+    chunks += [content(w) for w in words] + [finish()]
+    chunks.append(openai_chunk(choices=False, usage=openai_usage(100, 40, cached_tokens=64)))
+    # Cut the bytes at arbitrary places too, as TCP may deliver them.
+    streamed = openai_stream(chunks)
+    server.enqueue(ScriptedResponse(body_chunks=rechunk(streamed.body_chunks or [], 7)))
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(), deltas)
+
+    assert response.message == Message(role="assistant", content=[TextPart(text="".join(words))])
+    assert [d.text for d in deltas.received] == words
+    assert set(deltas.kinds()) == {"text"}
+    assert response.usage == Usage(input_tokens=100, output_tokens=40, cached_input_tokens=64, requests=1)
+    assert response.finish_reason == "stop"
+    assert response.model == "gpt-test-2025"
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+async def test_reasoning_deltas_become_thinking(
+    server: OpenAIServer, model: OpenAIChatModel, field: str
+) -> None:
+    server.enqueue(
+        openai_stream(
+            [
+                openai_chunk({field: "6 times "}),
+                openai_chunk({field: "7."}),
+                content("4"),
+                content("2"),
+                finish(),
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(), deltas)
+
+    assert response.message.content == [ThinkingPart(text="6 times 7."), TextPart(text="42")]
+    assert [(d.kind, d.text) for d in deltas.received] == [
+        ("thinking", "6 times "),
+        ("thinking", "7."),
+        ("text", "4"),
+        ("text", "2"),
+    ]
+
+
+async def test_tool_call_arguments_split_across_chunks(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        openai_stream(
+            [
+                content("Checking."),
+                call_start(0, "call_a", "get_weather"),
+                call_arguments(0, '{"ci'),
+                call_arguments(0, 'ty": "Pa'),
+                call_arguments(0, 'ris"}'),
+                finish("tool_calls"),
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    assert response.message.content == [
+        TextPart(text="Checking."),
+        ToolCallPart(id="call_a", name="get_weather", arguments={"city": "Paris"}),
+    ]
+    assert response.finish_reason == "tool_calls"
+    assert deltas.received == [
+        StreamDelta(kind="text", text="Checking."),
+        StreamDelta(kind="tool_call_start", call_id="call_a", name="get_weather"),
+        StreamDelta(kind="tool_call_delta", call_id="call_a", text='{"ci'),
+        StreamDelta(kind="tool_call_delta", call_id="call_a", text='ty": "Pa'),
+        StreamDelta(kind="tool_call_delta", call_id="call_a", text='ris"}'),
+        # Chat Completions never says a call ended: the end of the stream does.
+        StreamDelta(kind="tool_call_end", call_id="call_a"),
+    ]
+
+
+async def test_parallel_tool_calls_interleaved_by_index(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        openai_stream(
+            [
+                call_start(0, "call_a", "get_weather"),
+                call_start(1, "call_b", "get_weather"),
+                call_arguments(1, '{"city": '),
+                call_arguments(0, '{"city": '),
+                call_arguments(0, '"Paris"}'),
+                call_arguments(1, '"Oslo"}'),
+                finish("tool_calls"),
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    assert response.message.tool_calls == [
+        ToolCallPart(id="call_a", name="get_weather", arguments={"city": "Paris"}),
+        ToolCallPart(id="call_b", name="get_weather", arguments={"city": "Oslo"}),
+    ]
+    assert deltas.arguments("call_a") == '{"city": "Paris"}'
+    assert deltas.arguments("call_b") == '{"city": "Oslo"}'
+    assert [d.call_id for d in deltas.received if d.kind == "tool_call_end"] == ["call_a", "call_b"]
+
+
+async def test_servers_that_repeat_or_omit_the_call_id(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    # One server repeats id and name on every chunk; another never sends an id.
+    server.enqueue(
+        openai_stream(
+            [
+                call_start(0, "call_a", "get_weather", '{"city"'),
+                call_start(0, "call_a", "get_weather", ': "Rome"}'),
+                call_start(1, None, "list_files", ""),
+                finish("tool_calls"),
+            ]
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    assert response.message.tool_calls == [
+        ToolCallPart(id="call_a", name="get_weather", arguments={"city": "Rome"}),
+        ToolCallPart(id="chatcmpl-test123_1", name="list_files", arguments={}),
+    ]
+
+
+async def test_tool_call_cut_short_by_the_finish_is_still_returned(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    # finish_reason "length" in the middle of the arguments: the call is kept,
+    # with its broken arguments, for the loop to answer with an error.
+    server.enqueue(
+        openai_stream(
+            [call_start(0, "call_a", "get_weather"), call_arguments(0, '{"city": "Par'), finish("length")]
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    (call,) = response.message.tool_calls
+    assert call.id == "call_a" and call.arguments == {}
+    assert call.raw_arguments == '{"city": "Par'
+    assert call.arguments_error is not None and "not valid JSON" in call.arguments_error
+    assert response.finish_reason == "tool_calls"
+    assert response.raw_finish_reason == "length"
+    assert deltas.kinds() == ["tool_call_start", "tool_call_delta", "tool_call_end"]
+
+
+async def test_invalid_json_arguments_across_chunks_are_kept_with_an_error(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        openai_stream(
+            [
+                call_start(0, "call_x", "get_weather"),
+                call_arguments(0, "{city: "),
+                call_arguments(0, "Paris}"),
+                finish("tool_calls"),
+            ]
+        )
+    )
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]))
+
+    (call,) = response.message.tool_calls
+    assert call.arguments == {}
+    assert call.raw_arguments == "{city: Paris}"
+    assert call.arguments_error is not None and "not valid JSON" in call.arguments_error
+
+
+async def test_stream_cut_off_mid_answer_is_retryable_and_keeps_the_deltas_sent(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        openai_stream(
+            [content("The answer "), content("is "), call_start(0, "call_a", "get_weather")],
+            break_stream=True,
+        )
+    )
+    deltas = Deltas()
+
+    error = await complete_error_with(model, simple_request(), deltas)
+
+    assert error.type == "ModelStreamBroken"
+    assert not error.non_retryable
+    assert error.__cause__ is None
+    assert "broke off mid-answer" in error.message and "retried" in error.message
+    assert API_KEY not in error.message
+    assert deltas.received == [
+        StreamDelta(kind="text", text="The answer "),
+        StreamDelta(kind="text", text="is "),
+        StreamDelta(kind="tool_call_start", call_id="call_a", name="get_weather"),
+    ]
+
+
+async def test_error_event_mid_stream_is_retryable_and_redacted(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            body_chunks=[
+                sse_event(content("Partial")),
+                sse_event(
+                    {"error": {"message": f"The server had an error ({API_KEY})", "type": "server_error"}}
+                ),
+            ]
+        )
+    )
+    deltas = Deltas()
+
+    error = await complete_error_with(model, simple_request(), deltas)
+
+    assert error.type == "ModelStreamBroken"
+    assert not error.non_retryable
+    assert error.__cause__ is None
+    assert "The server had an error" in error.message and "server_error" in error.message
+    assert API_KEY not in error.message
+    assert deltas.text() == "Partial"
+
+
+@pytest.mark.parametrize("done", [True, False])
+async def test_stream_without_a_finish_reason_is_retryable(
+    server: OpenAIServer, model: OpenAIChatModel, done: bool
+) -> None:
+    server.enqueue(openai_stream([content("Half an ans")], done=done))
+
+    error = await complete_error(model)
+
+    assert error.type == "ModelStreamBroken"
+    assert not error.non_retryable
+    assert "no finish_reason" in error.message
+
+
+async def test_stream_ending_without_done_after_the_finish_is_accepted(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    server.enqueue(openai_stream([content("ok"), finish()], done=False))
+
+    response = await model.complete(simple_request())
+
+    assert response.message.text == "ok"
+    assert response.usage == Usage(requests=1)
+
+
+async def test_deltas_add_up_to_the_final_message(server: OpenAIServer, model: OpenAIChatModel) -> None:
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                content="Let me check the weather in both cities for you.",
+                tool_calls=[
+                    openai_tool_call("call_a", "get_weather", '{"city": "Paris", "units": "metric"}'),
+                    openai_tool_call("call_b", "get_weather", '{"city": "Oslo"}'),
+                ],
+                finish_reason="tool_calls",
+                extra_message_fields={"reasoning_content": "Two cities, two calls."},
+            )
+        )
+    )
+    deltas = Deltas()
+
+    response = await model.complete(simple_request(tools=[WEATHER_TOOL]), deltas)
+
+    message = response.message
+    assert deltas.text() == message.text == "Let me check the weather in both cities for you."
+    assert deltas.text("thinking") == "Two cities, two calls."
+    assert [(d.call_id, d.name) for d in deltas.received if d.kind == "tool_call_start"] == [
+        (c.id, c.name) for c in message.tool_calls
+    ]
+    for call in message.tool_calls:
+        assert json.loads(deltas.arguments(call.id)) == call.arguments
+    assert [d.call_id for d in deltas.received if d.kind == "tool_call_end"] == ["call_a", "call_b"]
+    assert len(deltas.received) > 10
+
+
+async def test_complete_without_on_delta_returns_the_same_answer(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    body = openai_completion(
+        content="Same either way.",
+        tool_calls=[openai_tool_call("call_a", "get_weather", '{"city": "Paris"}')],
+        finish_reason="tool_calls",
+    )
+    server.enqueue(ScriptedResponse(json_body=body), ScriptedResponse(json_body=body))
+
+    streamed = await model.complete(simple_request(), Deltas())
+    plain = await model.complete(simple_request())
+
+    assert streamed == plain
 
 
 # ---------------------------------------------------------------- errors over HTTP
