@@ -13,6 +13,7 @@ import inspect
 import json
 import os
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from temporalio import activity
 from activities.heartbeat import keep_heartbeating
 from activities.models import ModelResolver
 from activities.stream_publisher import DeltaPublisher
+from activities.transcripts import TranscriptCache
 from activities.workspace import truncate_output
 from agentloop.activity_io import (
     CallModelInput,
@@ -33,6 +35,7 @@ from agentloop.activity_io import (
 )
 from agentloop.errors import ToolError
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
+from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
 
 
 def format_tool_output(value: Any) -> str:
@@ -81,6 +84,7 @@ class AgentActivities:
             env_roots = os.environ.get("AGENTLOOP_WORKSPACE_ROOTS", "")
             workspace_roots = [r for r in env_roots.split(":") if r]
         self.workspace_roots = [Path(r).resolve() for r in workspace_roots] or None
+        self.transcripts = TranscriptCache()
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -100,19 +104,41 @@ class AgentActivities:
         model = self.models.resolve(input.model)
         started = time.monotonic()
         attempt = activity.info().attempt
+        request = await self._full_request(input)
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(keep_heartbeating())
             if input.stream_deltas and _streams(model):
                 publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
                 await stack.enter_async_context(publisher)
-                response = await model.complete(input.request, on_delta=publisher.add)
+                response = await model.complete(request, on_delta=publisher.add)
             else:
-                response = await model.complete(input.request)
+                response = await model.complete(request)
         return CallModelResult(
             response=response,
             latency_ms=(time.monotonic() - started) * 1000,
             attempt=activity.info().attempt,
         )
+
+    async def _full_request(self, input: CallModelInput) -> Any:
+        """The request with its transcript, system prompt and tools filled in
+        from the worker's cache (steps name their transcript by reference)."""
+        ref = input.transcript
+        if ref is None:
+            return input.request  # a step of a run started before transcripts by reference
+        info = activity.info()
+        handle = activity.client().get_workflow_handle(info.workflow_id or input.run_id, run_id=info.workflow_run_id)
+        timeout = timedelta(seconds=30)
+
+        async def fetch_context() -> ModelContext:
+            return await handle.query("model_context", result_type=ModelContext, rpc_timeout=timeout)
+
+        async def fetch_page(wanted: TranscriptRange) -> TranscriptPage:
+            return await handle.query("transcript", wanted, result_type=TranscriptPage, rpc_timeout=timeout)
+
+        system_prompt, tools, messages = await self.transcripts.resolve(
+            input.run_id, ref, fetch_context, fetch_page
+        )
+        return input.request.model_copy(update={"system_prompt": system_prompt, "tools": tools, "messages": messages})
 
     @activity.defn(name="execute_tool")
     async def execute_tool(self, input: ExecuteToolInput) -> ExecuteToolResult:

@@ -112,7 +112,9 @@ class DeltaPublisher:
             await asyncio.sleep(self.batch_seconds)
 
     async def _flush(self) -> None:
-        if not self._pending or self._broken:
+        # A flush cancelled half-way (the step ended) leaves its batch in the
+        # stream client's buffer; flushing again sends it, deduplicated.
+        if self._broken:
             return
         batch, self._pending = self._pending, []
         for event in batch:

@@ -118,6 +118,9 @@ class CallModelInput(BaseModel):
         request: The request for the provider.
         stream_deltas: Publish the provider's deltas on the run's event stream.
         stream_batch_seconds: Most time deltas wait before being published.
+        transcript: The conversation by reference; when set, ``request``
+            carries no messages, tools or system prompt, and the worker
+            fills them in from its cache and the run's queries.
     """
 
     run_id: str
@@ -126,6 +129,7 @@ class CallModelInput(BaseModel):
     request: ModelRequest
     stream_deltas: bool = True
     stream_batch_seconds: float = 0.1
+    transcript: TranscriptRef | None = None
 
 
 class CallModelResult(BaseModel):
@@ -140,6 +144,24 @@ class CallModelResult(BaseModel):
     response: ModelResponse
     latency_ms: float = 0.0
     attempt: int = 1
+
+
+class TranscriptRef(BaseModel):
+    """The transcript an LLM step is asked about, by reference (see
+    :mod:`agentloop.transcript`).
+
+    Attributes:
+        message_count: Messages in the transcript.
+        transcript_hash: Chained hash after the last of them.
+        context_hash: Hash of the system prompt and tools.
+    """
+
+    message_count: int
+    transcript_hash: str
+    context_hash: str
+
+
+CallModelInput.model_rebuild()
 
 
 class ResolveToolsInput(BaseModel):

@@ -98,9 +98,23 @@ class AgentRunHandle:
                 ``result`` holds messages, usage and report when it failed.
         """
         try:
-            return await self._handle.result()
+            result = await self._handle.result()
         except WorkflowFailureError as err:
-            raise _run_failed(self.run_id, err) from err
+            failed = _run_failed(self.run_id, err)
+            if failed.result is not None and failed.result.messages_omitted:
+                await self._fill_messages(failed.result)
+            raise failed from err
+        if result.messages_omitted:
+            await self._fill_messages(result)
+        return result
+
+    async def _fill_messages(self, result: AgentRunResult) -> None:
+        """Long runs leave their messages out of the Temporal result; fetch them."""
+        messages = await self.messages()
+        result.messages = messages[len(messages) - result.messages_omitted :]
+        if result.report_steps_omitted:
+            result.report = await self.report()
+            result.report_steps_omitted = False
 
     async def state(self) -> RunState:
         """Status, step, running tool calls, usage."""

@@ -22,6 +22,11 @@ RunStatus = Literal[
 ]
 
 
+#: Most bytes of messages a run's Temporal result carries (see
+#: :attr:`AgentRunResult.messages`).
+RESULT_MESSAGES_LIMIT = 64 * 1024
+
+
 class AgentRunInput(BaseModel):
     """The input of :class:`AgentRunWorkflow`.
 
@@ -47,6 +52,14 @@ class AgentRunResult(BaseModel):
         final_text: The last assistant text.
         error: What went wrong, when the run failed.
         messages: The messages the run added (assistant and tool results).
+            A run whose added messages exceed ``RESULT_MESSAGES_LIMIT`` bytes
+            leaves them out of its Temporal result (they are in its history
+            once already) and sets ``messages_omitted``;
+            :meth:`AgentRunHandle.result` fetches them with the ``messages``
+            query, so callers of the client see them either way.
+        messages_omitted: How many messages the Temporal result left out.
+        report_steps_omitted: The Temporal result's report leaves out its
+            steps (same rule as messages; the client fetches the full report).
         usage: Usage summed over the run.
         report: The full run report.
     """
@@ -57,6 +70,8 @@ class AgentRunResult(BaseModel):
     final_text: str = ""
     error: str | None = None
     messages: list[Message] = Field(default_factory=list)
+    messages_omitted: int = 0
+    report_steps_omitted: bool = False
     usage: Usage = Field(default_factory=Usage)
     report: AgentRunReport
 
@@ -67,7 +82,8 @@ class RunState(BaseModel):
     Attributes:
         run_id: The run id.
         status: Current status.
-        step: Steps started so far.
+        step: Steps finished so far (the step under way, if any, is ``step + 1``
+            as shown to people; zero-based it is ``step``).
         reason: Why it ended, once ended.
         error: Error message, when failed.
         running_tool_calls: Tool calls executing now.

@@ -66,8 +66,25 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, RUN_FAILED_ERROR_TYPE, describe_validation_error
     from agentloop.messages import Message, ToolCallPart, ToolResultPart
     from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
-    from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
+    from agentloop.run import (
+        RESULT_MESSAGES_LIMIT,
+        AgentRunInput,
+        AgentRunResult,
+        MessagesResult,
+        RunState,
+        RunStatus,
+    )
     from agentloop.spec import AgentSpec
+    from agentloop.activity_io import TranscriptRef
+    from agentloop.transcript import (
+        EMPTY_HASH,
+        ModelContext,
+        TranscriptPage,
+        as_range,
+        chain_hash,
+        context_hash,
+        page,
+    )
     from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from workflows.loop_logic import (
         FailRun,
@@ -91,6 +108,10 @@ TOOL_TIMEOUT_GRACE = timedelta(seconds=30)
 #: Patch marker of runs started with permissions, approvals, requires_action,
 #: stop and search attributes. Runs recorded before it replay without them.
 HITL_PATCH = "agentloop-hitl-1"
+
+#: Patch marker of runs whose LLM steps take the transcript by reference
+#: (and that may continue as new). Older runs replay passing it by value.
+LONG_RUNS_PATCH = "agentloop-long-runs-1"
 
 #: How many rejected-signal notes the ``state`` query keeps.
 REJECTED_SIGNALS_KEPT = 20
@@ -142,6 +163,9 @@ class AgentRunWorkflow:
         self._rejected: list[str] = []
         self._indexed: tuple[str, tuple[str, ...]] | None = None
         self._announced: RunStatus | None = None
+        self._by_reference = False
+        self._hashes: list[str] = []
+        self._model_context = ModelContext()
 
     # Queries -----------------------------------------------------------------
 
@@ -179,6 +203,17 @@ class AgentRunWorkflow:
         if report.completed_at is None:
             report.total_ms = _ms(workflow.now() - report.started_at)
         return report
+
+    @workflow.query(name="transcript")
+    def transcript(self, request: Any = None) -> TranscriptPage:
+        """Messages from an offset, with the transcript's hash: how a worker
+        fills its cache for an LLM step that names the transcript by reference."""
+        return page(self._messages, self._transcript_hashes(), as_range(request))
+
+    @workflow.query(name="model_context")
+    def model_context(self) -> ModelContext:
+        """The system prompt and tools every LLM step of this run uses."""
+        return self._model_context
 
     @workflow.query(name="pending")
     def pending(self) -> PendingWork:
@@ -326,6 +361,7 @@ class AgentRunWorkflow:
         self._run_id = workflow.info().workflow_id
         self._spec = input
         self._hitl = workflow.patched(HITL_PATCH)
+        self._by_reference = workflow.patched(LONG_RUNS_PATCH)
         self._messages = list(input.messages)
         self._input_count = len(self._messages)
         self._report = AgentRunReport(
@@ -351,6 +387,11 @@ class AgentRunWorkflow:
         if isinstance(tools, FailRun):
             return self._fail(tools.reason, tools.message)
         model_tools = tools + (spec.client_tools if self._hitl else [])
+        self._model_context = ModelContext(
+            system_prompt=spec.system_prompt,
+            tools=model_tools,
+            context_hash=context_hash(spec.system_prompt, model_tools),
+        )
 
         continuations = 0
         failed_tool_steps = 0
@@ -548,15 +589,32 @@ class AgentRunWorkflow:
     ) -> CallModelResult | FailRun:
         spec = input.spec
         started = workflow.now()
-        request = ModelRequest(
-            model=spec.model_name,
-            system_prompt=spec.system_prompt,
-            messages=list(self._messages),
-            tools=tools,
-            temperature=spec.temperature,
-            max_tokens=spec.max_tokens,
-            parallel_tool_calls=spec.parallel_tool_calls,
-        )
+        transcript = None
+        if self._by_reference:
+            # The worker fills in messages, system prompt and tools from its
+            # cache and this run's queries: history holds each message once.
+            request = ModelRequest(
+                model=spec.model_name,
+                messages=[],
+                temperature=spec.temperature,
+                max_tokens=spec.max_tokens,
+                parallel_tool_calls=spec.parallel_tool_calls,
+            )
+            transcript = TranscriptRef(
+                message_count=len(self._messages),
+                transcript_hash=self._transcript_hashes()[-1],
+                context_hash=self._model_context.context_hash,
+            )
+        else:
+            request = ModelRequest(
+                model=spec.model_name,
+                system_prompt=spec.system_prompt,
+                messages=list(self._messages),
+                tools=tools,
+                temperature=spec.temperature,
+                max_tokens=spec.max_tokens,
+                parallel_tool_calls=spec.parallel_tool_calls,
+            )
         try:
             result = await workflow.execute_activity(
                 "call_model",
@@ -567,6 +625,7 @@ class AgentRunWorkflow:
                     request=request,
                     stream_deltas=spec.stream_deltas,
                     stream_batch_seconds=spec.stream_batch_seconds,
+                    transcript=transcript,
                 ),
                 result_type=CallModelResult,
                 start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
@@ -685,6 +744,21 @@ class AgentRunWorkflow:
 
     # Bookkeeping -------------------------------------------------------------
 
+    def _transcript_hashes(self) -> list[str]:
+        """Chained hashes of the messages (see :mod:`agentloop.transcript`),
+        extended for messages appended since the last call."""
+        hashes = self._hashes
+        if len(hashes) > len(self._messages):
+            del hashes[len(self._messages):]
+        for message in self._messages[len(hashes):]:
+            hashes.append(chain_hash(hashes[-1] if hashes else EMPTY_HASH, message))
+        return hashes
+
+    def _replace_messages(self, messages: list[Message]) -> None:
+        """Rewrite the transcript (pruning, compaction): hashes start over."""
+        self._messages = messages
+        self._hashes = []
+
     def _emit(self, event_type: Any, **fields: Any) -> None:
         """Publish one event on the run's stream."""
         fields.setdefault("step", self._step)
@@ -735,15 +809,25 @@ class AgentRunWorkflow:
         self._report.total_ms = _ms(now - self._report.started_at)
         self._report.reason = reason
         self._report.error = error
+        added = self._messages[self._input_count :]
+        omitted = 0
+        report = self._report
+        if self._by_reference and sum(len(m.model_dump_json()) for m in added) > RESULT_MESSAGES_LIMIT:
+            # They are in history once already; the client fetches them (and
+            # the per-step report) by query.
+            added, omitted = [], len(added)
+            report = report.model_copy(update={"steps": []})
         return AgentRunResult(
             run_id=self._run_id,
             status=status,
             reason=reason,
             final_text=self._report.final_text,
             error=error,
-            messages=self._messages[self._input_count :],
+            messages=added,
+            messages_omitted=omitted,
+            report_steps_omitted=bool(omitted),
             usage=self._usage,
-            report=self._report,
+            report=report,
         )
 
     def _complete(self) -> AgentRunResult:
