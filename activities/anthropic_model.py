@@ -3,7 +3,8 @@
 Answers are always streamed: the events are read into a
 :class:`~agentloop.streaming.StepAccumulator`, which passes deltas on as they
 come and builds the whole answer. Request building
-(:func:`to_anthropic_request`) is a pure function.
+(:func:`to_anthropic_request`, which also marks the prompt-cache breakpoints)
+is a pure function.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ _CONTEXT_LENGTH_MESSAGE = re.compile(
     r"prompt is too long|exceeds? context limit|context window|maximum context length",
     re.IGNORECASE,
 )
+
+#: Content block types that may carry a ``cache_control`` breakpoint (of the
+#: ones :func:`to_anthropic_messages` writes: not ``thinking``).
+_CACHEABLE_BLOCKS = frozenset({"text", "image", "tool_use", "tool_result"})
 
 _DATA_URL = re.compile(r"^data:(?P<media_type>[^;,]+);base64,(?P<data>.*)$", re.DOTALL)
 
@@ -174,6 +179,13 @@ def anthropic_client_from_env() -> AsyncAnthropic:
 def to_anthropic_request(request: ModelRequest) -> dict[str, Any]:
     """Keyword arguments of ``messages.create`` for ``request`` (no ``stream``).
 
+    The stable prefix is marked for prompt caching with up to three
+    ``ephemeral`` breakpoints (the API allows four): on the last tool (tools
+    are fixed for a run), on the system prompt, sent as one text block, and
+    on the conversation's tail (see :func:`mark_conversation_tail`), so each
+    step reads the previous step's prefix from the cache and writes its own.
+    Without tools or a system prompt, those breakpoints are left out.
+
     ``max_tokens`` defaults to :data:`DEFAULT_MAX_TOKENS`. The SDK has no
     ``temperature`` argument any more, so a set temperature travels in
     ``extra_body``; unset, the model's default applies (newer models accept
@@ -183,21 +195,49 @@ def to_anthropic_request(request: ModelRequest) -> dict[str, Any]:
         ValueError: The conversation holds something the Messages API cannot
             express (see :func:`to_anthropic_messages`).
     """
+    messages = to_anthropic_messages(request.messages)
     params: dict[str, Any] = {
         "model": request.model,
         "max_tokens": request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS,
-        "messages": to_anthropic_messages(request.messages),
+        "messages": messages,
     }
     system = to_anthropic_system(request.system_prompt, request.messages)
     if system:
-        params["system"] = system
+        # A list of blocks, not a string, so the prompt can carry a breakpoint.
+        params["system"] = [{"type": "text", "text": system, "cache_control": cache_breakpoint()}]
     if request.tools:
-        params["tools"] = to_anthropic_tools(request.tools)
+        tools = to_anthropic_tools(request.tools)
+        tools[-1]["cache_control"] = cache_breakpoint()
+        params["tools"] = tools
         if not request.parallel_tool_calls:
             params["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+    mark_conversation_tail(messages)
     if request.temperature is not None:
         params["extra_body"] = {"temperature": request.temperature}
     return params
+
+
+def cache_breakpoint() -> dict[str, str]:
+    """A prompt-cache breakpoint: ``{"type": "ephemeral"}`` (the default 5-minute TTL)."""
+    return {"type": "ephemeral"}
+
+
+def mark_conversation_tail(messages: list[dict[str, Any]]) -> None:
+    """Put a cache breakpoint on the last cacheable block of the last message.
+
+    The API caches everything up to and including a marked block, and looks
+    back from a breakpoint for the longest prefix cached before, so marking
+    the tail on every step caches the conversation incrementally. Only
+    :data:`_CACHEABLE_BLOCKS` may carry ``cache_control`` (thinking blocks may
+    not), so trailing thinking blocks are passed over; a last message with no
+    cacheable block gets no breakpoint. ``messages`` is changed in place.
+    """
+    if not messages:
+        return
+    for block in reversed(messages[-1]["content"]):
+        if block.get("type") in _CACHEABLE_BLOCKS:
+            block["cache_control"] = cache_breakpoint()
+            return
 
 
 def to_anthropic_system(system_prompt: str, messages: list[Message]) -> str:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentloop.messages import ToolCallPart
+from agentloop.messages import ToolCallPart, ToolResultPart
 
 PermissionAction = Literal["allow", "ask", "deny"]
 
@@ -260,3 +260,22 @@ class DecisionAccepted(BaseModel):
 
     call_ids: list[str]
     still_pending: list[str] = Field(default_factory=list)
+
+
+class ToolGate(BaseModel):
+    """What happens to one tool call of a step before (or instead of) it runs.
+
+    Attributes:
+        call: The call.
+        permission: The policy's verdict, when the policy applied.
+        result: The answer decided without running (unknown tool, bad
+            arguments, denied by policy).
+        approval: Set while the call waits for an operator.
+        action: Set while the call waits for the client's output.
+    """
+
+    call: ToolCallPart
+    permission: PermissionCheck | None = None
+    result: ToolResultPart | None = None
+    approval: PendingApproval | None = None
+    action: PendingAction | None = None

@@ -179,6 +179,36 @@ class RequiresAction(_Event):
     actions: list[PendingAction]
 
 
+class ContextManaged(_Event):
+    """``agent.context.compacted``: the conversation was made smaller to fit
+    the context window: old tool outputs pruned, or older history replaced
+    by a summary.
+
+    Attributes:
+        kind: ``prune`` or ``summary``.
+        tokens_before: Estimated input tokens before.
+        tokens_after: Estimated input tokens after.
+        messages_affected: Tool results pruned, or messages summarised.
+        trigger: ``threshold`` (the estimate passed the policy's threshold)
+            or ``context_length_error`` (the provider refused the request).
+    """
+
+    type: Literal["agent.context.compacted"] = "agent.context.compacted"
+    kind: Literal["prune", "summary"]
+    tokens_before: int
+    tokens_after: int
+    messages_affected: int
+    trigger: Literal["threshold", "context_length_error"] = "threshold"
+
+
+class RunContinued(_Event):
+    """``agent.run.continued``: the run continues as a new Temporal run
+    (history kept short); the run id, the stream and its offsets go on."""
+
+    type: Literal["agent.run.continued"] = "agent.run.continued"
+    runs: int
+
+
 class RunCompleted(_Event):
     """``thread.run.completed``: the run ended ``completed`` or ``stopped``."""
 
@@ -221,6 +251,8 @@ AgentEvent = Annotated[
         ApprovalRequested,
         ApprovalResolved,
         RequiresAction,
+        ContextManaged,
+        RunContinued,
         RunCompleted,
         RunFailed,
         RunCancelled,

@@ -130,6 +130,8 @@ class AgentRunReport(BaseModel):
         total_usage: Usage summed over all steps.
         total_llm_time_ms: Time in LLM activities.
         total_tool_time_ms: Time in tool phases.
+        total_cost_usd: Cost of the run's usage at the model's price
+            (``agentloop.pricing``); None when the price is unknown.
     """
 
     id: str
@@ -147,3 +149,4 @@ class AgentRunReport(BaseModel):
     total_usage: Usage = Field(default_factory=Usage)
     total_llm_time_ms: float = 0.0
     total_tool_time_ms: float = 0.0
+    total_cost_usd: float | None = None

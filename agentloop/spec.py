@@ -6,6 +6,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from agentloop.activity_io import ToolDefinition
 from agentloop.approvals import DefaultPermission, PermissionRule
+from agentloop.context import ContextLayer, ContextPolicy, compose_system_prompt
+from agentloop.pricing import Budget, validate_budget
+
+#: What the model is asked before a run completes, with
+#: ``verify_before_completing``.
+DEFAULT_VERIFICATION_PROMPT = (
+    "Before you finish: check your work against the original request. If something is "
+    "missing or wrong, fix it now (use tools if needed). If everything is done, reply with "
+    "your final answer again."
+)
 
 #: Providers a model string may name, as ``provider:model``.
 KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
@@ -81,6 +91,20 @@ class AgentSpec(BaseModel):
             signal in the run's history; turn off for batch jobs nobody watches).
         stream_batch_seconds: Most time a delta waits before it is published;
             the first delta of a step goes at once.
+        system_layers: Extra named layers of the system prompt (seed 004):
+            stable layers first, then by priority, so providers' prompt
+            caches keep hitting; ``system_prompt`` is the first stable layer.
+        context: Context window management: with ``context_window_tokens``
+            set, old tool outputs are pruned and then older history is
+            summarised once the estimate passes ``threshold`` of the window.
+        budget: Cost and token limits; a run past one ends ``failed`` with
+            reason ``cost_limit``.
+        continue_as_new_every_steps: Continue the run as a new Temporal run
+            after this many steps (it always does when Temporal suggests
+            it); the run id stays the same. None: only when suggested.
+        verify_before_completing: Before completing, ask the model once to
+            check its work (``verification_prompt``); it may confirm or go on.
+        verification_prompt: The question asked.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -95,7 +119,7 @@ class AgentSpec(BaseModel):
     parallel_tool_calls: bool = True
     tool_timeout_seconds: float = Field(default=120.0, gt=0)
     tool_timeouts: dict[str, float] = Field(default_factory=dict)
-    tool_output_limit: int = Field(default=16_000, ge=256)
+    tool_output_limit: int = Field(default=16_000, ge=256, le=1_000_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     llm_timeout_seconds: float = Field(default=600.0, gt=0)
@@ -109,12 +133,31 @@ class AgentSpec(BaseModel):
     client_tools: list[ToolDefinition] = Field(default_factory=list)
     stream_deltas: bool = True
     stream_batch_seconds: float = Field(default=0.1, gt=0, le=10)
+    system_layers: list[ContextLayer] = Field(default_factory=list)
+    context: ContextPolicy = Field(default_factory=ContextPolicy)
+    budget: Budget = Field(default_factory=Budget)
+    continue_as_new_every_steps: int | None = Field(default=None, ge=1)
+    verify_before_completing: bool = False
+    verification_prompt: str = DEFAULT_VERIFICATION_PROMPT
 
     @field_validator("model")
     @classmethod
     def _check_model(cls, value: str) -> str:
         parse_model(value)
         return value
+
+    @model_validator(mode="after")
+    def _check_budget(self) -> AgentSpec:
+        validate_budget(self.model, self.budget)
+        return self
+
+    @property
+    def composed_system_prompt(self) -> str:
+        """``system_prompt`` and ``system_layers``, in cache-friendly order."""
+        if not self.system_layers:
+            return self.system_prompt
+        base = ContextLayer(name="system", content=self.system_prompt, priority=0, stable=True)
+        return compose_system_prompt([base, *self.system_layers])
 
     @model_validator(mode="after")
     def _check_client_tools(self) -> AgentSpec:

@@ -178,7 +178,8 @@ async def test_stream_broken_mid_answer_is_retried_without_duplicated_text(
     assert "".join(e.delta.text for e in deltas if e.attempt == 1) == text[: len("".join(
         e.delta.text for e in deltas if e.attempt == 1))]
     assert rendered_text(events) == {reset.message_id: text}
-    assert result.report.steps[0].usage.requests == 1
+    # Both attempts count as requests of the step.
+    assert result.report.steps[0].usage.requests == 2
 
 
 async def test_tool_call_arguments_stream_as_deltas(agent_client: AgentClient, worker, workspace: Path) -> None:

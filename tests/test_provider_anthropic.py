@@ -20,6 +20,7 @@ from activities.anthropic_model import (
     AnthropicChatModel,
     anthropic_image_source,
     map_anthropic_error,
+    mark_conversation_tail,
     to_anthropic_messages,
     to_anthropic_request,
     to_anthropic_system,
@@ -170,7 +171,7 @@ async def test_sends_the_whole_conversation_as_messages(
         "model": "claude-test",
         "max_tokens": 512,
         "stream": True,
-        "system": "You are terse.",
+        "system": [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}],
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "Weather in Paris and Oslo?"}]},
             {
@@ -194,6 +195,8 @@ async def test_sends_the_whole_conversation_as_messages(
                     {
                         "type": "image",
                         "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                        # The conversation's tail: cached incrementally.
+                        "cache_control": {"type": "ephemeral"},
                     },
                 ],
             },
@@ -203,6 +206,7 @@ async def test_sends_the_whole_conversation_as_messages(
                 "name": "get_weather",
                 "description": "Current weather for a city.",
                 "input_schema": WEATHER_TOOL.parameters,
+                "cache_control": {"type": "ephemeral"},
             }
         ],
         "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
@@ -221,7 +225,12 @@ async def test_defaults_max_tokens_and_sends_no_unset_options(
         "model": "claude-test",
         "max_tokens": DEFAULT_MAX_TOKENS,
         "stream": True,
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Hello", "cache_control": {"type": "ephemeral"}}],
+            }
+        ],
     }
     assert DEFAULT_MAX_TOKENS == 4096
 
@@ -259,6 +268,234 @@ async def test_large_max_tokens_are_sent_as_the_answer_streams(
     await model.complete(simple_request(max_tokens=100_000))
 
     assert server.requests[0].json["max_tokens"] == 100_000
+
+
+# ---------------------------------------------------------------- prompt caching
+
+EPHEMERAL = {"type": "ephemeral"}
+
+SEARCH_TOOL = ToolDefinition(
+    name="search",
+    description="Search the web.",
+    parameters={"type": "object", "properties": {"q": {"type": "string"}}},
+)
+
+
+def breakpoints(body: Any, where: str = "") -> list[str]:
+    """Where in ``body`` a ``cache_control`` is set, as paths like ``tools[1]``, sorted."""
+    found: list[str] = []
+    if isinstance(body, dict):
+        if "cache_control" in body:
+            found.append(where)
+        for key, value in body.items():
+            found += breakpoints(value, f"{where}.{key}" if where else key)
+    elif isinstance(body, list):
+        for index, value in enumerate(body):
+            found += breakpoints(value, f"{where}[{index}]")
+    return sorted(found)
+
+
+async def test_cache_breakpoints_on_last_tool_system_and_conversation_tail(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply())
+    request = ModelRequest(
+        model="claude-test",
+        system_prompt="You are terse.",
+        messages=[
+            Message.user("Weather in Paris?"),
+            Message(
+                role="assistant",
+                content=[
+                    ThinkingPart(text="One call.", signature="sig-1"),
+                    ToolCallPart(id="toolu_1", name="get_weather", arguments={"city": "Paris"}),
+                ],
+            ),
+            Message(
+                role="tool",
+                content=[ToolResultPart(id="toolu_1", name="get_weather", content="sunny, 24C")],
+            ),
+        ],
+        tools=[SEARCH_TOOL, WEATHER_TOOL],
+    )
+
+    await model.complete(request)
+
+    body = server.requests[0].json
+    # At most 4 are allowed; tools, system and the tail use 3.
+    assert breakpoints(body) == ["messages[2].content[0]", "system[0]", "tools[1]"]
+    assert body["system"] == [{"type": "text", "text": "You are terse.", "cache_control": EPHEMERAL}]
+    assert body["tools"][1]["cache_control"] == EPHEMERAL
+    assert body["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny, 24C", "cache_control": EPHEMERAL}
+    ]
+
+
+async def test_no_system_or_tool_breakpoints_without_them(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply())
+
+    await model.complete(simple_request(system_prompt=""))
+
+    body = server.requests[0].json
+    assert "system" not in body
+    assert "tools" not in body
+    assert breakpoints(body) == ["messages[0].content[0]"]
+
+
+async def test_system_messages_alone_still_get_a_system_breakpoint(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply())
+
+    await model.complete(simple_request(messages=[Message.system("Rule one."), Message.user("hi")]))
+
+    body = server.requests[0].json
+    assert body["system"] == [{"type": "text", "text": "Rule one.", "cache_control": EPHEMERAL}]
+    assert breakpoints(body) == ["messages[0].content[0]", "system[0]"]
+
+
+@pytest.mark.parametrize(
+    ("content", "marked"),
+    [
+        # Trailing thinking is passed over for the last block that may carry one.
+        (
+            [
+                ThinkingPart(text="First.", signature="sig-1"),
+                TextPart(text="Checking."),
+                ThinkingPart(text="Then.", signature="sig-2"),
+            ],
+            1,
+        ),
+        (
+            [
+                TextPart(text="Checking."),
+                ToolCallPart(id="toolu_1", name="get_weather", arguments={"city": "Oslo"}),
+                ThinkingPart(text="Done.", signature="sig-3"),
+            ],
+            1,
+        ),
+        ([ThinkingPart(text="Only thinking.", signature="sig-4")], None),
+    ],
+    ids=["text-before-thinking", "tool-use-before-thinking", "thinking-only"],
+)
+async def test_tail_breakpoint_never_lands_on_a_thinking_block(
+    server: AnthropicServer, model: AnthropicChatModel, content: list[Any], marked: int | None
+) -> None:
+    server.enqueue(text_reply())
+    request = simple_request(
+        messages=[Message.user("Weather in Oslo?"), Message(role="assistant", content=content)]
+    )
+
+    await model.complete(request)
+
+    body = server.requests[0].json
+    last = body["messages"][-1]
+    assert last["role"] == "assistant"
+    expected = [] if marked is None else [f"messages[1].content[{marked}]"]
+    assert breakpoints(body) == expected
+    for block in last["content"]:
+        if block["type"] == "thinking":
+            assert "cache_control" not in block
+
+
+async def test_tail_breakpoint_on_a_trailing_image(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(text_reply())
+    request = simple_request(
+        messages=[
+            Message(
+                role="user",
+                content=[TextPart(text="What is this?"), ImagePart(url="https://example.com/cat.png")],
+            )
+        ]
+    )
+
+    await model.complete(request)
+
+    body = server.requests[0].json
+    assert breakpoints(body) == ["messages[0].content[1]"]
+    assert body["messages"][0]["content"][1]["type"] == "image"
+
+
+async def test_breakpoint_moves_to_the_new_tail_and_the_prefix_stays_the_same(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    # Step 1 writes the cache; step 2 reads that prefix back and writes the rest.
+    server.enqueue(
+        ScriptedResponse(
+            json_body=anthropic_message(
+                [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}],
+                stop_reason="tool_use",
+                input_tokens=4,
+                output_tokens=20,
+                cache_read_input_tokens=0,
+                cache_creation_input_tokens=1500,
+            )
+        )
+    )
+    server.enqueue(
+        text_reply(
+            "Sunny.",
+            input_tokens=3,
+            output_tokens=6,
+            cache_read_input_tokens=1500,
+            cache_creation_input_tokens=40,
+        )
+    )
+    conversation = [Message.user("Weather in Paris?")]
+    first = await model.complete(
+        ModelRequest(model="claude-test", system_prompt="Be terse.", messages=conversation, tools=[WEATHER_TOOL])
+    )
+    conversation += [
+        first.message,
+        Message(role="tool", content=[ToolResultPart(id="toolu_1", name="get_weather", content="sunny")]),
+    ]
+
+    second = await model.complete(
+        ModelRequest(model="claude-test", system_prompt="Be terse.", messages=conversation, tools=[WEATHER_TOOL])
+    )
+
+    assert first.usage == Usage(input_tokens=1504, output_tokens=20, cached_input_tokens=0, requests=1)
+    assert second.usage == Usage(input_tokens=1543, output_tokens=6, cached_input_tokens=1500, requests=1)
+    one, two = (sent.json for sent in server.requests)
+    assert breakpoints(one) == ["messages[0].content[0]", "system[0]", "tools[0]"]
+    assert breakpoints(two) == ["messages[2].content[0]", "system[0]", "tools[0]"]
+    assert one["tools"] == two["tools"]
+    assert one["system"] == two["system"]
+    # Apart from the moved breakpoint, step 1's conversation is step 2's prefix.
+    del one["messages"][0]["content"][0]["cache_control"]
+    assert two["messages"][:1] == one["messages"]
+
+
+async def test_cache_read_only_usage_in_a_stream(
+    server: AnthropicServer, model: AnthropicChatModel
+) -> None:
+    server.enqueue(
+        anthropic_stream(
+            [
+                message_start(input_tokens=7, cache_read_input_tokens=2048, cache_creation_input_tokens=0),
+                block_start(0, {"type": "text", "text": ""}),
+                text_delta(0, "Hi"),
+                block_stop(0),
+                *message_end(output_tokens=2),
+            ]
+        )
+    )
+
+    response = await model.complete(simple_request())
+
+    assert response.usage == Usage(input_tokens=2055, output_tokens=2, cached_input_tokens=2048, requests=1)
+
+
+def test_mark_conversation_tail_without_messages_does_nothing() -> None:
+    messages: list[dict[str, Any]] = []
+
+    mark_conversation_tail(messages)
+
+    assert messages == []
 
 
 # ---------------------------------------------------------------- responses

@@ -459,6 +459,80 @@ async def test_missing_usage_counts_the_request(server: OpenAIServer, model: Ope
     assert response.usage == Usage(requests=1)
 
 
+@pytest.mark.parametrize(
+    "details",
+    [None, {}, {"cached_tokens": None}, {"audio_tokens": 0}],
+    ids=["null-details", "empty-details", "null-cached", "no-cached-field"],
+)
+async def test_usage_without_cached_tokens_counts_none_cached(
+    server: OpenAIServer, model: OpenAIChatModel, details: dict[str, Any] | None
+) -> None:
+    # vLLM, llama.cpp and Ollama send no (or partial) prompt_tokens_details.
+    usage = {"prompt_tokens": 90, "completion_tokens": 4, "total_tokens": 94, "prompt_tokens_details": details}
+    server.enqueue(openai_stream([content("ok"), finish(), openai_chunk(choices=False, usage=usage)]))
+
+    response = await model.complete(simple_request())
+
+    assert response.usage == Usage(input_tokens=90, output_tokens=4, cached_input_tokens=0, requests=1)
+
+
+async def test_usage_without_prompt_tokens_details_field(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    usage = {"prompt_tokens": 90, "completion_tokens": 4, "total_tokens": 94}
+    server.enqueue(openai_stream([content("ok"), finish(), openai_chunk(choices=False, usage=usage)]))
+
+    response = await model.complete(simple_request())
+
+    assert response.usage == Usage(input_tokens=90, output_tokens=4, cached_input_tokens=0, requests=1)
+
+
+async def test_cached_tokens_are_part_of_the_prompt_tokens_across_steps(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
+    # OpenAI caches a repeated prefix by itself: prompt_tokens counts the
+    # cached ones, so input_tokens is taken as is, never added to.
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                tool_calls=[openai_tool_call("call_1", "get_weather", '{"city": "Paris"}')],
+                finish_reason="tool_calls",
+                prompt_tokens=1100,
+                completion_tokens=20,
+                cached_tokens=None,
+            )
+        )
+    )
+    server.enqueue(
+        ScriptedResponse(
+            json_body=openai_completion(
+                content="Sunny.", prompt_tokens=1140, completion_tokens=3, cached_tokens=1024
+            )
+        )
+    )
+    conversation = [Message.user("Weather in Paris?")]
+    first = await model.complete(
+        simple_request(system_prompt="Be terse.", messages=conversation, tools=[WEATHER_TOOL])
+    )
+    conversation += [
+        first.message,
+        Message(role="tool", content=[ToolResultPart(id="call_1", name="get_weather", content="sunny")]),
+    ]
+
+    second = await model.complete(
+        simple_request(system_prompt="Be terse.", messages=conversation, tools=[WEATHER_TOOL])
+    )
+
+    assert first.usage == Usage(input_tokens=1100, output_tokens=20, cached_input_tokens=0, requests=1)
+    assert second.usage == Usage(input_tokens=1140, output_tokens=3, cached_input_tokens=1024, requests=1)
+    assert (first.usage + second.usage).cached_input_tokens == 1024
+    one, two = (sent.json for sent in server.requests)
+    # The cacheable prefix is sent unchanged, with no markup (that is Anthropic's).
+    assert one["tools"] == two["tools"]
+    assert two["messages"][: len(one["messages"])] == one["messages"]
+    assert "cache_control" not in json.dumps(two)
+
+
 async def test_no_choices_is_a_retryable_broken_stream(
     server: OpenAIServer, model: OpenAIChatModel
 ) -> None:

@@ -8,7 +8,6 @@ deterministic: no I/O, clocks or randomness, only ``workflow.now()``.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -39,21 +38,34 @@ with workflow.unsafe.imports_passed_through():
         PendingAction,
         PendingApproval,
         PendingWork,
-        PermissionCheck,
         StopRequest,
         SubmitToolOutputs,
+        ToolGate,
         ToolOutput,
         check_permission,
     )
+    from agentloop.context import (
+        TokenAnchor,
+        compaction_request_messages,
+        estimate_tokens,
+        make_anchor,
+        needs_management,
+        prune_target_tokens,
+        prune_tool_outputs,
+        split_for_compaction,
+    )
+    from agentloop.pricing import check_budget, run_cost
     from agentloop.events import (
         EVENTS_TOPIC,
         ApprovalRequested,
         ApprovalResolved,
+        ContextManaged,
         MessageCompleted,
         MessageCreated,
         RequiresAction,
         RunCancelled,
         RunCompleted,
+        RunContinued,
         RunCreated,
         RunFailed,
         RunStatusChanged,
@@ -71,6 +83,8 @@ with workflow.unsafe.imports_passed_through():
         AgentRunInput,
         AgentRunResult,
         MessagesResult,
+        PendingStep,
+        RunCarry,
         RunState,
         RunStatus,
     )
@@ -113,23 +127,23 @@ HITL_PATCH = "agentloop-hitl-1"
 #: (and that may continue as new). Older runs replay passing it by value.
 LONG_RUNS_PATCH = "agentloop-long-runs-1"
 
+#: The ApplicationError type providers' adapters give a request longer
+#: than the model's context window.
+CONTEXT_LENGTH_ERROR_TYPE = "ModelContextLengthExceeded"
+
+#: Events a run keeps in its stream when it continues as new.
+CARRIED_EVENTS = 1000
+
+#: Decided call ids a run remembers across continue-as-new (for "already
+#: decided" answers).
+CARRIED_ANSWERED = 1000
+
 #: How many rejected-signal notes the ``state`` query keeps.
 REJECTED_SIGNALS_KEPT = 20
 
 
 def _ms(delta: timedelta) -> float:
     return delta.total_seconds() * 1000
-
-
-@dataclass
-class _Gate:
-    """What happens to one tool call before (or instead of) running it."""
-
-    call: ToolCallPart
-    permission: PermissionCheck | None = None
-    result: ToolResultPart | None = None  # decided without running
-    approval: PendingApproval | None = None
-    action: PendingAction | None = None
 
 
 @workflow.defn(name="AgentRunWorkflow")
@@ -140,7 +154,8 @@ class AgentRunWorkflow:
     def __init__(self, input: AgentRunInput | dict[str, Any]) -> None:
         # The event stream (Temporal Workflow Streams): subscribers poll it
         # by offset; the LLM activity publishes deltas into it.
-        self._stream = WorkflowStream()
+        carry = input.carry if isinstance(input, AgentRunInput) else None
+        self._stream = WorkflowStream(prior_state=carry.stream if carry else None)
         self._events = self._stream.topic(EVENTS_TOPIC)
         self._run_id = workflow.info().workflow_id
         self._spec: AgentRunInput | None = None
@@ -166,6 +181,13 @@ class AgentRunWorkflow:
         self._by_reference = False
         self._hashes: list[str] = []
         self._model_context = ModelContext()
+        self._continuations = 0
+        self._failed_tool_steps = 0
+        self._anchor: TokenAnchor | None = None
+        self._verified = False
+        self._runs = 0
+        self._steps_this_run = 0
+        self._pending_step: PendingStep | None = None
 
     # Queries -----------------------------------------------------------------
 
@@ -364,13 +386,16 @@ class AgentRunWorkflow:
         self._by_reference = workflow.patched(LONG_RUNS_PATCH)
         self._messages = list(input.messages)
         self._input_count = len(self._messages)
-        self._report = AgentRunReport(
-            id=self._run_id,
-            model=input.spec.model,
-            started_at=workflow.now(),
-            user_message=next((m.text for m in reversed(self._messages) if m.role == "user"), ""),
-        )
-        self._emit(RunCreated, agent_name=input.spec.name, model=input.spec.model, input=list(input.messages))
+        if input.carry is not None:
+            self._restore(input.carry)
+        else:
+            self._report = AgentRunReport(
+                id=self._run_id,
+                model=input.spec.model,
+                started_at=workflow.now(),
+                user_message=next((m.text for m in reversed(self._messages) if m.role == "user"), ""),
+            )
+            self._emit(RunCreated, agent_name=input.spec.name, model=input.spec.model, input=list(input.messages))
         self._index()
         try:
             return await self._loop(input)
@@ -387,78 +412,283 @@ class AgentRunWorkflow:
         if isinstance(tools, FailRun):
             return self._fail(tools.reason, tools.message)
         model_tools = tools + (spec.client_tools if self._hitl else [])
+        system_prompt = spec.composed_system_prompt
         self._model_context = ModelContext(
-            system_prompt=spec.system_prompt,
+            system_prompt=system_prompt,
             tools=model_tools,
-            context_hash=context_hash(spec.system_prompt, model_tools),
+            context_hash=context_hash(system_prompt, model_tools),
         )
 
-        continuations = 0
-        failed_tool_steps = 0
         while True:
-            if self._stop is not None:
-                return self._stopped()
-            # Seams for later stages: context preparation and input guardrails go here.
-            step_report = StepReport(
-                index=self._step, type="initial" if self._step == 0 else "tool_followup"
-            )
-            self._report_step(step_report)
-            msg_id = message_id(self._run_id, self._step)
-            self._emit(StepCreated)
-            self._emit(MessageCreated, message_id=msg_id)
-            llm = await self._call_model(input, model_tools, step_report)
-            if isinstance(llm, FailRun):
-                return self._fail(llm.reason, llm.message)
-            response = llm.response
-            self._messages.append(response.message)
-            self._report_final_text(response.message.text)
-            self._emit(MessageCompleted, message_id=msg_id, message=response.message,
-                       usage=response.usage, finish_reason=response.finish_reason)
-            for tool_call in response.message.tool_calls:
-                self._emit(ToolCallCompletedByLLM, call=tool_call)
-
-            decision = decide_next_step(
-                response, spec=spec, continuations=continuations, limit_requires_action=self._hitl
-            )
-            if isinstance(decision, FinalAnswer):
-                return self._complete()
-            if isinstance(decision, FailRun):
-                return self._fail(decision.reason, decision.message)
-            if isinstance(decision, RequireAction):
-                gates = [self._require_action(c, "max_tool_call_continuations") for c in decision.calls]
-                continuations = 0
+            if self._pending_step is not None:
+                # Resumed after continue-as-new: the step's calls wait for people.
+                gates, step_report = self._pending_step.gates, self._pending_step.report
+                self._pending_step = None
+                self._report_step(step_report)
             else:
-                assert isinstance(decision, RunTools)
-                gates = [self._gate(spec, tools, c) for c in decision.calls]
-                continuations += 1
-            for gate in gates:
-                if gate.approval is not None:
-                    self._emit(ApprovalRequested, approval=gate.approval)
-            actions = [g.action for g in gates if g.action is not None]
-            if actions:
-                self._emit(RequiresAction, actions=actions)
-            self._index()
+                if self._stop is not None:
+                    return self._stopped()
+                if self._should_continue_as_new():
+                    await self._continue_as_new(input, None)
+                step = await self._take_step(input, tools, model_tools)
+                if isinstance(step, AgentRunResult):
+                    return step
+                if step is None:
+                    continue  # the verification prompt was added: one more step
+                gates, step_report = step
+                waiting = any(g.approval is not None or g.action is not None for g in gates)
+                if waiting and self._should_continue_as_new():
+                    # Waiting for people may take days: hand over a short history first.
+                    await self._continue_as_new(input, PendingStep(gates=gates, report=step_report))
 
             outcomes = await self._run_tools(input, gates, step_report)
             self._messages.append(Message(role="tool", content=[r for r, _ in outcomes]))
             if all(failed for _, failed in outcomes):
-                failed_tool_steps += 1
-                if failed_tool_steps >= spec.max_consecutive_failed_tool_steps:
+                self._failed_tool_steps += 1
+                if self._failed_tool_steps >= spec.max_consecutive_failed_tool_steps:
                     errors = "; ".join(f"{r.name}: {r.content}" for r, _ in outcomes)
                     return self._fail(
                         "tool_error",
                         f"every tool call of step {self._step + 1} failed ({errors})",
                     )
             else:
-                failed_tool_steps = 0
+                self._failed_tool_steps = 0
             self._step += 1
+            self._steps_this_run += 1
             if self._step >= spec.max_steps:
                 return self._fail("max_steps", max_steps_message(spec))
 
+    async def _take_step(
+        self, input: AgentRunInput, tools: list[ToolDefinition], model_tools: list[ToolDefinition]
+    ) -> tuple[list[ToolGate], StepReport] | AgentRunResult | None:
+        """One LLM step and its decision: the gated tool calls to run, the
+        run's end, or None when the loop should take another step at once."""
+        spec = input.spec
+        # Seam for input guardrails.
+        managed = await self._manage_context(input, trigger="threshold")
+        if isinstance(managed, FailRun):
+            return self._fail(managed.reason, managed.message)
+        step_report = StepReport(index=self._step, type="initial" if self._step == 0 else "tool_followup")
+        self._report_step(step_report)
+        msg_id = message_id(self._run_id, self._step)
+        self._emit(StepCreated)
+        self._emit(MessageCreated, message_id=msg_id)
+        sent = list(self._messages)
+        llm = await self._call_model(input, model_tools, step_report)
+        for _ in range(2):
+            if not (isinstance(llm, FailRun) and llm.reason == "context_length"):
+                break
+            # The provider refused the request as too long: compact, then retry the step.
+            managed = await self._manage_context(input, trigger="context_length_error")
+            if isinstance(managed, FailRun):
+                return self._fail(managed.reason, managed.message)
+            sent = list(self._messages)
+            llm = await self._call_model(input, model_tools, step_report)
+        if isinstance(llm, FailRun):
+            reason = "error" if llm.reason == "context_length" else llm.reason
+            return self._fail(reason, llm.message)
+        response = llm.response
+        self._anchor = make_anchor(sent, response.usage.input_tokens) if response.usage.input_tokens else None
+        self._messages.append(response.message)
+        self._report_final_text(response.message.text)
+        self._emit(MessageCompleted, message_id=msg_id, message=response.message,
+                   usage=response.usage, finish_reason=response.finish_reason)
+        for tool_call in response.message.tool_calls:
+            self._emit(ToolCallCompletedByLLM, call=tool_call)
+        over_budget = self._check_budget(spec)
+        if over_budget is not None:
+            return self._fail("cost_limit", over_budget)
+
+        decision = decide_next_step(
+            response, spec=spec, continuations=self._continuations, limit_requires_action=self._hitl
+        )
+        if isinstance(decision, FinalAnswer):
+            if spec.verify_before_completing and not self._verified and self._by_reference:
+                self._verified = True
+                self._messages.append(Message.user(spec.verification_prompt))
+                self._step += 1
+                self._steps_this_run += 1
+                if self._step >= spec.max_steps:
+                    return self._fail("max_steps", max_steps_message(spec))
+                return None
+            return self._complete()
+        if isinstance(decision, FailRun):
+            return self._fail(decision.reason, decision.message)
+        if isinstance(decision, RequireAction):
+            gates = [self._require_action(c, "max_tool_call_continuations") for c in decision.calls]
+            self._continuations = 0
+        else:
+            assert isinstance(decision, RunTools)
+            gates = [self._gate(spec, tools, c) for c in decision.calls]
+            self._continuations += 1
+        for gate in gates:
+            if gate.approval is not None:
+                self._emit(ApprovalRequested, approval=gate.approval)
+        actions = [g.action for g in gates if g.action is not None]
+        if actions:
+            self._emit(RequiresAction, actions=actions)
+        self._index()
+        return gates, step_report
+
+    # Long runs: context, budget, continue-as-new ------------------------------
+
+    def _check_budget(self, spec: AgentSpec) -> str | None:
+        if not self._by_reference:
+            return None
+        cost = run_cost(self._usage, spec.model, spec.budget)
+        assert self._report is not None
+        self._report.total_cost_usd = cost
+        return check_budget(self._usage, cost, spec.budget)
+
+    def _estimate(self, messages: list[Message]) -> int:
+        tools_chars = sum(len(t.model_dump_json()) for t in self._model_context.tools)
+        return estimate_tokens(messages, system_prompt=self._model_context.system_prompt,
+                               tools_json_chars=tools_chars, anchor=self._anchor)
+
+    async def _manage_context(self, input: AgentRunInput, *, trigger: str) -> FailRun | None:
+        """Prune old tool outputs, then summarise older history, when the
+        estimate passes the policy's threshold (seeds 001 and 004), or
+        always when the provider said the request was too long."""
+        policy = input.spec.context
+        forced = trigger == "context_length_error"
+        if not self._by_reference or (policy.context_window_tokens is None and not forced):
+            return None
+        before = self._estimate(self._messages)
+        if not forced and not needs_management(before, policy):
+            return None
+        target = prune_target_tokens(policy)
+        if target is not None:
+            pruned, count = prune_tool_outputs(self._messages, policy, target_tokens=target, estimate=self._estimate)
+            if count:
+                self._replace_messages(pruned)
+                after = self._estimate(self._messages)
+                self._emit(ContextManaged, kind="prune", tokens_before=before, tokens_after=after,
+                           messages_affected=count, trigger=trigger)
+                if not forced and not needs_management(after, policy):
+                    return None
+                before = after
+        split = split_for_compaction(self._messages, policy)
+        if split is None:
+            if forced:
+                return FailRun(
+                    "error",
+                    "the provider refused the request as longer than the model's context window, and "
+                    "there is no older history left to summarise; use a model with a larger window, "
+                    "lower tool_output_limit, or start with a shorter input",
+                )
+            return None
+        summary = await self._summarise(input, len(split.head), len(split.head) + len(split.to_summarise))
+        if isinstance(summary, FailRun):
+            return summary
+        compacted = split.with_summary(summary)
+        self._input_count = min(self._input_count, len(split.head))
+        self._replace_messages(compacted)
+        self._anchor = None
+        self._emit(ContextManaged, kind="summary", tokens_before=before, tokens_after=self._estimate(compacted),
+                   messages_affected=len(split.to_summarise), trigger=trigger)
+        return None
+
+    async def _summarise(self, input: AgentRunInput, start: int, end: int) -> str | FailRun:
+        """Ask the model for a summary of messages[start:end] (by reference)."""
+        spec = input.spec
+        policy = spec.context
+        request = ModelRequest(
+            model=spec.model_name,
+            system_prompt="You summarise conversations between a user and an AI agent, faithfully and briefly.",
+            messages=compaction_request_messages(self._messages[start:end], policy, kept_head=self._messages[:start]),
+            max_tokens=policy.reserve_output_tokens,
+        )
+        try:
+            result = await workflow.execute_activity(
+                "call_model",
+                CallModelInput(run_id=self._run_id, step=self._step, model=spec.model, request=request,
+                               stream_deltas=False),
+                result_type=CallModelResult,
+                start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
+                heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
+                retry_policy=RetryPolicy(maximum_attempts=spec.llm_max_attempts, maximum_interval=timedelta(seconds=60)),
+                cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+                summary="compact context",
+            )
+        except ActivityError as err:
+            _reraise_cancel(err)
+            cause = err.cause
+            detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            return FailRun("error", f"summarising older history to fit the context window failed: {detail}")
+        self._add_usage(result.response.usage, result.attempt)
+        text = result.response.message.text.strip()
+        if not text:
+            return FailRun("error", "summarising older history returned no text; the context could not be compacted")
+        return text
+
+    def _should_continue_as_new(self) -> bool:
+        if not self._by_reference or self._steps_this_run == 0:
+            return False
+        spec = self._spec.spec if self._spec else None
+        every = spec.continue_as_new_every_steps if spec else None
+        return workflow.info().is_continue_as_new_suggested() or (every is not None and self._steps_this_run >= every)
+
+    async def _continue_as_new(self, input: AgentRunInput, pending: PendingStep | None) -> None:
+        """Hand the run to a new Temporal run with a fresh, short history."""
+        assert self._report is not None
+        self._runs += 1
+        self._emit(RunContinued, runs=self._runs)
+        if pending is not None:
+            # Its report goes back in with the step when the next run resumes it.
+            self._report.steps = [s for s in self._report.steps if s is not pending.report]
+        # Keep the recent events: subscribers resume from their offset.
+        offset = self._stream._on_offset()
+        self._stream.truncate(max(0, offset - CARRIED_EVENTS))
+        pending_ids = {g.call.id for g in pending.gates} if pending else set()
+        carry = RunCarry(
+            input_count=self._input_count,
+            step=self._step,
+            usage=self._usage,
+            report=self._report,
+            continuations=self._continuations,
+            failed_tool_steps=self._failed_tool_steps,
+            stop=self._stop,
+            answered=sorted(self._answered)[-CARRIED_ANSWERED:],
+            decisions={k: v for k, v in self._decisions.items() if k in pending_ids},
+            outputs={k: v for k, v in self._outputs.items() if k in pending_ids},
+            announced=self._announced,
+            anchor=self._anchor,
+            verified=self._verified,
+            pending_step=pending,
+            runs=self._runs,
+        )
+        await self._stream.continue_as_new(
+            lambda state: [AgentRunInput(spec=input.spec, messages=self._messages,
+                                         carry=carry.model_copy(update={"stream": state}))]
+        )
+
+    def _restore(self, carry: RunCarry) -> None:
+        self._input_count = carry.input_count
+        self._step = carry.step
+        self._usage = carry.usage
+        self._report = carry.report
+        self._continuations = carry.continuations
+        self._failed_tool_steps = carry.failed_tool_steps
+        self._stop = carry.stop
+        self._answered = set(carry.answered)
+        self._decisions = dict(carry.decisions)
+        self._outputs = dict(carry.outputs)
+        self._announced = carry.announced  # type: ignore[assignment]
+        self._anchor = carry.anchor
+        self._verified = carry.verified
+        self._runs = carry.runs
+        self._pending_step = carry.pending_step
+        if carry.pending_step is not None:
+            for gate in carry.pending_step.gates:
+                if gate.approval is not None and gate.call.id not in self._decisions:
+                    self._approvals[gate.call.id] = gate.approval
+                if gate.action is not None and gate.call.id not in self._outputs:
+                    self._actions[gate.call.id] = gate.action
+
     # Before a call runs: policy, approvals, client-side calls ----------------
 
-    def _gate(self, spec: AgentSpec, tools: list[ToolDefinition], call: ToolCallPart) -> _Gate:
-        gate = _Gate(call=call)
+    def _gate(self, spec: AgentSpec, tools: list[ToolDefinition], call: ToolCallPart) -> ToolGate:
+        gate = ToolGate(call=call)
         if any(t.name == call.name for t in spec.client_tools) and self._hitl:
             return self._require_action(call, "client_tool")
         tool = next((t for t in tools if t.name == call.name), None)
@@ -491,7 +721,7 @@ class AgentRunWorkflow:
             self._approvals[call.id] = gate.approval
         return gate
 
-    def _require_action(self, call: ToolCallPart, reason: Any) -> _Gate:
+    def _require_action(self, call: ToolCallPart, reason: Any) -> ToolGate:
         action = PendingAction(
             call_id=call.id,
             tool_name=call.name,
@@ -501,9 +731,9 @@ class AgentRunWorkflow:
             reason=reason,
         )
         self._actions[call.id] = action
-        return _Gate(call=call, action=action)
+        return ToolGate(call=call, action=action)
 
-    async def _await_approval(self, gate: _Gate, report: ToolCallReport) -> ToolResultPart | None:
+    async def _await_approval(self, gate: ToolGate, report: ToolCallReport) -> ToolResultPart | None:
         """Wait for the operator; None means run the call."""
         assert gate.approval is not None
         call = gate.call
@@ -549,7 +779,7 @@ class AgentRunWorkflow:
         report.decision = "approve"
         return None
 
-    async def _await_output(self, gate: _Gate, report: ToolCallReport) -> ToolResultPart:
+    async def _await_output(self, gate: ToolGate, report: ToolCallReport) -> ToolResultPart:
         call = gate.call
         started = workflow.now()
         await workflow.wait_condition(lambda: call.id in self._outputs or self._stop is not None)
@@ -644,19 +874,28 @@ class AgentRunWorkflow:
             step_report.llm_latency_ms = _ms(workflow.now() - started)
             cause = err.cause
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            if isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH_ERROR_TYPE and self._by_reference:
+                return FailRun("context_length", f"LLM step {self._step + 1} failed: {detail}")  # type: ignore[arg-type]
             return FailRun("error", f"LLM step {self._step + 1} failed: {detail}")
         response = result.response
         step_report.llm_latency_ms = _ms(workflow.now() - started)
-        step_report.usage = response.usage
         step_report.finish_reason = response.finish_reason
-        self._usage = self._usage + response.usage
+        step_report.usage = self._add_usage(response.usage, result.attempt if self._by_reference else 1)
         assert self._report is not None
-        self._report.total_usage = self._usage
         self._report.total_llm_time_ms += step_report.llm_latency_ms
         return result
 
+    def _add_usage(self, usage: Usage, attempts: int) -> Usage:
+        """Count an LLM call's usage; every attempt Temporal made is a request."""
+        if attempts > usage.requests:
+            usage = usage.model_copy(update={"requests": attempts})
+        self._usage = self._usage + usage
+        assert self._report is not None
+        self._report.total_usage = self._usage
+        return usage
+
     async def _run_tools(
-        self, input: AgentRunInput, gates: list[_Gate], step_report: StepReport
+        self, input: AgentRunInput, gates: list[ToolGate], step_report: StepReport
     ) -> list[tuple[ToolResultPart, bool]]:
         """Run (or answer) every call of a step; results in call order, each
         with whether it counts as a failed call."""
@@ -675,7 +914,7 @@ class AgentRunWorkflow:
         return outcomes
 
     async def _run_tool(
-        self, input: AgentRunInput, gate: _Gate, step_report: StepReport
+        self, input: AgentRunInput, gate: ToolGate, step_report: StepReport
     ) -> tuple[ToolResultPart, bool]:
         spec = input.spec
         call = gate.call
