@@ -9,8 +9,11 @@ from collections.abc import AsyncIterator
 from temporalio import activity
 
 
-def heartbeat_interval(default: float = 5.0) -> float:
-    """How often to heartbeat: a third of the activity's heartbeat timeout."""
+def heartbeat_interval(default: float = 1.0) -> float:
+    """How often to heartbeat: every second, or a third of the activity's
+    heartbeat timeout when that is shorter. A cancel arrives on a heartbeat's
+    answer, so this (with the worker's 1 s heartbeat throttle) is how soon a
+    cancelled LLM call or tool notices."""
     timeout = activity.info().heartbeat_timeout
     if timeout is None:
         return default

@@ -22,6 +22,11 @@ from agentloop.messages import ToolCallPart, ToolResultPart
 
 PermissionAction = Literal["allow", "ask", "deny"]
 
+#: Most characters an operator's result or a client's output may have: well
+#: under Temporal's 2 MB payload limit (the run cuts it further, to the
+#: spec's ``tool_output_limit``, with a visible note).
+MAX_OUTPUT_CHARS = 1_000_000
+
 #: ``auto``: read-only tools are allowed, every other tool asks.
 DefaultPermission = Literal["auto", "allow", "ask", "deny"]
 
@@ -135,9 +140,9 @@ class ApprovalDecision(BaseModel):
 
     call_id: str = Field(min_length=1)
     decision: Decision = "approve"
-    reason: str | None = None
-    result: str | None = None
-    by: str | None = None
+    reason: str | None = Field(default=None, max_length=10_000)
+    result: str | None = Field(default=None, max_length=MAX_OUTPUT_CHARS)
+    by: str | None = Field(default=None, max_length=200)
 
 
 class ToolOutput(BaseModel):
@@ -152,7 +157,7 @@ class ToolOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     call_id: str = Field(min_length=1)
-    output: str
+    output: str = Field(max_length=MAX_OUTPUT_CHARS)
     is_error: bool = False
 
     @model_validator(mode="before")

@@ -7,10 +7,15 @@ the embedded Temporal dev server (SQLite in ``$AGENTLOOP_HOME``, default
 address to ``$AGENTLOOP_HOME/server.address`` while it runs.
 
 The ops commands (``approve``, ``submit``, ``stop``, ``cancel``, ``list``,
-``show``) talk to runs on ``TEMPORAL_ADDRESS``, or else on the embedded
-server another ``agentloop`` command is running; they never start a server
-or a worker. Exit codes: 0 done, 1 the run refused the request or was not
-found, 2 usage or configuration error.
+``show``, ``watch``) talk to runs on ``TEMPORAL_ADDRESS``, or else on the
+embedded server another ``agentloop`` command is running; they never start a
+server or a worker. Exit codes: 0 done, 1 the run refused the request or was
+not found, 2 usage or configuration error; ``run`` and ``watch`` exit 0 when
+the run completed or was stopped and 1 when it failed or was cancelled.
+
+``run`` and ``watch`` render the run's event stream (``agentloop.render``):
+a live view on a terminal, ``[step N] ...`` lines otherwise, or with
+``--jsonl`` one event per line and nothing else on stdout.
 """
 
 from __future__ import annotations
@@ -23,9 +28,8 @@ import getpass
 import json
 import logging
 import os
-import shlex
 import sys
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -35,10 +39,11 @@ from pydantic import ValidationError
 
 from agentloop.config import TemporalConfig
 from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, UserError, describe_validation_error
-from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.events import AgentEvent, ApprovalRequested, RunCompleted, is_terminal
+from agentloop.render import EventRenderer, approve_commands, args_json, make_renderer, submit_command, when
 
 if TYPE_CHECKING:
-    from agentloop.approvals import PendingAction, PendingApproval
+    from agentloop.approvals import PendingApproval
     from agentloop.client import AgentClient, AgentRunHandle
     from agentloop.run import AgentRunResult, RunState
 
@@ -214,74 +219,11 @@ async def session(
         yield Session(client=client, config=config, ui_url=ui_url)
 
 
-# Printing ---------------------------------------------------------------------
+# Following a run -----------------------------------------------------------------
 
-
-def _short(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def describe_message(message: Message, step: int) -> list[str]:
-    """Lines that show a new message as it arrives."""
-    lines: list[str] = []
-    for part in message.content:
-        # The final answer (no tool calls) is printed whole at the end, not here.
-        if isinstance(part, TextPart) and message.role == "assistant" and part.text and message.tool_calls:
-            lines.append(f"[step {step}] assistant: {_short(part.text)}")
-        elif isinstance(part, ThinkingPart):
-            lines.append(f"[step {step}] thinking: {_short(part.text)}")
-        elif isinstance(part, ToolCallPart):
-            args = json.dumps(part.arguments, ensure_ascii=False)
-            lines.append(f"[step {step}] tool call {part.name} {_short(args, 160)}")
-        elif isinstance(part, ToolResultPart):
-            status = "error" if part.is_error else "ok"
-            lines.append(f"[step {step}] tool result {part.name} ({status}): {_short(part.content, 160)}")
-    return lines
-
-
-def _args_json(arguments: dict[str, Any], limit: int = 160) -> str:
-    return _short(json.dumps(arguments, ensure_ascii=False), limit)
-
-
-def approve_commands(run_id: str, call_id: str) -> list[str]:
-    """The commands that decide a pending approval."""
-    base = f"agentloop approve {shlex.quote(run_id)} {shlex.quote(call_id)}"
-    return [base, f"{base} --deny --reason '...'", f"{base} --skip --result '...'"]
-
-
-def submit_command(run_id: str, actions: list[PendingAction]) -> str:
-    """One command that answers every pending action (they are answered together)."""
-    first, *rest = actions
-    command = f"agentloop submit {shlex.quote(run_id)} {shlex.quote(first.call_id)} OUTPUT"
-    for action in rest:
-        command += f" --output {shlex.quote(action.call_id)} OUTPUT"
-    return command
-
-
-def describe_approval(run_id: str, approval: PendingApproval) -> list[str]:
-    """Lines that announce a call waiting for a decision, with the commands that decide it."""
-    approve, deny, _skip = approve_commands(run_id, approval.call_id)
-    lines = [f"[step {approval.step}] approval needed: {approval.tool_name} "
-             f"{_args_json(approval.arguments)} (call {approval.call_id})"]
-    if approval.reason:
-        lines.append(f"  why: {approval.reason}")
-    if approval.expires_at:
-        lines.append(f"  denied automatically at {_when(approval.expires_at)} without a decision")
-    lines += [f"  approve: {approve}", f"  deny:    {deny}"]
-    return lines
-
-
-def describe_actions(run_id: str, actions: list[PendingAction]) -> list[str]:
-    """Lines that announce calls waiting for the client's outputs."""
-    lines = [f"[step {a.step}] waiting for client output: {a.tool_name} {_args_json(a.arguments)} "
-             f"(call {a.call_id}, {a.reason})" for a in actions]
-    lines.append(f"  submit: {submit_command(run_id, actions)}   (OUTPUT '-' reads stdin)")
-    return lines
-
-
-def _when(moment: datetime | None) -> str:
-    return moment.astimezone().strftime("%Y-%m-%d %H:%M:%S") if moment else "-"
+#: How long ``run``/``watch`` wait for a run's first event before saying that
+#: no worker may be answering (reading events needs one, even for ended runs).
+FIRST_EVENT_HINT_SECONDS = 15.0
 
 
 class _TerminalAnswers:
@@ -322,11 +264,12 @@ class _TerminalAnswers:
 class _Prompter:
     """Asks about pending approvals on a terminal, one at a time, and sends
     the answers; a call decided elsewhere (another terminal, an ops tool) is
-    dropped from the questions."""
+    dropped from the questions. ``say`` shows a line to the person."""
 
     handle: AgentRunHandle
     answers: _TerminalAnswers
     prompt_out: IO[str]
+    say: Callable[[str], None]
     queue: list[PendingApproval] = field(default_factory=list)
     asking: PendingApproval | None = None
     wants_reason: bool = False
@@ -335,10 +278,10 @@ class _Prompter:
     def ask(self, approval: PendingApproval) -> None:
         self.queue.append(approval)
 
-    async def step(self, pending_ids: set[str], out: IO[str]) -> None:
+    async def step(self, pending_ids: Collection[str]) -> None:
         """Drop questions nobody waits for, then ask the next one."""
         if self.asking is not None and self.asking.call_id not in pending_ids:
-            print(f"\n  ({self.asking.call_id} was decided elsewhere)", file=out, flush=True)
+            self.say(f"\n  ({self.asking.call_id} was decided elsewhere)")
             self.asking, self.wants_reason = None, False
         self.queue = [a for a in self.queue if a.call_id in pending_ids]
         if self.asking is None and self.queue and not self.closed:
@@ -351,18 +294,18 @@ class _Prompter:
         if self.wants_reason:
             text = "  reason, told to the model (Enter for none): "
         else:
-            text = (f"approve {self.asking.tool_name} {_args_json(self.asking.arguments, 100)}? "
+            text = (f"approve {self.asking.tool_name} {args_json(self.asking.arguments, 100)}? "
                     "[y]es/[n]o/[s]kip: ")
         print(text, end="", file=self.prompt_out, flush=True)
 
-    async def answer(self, line: str | None, out: IO[str]) -> None:
+    async def answer(self, line: str | None) -> None:
         """Act on one typed line."""
         from agentloop.approvals import ApprovalDecision
 
         if line is None:
-            self.closed = True
-            self.asking = None
-            print("\n  (no more input: waiting for a decision from elsewhere)", file=out, flush=True)
+            if self.asking is not None or self.queue:
+                self.say("\n  (no more input: waiting for a decision from elsewhere)")
+            self.closed, self.asking = True, None
             return
         approval = self.asking
         if approval is None:
@@ -383,87 +326,113 @@ class _Prompter:
         try:
             await self.handle.decide(decision)
         except DecisionRejected as exc:
-            print(f"  not sent: {exc}", file=out, flush=True)
+            self.say(f"  not sent: {exc}")
             return
         verb = {"approve": "approved", "deny": "denied", "skip": "skipped"}[decision.decision]
-        print(f"  {verb} {approval.call_id}", file=out, flush=True)
+        self.say(f"  {verb} {approval.call_id}")
+
+
+async def _stop_reason(handle: AgentRunHandle) -> str | None:
+    """Why a stopped run stopped: its result says, its terminal event does not."""
+    try:
+        return (await handle.result()).error
+    except AgentRunFailed:
+        return None
 
 
 async def follow(
-    handle: Any,
-    out: IO[str],
-    poll: float = 0.2,
+    handle: AgentRunHandle,
+    renderer: EventRenderer,
     *,
-    interactive: bool = False,
-    prompt_out: IO[str] | None = None,
-) -> Any:
-    """Print messages as they arrive until the run ends; return its result.
+    from_offset: int = 0,
+    prompter: _Prompter | None = None,
+) -> AgentEvent | None:
+    """Render the run's events from ``from_offset`` until it ends.
 
-    Calls that wait for approval or for client outputs are announced once,
-    with the commands that answer them. With ``interactive``, stdin is a
-    terminal: each approval is also asked there and the answer sent.
+    With a ``prompter`` (stdin is a terminal), each approval is also asked
+    there and the answer sent.
+
+    Returns:
+        The run's terminal event; None when the stream ended without one (a
+        terminated run, or ``from_offset`` past the end of an ended run).
     """
-    seen = 0
-    step = 0
-    announced: set[str] = set()
-    result_task = asyncio.ensure_future(handle.result())
-    prompter = None
-    if interactive:
-        prompter = _Prompter(handle, _TerminalAnswers(sys.stdin), prompt_out or sys.stderr)
+    events: asyncio.Queue[Any] = asyncio.Queue()
+    end = object()
+
+    async def pump() -> None:
+        try:
+            async for event in handle.events(from_offset):
+                events.put_nowait(event)
+        finally:
+            events.put_nowait(end)
+
+    pump_task = asyncio.ensure_future(pump())
+    next_event: asyncio.Future[Any] | None = None
     line_task: asyncio.Future[str | None] | None = None
+    terminal: AgentEvent | None = None
+    hinted = from_offset > 0  # past offset 0, a quiet stream is no sign of a missing worker
     try:
         while True:
-            done = result_task.done()
-            # State first: the messages fetched after it include the calls it
-            # reports as pending, so a call is shown before its approval.
-            try:
-                state = None if done else await handle.state()
-            except Exception:  # the first workflow task may not have run yet
-                state = None
-            try:
-                messages = await handle.messages()
-            except Exception:
-                messages = []
-            if seen == 0 and messages:
-                seen = sum(1 for m in messages if m.role == "user")  # the input
-            for message in messages[seen:]:
-                if message.role == "assistant":
-                    step += 1
-                for line in describe_message(message, step):
-                    print(line, file=out, flush=True)
-            seen = max(seen, len(messages))
-            if done:
-                return result_task.result()
-            if state is not None:
-                for approval in state.pending_approvals:
-                    if approval.call_id not in announced:
-                        announced.add(approval.call_id)
-                        for line in describe_approval(handle.run_id, approval):
-                            print(line, file=out, flush=True)
-                        if prompter is not None:
-                            prompter.ask(approval)
-                new_actions = [a for a in state.pending_actions if a.call_id not in announced]
-                if new_actions:
-                    announced.update(a.call_id for a in new_actions)
-                    for line in describe_actions(handle.run_id, state.pending_actions):
-                        print(line, file=out, flush=True)
-                if prompter is not None:
-                    await prompter.step({a.call_id for a in state.pending_approvals}, out)
-            waiting: list[asyncio.Future[Any]] = [result_task]
+            if next_event is None:
+                next_event = asyncio.ensure_future(events.get())
+            waiting: set[asyncio.Future[Any]] = {next_event}
             if prompter is not None and not prompter.closed:
                 if line_task is None:
                     line_task = asyncio.ensure_future(prompter.answers.lines.get())
-                waiting.append(line_task)
-            await asyncio.wait(waiting, timeout=poll, return_when=asyncio.FIRST_COMPLETED)
+                waiting.add(line_task)
+            done, _ = await asyncio.wait(waiting, timeout=None if hinted else FIRST_EVENT_HINT_SECONDS,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if not done:
+                hinted = True
+                print(f"(no events from run {handle.run_id} yet: reading them needs a worker on its task "
+                      "queue, even once the run has ended; is `agentloop worker` or `agentloop dev` running?)",
+                      file=sys.stderr, flush=True)
+                continue
+            if next_event.done():
+                hinted = True
+                # Render all that arrived before asking anything, so a
+                # replayed approval that is already decided is never asked.
+                batch = [next_event.result()]
+                next_event = None
+                while not events.empty():
+                    batch.append(events.get_nowait())
+                for event in batch:
+                    if event is end:
+                        await pump_task  # raises what reading the stream raised
+                        return terminal
+                    stop_reason = None
+                    if isinstance(event, RunCompleted) and event.status == "stopped":
+                        stop_reason = await _stop_reason(handle)
+                    renderer.render(event, stop_reason=stop_reason)
+                    if is_terminal(event):
+                        terminal = event
+                    elif prompter is not None and isinstance(event, ApprovalRequested):
+                        prompter.ask(event.approval)
+                if prompter is not None and terminal is None:
+                    await prompter.step(renderer.pending)
             if prompter is not None and line_task is not None and line_task.done():
                 line, line_task = line_task.result(), None
-                await prompter.answer(line, out)
+                await prompter.answer(line)
     finally:
-        for task in (result_task, line_task):
+        for task in (pump_task, next_event, line_task):
             if task is not None and not task.done():
                 task.cancel()
         if prompter is not None:
             prompter.answers.close()
+
+
+async def _exit_code(handle: AgentRunHandle, terminal: AgentEvent | None) -> int:
+    """0 for a run that completed or was stopped, 1 for one that failed or
+    was cancelled; a stream without a terminal event asks the run's result."""
+    if terminal is not None:
+        return 0 if isinstance(terminal, RunCompleted) else 1
+    try:
+        result = await handle.result()
+    except AgentRunFailed as failed:
+        print(f"agentloop: {failed}", file=sys.stderr)
+        return 1
+    print(f"run {handle.run_id} has ended ({result.status}); no more events", file=sys.stderr)
+    return 0
 
 
 # Commands ---------------------------------------------------------------------
@@ -499,35 +468,38 @@ async def cmd_run(args: argparse.Namespace) -> int:
     config = TemporalConfig.from_env()
     config.imports += args.imports
     embedded = config.address is None
+    renderer = make_renderer(jsonl=args.jsonl)
     async with session(config, with_worker=embedded or args.local_worker, workspace=workspace) as s:
         client = AgentClient(s.client, task_queue=s.config.task_queue)
         handle = await client.start(spec, args.instruction, run_id=args.run_id)
         print(f"run {handle.run_id} · {model} · workspace {workspace}", file=sys.stderr, flush=True)
+        prompter = None
+        if _stdin_is_terminal():
+            prompter = _Prompter(handle, _TerminalAnswers(sys.stdin), sys.stderr, renderer.note)
         try:
-            result = await follow(handle, sys.stdout, interactive=_stdin_is_terminal())
-        except AgentRunFailed as failed:
-            if failed.reason == "cancelled":
-                print(f"\nrun {handle.run_id} was cancelled (`agentloop cancel` or the Temporal UI); "
-                      f"`agentloop show {handle.run_id}` shows where it stopped", file=sys.stderr)
-                return 1
-            print(f"\nrun {handle.run_id} failed ({failed.reason}): "
-                  f"{failed.result.error if failed.result else failed}", file=sys.stderr)
-            return 1
+            terminal = await follow(handle, renderer, prompter=prompter)
         except (KeyboardInterrupt, asyncio.CancelledError):
             await handle.cancel()
             print(f"\nrun {handle.run_id} cancelled", file=sys.stderr)
             return 130
-        if result.status == "stopped":
-            print(f"\nrun {handle.run_id} stopped on request ({result.error or 'no reason given'})",
-                  file=sys.stderr)
-        print("\n" + result.final_text)
-        usage = result.usage
-        print(
-            f"\n[{result.report.step_count} steps, {result.report.tool_call_count} tool calls, "
-            f"{usage.input_tokens} in / {usage.output_tokens} out tokens]",
-            file=sys.stderr,
-        )
-        return 0
+        return await _exit_code(handle, terminal)
+
+
+async def cmd_watch(args: argparse.Namespace) -> int:
+    if args.from_offset < 0:
+        raise UserError(f"--from {args.from_offset}: an offset is 0 or more (an event's seq)")
+    from agentloop.search_attributes import AGENT_STATUS
+
+    client = await ops_client()
+    description = await _describe(client, args.run)
+    handle = client.get_handle(args.run)
+    status = _temporal_status(description)
+    if status == "running":  # the run's own word says more (e.g. awaiting_approval)
+        status = description.typed_search_attributes.get(AGENT_STATUS) or status
+    print(f"watching run {args.run} ({status}) from offset {args.from_offset}; "
+          "Ctrl-C stops watching, not the run", file=sys.stderr, flush=True)
+    terminal = await follow(handle, make_renderer(jsonl=args.jsonl), from_offset=args.from_offset)
+    return await _exit_code(handle, terminal)
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
@@ -757,7 +729,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
         return 0
     rows = [["RUN ID", "STATUS", "AGENT", "MODEL", "PENDING TOOLS", "STARTED"]]
     rows += [[r.run_id, str(r.status), r.agent_name or "-", r.model or "-",
-              ",".join(r.pending_tools) or "-", _when(r.started_at)] for r in runs]
+              ",".join(r.pending_tools) or "-", when(r.started_at)] for r in runs]
     print("\n".join(_table(rows)))
     return 0
 
@@ -825,23 +797,23 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
     lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
                  f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
     if started:
-        lines.append(f"  started:  {_when(started)}" + (f", ended {_when(closed)}" if closed else ""))
+        lines.append(f"  started:  {when(started)}" + (f", ended {when(closed)}" if closed else ""))
     for call in state.running_tool_calls:
-        lines.append(f"  running:  {call.name} {_args_json(call.arguments, 100)} (call {call.id})")
+        lines.append(f"  running:  {call.name} {args_json(call.arguments, 100)} (call {call.id})")
     if state.pending_approvals:
         lines.append("\npending approvals:")
         for a in state.pending_approvals:
-            lines.append(f"  {a.call_id}  {a.tool_name} {_args_json(a.arguments)}")
-            lines.append(f"    step {a.step}, asked at {_when(a.asked_at)}"
-                         + (f", denied automatically at {_when(a.expires_at)}" if a.expires_at else ""))
+            lines.append(f"  {a.call_id}  {a.tool_name} {args_json(a.arguments)}")
+            lines.append(f"    step {a.step}, asked at {when(a.asked_at)}"
+                         + (f", denied automatically at {when(a.expires_at)}" if a.expires_at else ""))
             if a.reason:
                 lines.append(f"    why: {a.reason}")
             lines += [f"    {command}" for command in approve_commands(state.run_id, a.call_id)]
     if state.pending_actions:
         lines.append("\npending actions (the client runs these and submits their outputs):")
         for action in state.pending_actions:
-            lines.append(f"  {action.call_id}  {action.tool_name} {_args_json(action.arguments)}")
-            lines.append(f"    step {action.step}, asked at {_when(action.asked_at)}, {action.reason}")
+            lines.append(f"  {action.call_id}  {action.tool_name} {args_json(action.arguments)}")
+            lines.append(f"    step {action.step}, asked at {when(action.asked_at)}, {action.reason}")
         lines.append(f"    {submit_command(state.run_id, state.pending_actions)}   (OUTPUT '-' reads stdin)")
     if state.rejected_signals:
         lines.append("\nrejected signals (newest last):")
@@ -879,6 +851,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "one; repeatable")
     run.add_argument("--yes", action="store_true", help="run every call without asking (tools named "
                      "with --ask still ask); by default read-only tools run and others ask")
+    run.add_argument("--jsonl", action="store_true", help="print the run's events, one JSON object a line, "
+                     "and nothing else on stdout")
     imports(run)
 
     dev = sub.add_parser("dev", help="keep a local Temporal server and a worker running")
@@ -933,6 +907,17 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--limit", type=int, default=50, help="most runs to show (default: 50)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
 
+    watch = sub.add_parser(
+        "watch", help="follow a run's events until it ends (a finished run's are replayed)",
+        description="Show a run's events as `agentloop run` does, from its start or from an offset, until "
+                    "the run ends. Exits 0 when it completed or was stopped, 1 when it failed or was cancelled.",
+    )
+    watch.add_argument("run", help="run id")
+    watch.add_argument("--from", dest="from_offset", type=int, default=0, metavar="OFFSET",
+                       help="start at this offset of the stream (an event's seq; default: 0, the start)")
+    watch.add_argument("--jsonl", action="store_true", help="one JSON object per event and line, "
+                       "and nothing else on stdout")
+
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
     show.add_argument("run", help="run id")
     show.add_argument("--json", action="store_true", help="the state as one JSON object")
@@ -952,7 +937,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     command = {
         "run": cmd_run, "dev": cmd_dev, "worker": cmd_worker, "approve": cmd_approve, "submit": cmd_submit,
-        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show,
+        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show, "watch": cmd_watch,
     }[args.command]
     try:
         return asyncio.run(command(args))
@@ -964,6 +949,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader went away (`agentloop watch RUN --jsonl | head`): stop
+        # quietly, and let nothing write to the closed pipe again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 def entrypoint() -> None:

@@ -58,6 +58,11 @@ from agentloop.spec import AgentSpec
 WORKFLOW_NAME = "AgentRunWorkflow"
 
 
+#: Largest run input :meth:`AgentClient.start` sends (Temporal's payload
+#: limit is 2 MB, and the run's first events carry the input again).
+MAX_INPUT_BYTES = 1_500_000
+
+
 def new_run_id() -> str:
     """A fresh run id."""
     return f"run-{uuid.uuid4().hex[:16]}"
@@ -143,6 +148,7 @@ class AgentRunHandle:
         converter = self._handle._client.data_converter.payload_converter
         offset = from_offset
         quiet_polls = 0
+        failures = 0
         while True:
             try:
                 batch = await self._handle.query(
@@ -153,9 +159,17 @@ class AgentRunHandle:
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
                     raise UserError(f"no run {self.run_id}: {err.message}") from None
-                # A run whose first task has not run yet, or a worker restarting: retry.
+                failures += 1
+                if "no poller" in err.message and failures >= 3:
+                    raise UserError(
+                        f"no worker answers for run {self.run_id} (a run's events are read from its "
+                        f"workflow, even after it ended): start a worker on its task queue ({err.message})"
+                    ) from None
+                # A run whose first task has not run yet, a continue-as-new
+                # hand-over, or a worker restarting: retry.
                 await asyncio.sleep(max(poll_interval, 0.2))
                 continue
+            failures = 0
             for item in batch.items:
                 payload = Payload()
                 payload.ParseFromString(base64.b64decode(item.data))
@@ -172,8 +186,9 @@ class AgentRunHandle:
             else:
                 quiet_polls += 1
                 # A run that closed without a terminal event (terminated, or
-                # started before events existed): stop once it is quiet.
-                if quiet_polls % 20 == 0:
+                # started before events existed), or an offset past the end
+                # of a closed run: stop once it is quiet.
+                if quiet_polls % 20 == 1:
                     description = await self._handle.describe()
                     if description.status != WorkflowExecutionStatus.RUNNING:
                         return
@@ -362,6 +377,13 @@ class AgentClient:
                 whose id is in use raises.
         """
         run_input = AgentRunInput(spec=spec, messages=_as_messages(input))
+        size = len(run_input.model_dump_json())
+        if size > MAX_INPUT_BYTES:
+            raise UserError(
+                f"the run's input is {size / 1e6:.1f} MB; Temporal refuses payloads over 2 MB and "
+                f"agentloop starts runs with at most {MAX_INPUT_BYTES / 1e6:.1f} MB. Put large documents "
+                "in the workspace and let the agent read them with its tools, or send a shorter thread"
+            )
         try:
             handle = await self.temporal.start_workflow(
                 WORKFLOW_NAME,

@@ -132,8 +132,8 @@ class ToolCallCompletedByLLM(_Event):
 
 
 class ToolExecutionStarted(_Event):
-    """``agent.tool.execution.started``: a call is being handled (it runs,
-    or is answered by policy, operator or client)."""
+    """``agent.tool.execution.started``: a call is being run, or answered by
+    policy, operator or client, now (after any wait for approval or output)."""
 
     type: Literal["agent.tool.execution.started"] = "agent.tool.execution.started"
     call: ToolCallPart
@@ -210,13 +210,15 @@ class RunContinued(_Event):
 
 
 class RunCompleted(_Event):
-    """``thread.run.completed``: the run ended ``completed`` or ``stopped``."""
+    """``thread.run.completed``: the run ended ``completed`` or ``stopped``
+    (then ``note`` says why, e.g. ``stopped: <the stop request's reason>``)."""
 
     type: Literal["thread.run.completed"] = "thread.run.completed"
     status: Literal["completed", "stopped"] = "completed"
     reason: RunReason = "done"
     final_text: str = ""
     usage: Usage = Field(default_factory=Usage)
+    note: str | None = None
 
 
 class RunFailed(_Event):

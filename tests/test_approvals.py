@@ -25,6 +25,7 @@ from agentloop import (
     register_scripted_model,
     reply,
 )
+from agentloop.messages import Message
 from agentloop.run import RunState
 from activities.scripted_model import last_tool_results
 
@@ -516,3 +517,63 @@ async def test_worker_registry_unchanged_by_policy(registry: ToolRegistry) -> No
         "shell_command": False,
         "write_file": False,
     }
+
+
+async def test_stop_during_the_last_allowed_step_ends_stopped(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow_step(request):
+        entered.set()
+        await release.wait()
+        return calls(call("read_file", {"file_path": "f.txt"}))
+
+    (workspace / "f.txt").write_text("content")
+    async with worker():
+        handle = await agent_client.start(spec(script(slow_step), max_steps=1), "read")
+        await asyncio.wait_for(entered.wait(), 30)
+        await handle.stop("enough")
+        await wait_state(handle, lambda s: s.stop_requested, "stop noted")
+        release.set()
+        result = await handle.result()
+    # Stopped, not failed for running out of steps.
+    assert (result.status, result.reason) == ("stopped", "stopped")
+
+
+async def test_client_tool_with_malformed_arguments_answers_the_model(
+    agent_client: AgentClient, worker
+) -> None:
+    from agentloop import ToolCallPart
+
+    def first(request):
+        results = last_tool_results(request)
+        if results:
+            return reply(f"{results[0].is_error}: {results[0].content[:40]}")
+        from agentloop import ModelResponse
+        bad = ToolCallPart(id="call_bad", name="lookup_order", arguments={}, arguments_error="not JSON",
+                           raw_arguments="{order")
+        return ModelResponse(message=Message(role="assistant", content=[bad]), finish_reason="tool_calls")
+
+    async with worker():
+        result = await agent_client.run(
+            spec(script(first, first), tools=[], client_tools=[LOOKUP], max_consecutive_failed_tool_steps=2), "go"
+        )
+    assert result.final_text == "True: Invalid arguments for tool 'lookup_order"
+
+
+async def test_sequential_approval_timeout_counts_from_when_asked(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("a.txt"), write("b.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(
+            spec(model, approval_timeout_seconds=2, parallel_tool_calls=False), "write both"
+        )
+        state = await wait_state(handle, awaiting(2), "both asked")
+        assert len({p.expires_at for p in state.pending_approvals}) == 1
+        result = await handle.result()
+    # Neither was decided: both time out at the same moment, not one after the other.
+    first, second = result.report.steps[0].tool_calls
+    assert first.decision == second.decision == "timeout"
+    assert second.waited_ms < 1000

@@ -29,6 +29,7 @@ def load(path: Path) -> WorkflowHistory:
 def test_histories_are_committed() -> None:
     assert {p.stem for p in HISTORIES} >= {
         "tools_parallel", "failed_length", "max_steps", "hitl_approvals", "hitl_client_tool_stop",
+        "long_compaction", "continue_as_new", "continue_as_new-2",
     }
 
 

@@ -106,6 +106,7 @@ with workflow.unsafe.imports_passed_through():
         RequireAction,
         RunTools,
         bad_arguments_message,
+        clip_output,
         decide_next_step,
         denied_message,
         max_steps_message,
@@ -188,6 +189,12 @@ class AgentRunWorkflow:
         self._runs = 0
         self._steps_this_run = 0
         self._pending_step: PendingStep | None = None
+        if carry is not None and isinstance(input, AgentRunInput):
+            # Restored here, before any handler runs: a decision delivered in
+            # the new run's first activation must find its pending call.
+            self._spec = input
+            self._messages = list(input.messages)
+            self._restore(carry)
 
     # Queries -----------------------------------------------------------------
 
@@ -384,11 +391,9 @@ class AgentRunWorkflow:
         self._spec = input
         self._hitl = workflow.patched(HITL_PATCH)
         self._by_reference = workflow.patched(LONG_RUNS_PATCH)
-        self._messages = list(input.messages)
-        self._input_count = len(self._messages)
-        if input.carry is not None:
-            self._restore(input.carry)
-        else:
+        if input.carry is None:
+            self._messages = list(input.messages)
+            self._input_count = len(self._messages)
             self._report = AgentRunReport(
                 id=self._run_id,
                 model=input.spec.model,
@@ -437,7 +442,7 @@ class AgentRunWorkflow:
                     continue  # the verification prompt was added: one more step
                 gates, step_report = step
                 waiting = any(g.approval is not None or g.action is not None for g in gates)
-                if waiting and self._should_continue_as_new():
+                if waiting and self._should_continue_as_new(in_step=True):
                     # Waiting for people may take days: hand over a short history first.
                     await self._continue_as_new(input, PendingStep(gates=gates, report=step_report))
 
@@ -455,6 +460,8 @@ class AgentRunWorkflow:
                 self._failed_tool_steps = 0
             self._step += 1
             self._steps_this_run += 1
+            if self._stop is not None:
+                return self._stopped()
             if self._step >= spec.max_steps:
                 return self._fail("max_steps", max_steps_message(spec))
 
@@ -621,12 +628,16 @@ class AgentRunWorkflow:
             return FailRun("error", "summarising older history returned no text; the context could not be compacted")
         return text
 
-    def _should_continue_as_new(self) -> bool:
-        if not self._by_reference or self._steps_this_run == 0:
+    def _should_continue_as_new(self, *, in_step: bool = False) -> bool:
+        """Whether to hand over now: Temporal suggests it, or this run has
+        taken ``continue_as_new_every_steps`` steps (counting the step under
+        way when it waits for people)."""
+        steps = self._steps_this_run + (1 if in_step else 0)
+        if not self._by_reference or steps == 0:
             return False
         spec = self._spec.spec if self._spec else None
         every = spec.continue_as_new_every_steps if spec else None
-        return workflow.info().is_continue_as_new_suggested() or (every is not None and self._steps_this_run >= every)
+        return workflow.info().is_continue_as_new_suggested() or (every is not None and steps >= every)
 
     async def _continue_as_new(self, input: AgentRunInput, pending: PendingStep | None) -> None:
         """Hand the run to a new Temporal run with a fresh, short history."""
@@ -690,6 +701,9 @@ class AgentRunWorkflow:
     def _gate(self, spec: AgentSpec, tools: list[ToolDefinition], call: ToolCallPart) -> ToolGate:
         gate = ToolGate(call=call)
         if any(t.name == call.name for t in spec.client_tools) and self._hitl:
+            if call.arguments_error is not None and self._by_reference:
+                gate.result = _error(call, bad_arguments_message(call))
+                return gate
             return self._require_action(call, "client_tool")
         tool = next((t for t in tools if t.name == call.name), None)
         if tool is None:
@@ -740,6 +754,10 @@ class AgentRunWorkflow:
         spec = self._spec.spec if self._spec else None
         timeout = spec.approval_timeout_seconds if spec else None
         started = workflow.now()
+        if timeout and gate.approval.expires_at is not None and self._by_reference:
+            # The clock started when the call was asked about (as `pending`
+            # shows), not when its turn came in a sequential step.
+            timeout = max(0.0, (gate.approval.expires_at - started).total_seconds())
         try:
             await workflow.wait_condition(
                 lambda: call.id in self._decisions or self._stop is not None,
@@ -753,7 +771,8 @@ class AgentRunWorkflow:
             self._index()
             report.decision = "timeout"
             report.waited_ms = _ms(workflow.now() - started)
-            return _error(call, denied_message(call, f"no decision within {timeout:g}s (approval timeout)"))
+            limit = spec.approval_timeout_seconds if spec else timeout
+            return _error(call, denied_message(call, f"no decision within {limit:g}s (approval timeout)"))
         report.waited_ms = _ms(workflow.now() - started)
         decision = self._decisions.get(call.id)
         if decision is None:  # stopped while waiting
@@ -772,10 +791,12 @@ class AgentRunWorkflow:
             return _error(call, denied_message(call, reason))
         if decision.decision == "skip":
             report.decision = "skip"
-            return ToolResultPart(id=call.id, name=call.name, content=decision.result or skipped_message(call))
+            content = clip_output(decision.result, spec.tool_output_limit) if decision.result and spec else None
+            return ToolResultPart(id=call.id, name=call.name, content=content or skipped_message(call))
         if decision.result is not None:
             report.decision = "override"
-            return ToolResultPart(id=call.id, name=call.name, content=decision.result)
+            limit = spec.tool_output_limit if spec else len(decision.result)
+            return ToolResultPart(id=call.id, name=call.name, content=clip_output(decision.result, limit))
         report.decision = "approve"
         return None
 
@@ -791,7 +812,9 @@ class AgentRunWorkflow:
             report.decision = "stopped"
             return _error(call, stopped_message(call))
         report.decision = "client"
-        return ToolResultPart(id=call.id, name=call.name, content=output.output, is_error=output.is_error)
+        limit = self._spec.spec.tool_output_limit if self._spec else len(output.output)
+        return ToolResultPart(id=call.id, name=call.name, content=clip_output(output.output, limit),
+                              is_error=output.is_error)
 
     # Activities --------------------------------------------------------------
 
@@ -921,9 +944,18 @@ class AgentRunWorkflow:
         report = ToolCallReport(call_id=call.id, tool_name=call.name, arguments=call.arguments)
         report.permission = gate.permission.action if gate.permission else None
         started = workflow.now()
-        self._emit(ToolExecutionStarted, call=call)
+        announced = False
+
+        def announce() -> None:
+            # After any wait for a decision or an output: "started" means the
+            # call is being run or answered now.
+            nonlocal announced
+            if not announced:
+                self._emit(ToolExecutionStarted, call=call)
+                announced = True
 
         def finish(result: ToolResultPart, *, failed: bool, skipped: bool = False) -> tuple[ToolResultPart, bool]:
+            announce()
             report.latency_ms = _ms(workflow.now() - started)
             report.result_size_bytes = len(result.content.encode())
             report.error = result.content if result.is_error else None
@@ -944,6 +976,7 @@ class AgentRunWorkflow:
                 return finish(answer, failed=False, skipped=True)
 
         timeout = spec.timeout_for(call.name)
+        announce()
         self._running_calls[call.id] = call
         try:
             result = await workflow.execute_activity(
@@ -1078,7 +1111,8 @@ class AgentRunWorkflow:
         assert self._stop is not None
         note = f"stopped: {self._stop.reason}" if self._stop.reason else "stopped by request"
         result = self._finish("stopped", "stopped", note)
-        self._emit(RunCompleted, status="stopped", reason="stopped", final_text=result.final_text, usage=self._usage)
+        self._emit(RunCompleted, status="stopped", reason="stopped", final_text=result.final_text, usage=self._usage,
+                   note=note)
         return result
 
     def _fail(self, reason: RunReason, message: str) -> AgentRunResult:

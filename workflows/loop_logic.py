@@ -131,3 +131,14 @@ def max_steps_message(spec: AgentSpec) -> str:
         f"the run used all {spec.max_steps} steps (AgentSpec.max_steps) without a final "
         "answer; raise max_steps or narrow the task"
     )
+
+
+def clip_output(text: str, limit: int) -> str:
+    """An operator's or client's answer cut to the spec's tool output limit,
+    head and tail kept, with a visible note (as tool outputs are)."""
+    if len(text) <= limit:
+        return text
+    head = limit * 2 // 3
+    tail = limit - head
+    omitted = len(text) - head - tail
+    return f"{text[:head]}\n[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]\n{text[len(text) - tail:]}"

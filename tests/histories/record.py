@@ -28,6 +28,7 @@ from agentloop import (
     reply,
 )
 from agentloop.activity_io import ToolDefinition
+from agentloop.context import ContextPolicy, is_summary_message
 from activities.builtin_tools import register_builtin_tools
 from agentloop.devserver import DevServer
 from workers.worker import build_worker, connect
@@ -58,6 +59,23 @@ async def drive_client_tool_then_stop(handle) -> None:
     await handle.submit_tool_outputs({"call_0_0": "order shipped"})
     await wait_pending(handle, 1)  # the write of step 2 waits for approval
     await handle.stop("enough")
+
+
+def compacting_script(request):
+    # Summariser requests get a summary; otherwise read the big file four
+    # times (calls counted from the tool results seen), then answer.
+    if request.system_prompt.startswith("You summarise"):
+        return reply("SUMMARY: the big file was read several times; it is all x.")
+    reads = sum(1 for m in request.messages for p in m.content if getattr(p, "type", "") == "tool_result")
+    summaries = sum(1 for m in request.messages if is_summary_message(m))
+    if reads + 2 * summaries < 4:
+        return calls(call("read_file", {"file_path": "big.txt"}), text="Reading it again. " * 200)
+    return reply("done reading")
+
+
+async def drive_continue_as_new(handle) -> None:
+    await wait_pending(handle, 1)  # the write waits, in the second Temporal run
+    await handle.approve("call_1_0")
 
 
 LOOKUP = ToolDefinition(name="lookup_order", parameters={"type": "object", "properties": {"id": {"type": "string"}}})
@@ -96,6 +114,23 @@ SCENARIOS = {
         dict(tools=["write_file"], client_tools=[LOOKUP]),
         drive_client_tool_then_stop,
     ),
+    # Pruning and a summary (patch agentloop-long-runs-1): a small window.
+    "long_compaction": (
+        compacting_script,
+        dict(tools=["read_file"], default_permission="allow", max_steps=12,
+             context=ContextPolicy(context_window_tokens=4096, reserve_output_tokens=512,
+                                   protect_recent_tool_results=1, keep_recent_messages=2)),
+    ),
+    # Continue-as-new while an approval waits: both Temporal runs recorded.
+    "continue_as_new": (
+        [
+            calls(call("list_dir", {"path": "."})),
+            calls(call("write_file", {"file_path": "f.txt", "content": "f"})),
+            reply("done"),
+        ],
+        dict(tools=["list_dir", "write_file"], continue_as_new_every_steps=2),
+        drive_continue_as_new,
+    ),
 }
 
 
@@ -104,6 +139,7 @@ async def main() -> None:
     register_builtin_tools(registry)
     with tempfile.TemporaryDirectory() as ws, DevServer() as server:
         (Path(ws) / "a.txt").write_text("alpha\n")
+        (Path(ws) / "big.txt").write_text("x" * 6000)
         await server.wait_ready()
         client = await connect(server.address)
         queue = f"record-{uuid.uuid4().hex[:8]}"
@@ -121,10 +157,14 @@ async def main() -> None:
                     await handle.result()
                 except AgentRunFailed:
                     pass
-                history = await handle.workflow_handle.fetch_history()
-                out = HERE / f"{name}.json"
-                out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-                print(f"wrote {out} ({len(history.events)} events)")
+                runs = [w async for w in client.list_workflows(f'WorkflowId="{handle.run_id}"')]
+                runs.sort(key=lambda w: w.start_time)
+                for index, execution in enumerate(runs):
+                    run = client.get_workflow_handle(handle.run_id, run_id=execution.run_id)
+                    history = await run.fetch_history()
+                    out = HERE / (f"{name}.json" if index == 0 else f"{name}-{index + 1}.json")
+                    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+                    print(f"wrote {out} ({len(history.events)} events)")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,332 @@
+"""Long runs on a real dev server: the transcript by reference, context
+pruning and compaction, the context-length error path, continue-as-new with
+a pending approval and a subscriber, budgets, self-verification, payload
+limits."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.exceptions import ApplicationError
+
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentSpec,
+    Message,
+    ToolRegistry,
+    UserError,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
+from agentloop.context import ContextPolicy, is_summary_message
+from agentloop.pricing import Budget, ModelPrice
+from activities.scripted_model import last_tool_results
+from tests.test_approvals import awaiting, wait_state
+
+
+def script(*steps) -> str:
+    name = f"l{uuid.uuid4().hex[:10]}"
+    register_scripted_model(name, list(steps) if len(steps) != 1 or not callable(steps[0]) else steps[0])
+    return f"scripted:{name}"
+
+
+def is_summary_request(request) -> bool:
+    return request.system_prompt.startswith("You summarise")
+
+
+def big_tools(registry: ToolRegistry, size: int = 3000) -> None:
+    @registry.tool
+    def dump(part: int) -> str:
+        """A large output."""
+        return f"part {part}: " + "x" * size
+
+
+def scheduled_inputs(history, activity: str) -> list[dict]:
+    return [
+        json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        for e in history.events
+        if e.HasField("activity_task_scheduled_event_attributes")
+        and e.activity_task_scheduled_event_attributes.activity_type.name == activity
+    ]
+
+
+# The transcript by reference -----------------------------------------------------
+
+
+async def test_llm_steps_name_the_transcript_and_a_new_worker_serves_them(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    (workspace / "a.txt").write_text("alpha")
+    seen: list[list[str]] = []
+
+    def step(request):
+        seen.append([m.role for m in request.messages])
+        results = last_tool_results(request)
+        if len(seen) == 1:
+            return calls(call("read_file", {"file_path": "a.txt"}))
+        if len(seen) == 2:
+            assert "alpha" in results[0].content
+            return calls(call("write_file", {"file_path": "b.txt", "content": "beta"}))
+        return reply(f"done: {results[0].content}")
+
+    model = script(step)
+    spec = AgentSpec(model=model, tools=["read_file", "write_file"], system_prompt="Be brief.")
+    async with worker():
+        handle = await agent_client.start(spec, "copy")
+        await wait_state(handle, awaiting(), "the write to wait")
+    # The first worker is gone; a new one (empty transcript cache) approves and finishes.
+    async with worker():
+        await handle.approve("call_1_0")
+        result = await handle.result()
+    assert result.status == "completed" and (workspace / "b.txt").read_text() == "beta"
+    assert seen == [["user"], ["user", "assistant", "tool"], ["user", "assistant", "tool", "assistant", "tool"]]
+    history = await handle.workflow_handle.fetch_history()
+    inputs = scheduled_inputs(history, "call_model")
+    # No LLM step carries messages, tools or the system prompt: only the reference.
+    assert [i["request"]["messages"] for i in inputs] == [[], [], []]
+    assert {i["request"]["system_prompt"] for i in inputs} == {""}
+    assert [i["transcript"]["message_count"] for i in inputs] == [1, 3, 5]
+    assert len({len(json.dumps(i)) for i in inputs}) <= 2  # the same size every step
+
+
+async def test_transcript_query_pages_and_hashes(agent_client: AgentClient, worker) -> None:
+    model = script(*[calls(call("list_dir", {"path": "."})) for _ in range(3)], reply("ok"))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "go")
+        await handle.result()
+        from agentloop.transcript import TranscriptPage, TranscriptRange, transcript_hashes
+
+        first = await handle.workflow_handle.query("transcript", TranscriptRange(start=0, max_bytes=200),
+                                                   result_type=TranscriptPage)
+        whole = await handle.workflow_handle.query("transcript", TranscriptRange(), result_type=TranscriptPage)
+    assert whole.total == 8 and len(whole.messages) == 8
+    assert 1 <= len(first.messages) < 8  # paged by size, at least one message
+    assert transcript_hashes(whole.messages)[-1] == whole.transcript_hash
+
+
+# Context management ---------------------------------------------------------------
+
+
+async def test_pruning_then_compaction_keep_the_run_within_its_window(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    big_tools(registry)
+    requests: list[int] = []
+
+    def step(request):
+        if is_summary_request(request):
+            return reply("SUMMARY: parts 0 to 3 were dumped; all looked fine.")
+        done = len(requests)  # compaction removes old assistant messages: count calls instead
+        requests.append(sum(len(m.model_dump_json()) for m in request.messages))
+        if done < 6:
+            return calls(call("dump", {"part": done}), text="Dumping the next part. " * 120)
+        return reply("finished")
+
+    policy = ContextPolicy(context_window_tokens=4096, reserve_output_tokens=512, protect_recent_tool_results=1,
+                           keep_recent_messages=2)
+    model = script(step)
+    async with worker():
+        handle = await agent_client.start(
+            AgentSpec(model=model, tools=["dump"], context=policy, default_permission="allow", max_steps=20),
+            "dump everything",
+        )
+        events = [e async for e in handle.events()]
+        result = await handle.result()
+        messages = await handle.messages()
+    assert result.status == "completed" and result.final_text == "finished"
+    managed = [e for e in events if e.type == "agent.context.compacted"]
+    kinds = [e.kind for e in managed]
+    assert "prune" in kinds and "summary" in kinds
+    assert all(e.tokens_after < e.tokens_before for e in managed)
+    assert all(e.trigger == "threshold" for e in managed)
+    assert messages[0].role == "user" and messages[0].text == "dump everything"  # the task stays verbatim
+    assert any(is_summary_message(m) for m in messages)
+    # Every request stayed well under the window (4096 tokens ~ 16 KB).
+    assert max(requests) < 16_000
+    history = await handle.workflow_handle.fetch_history()
+    summaries = [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+                 and e.user_metadata.summary.data == b'"compact context"']
+    assert len(summaries) == len([k for k in kinds if k == "summary"])
+
+
+async def test_context_length_error_compacts_and_retries(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    big_tools(registry, size=500)
+    refused: list[int] = []
+
+    def step(request):
+        if is_summary_request(request):
+            return reply("SUMMARY: three parts dumped.")
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if len(request.messages) > 6 and not any(is_summary_message(m) for m in request.messages):
+            refused.append(len(request.messages))
+            raise ApplicationError("This model's maximum context length is 100 tokens", type="ModelContextLengthExceeded",
+                                   non_retryable=True)
+        if done < 4:
+            return calls(call("dump", {"part": done}))
+        return reply("fits now")
+
+    model = script(step)
+    async with worker():
+        handle = await agent_client.start(
+            AgentSpec(model=model, tools=["dump"], default_permission="allow",
+                      context=ContextPolicy(keep_recent_messages=2)),
+            "dump",
+        )
+        events = [e async for e in handle.events()]
+        result = await handle.result()
+    assert result.status == "completed" and result.final_text == "fits now"
+    assert refused == [7]
+    (compacted,) = [e for e in events if e.type == "agent.context.compacted"]
+    assert (compacted.kind, compacted.trigger) == ("summary", "context_length_error")
+
+
+async def test_context_length_error_with_nothing_to_compact_fails_clearly(agent_client: AgentClient, worker) -> None:
+    def step(request):
+        raise ApplicationError("prompt is too long", type="ModelContextLengthExceeded", non_retryable=True)
+
+    async with worker():
+        with pytest.raises(AgentRunFailed) as info:
+            await agent_client.run(AgentSpec(model=script(step)), "x" * 1000)
+    assert info.value.reason == "error"
+    assert "no older history left to summarise" in info.value.result.error
+
+
+# Continue-as-new ------------------------------------------------------------------
+
+
+async def test_continue_as_new_with_a_pending_approval_and_a_subscriber(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    def step(request):
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if done == 0:
+            return calls(call("list_dir", {"path": "."}))
+        if done == 1:
+            return calls(call("write_file", {"file_path": "out.txt", "content": "after"}))
+        return reply("written: " + last_tool_results(request)[0].content)
+
+    # The second step waits for approval: the run hands over while it waits.
+    spec = AgentSpec(model=script(step), tools=["list_dir", "write_file"], continue_as_new_every_steps=2)
+    async with worker():
+        handle = await agent_client.start(spec, "write after looking")
+        first_run = (await handle.workflow_handle.describe()).run_id
+        events = []
+
+        async def subscribe() -> None:
+            async for event in handle.events():
+                events.append(event)
+
+        subscriber = asyncio.ensure_future(subscribe())
+        state = await wait_state(handle, lambda s: s.status == "awaiting_approval"
+                                 and any(e.type == "agent.run.continued" for e in events), "continue-as-new")
+        second_run = (await handle.workflow_handle.describe()).run_id
+        assert second_run != first_run
+        assert [p.call_id for p in state.pending_approvals] == ["call_1_0"]
+        await handle.approve("call_1_0")
+        result = await handle.result()
+        await asyncio.wait_for(subscriber, 30)
+    assert result.status == "completed" and (workspace / "out.txt").read_text() == "after"
+    assert result.final_text.startswith("written: ")
+    assert result.report.step_count == 3 and [s.index for s in result.report.steps] == [0, 1, 2]
+    assert result.report.steps[1].tool_calls[0].decision == "approve"
+    types = [e.type for e in events]
+    # One stream across both Temporal runs: contiguous offsets, one terminal event.
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert types.count("agent.run.created") == 1 and types[-1] == "thread.run.completed"
+    assert types.index("agent.tool.approval.requested") < types.index("agent.run.continued") \
+        < types.index("agent.tool.approval.resolved")
+    first = agent_client.temporal.get_workflow_handle(handle.run_id, run_id=first_run)
+    first_history = await first.fetch_history()
+    assert first_history.events[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+
+
+async def test_continue_as_new_every_n_steps_keeps_each_history_short(agent_client: AgentClient, worker) -> None:
+    model = script(*[calls(call("list_dir", {"path": "."})) for _ in range(6)], reply("done"))
+    spec = AgentSpec(model=model, tools=["list_dir"], continue_as_new_every_steps=2, max_steps=10)
+    async with worker():
+        handle = await agent_client.start(spec, "list six times")
+        result = await handle.result()
+        runs = [w async for w in agent_client.temporal.list_workflows(f'WorkflowId="{handle.run_id}"')]
+    assert result.status == "completed" and result.report.step_count == 7
+    assert len(result.messages) == 13  # every message of the run, across all its Temporal runs
+    assert len(runs) == 4  # 2 + 2 + 2 + 1 steps
+
+
+# Budgets and verification -----------------------------------------------------------
+
+
+async def test_cost_limit_ends_the_run_with_a_clear_reason(agent_client: AgentClient, worker) -> None:
+    name = f"l{uuid.uuid4().hex[:10]}"
+    register_scripted_model(name, [calls(call("list_dir", {"path": "."})) for _ in range(5)])
+    budget = Budget(cost_limit_usd=0.05, prices={f"scripted:{name}": ModelPrice(input_per_mtok=1000, output_per_mtok=1000)})
+    async with worker():
+        with pytest.raises(AgentRunFailed) as info:
+            await agent_client.run(AgentSpec(model=f"scripted:{name}", tools=["list_dir"], budget=budget), "spend")
+    assert info.value.reason == "cost_limit"
+    assert "over AgentSpec.budget.cost_limit_usd=$0.05" in info.value.result.error
+    assert info.value.result.report.total_cost_usd > 0.05
+
+
+async def test_token_budget(agent_client: AgentClient, worker) -> None:
+    model = script(*[calls(call("list_dir", {"path": "."})) for _ in range(5)])
+    async with worker():
+        with pytest.raises(AgentRunFailed) as info:
+            await agent_client.run(AgentSpec(model=model, tools=["list_dir"], budget=Budget(max_total_tokens=100)), "go")
+    assert info.value.reason == "cost_limit" and "max_total_tokens=100" in info.value.result.error
+
+
+def test_cost_limit_needs_a_known_price() -> None:
+    with pytest.raises(ValueError, match="budget"):
+        AgentSpec(model="openai:some-unpriced-model", budget=Budget(cost_limit_usd=1))
+
+
+async def test_self_verification_asks_once_before_completing(agent_client: AgentClient, worker) -> None:
+    def step(request):
+        last = request.messages[-1]
+        if last.role == "user" and "check your work" in last.text:
+            return reply("Checked: the answer stands. 4")
+        return reply("4")
+
+    async with worker():
+        result = await agent_client.run(AgentSpec(model=script(step), verify_before_completing=True), "2+2?")
+    assert result.final_text == "Checked: the answer stands. 4"
+    assert [m.role for m in result.messages] == ["assistant", "user", "assistant"]
+    assert result.report.step_count == 2
+
+
+# Payload limits ----------------------------------------------------------------------
+
+
+async def test_oversized_input_is_refused_before_starting(agent_client: AgentClient) -> None:
+    with pytest.raises(UserError, match="Temporal refuses payloads over 2 MB"):
+        await agent_client.start(AgentSpec(model="scripted:demo"), [Message.user("x" * 2_000_000)])
+
+
+async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentClient, worker) -> None:
+    from agentloop import ToolDefinition
+
+    def step(request):
+        results = last_tool_results(request)
+        if not results:
+            return calls(call("fetch_blob"))
+        return reply(f"got {len(results[0].content)} chars")
+
+    async with worker():
+        handle = await agent_client.start(
+            AgentSpec(model=script(step), client_tools=[ToolDefinition(name="fetch_blob")], tool_output_limit=1000),
+            "fetch",
+        )
+        await wait_state(handle, lambda s: s.status == "requires_action", "requires_action")
+        await handle.submit_tool_outputs({"call_0_0": "y" * 50_000})
+        result = await handle.result()
+    content = result.messages[1].tool_results[0].content
+    assert len(content) < 1200 and "characters cut: the answer exceeded tool_output_limit" in content
