@@ -4,7 +4,8 @@ Runs, on one local dev server (fast polling: transfer/timer MaxPollRPS=1000):
 
 * floor: a bare workflow that runs 2*N sequential no-op activities;
 * agentloop: an N-step run with a scripted model, one trivial tool call per
-  step (so 2*N activities too: N LLM steps and N tool calls).
+  step (so 2*N activities too: N LLM steps and N tool calls), with its
+  deltas streamed (the default: one signal per step here) and without.
 
 Prints ms per activity for both and their ratio. Usage::
 
@@ -61,7 +62,8 @@ async def main(steps: int, repeat: int) -> None:
         agents = AgentClient(client, task_queue=queue)
         spec = AgentSpec(model="scripted:bench", tools=["ping"], max_steps=steps + 1,
                          default_permission="allow")
-        floor_ms, agent_ms = [], []
+        quiet = spec.model_copy(update={"stream_deltas": False})
+        floor_ms, agent_ms, quiet_ms = [], [], []
         async with floor_worker, agent_worker:
             # Warm up both paths once.
             await client.execute_workflow(FloorWorkflow.run, 2, id=f"w-{uuid.uuid4()}", task_queue=queue + "-floor")
@@ -76,12 +78,17 @@ async def main(steps: int, repeat: int) -> None:
                 result = await agents.run(spec, "go")
                 agent_ms.append((time.perf_counter() - t) * 1000 / (2 * steps))
                 assert result.report.step_count == steps
-    floor, agent = statistics.median(floor_ms), statistics.median(agent_ms)
+                t = time.perf_counter()
+                await agents.run(quiet, "go")
+                quiet_ms.append((time.perf_counter() - t) * 1000 / (2 * steps))
+    floor, agent, no_deltas = statistics.median(floor_ms), statistics.median(agent_ms), statistics.median(quiet_ms)
     print(f"dev server: fast polling (transfer/timer MaxPollRPS=1000); {steps} steps, {repeat} repeats")
     print(f"floor (bare workflow, no-op activities): {floor:6.1f} ms per activity")
     print(f"agentloop (LLM step + tool call):        {agent:6.1f} ms per activity")
     print(f"ratio agentloop / floor:                 {agent / floor:6.2f}x")
     print(f"agentloop per step (LLM + tool):         {2 * agent:6.1f} ms")
+    print(f"same, stream_deltas=False:               {no_deltas:6.1f} ms per activity "
+          f"({no_deltas / floor:.2f}x floor, {2 * no_deltas:.1f} ms per step)")
 
 
 if __name__ == "__main__":
