@@ -22,18 +22,14 @@ from agentloop import (
     ToolRegistry,
     call,
     calls,
-    register_scripted_model,
     reply,
 )
 from agentloop.messages import Message
 from agentloop.run import RunState
 from activities.scripted_model import last_tool_results
+from tests.scripting import script
 
 
-def script(*steps) -> str:
-    name = f"h{uuid.uuid4().hex[:10]}"
-    register_scripted_model(name, list(steps))
-    return f"scripted:{name}"
 
 
 def spec(model: str, **kw) -> AgentSpec:

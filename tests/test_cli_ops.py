@@ -38,6 +38,7 @@ from agentloop import (
 from activities.scripted_model import last_tool_results
 from agentloop.devserver import DevServer
 from tests.test_cli import ROOT, clean_env
+from tests.scripting import script
 
 T = TypeVar("T")
 
@@ -58,12 +59,6 @@ register_scripted_model("cli-ops-write-two", [
           call("write_file", {"file_path": "b.txt", "content": "b\n"})),
     echo_results,
 ])
-
-
-def script(*steps: Any) -> str:
-    name = f"ops{uuid.uuid4().hex[:10]}"
-    register_scripted_model(name, list(steps))
-    return f"scripted:{name}"
 
 
 def write_script(path: str = "out.txt") -> str:
@@ -245,7 +240,7 @@ async def test_list_finds_runs_waiting_for_approval(
         await handle.cancel()
     assert run["run_id"] == handle.run_id
     assert (run["status"], run["agent_name"], run["pending_tools"]) == ("awaiting_approval", name, ["write_file"])
-    assert run["model"].startswith("scripted:ops")
+    assert run["model"].startswith("scripted:t")
     header, row = table.out.splitlines()
     assert header.split() == ["RUN", "ID", "STATUS", "AGENT", "MODEL", "PENDING", "TOOLS", "STARTED"]
     assert row.split()[:5] == [handle.run_id, "awaiting_approval", name, run["model"], "write_file"]

@@ -5,24 +5,20 @@ mid-answer (retry without duplicated text)."""
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections import Counter
 from pathlib import Path
 
 from openai import AsyncOpenAI
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, register_scripted_model, reply
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
 from agentloop.events import MessageDelta, TERMINAL_EVENT_TYPES
 from activities.models import ModelResolver
 from activities.openai_model import OpenAIChatModel
 from activities.scripted_model import last_tool_results
 from tests.provider_servers import OpenAIServer, openai_completion, openai_completion_chunks, openai_stream, openai_tool_call
+from tests.scripting import script
 
 
-def script(*steps) -> str:
-    name = f"e{uuid.uuid4().hex[:10]}"
-    register_scripted_model(name, list(steps))
-    return f"scripted:{name}"
 
 
 def rendered_text(events) -> dict[str, str]:

@@ -29,12 +29,9 @@ from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.pricing import Budget, ModelPrice
 from activities.scripted_model import last_tool_results
 from tests.test_approvals import awaiting, wait_state
+from tests.scripting import script, script_every_step
 
 
-def script(*steps) -> str:
-    name = f"l{uuid.uuid4().hex[:10]}"
-    register_scripted_model(name, list(steps) if len(steps) != 1 or not callable(steps[0]) else steps[0])
-    return f"scripted:{name}"
 
 
 def is_summary_request(request) -> bool:
@@ -76,7 +73,7 @@ async def test_llm_steps_name_the_transcript_and_a_new_worker_serves_them(
             return calls(call("write_file", {"file_path": "b.txt", "content": "beta"}))
         return reply(f"done: {results[0].content}")
 
-    model = script(step)
+    model = script_every_step(step)
     spec = AgentSpec(model=model, tools=["read_file", "write_file"], system_prompt="Be brief.")
     async with worker():
         handle = await agent_client.start(spec, "copy")
@@ -131,7 +128,7 @@ async def test_pruning_then_compaction_keep_the_run_within_its_window(
 
     policy = ContextPolicy(context_window_tokens=4096, reserve_output_tokens=512, protect_recent_tool_results=1,
                            keep_recent_messages=2)
-    model = script(step)
+    model = script_every_step(step)
     async with worker():
         handle = await agent_client.start(
             AgentSpec(model=model, tools=["dump"], context=policy, default_permission="allow", max_steps=20),
@@ -174,7 +171,7 @@ async def test_context_length_error_compacts_and_retries(
             return calls(call("dump", {"part": done}))
         return reply("fits now")
 
-    model = script(step)
+    model = script_every_step(step)
     async with worker():
         handle = await agent_client.start(
             AgentSpec(model=model, tools=["dump"], default_permission="allow",
@@ -195,7 +192,7 @@ async def test_context_length_error_with_nothing_to_compact_fails_clearly(agent_
 
     async with worker():
         with pytest.raises(AgentRunFailed) as info:
-            await agent_client.run(AgentSpec(model=script(step)), "x" * 1000)
+            await agent_client.run(AgentSpec(model=script_every_step(step)), "x" * 1000)
     assert info.value.reason == "error"
     assert "no older history left to summarise" in info.value.result.error
 
@@ -215,7 +212,7 @@ async def test_continue_as_new_with_a_pending_approval_and_a_subscriber(
         return reply("written: " + last_tool_results(request)[0].content)
 
     # The second step waits for approval: the run hands over while it waits.
-    spec = AgentSpec(model=script(step), tools=["list_dir", "write_file"], continue_as_new_every_steps=2)
+    spec = AgentSpec(model=script_every_step(step), tools=["list_dir", "write_file"], continue_as_new_every_steps=2)
     async with worker():
         handle = await agent_client.start(spec, "write after looking")
         first_run = (await handle.workflow_handle.describe()).run_id
@@ -297,7 +294,7 @@ async def test_self_verification_asks_once_before_completing(agent_client: Agent
         return reply("4")
 
     async with worker():
-        result = await agent_client.run(AgentSpec(model=script(step), verify_before_completing=True), "2+2?")
+        result = await agent_client.run(AgentSpec(model=script_every_step(step), verify_before_completing=True), "2+2?")
     assert result.final_text == "Checked: the answer stands. 4"
     assert [m.role for m in result.messages] == ["assistant", "user", "assistant"]
     assert result.report.step_count == 2
@@ -322,7 +319,7 @@ async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentCli
 
     async with worker():
         handle = await agent_client.start(
-            AgentSpec(model=script(step), client_tools=[ToolDefinition(name="fetch_blob")], tool_output_limit=1000),
+            AgentSpec(model=script_every_step(step), client_tools=[ToolDefinition(name="fetch_blob")], tool_output_limit=1000),
             "fetch",
         )
         await wait_state(handle, lambda s: s.status == "requires_action", "requires_action")

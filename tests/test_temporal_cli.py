@@ -10,9 +10,10 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, calls, register_scripted_model, reply
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, calls, reply
 from agentloop.devserver import DevServer, find_temporal_binary
 from tests.test_approvals import awaiting, echo_results, wait_state, write
+from tests.scripting import script
 
 
 def temporal(server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:
@@ -27,16 +28,12 @@ async def run_temporal(server: DevServer, *args: str) -> subprocess.CompletedPro
     return await asyncio.to_thread(temporal, server, *args)
 
 
-def scripted(*steps) -> str:
-    name = f"c{uuid.uuid4().hex[:10]}"
-    register_scripted_model(name, list(steps))
-    return f"scripted:{name}"
 
 
 async def test_operator_session_with_the_temporal_cli(
     agent_client: AgentClient, worker, workspace: Path, dev_server: DevServer
 ) -> None:
-    model = scripted(calls(write("a.txt", "A"), write("b.txt", "B")), echo_results)
+    model = script(calls(write("a.txt", "A"), write("b.txt", "B")), echo_results)
     name = f"ops-{uuid.uuid4().hex[:6]}"
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, name=name, tools=["write_file"]), "write two files")
@@ -101,10 +98,10 @@ async def test_cancel_and_stop_from_the_temporal_cli(
 ) -> None:
     async with worker():
         cancelled = await agent_client.start(
-            AgentSpec(model=scripted(calls(write("x.txt")), reply("x")), tools=["write_file"]), "write"
+            AgentSpec(model=script(calls(write("x.txt")), reply("x")), tools=["write_file"]), "write"
         )
         stopped = await agent_client.start(
-            AgentSpec(model=scripted(calls(write("y.txt")), reply("y")), tools=["write_file"]), "write"
+            AgentSpec(model=script(calls(write("y.txt")), reply("y")), tools=["write_file"]), "write"
         )
         await wait_state(cancelled, awaiting(), "approval")
         await wait_state(stopped, awaiting(), "approval")
@@ -128,7 +125,7 @@ async def test_cancel_and_stop_from_the_temporal_cli(
 async def test_malformed_signal_from_the_temporal_cli_is_reported_not_fatal(
     agent_client: AgentClient, worker, dev_server: DevServer, workspace: Path
 ) -> None:
-    model = scripted(calls(write("z.txt", "Z")), echo_results)
+    model = script(calls(write("z.txt", "Z")), echo_results)
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
         await wait_state(handle, awaiting(), "approval")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from pathlib import Path
 
 import pytest
@@ -22,18 +21,13 @@ from agentloop import (
     ToolRegistry,
     call,
     calls,
-    register_scripted_model,
     reply,
 )
 from agentloop.messages import Message, ToolCallPart
 from activities.scripted_model import last_tool_results
+from tests.scripting import script
 
 
-def script(*steps) -> str:
-    """Register a script under a fresh name and return the model string."""
-    name = f"t{uuid.uuid4().hex[:10]}"
-    register_scripted_model(name, list(steps))
-    return f"scripted:{name}"
 
 
 def spec(model: str, **kw) -> AgentSpec:
