@@ -33,6 +33,7 @@ from agentloop.activity_io import (
     ResolveToolsInput,
     ResolveToolsResult,
 )
+from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
 from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
@@ -138,6 +139,14 @@ class AgentActivities:
         system_prompt, tools, messages = await self.transcripts.resolve(
             input.run_id, ref, fetch_context, fetch_page
         )
+        if input.compaction is not None:
+            # Summarise part of the transcript: the request is built here, so
+            # the older messages do not enter history a second time.
+            part = input.compaction
+            policy = ContextPolicy.model_validate(part.policy)
+            summarise = compaction_request_messages(messages[part.head : part.end], policy,
+                                                    kept_head=messages[: part.head])
+            return input.request.model_copy(update={"messages": summarise, "tools": []})
         return input.request.model_copy(update={"system_prompt": system_prompt, "tools": tools, "messages": messages})
 
     @activity.defn(name="execute_tool")

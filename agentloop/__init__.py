@@ -22,6 +22,8 @@ from agentloop.approvals import (
     PermissionRule,
     ToolOutput,
 )
+from agentloop.context import ContextLayer, ContextPolicy
+from agentloop.pricing import Budget, ModelPrice
 from agentloop.client import AgentClient, AgentRunHandle, RunSummary
 from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
 from agentloop.messages import (
@@ -48,12 +50,16 @@ __all__ = [
     "AgentRunResult",
     "AgentSpec",
     "ApprovalDecision",
+    "Budget",
     "ChatModel",
     "ContentPart",
+    "ContextLayer",
+    "ContextPolicy",
     "DecisionAccepted",
     "DecisionRejected",
     "ImagePart",
     "Message",
+    "ModelPrice",
     "ModelRequest",
     "ModelResponse",
     "PendingAction",

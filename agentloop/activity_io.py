@@ -121,6 +121,10 @@ class CallModelInput(BaseModel):
         transcript: The conversation by reference; when set, ``request``
             carries no messages, tools or system prompt, and the worker
             fills them in from its cache and the run's queries.
+        compaction: With ``transcript``: this call summarises
+            ``messages[head:end]`` of that transcript (for context
+            compaction) instead of answering it; ``request`` carries the
+            summariser's system prompt and output limit.
     """
 
     run_id: str
@@ -130,6 +134,7 @@ class CallModelInput(BaseModel):
     stream_deltas: bool = True
     stream_batch_seconds: float = 0.1
     transcript: TranscriptRef | None = None
+    compaction: CompactionRef | None = None
 
 
 class CallModelResult(BaseModel):
@@ -159,6 +164,20 @@ class TranscriptRef(BaseModel):
     message_count: int
     transcript_hash: str
     context_hash: str
+
+
+class CompactionRef(BaseModel):
+    """Which messages of a transcript to summarise, and how.
+
+    Attributes:
+        head: Messages kept verbatim at the start (shown as context).
+        end: The summary replaces ``messages[head:end]``.
+        policy: The run's ``ContextPolicy``, as a dict (summary prompt, cuts).
+    """
+
+    head: int
+    end: int
+    policy: dict[str, Any] = Field(default_factory=dict)
 
 
 CallModelInput.model_rebuild()

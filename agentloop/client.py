@@ -234,7 +234,15 @@ class AgentRunHandle:
             items = [ToolOutput(call_id=k, output=v) for k, v in outputs.items()]
         else:
             items = list(outputs)
-        return await self._update("submit_tool_outputs", SubmitToolOutputs(tool_outputs=items))
+        submission = SubmitToolOutputs(tool_outputs=items)
+        size = len(submission.model_dump_json())
+        if size > MAX_INPUT_BYTES:
+            raise DecisionRejected(
+                f"the outputs are {size / 1e6:.1f} MB together; Temporal refuses payloads over 2 MB. "
+                f"Send at most {MAX_INPUT_BYTES / 1e6:.1f} MB (the run cuts each output to the spec's "
+                "tool_output_limit anyway)"
+            )
+        return await self._update("submit_tool_outputs", submission)
 
     async def stop(self, reason: str | None = None) -> None:
         """End the run ``stopped`` once its current step is done (signal ``stop``)."""
@@ -297,7 +305,8 @@ _TEMPORAL_STATUS: dict[Any, str] = {
 def runs_query(status: str | None = None, name: str | None = None, extra: str | None = None) -> str:
     """The visibility query :meth:`AgentClient.list_runs` sends (also what
     to type into ``temporal workflow list --query``)."""
-    clauses = [f'WorkflowType="{WORKFLOW_NAME}"']
+    # A run that continued as new is listed once, as its latest Temporal run.
+    clauses = [f'WorkflowType="{WORKFLOW_NAME}"', 'ExecutionStatus!="ContinuedAsNew"']
     if status:
         clauses.append(f'{AGENT_STATUS.name}="{status}"')
         if status in ("running", "awaiting_approval", "requires_action"):

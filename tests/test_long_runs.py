@@ -151,6 +151,10 @@ async def test_pruning_then_compaction_keep_the_run_within_its_window(
     summaries = [e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
                  and e.user_metadata.summary.data == b'"compact context"']
     assert len(summaries) == len([k for k in kinds if k == "summary"])
+    # The summariser gets the older messages by reference too: only indices in history.
+    for event in summaries:
+        sent = json.loads(event.activity_task_scheduled_event_attributes.input.payloads[0].data)
+        assert sent["request"]["messages"] == [] and sent["compaction"]["head"] == 1
 
 
 async def test_context_length_error_compacts_and_retries(
@@ -256,6 +260,14 @@ async def test_continue_as_new_every_n_steps_keeps_each_history_short(agent_clie
     assert result.status == "completed" and result.report.step_count == 7
     assert len(result.messages) == 13  # every message of the run, across all its Temporal runs
     assert len(runs) == 4  # 2 + 2 + 2 + 1 steps
+    # agentloop lists the run once (its latest Temporal run).
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        listed = [r for r in await agent_client.list_runs(query=f'WorkflowId="{handle.run_id}"')]
+        if [r.status for r in listed] == ["completed"] or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.1)
+    assert [(r.run_id, r.status) for r in listed] == [(handle.run_id, "completed")]
 
 
 # Budgets and verification -----------------------------------------------------------
@@ -300,6 +312,14 @@ async def test_self_verification_asks_once_before_completing(agent_client: Agent
     assert result.report.step_count == 2
 
 
+async def test_no_verification_when_the_answer_comes_on_the_last_step(agent_client: AgentClient, worker) -> None:
+    async with worker():
+        result = await agent_client.run(
+            AgentSpec(model=script(reply("4")), verify_before_completing=True, max_steps=1), "2+2?"
+        )
+    assert (result.status, result.final_text, result.report.step_count) == ("completed", "4", 1)
+
+
 # Payload limits ----------------------------------------------------------------------
 
 
@@ -327,3 +347,19 @@ async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentCli
         result = await handle.result()
     content = result.messages[1].tool_results[0].content
     assert len(content) < 1200 and "characters cut: the answer exceeded tool_output_limit" in content
+
+
+async def test_oversized_submission_is_refused_by_the_client(agent_client: AgentClient, worker) -> None:
+    from agentloop import DecisionRejected, ToolDefinition
+
+    async with worker():
+        handle = await agent_client.start(
+            AgentSpec(model=script(calls(call("a"), call("b")), reply("x")),
+                      client_tools=[ToolDefinition(name="a"), ToolDefinition(name="b")]),
+            "go",
+        )
+        await wait_state(handle, lambda s: len(s.pending_actions) == 2, "two actions")
+        with pytest.raises(DecisionRejected, match="Temporal refuses payloads over 2 MB"):
+            await handle.submit_tool_outputs({"call_0_0": "a" * 900_000, "call_0_1": "b" * 900_000})
+        await handle.submit_tool_outputs({"call_0_0": "a", "call_0_1": "b"})
+        assert (await handle.result()).status == "completed"

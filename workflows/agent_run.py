@@ -46,7 +46,6 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.context import (
         TokenAnchor,
-        compaction_request_messages,
         estimate_tokens,
         make_anchor,
         needs_management,
@@ -89,7 +88,7 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
     )
     from agentloop.spec import AgentSpec
-    from agentloop.activity_io import TranscriptRef
+    from agentloop.activity_io import CompactionRef, TranscriptRef
     from agentloop.transcript import (
         EMPTY_HASH,
         ModelContext,
@@ -132,8 +131,15 @@ LONG_RUNS_PATCH = "agentloop-long-runs-1"
 #: than the model's context window.
 CONTEXT_LENGTH_ERROR_TYPE = "ModelContextLengthExceeded"
 
+#: The system prompt of the summariser call that compacts older history.
+SUMMARISER_PROMPT = "You summarise conversations between a user and an AI agent, faithfully and briefly."
+
 #: Events a run keeps in its stream when it continues as new.
 CARRIED_EVENTS = 1000
+
+#: Largest conversation a run hands to its next Temporal run (Temporal's
+#: payload limit is 2 MB; the report and event log travel too).
+CARRY_LIMIT_BYTES = 1_000_000
 
 #: Decided call ids a run remembers across continue-as-new (for "already
 #: decided" answers).
@@ -189,6 +195,7 @@ class AgentRunWorkflow:
         self._runs = 0
         self._steps_this_run = 0
         self._pending_step: PendingStep | None = None
+        self._carry_warned = False
         if carry is not None and isinstance(input, AgentRunInput):
             # Restored here, before any handler runs: a decision delivered in
             # the new run's first activation must find its pending call.
@@ -510,13 +517,12 @@ class AgentRunWorkflow:
             response, spec=spec, continuations=self._continuations, limit_requires_action=self._hitl
         )
         if isinstance(decision, FinalAnswer):
-            if spec.verify_before_completing and not self._verified and self._by_reference:
+            last_step = self._step + 1 >= spec.max_steps
+            if spec.verify_before_completing and not self._verified and self._by_reference and not last_step:
                 self._verified = True
                 self._messages.append(Message.user(spec.verification_prompt))
                 self._step += 1
                 self._steps_this_run += 1
-                if self._step >= spec.max_steps:
-                    return self._fail("max_steps", max_steps_message(spec))
                 return None
             return self._complete()
         if isinstance(decision, FailRun):
@@ -601,15 +607,23 @@ class AgentRunWorkflow:
         policy = spec.context
         request = ModelRequest(
             model=spec.model_name,
-            system_prompt="You summarise conversations between a user and an AI agent, faithfully and briefly.",
-            messages=compaction_request_messages(self._messages[start:end], policy, kept_head=self._messages[:start]),
+            system_prompt=SUMMARISER_PROMPT,
+            messages=[],
             max_tokens=policy.reserve_output_tokens,
+        )
+        # By reference: the worker builds the summariser's request from the
+        # transcript it caches, so older messages do not enter history again.
+        transcript = TranscriptRef(
+            message_count=len(self._messages),
+            transcript_hash=self._transcript_hashes()[-1],
+            context_hash=self._model_context.context_hash,
         )
         try:
             result = await workflow.execute_activity(
                 "call_model",
                 CallModelInput(run_id=self._run_id, step=self._step, model=spec.model, request=request,
-                               stream_deltas=False),
+                               stream_deltas=False, transcript=transcript,
+                               compaction=CompactionRef(head=start, end=end, policy=policy.model_dump(mode="json"))),
                 result_type=CallModelResult,
                 start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
                 heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
@@ -637,7 +651,19 @@ class AgentRunWorkflow:
             return False
         spec = self._spec.spec if self._spec else None
         every = spec.continue_as_new_every_steps if spec else None
-        return workflow.info().is_continue_as_new_suggested() or (every is not None and steps >= every)
+        if not (workflow.info().is_continue_as_new_suggested() or (every is not None and steps >= every)):
+            return False
+        size = sum(len(m.model_dump_json()) for m in self._messages)
+        if size > CARRY_LIMIT_BYTES:
+            # The next run's input would pass Temporal's payload limit: go on in
+            # this run (set AgentSpec.context so the conversation stays small).
+            if not self._carry_warned:
+                workflow.logger.warning(
+                    "run %s: not continuing as new: its conversation is %d bytes, over %d; set "
+                    "AgentSpec.context.context_window_tokens so it is compacted", self._run_id, size, CARRY_LIMIT_BYTES)
+                self._carry_warned = True
+            return False
+        return True
 
     async def _continue_as_new(self, input: AgentRunInput, pending: PendingStep | None) -> None:
         """Hand the run to a new Temporal run with a fresh, short history."""
