@@ -9,13 +9,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializationInfo, SerializerFunctionWrapHandler, model_serializer
 
 from agentloop.messages import Message
 from agentloop.report import Usage
 
 #: Normalised finish reasons.
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
+
+
+class _Compact(BaseModel):
+    """Serialises without the fields that hold their default: these models
+    go into every step's history events, and defaults cost bytes there."""
+
+    @model_serializer(mode="wrap")
+    def _without_defaults(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        for name, field in type(self).model_fields.items():
+            if name in data and not field.is_required() and getattr(self, name) == field.get_default(call_default_factory=True):
+                del data[name]
+        return data
 
 
 class ToolDefinition(BaseModel):
@@ -34,7 +49,7 @@ class ToolDefinition(BaseModel):
     read_only: bool = False
 
 
-class ModelRequest(BaseModel):
+class ModelRequest(_Compact):
     """What a :class:`ChatModel` is asked.
 
     Attributes:
@@ -49,7 +64,7 @@ class ModelRequest(BaseModel):
 
     model: str
     system_prompt: str = ""
-    messages: list[Message]
+    messages: list[Message] = Field(default_factory=list)
     tools: list[ToolDefinition] = Field(default_factory=list)
     temperature: float | None = None
     max_tokens: int | None = None
@@ -108,7 +123,7 @@ class ChatModel(Protocol):
         ...
 
 
-class CallModelInput(BaseModel):
+class CallModelInput(_Compact):
     """Input of the ``call_model`` activity.
 
     Attributes:
@@ -203,7 +218,7 @@ class ResolveToolsResult(BaseModel):
     available: list[str] = Field(default_factory=list)
 
 
-class ExecuteToolInput(BaseModel):
+class ExecuteToolInput(_Compact):
     """Input of the ``execute_tool`` activity.
 
     Attributes:
