@@ -26,6 +26,7 @@ from activities.stream_publisher import DeltaPublisher
 from activities.transcripts import TranscriptCache
 from activities.workspace import truncate_output
 from agentloop.activity_io import (
+    StreamDelta,
     CallModelInput,
     CallModelResult,
     ExecuteToolInput,
@@ -35,6 +36,7 @@ from agentloop.activity_io import (
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError
+from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
 from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
 
@@ -48,6 +50,27 @@ def format_tool_output(value: Any) -> str:
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     return json.dumps(value, default=str, ensure_ascii=False)
+
+
+class AttemptUsage(BaseModel):
+    """Heartbeat details of ``call_model``: usage of the failed attempts
+    before this one, and of this one so far."""
+
+    failed: Usage = Usage()
+    current: Usage = Usage()
+
+
+def _earlier_attempts_usage() -> Usage:
+    """Usage of this call's earlier, failed attempts (from the last
+    heartbeat the previous attempt sent)."""
+    details = activity.info().heartbeat_details
+    if not details:
+        return Usage()
+    try:
+        last = AttemptUsage.model_validate(details[-1])
+    except Exception:  # details from another version: count nothing rather than fail
+        return Usage()
+    return last.failed + last.current
 
 
 def _streams(model: object) -> bool:
@@ -106,18 +129,41 @@ class AgentActivities:
         started = time.monotonic()
         attempt = activity.info().attempt
         request = await self._full_request(input)
+        # Usage reported so far travels in heartbeat details: when this
+        # attempt fails, the next one reads it and counts those tokens too.
+        failed = _earlier_attempts_usage()
+        usage_now = Usage()
+
+        def progress() -> AttemptUsage:
+            return AttemptUsage(failed=failed, current=usage_now)
+
+        publisher: DeltaPublisher | None = None
+
+        def on_delta(delta: StreamDelta) -> None:
+            nonlocal usage_now
+            if delta.kind == "usage":
+                usage_now = delta.usage or Usage()
+            elif publisher is not None:
+                publisher.add(delta)
+
         async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(keep_heartbeating())
+            await stack.enter_async_context(keep_heartbeating(current=progress))
             if input.stream_deltas and _streams(model):
                 publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
                 await stack.enter_async_context(publisher)
-                response = await model.complete(request, on_delta=publisher.add)
-            else:
-                response = await model.complete(request)
+            try:
+                if _streams(model):
+                    response = await model.complete(request, on_delta=on_delta)
+                else:
+                    response = await model.complete(request)
+            except BaseException:
+                activity.heartbeat(progress())  # sent with the failure: the next attempt counts it
+                raise
         return CallModelResult(
             response=response,
             latency_ms=(time.monotonic() - started) * 1000,
-            attempt=activity.info().attempt,
+            attempt=attempt,
+            failed_attempts_usage=failed,
         )
 
     async def _full_request(self, input: CallModelInput) -> Any:

@@ -452,6 +452,9 @@ class _EventReader:
             value = getattr(usage, name, None)
             if isinstance(value, int):
                 self._usage[name] = value
+        # Passed on at once: input tokens are known from message_start, so
+        # an attempt that breaks later still has its cost counted.
+        self.accumulator.set_usage(anthropic_usage(**self._usage))
 
     def response(self) -> ModelResponse:
         accumulator = self.accumulator

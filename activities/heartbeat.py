@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from temporalio import activity
 
@@ -21,17 +21,27 @@ def heartbeat_interval(default: float = 1.0) -> float:
 
 
 @contextlib.asynccontextmanager
-async def keep_heartbeating(*details: object) -> AsyncIterator[None]:
+async def keep_heartbeating(
+    *details: object, current: Callable[[], object] | None = None
+) -> AsyncIterator[None]:
     """Heartbeat in the background for the duration of the block.
 
     Cancellation from Temporal is delivered on a heartbeat, so any activity
     that may run long must heartbeat for a cancel to reach it.
+
+    Args:
+        details: Fixed heartbeat details.
+        current: Called at each beat for the details instead (what the
+            activity knows now; the next attempt reads the last of them).
     """
     interval = heartbeat_interval()
 
     async def beat() -> None:
         while True:
-            activity.heartbeat(*details)
+            if current is not None:
+                activity.heartbeat(current())
+            else:
+                activity.heartbeat(*details)
             await asyncio.sleep(interval)
 
     task = asyncio.create_task(beat())

@@ -81,8 +81,10 @@ class DeltaPublisher:
 
     def add(self, delta: StreamDelta) -> None:
         """Queue one delta (the ``on_delta`` of ``ChatModel.complete``)."""
-        if delta.kind == "tool_call_end":
-            return  # the workflow announces finished calls with their parsed arguments
+        if delta.kind in ("tool_call_end", "usage"):
+            # The workflow announces finished calls with their parsed
+            # arguments, and usage with the completed message.
+            return
         if delta.kind == "tool_call_start":
             event: Any = ToolCallCreated(
                 run_id=self.run_id, step=self.step, time=_now(), message_id=self.message_id,

@@ -96,16 +96,19 @@ class StreamDelta(BaseModel):
         kind: ``text`` and ``thinking`` carry ``text``; ``tool_call_start``
             carries ``call_id`` and ``name``; ``tool_call_delta`` carries a
             piece of the call's JSON arguments in ``text``; ``tool_call_end``
-            closes ``call_id``.
+            closes ``call_id``; ``usage`` carries the usage reported so far
+            (the worker keeps it, so a failed attempt's tokens still count;
+            it is not published).
         text: The text or argument fragment.
         call_id: The tool call this delta belongs to.
         name: The tool's name (``tool_call_start``).
     """
 
-    kind: Literal["text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end"]
+    kind: Literal["text", "thinking", "tool_call_start", "tool_call_delta", "tool_call_end", "usage"]
     text: str = ""
     call_id: str | None = None
     name: str | None = None
+    usage: Usage | None = None
 
 
 #: Receives deltas as a provider streams them. Called from the activity's
@@ -159,11 +162,14 @@ class CallModelResult(BaseModel):
         response: The provider's answer.
         latency_ms: Time of the successful attempt.
         attempt: Which attempt succeeded (1 for the first).
+        failed_attempts_usage: Tokens earlier, failed attempts of this call
+            used, as far as their providers reported them before failing.
     """
 
     response: ModelResponse
     latency_ms: float = 0.0
     attempt: int = 1
+    failed_attempts_usage: Usage = Field(default_factory=Usage)
 
 
 class TranscriptRef(BaseModel):

@@ -211,8 +211,10 @@ class StepAccumulator:
     # ---------------------------------------------------------------- the end
 
     def set_usage(self, usage: Usage) -> None:
-        """Record the call's usage (replacing any reported before)."""
+        """Record the call's usage (replacing any reported before), and pass
+        it on as a ``usage`` delta."""
         self.usage = usage
+        self._emit(StreamDelta(kind="usage", usage=usage))
 
     def set_finish_reason(self, finish_reason: FinishReason, raw: str | None) -> None:
         """Record why the provider stopped: normalised and in its own words."""
@@ -232,6 +234,9 @@ class StepAccumulator:
                 self.add_tool_arguments(delta.call_id, delta.text)
             case "tool_call_end":
                 self.end_tool_call(delta.call_id)
+            case "usage":
+                if delta.usage is not None:
+                    self.set_usage(delta.usage)
             case _:
                 assert_never(delta.kind)
 

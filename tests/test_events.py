@@ -231,3 +231,29 @@ async def test_watching_adds_nothing_to_history(agent_client: AgentClient, worke
     check_invariants(events)
     history = await handle.workflow_handle.fetch_history()
     assert not [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
+
+
+async def test_tokens_of_a_failed_attempt_are_counted(agent_client: AgentClient, worker) -> None:
+    from anthropic import AsyncAnthropic
+
+    from activities.anthropic_model import AnthropicChatModel
+    from tests.provider_servers import AnthropicServer, anthropic_message, anthropic_message_events, anthropic_stream
+
+    answer = anthropic_message([{"type": "text", "text": "Forty-two, after a retry."}],
+                               input_tokens=1000, output_tokens=8)
+    events = anthropic_message_events(answer)
+    with AnthropicServer() as server:
+        # The first attempt reports its 1000 input tokens (message_start), then breaks.
+        server.enqueue(anthropic_stream(events[:3], break_stream=True), anthropic_stream(events))
+        client = AsyncAnthropic(base_url=server.base_url, api_key="test-key", max_retries=0)
+        models = ModelResolver({"anthropic": lambda provider, name: AnthropicChatModel(client)})
+        async with worker(models=models):
+            result = await agent_client.run(
+                AgentSpec(model="anthropic:claude-test", heartbeat_timeout_seconds=5), "answer"
+            )
+    assert result.final_text == "Forty-two, after a retry."
+    usage = result.report.steps[0].usage
+    # Both attempts' input tokens; output: the 1 token message_start reports
+    # for the broken attempt plus the 8 of the answer; two requests.
+    assert (usage.input_tokens, usage.output_tokens, usage.requests) == (2000, 9, 2)
+    assert result.usage == usage

@@ -611,9 +611,13 @@ class Deltas:
 
     def __init__(self) -> None:
         self.received: list[StreamDelta] = []
+        self.usage: list = []  # usage reported so far, in order (kept apart from content)
 
     def __call__(self, delta: StreamDelta) -> None:
-        self.received.append(delta)
+        if delta.kind == "usage":
+            self.usage.append(delta.usage)
+        else:
+            self.received.append(delta)
 
     def text(self, kind: str = "text") -> str:
         return "".join(d.text for d in self.received if d.kind == kind)
@@ -851,6 +855,8 @@ async def test_stream_cut_off_mid_answer_is_retryable_and_keeps_the_deltas_sent(
         StreamDelta(kind="text", text="The answer "),
         StreamDelta(kind="text", text="is "),
     ]
+    # The input tokens message_start reported were passed on before the break.
+    assert deltas.usage and deltas.usage[-1].input_tokens > 0
 
 
 async def test_overloaded_error_event_mid_stream_is_retryable(

@@ -554,9 +554,13 @@ class Deltas:
 
     def __init__(self) -> None:
         self.received: list[StreamDelta] = []
+        self.usage: list = []  # usage reported so far, in order (kept apart from content)
 
     def __call__(self, delta: StreamDelta) -> None:
-        self.received.append(delta)
+        if delta.kind == "usage":
+            self.usage.append(delta.usage)
+        else:
+            self.received.append(delta)
 
     def text(self, kind: str = "text") -> str:
         return "".join(d.text for d in self.received if d.kind == kind)

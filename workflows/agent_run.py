@@ -636,7 +636,7 @@ class AgentRunWorkflow:
             cause = err.cause
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             return FailRun("error", f"summarising older history to fit the context window failed: {detail}")
-        self._add_usage(result.response.usage, result.attempt)
+        self._add_usage(result.response.usage + result.failed_attempts_usage, result.attempt)
         text = result.response.message.text.strip()
         if not text:
             return FailRun("error", "summarising older history returned no text; the context could not be compacted")
@@ -929,7 +929,8 @@ class AgentRunWorkflow:
         response = result.response
         step_report.llm_latency_ms = _ms(workflow.now() - started)
         step_report.finish_reason = response.finish_reason
-        step_report.usage = self._add_usage(response.usage, result.attempt if self._by_reference else 1)
+        usage = response.usage + result.failed_attempts_usage if self._by_reference else response.usage
+        step_report.usage = self._add_usage(usage, result.attempt if self._by_reference else 1)
         assert self._report is not None
         self._report.total_llm_time_ms += step_report.llm_latency_ms
         return result
