@@ -332,14 +332,6 @@ class _Prompter:
         self.say(f"  {verb} {approval.call_id}")
 
 
-async def _stop_reason(handle: AgentRunHandle) -> str | None:
-    """Why a stopped run stopped: its result says, its terminal event does not."""
-    try:
-        return (await handle.result()).error
-    except AgentRunFailed:
-        return None
-
-
 async def follow(
     handle: AgentRunHandle,
     renderer: EventRenderer,
@@ -400,10 +392,7 @@ async def follow(
                     if event is end:
                         await pump_task  # raises what reading the stream raised
                         return terminal
-                    stop_reason = None
-                    if isinstance(event, RunCompleted) and event.status == "stopped":
-                        stop_reason = await _stop_reason(handle)
-                    renderer.render(event, stop_reason=stop_reason)
+                    renderer.render(event)
                     if is_terminal(event):
                         terminal = event
                     elif prompter is not None and isinstance(event, ApprovalRequested):

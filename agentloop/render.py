@@ -18,6 +18,7 @@ view, which is all for a person.
 
 from __future__ import annotations
 
+import abc
 import json
 import shlex
 import sys
@@ -150,7 +151,7 @@ def describe_decision(event: ApprovalResolved) -> str:
 # Renderers ---------------------------------------------------------------------------
 
 
-class EventRenderer:
+class EventRenderer(abc.ABC):
     """Shows a run's events; call :meth:`render` with each, in stream order.
 
     The base keeps what every mode needs: the steps and tool calls seen (the
@@ -174,9 +175,11 @@ class EventRenderer:
 
         Args:
             event: The next event of the stream.
-            stop_reason: For a run that ended ``stopped``, why (the terminal
-                event does not say; the run's result does).
+            stop_reason: For a run that ended ``stopped``, why; the terminal
+                event's ``note`` when not given.
         """
+        if stop_reason is None and isinstance(event, RunCompleted):
+            stop_reason = event.note
         if self._from_start is None:
             self._from_start = event.seq in (0, None)
         if isinstance(event, StepCreated):
@@ -191,12 +194,13 @@ class EventRenderer:
             self.pending.clear()
         self._show(event, stop_reason)
 
+    @abc.abstractmethod
     def note(self, text: str) -> None:
         """A line for the person following the run (e.g. an answer to a prompt)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _show(self, event: AgentEvent, stop_reason: str | None) -> None:
-        raise NotImplementedError
+        """Show one event, in this renderer's mode."""
 
     def summary(self, event: RunCompleted | RunFailed | RunCancelled) -> str:
         """Steps, tool calls and tokens of the whole run (counts only when

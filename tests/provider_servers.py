@@ -693,3 +693,15 @@ def unused_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))
         return int(probe.getsockname()[1])
+
+
+def openai_models(server: OpenAIServer) -> Any:
+    """A worker's ModelResolver whose ``openai:`` models are served by ``server``
+    through the real SDK (no retries in the SDK: Temporal retries)."""
+    from openai import AsyncOpenAI
+
+    from activities.models import ModelResolver
+    from activities.openai_model import OpenAIChatModel
+
+    client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
+    return ModelResolver({"openai": lambda provider, name: OpenAIChatModel(client)})

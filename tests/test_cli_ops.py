@@ -126,6 +126,18 @@ async def read_until(stream: asyncio.StreamReader, text: str, timeout: float = 3
 # Deciding approvals from another process ------------------------------------------
 
 
+
+async def start_run(
+    instruction: str, model: str, workspace: Path, env: dict[str, str], *extra: str, stdin: Any = None
+) -> asyncio.subprocess.Process:
+    """`agentloop run` as a subprocess, importing this module's scripts."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "run", instruction, "--model", model,
+        "--workspace", str(workspace), "--import", "tests.test_cli_ops", *extra,
+        cwd=ROOT, env=env, stdin=asyncio.subprocess.DEVNULL if stdin is None else stdin,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+
 async def test_show_then_approve_write_file_and_run_completes(
     agent_client: AgentClient, worker, workspace: Path, env: dict[str, str]
 ) -> None:
@@ -326,12 +338,7 @@ async def test_run_on_embedded_server_waits_for_approve_from_another_terminal(
 ) -> None:
     env = clean_env(tmp_path)  # no TEMPORAL_ADDRESS: `run` starts the embedded server
     address_file = tmp_path / "home" / "server.address"
-    run = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentloop.cli", "run", "write it", "--model", "scripted:cli-ops-write",
-        "--workspace", str(workspace), "--run-id", "embedded-1", "--import", "tests.test_cli_ops",
-        cwd=ROOT, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    run = await start_run("write it", "scripted:cli-ops-write", workspace, env, "--run-id", "embedded-1")
     try:
         assert run.stdout is not None and run.stderr is not None
         shown = await read_until(run.stdout, "  deny:    ")
@@ -378,12 +385,8 @@ async def test_run_asks_on_a_terminal_and_sends_the_answers(
     workspace: Path, env: dict[str, str]
 ) -> None:
     master, slave = pty.openpty()
-    run = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentloop.cli", "run", "write both", "--model", "scripted:cli-ops-write-two",
-        "--workspace", str(workspace), "--tool", "write_file", "--local-worker",
-        "--import", "tests.test_cli_ops", "--run-id", f"tty-{uuid.uuid4().hex[:8]}",
-        cwd=ROOT, env=env, stdin=slave, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    run = await start_run("write both", "scripted:cli-ops-write-two", workspace, env, "--tool", "write_file",
+                          "--local-worker", "--run-id", f"tty-{uuid.uuid4().hex[:8]}", stdin=slave)
     os.close(slave)
     try:
         assert run.stderr is not None
@@ -410,13 +413,8 @@ async def test_run_asks_on_a_terminal_and_sends_the_answers(
 
 async def test_run_that_is_stopped_prints_its_text_and_exits_0(workspace: Path, env: dict[str, str]) -> None:
     run_id = f"stop-{uuid.uuid4().hex[:8]}"
-    run = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentloop.cli", "run", "write it", "--model", "scripted:cli-ops-write",
-        "--workspace", str(workspace), "--tool", "write_file", "--local-worker",
-        "--import", "tests.test_cli_ops", "--run-id", run_id,
-        cwd=ROOT, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    run = await start_run("write it", "scripted:cli-ops-write", workspace, env, "--tool", "write_file",
+                          "--local-worker", "--run-id", run_id)
     try:
         assert run.stdout is not None
         await read_until(run.stdout, "  deny:    ")
@@ -433,13 +431,8 @@ async def test_run_that_is_stopped_prints_its_text_and_exits_0(workspace: Path, 
 
 async def test_run_that_is_cancelled_exits_1(workspace: Path, env: dict[str, str]) -> None:
     run_id = f"cancel-{uuid.uuid4().hex[:8]}"
-    run = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentloop.cli", "run", "write it", "--model", "scripted:cli-ops-write",
-        "--workspace", str(workspace), "--tool", "write_file", "--local-worker",
-        "--import", "tests.test_cli_ops", "--run-id", run_id,
-        cwd=ROOT, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
+    run = await start_run("write it", "scripted:cli-ops-write", workspace, env, "--tool", "write_file",
+                          "--local-worker", "--run-id", run_id)
     try:
         assert run.stdout is not None
         await read_until(run.stdout, "  deny:    ")

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from openai import AsyncOpenAI
 from rich.console import Console
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
@@ -45,10 +44,8 @@ from agentloop.activity_io import StreamDelta
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.render import JsonlRenderer, PlainRenderer, RichRenderer
 from agentloop.report import Usage
-from activities.models import ModelResolver
-from activities.openai_model import OpenAIChatModel
 from tests import test_cli
-from tests.provider_servers import OpenAIServer, openai_completion, openai_completion_chunks, openai_stream
+from tests.provider_servers import openai_models, OpenAIServer, openai_completion, openai_completion_chunks, openai_stream
 from tests.test_cli import ROOT, clean_env
 from tests.test_cli_ops import agentloop, read_until, script, wait_status, write_script
 
@@ -195,9 +192,7 @@ async def test_watch_on_a_terminal_shows_a_retried_answer_once(
     with OpenAIServer() as server:
         # The first attempt streams part of the answer, then the connection drops.
         server.enqueue(openai_stream(chunks[:4], break_stream=True), openai_stream(chunks))
-        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
-        models = ModelResolver({"openai": lambda provider, name: OpenAIChatModel(client)})
-        async with worker(models=models):
+        async with worker(models=openai_models(server)):
             handle = await agent_client.start(
                 AgentSpec(model="openai:gpt-test", heartbeat_timeout_seconds=5), "what is the answer?"
             )

@@ -8,14 +8,12 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-from openai import AsyncOpenAI
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
 from agentloop.events import MessageDelta, TERMINAL_EVENT_TYPES
 from activities.models import ModelResolver
-from activities.openai_model import OpenAIChatModel
 from activities.scripted_model import last_tool_results
-from tests.provider_servers import OpenAIServer, openai_completion, openai_completion_chunks, openai_stream, openai_tool_call
+from tests.provider_servers import openai_models, OpenAIServer, openai_completion, openai_completion_chunks, openai_stream, openai_tool_call
 from tests.scripting import script
 
 
@@ -152,9 +150,7 @@ async def test_stream_broken_mid_answer_is_retried_without_duplicated_text(
     with OpenAIServer() as server:
         # First attempt: three chunks of text, then the connection drops.
         server.enqueue(openai_stream(chunks[:4], break_stream=True), openai_stream(chunks))
-        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
-        models = ModelResolver({"openai": lambda provider, name: OpenAIChatModel(client)})
-        async with worker(models=models):
+        async with worker(models=openai_models(server)):
             handle = await agent_client.start(
                 AgentSpec(model="openai:gpt-test", heartbeat_timeout_seconds=5), "what is the answer?"
             )
@@ -186,9 +182,7 @@ async def test_tool_call_arguments_stream_as_deltas(agent_client: AgentClient, w
     with OpenAIServer() as server:
         server.enqueue(openai_stream(openai_completion_chunks(answer, pieces=4)),
                        openai_stream(openai_completion_chunks(final)))
-        client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
-        models = ModelResolver({"openai": lambda provider, name: OpenAIChatModel(client)})
-        async with worker(models=models):
+        async with worker(models=openai_models(server)):
             handle = await agent_client.start(AgentSpec(model="openai:gpt-test", tools=["read_file"]), "read")
             events = await collect(agent_client, handle.run_id)
             await handle.result()
