@@ -1,0 +1,238 @@
+"""The built-in ``shell_command`` tool: bash in the workspace, in its own
+session, killed with everything it started on timeout or cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+
+from activities.workspace import resolve_in_workspace, truncate_output
+from agentloop.errors import ToolError
+from agentloop.tools import ToolContext
+
+# How often a running command heartbeats; well under any sane heartbeat timeout.
+_HEARTBEAT_INTERVAL = 1.0
+# After SIGTERM on timeout, how long the command gets to exit before SIGKILL.
+_TERM_GRACE = 2.0
+# After bash exits, how long background processes that still hold the output
+# pipe may keep writing before the process group is killed.
+_DRAIN_GRACE = 1.0
+# How long to wait for a killed process to be reaped and its pipe to close.
+_REAP_TIMEOUT = 5.0
+
+# Worker environment variables whose names look like credentials; commands the
+# model writes must not be able to print them.
+_SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+_SECRET_NAME_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_")
+
+
+
+async def shell_command(
+    command: str,
+    workdir: str = ".",
+    timeout_seconds: float = 60,
+    *,
+    ctx: ToolContext,
+) -> str:
+    """Run a bash command in the workspace and return its exit code and output.
+
+    The command runs with `bash -c` (not a login shell); stdout and stderr are
+    combined. A nonzero exit code is reported, not treated as a failure. There
+    is no stdin. Background processes still running when the command ends are
+    killed, so start nothing meant to outlive the call. Very long output is
+    cut in the middle.
+
+    Args:
+        command: The bash command line, e.g. "pytest -q tests/test_x.py".
+        workdir: Directory to run in, relative to the workspace root.
+        timeout_seconds: Kill the command if it runs longer than this many seconds.
+        ctx: The call context (supplied by the executor, not by the model).
+    """
+    if not command.strip():
+        raise ToolError("The command is empty; pass the bash command line to run")
+    if timeout_seconds <= 0:
+        raise ToolError(f"timeout_seconds must be greater than 0, got {timeout_seconds:g}")
+    cwd = resolve_in_workspace(ctx.workspace, workdir, must_exist=True)
+    if not cwd.is_dir():
+        raise ToolError(f"workdir '{workdir}' is not a directory")
+
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    capture = _OutputCapture(max(2 * ctx.output_limit, 4096))
+    try:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _CommandProtocol(capture),
+            "bash",
+            "-c",
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=_command_env(),
+            # Its own session (and process group) lets us kill everything the
+            # command started, not just bash.
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise ToolError(f"The command could not be started: {exc}") from None
+
+    pgid = transport.get_pid()
+    timed_out = False
+    try:
+        deadline = started + timeout_seconds
+        while not protocol.exited.is_set():
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                timed_out = True
+                break
+            await _wait_event(protocol.exited, min(_HEARTBEAT_INTERVAL, remaining))
+            ctx.heartbeat()
+        if timed_out:
+            _signal_group(pgid, signal.SIGTERM)
+            await _wait_event(protocol.exited, _TERM_GRACE)
+        else:
+            await _wait_event(protocol.output_closed, _DRAIN_GRACE)
+    finally:
+        # Runs on success, timeout and cancellation alike: whatever is left of
+        # the process group dies here, so no call leaves processes behind. (A
+        # group id is not reused while any member lives; once it is empty,
+        # reuse within this second would need the pid space to wrap around.)
+        _signal_group(pgid, signal.SIGKILL)
+        await _wait_event(protocol.exited, _REAP_TIMEOUT)
+        await _wait_event(protocol.output_closed, _REAP_TIMEOUT)
+        transport.close()
+        ctx.metrics["duration_ms"] = int((loop.time() - started) * 1000)
+
+    output = capture.text()
+    if timed_out:
+        ctx.metrics["timed_out"] = True
+        partial, _ = truncate_output(output, max(ctx.output_limit // 2, 1000))
+        raise ToolError(
+            f"Command timed out after {timeout_seconds:g}s and was killed: {_preview(command)}\n"
+            + (f"Output before it was killed:\n{partial}" if partial else "It printed nothing.")
+        )
+
+    returncode = transport.get_returncode()
+    exit_code = returncode if returncode is not None else -1
+    ctx.metrics["exit_code"] = exit_code
+    header = f"exit code: {exit_code}"
+    if exit_code < 0:
+        header += f" (killed by signal {_signal_name(-exit_code)})"
+    if capture.omitted:
+        ctx.metrics["output_bytes"] = capture.total
+        header += (
+            f" (the command printed {capture.total} bytes; only the first and last parts are "
+            "kept, narrow the command to see more)"
+        )
+    return f"{header}\n{output}" if output else f"{header}\n(no output)"
+
+
+class _OutputCapture:
+    """Head and tail of a byte stream, in bounded memory.
+
+    The first ``cap`` bytes are kept as they come; after that only a rolling
+    window of the last ``cap`` bytes, so a command printing gigabytes costs at
+    most about three times ``cap``.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.cap - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            # Trim in batches rather than per chunk to keep appends amortized O(1).
+            if len(self.tail) > 2 * self.cap:
+                del self.tail[: len(self.tail) - self.cap]
+
+    @property
+    def omitted(self) -> int:
+        return self.total - len(self.head) - min(len(self.tail), self.cap)
+
+    def text(self) -> str:
+        tail = self.tail[-self.cap :] if len(self.tail) > self.cap else self.tail
+        head_text = self.head.decode("utf-8", errors="replace")
+        tail_text = bytes(tail).decode("utf-8", errors="replace")
+        if self.omitted:
+            return (
+                f"{head_text}\n[... {self.omitted} bytes of output omitted ...]\n{tail_text}"
+            )
+        return head_text + tail_text
+
+
+class _CommandProtocol(asyncio.SubprocessProtocol):
+    """Feeds output into the capture and tells when bash exits and output ends.
+
+    A protocol rather than ``asyncio.subprocess.Process``: its ``wait()`` also
+    waits for the output pipe to close, which a background process can keep
+    open long after bash has exited. And pushing chunks straight into the
+    capture keeps no unbounded stream buffer.
+    """
+
+    def __init__(self, capture: _OutputCapture) -> None:
+        self.capture = capture
+        self.exited = asyncio.Event()
+        self.output_closed = asyncio.Event()
+
+    def pipe_data_received(self, fd: int, data: bytes) -> None:
+        self.capture.feed(data)
+
+    def pipe_connection_lost(self, fd: int, exc: Exception | None) -> None:
+        self.output_closed.set()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+
+
+async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
+    return event.is_set()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        # The group is already gone (PermissionError is what macOS reports for
+        # a group whose members are all zombies).
+        pass
+
+
+def _command_env() -> dict[str, str]:
+    return {name: value for name, value in os.environ.items() if not _looks_secret(name)}
+
+
+def _looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return upper.startswith(_SECRET_NAME_PREFIXES) or any(
+        part in upper for part in _SECRET_NAME_PARTS
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return str(number)
+
+
+def _preview(command: str, limit: int = 200) -> str:
+    one_line = " ".join(command.split())
+    return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+
+
+# --------------------------------------------------------------------------
