@@ -118,7 +118,6 @@ def _clip_line(line: str, limit: int) -> str:
     return line[:limit] + f" [... line cut, {len(line) - limit} more characters]"
 
 
-# --------------------------------------------------------------------------
 
 def _sorted_entries(directory: Path) -> Iterator[os.DirEntry[str]]:
     try:

@@ -233,6 +233,3 @@ def _signal_name(number: int) -> str:
 def _preview(command: str, limit: int = 200) -> str:
     one_line = " ".join(command.split())
     return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
-
-
-# --------------------------------------------------------------------------
