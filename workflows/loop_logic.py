@@ -1,17 +1,38 @@
-"""Pure helpers of the run loop: what to do after a step, and the error
-results for calls that cannot run. No I/O, clocks or randomness here: this
-code runs inside workflow replay.
+"""The run loop's decisions, as pure functions that return tagged unions.
+
+Each turn of the loop ends in plain data (STYLE.md 3): after a model
+response, :func:`decide_next_step` says final / verify / run tools /
+require action / fail; before a call runs, :func:`gate_call` says answered /
+execute / ask for approval / await the client; after the step's calls,
+:func:`decide_after_tools` says continue / stopped / fail. Whether to
+continue as new and whether the budget is spent are decided here too. The
+workflow matches on the results and does the I/O.
+
+No I/O, clocks or randomness here: this code runs inside workflow replay,
+and the tests call it without a server (``tests/test_loop_logic.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
+from datetime import datetime, timedelta
+from typing import Literal, Union
 
 from agentloop.activity_io import ModelResponse, ToolDefinition
-from agentloop.messages import ToolCallPart
-from agentloop.report import RunReason
+from agentloop.approvals import (
+    ApprovalDecision,
+    PendingAction,
+    PendingApproval,
+    PermissionCheck,
+    ToolOutput,
+    check_permission,
+)
+from agentloop.messages import ToolCallPart, ToolResultPart
+from agentloop.pricing import check_budget, run_cost
+from agentloop.report import RunReason, Usage
 from agentloop.spec import AgentSpec
+
+# After a model response ---------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -22,8 +43,24 @@ class FinalAnswer:
 
 
 @dataclass(frozen=True)
+class Verify:
+    """The model answered, and the spec asks it to check its work once
+    first: add ``prompt`` as a user message and take one more step."""
+
+    prompt: str
+
+
+@dataclass(frozen=True)
 class RunTools:
-    """The model asked for tools: run them, then take another step."""
+    """The model asked for tools: gate and run them, then take another step."""
+
+    calls: list[ToolCallPart]
+
+
+@dataclass(frozen=True)
+class RequireAction:
+    """The continuation limit is reached: the client runs the calls and
+    submits their outputs (``requires_action``), then the loop goes on."""
 
     calls: list[ToolCallPart]
 
@@ -36,19 +73,17 @@ class FailRun:
     message: str
 
 
-@dataclass(frozen=True)
-class RequireAction:
-    """The continuation limit is reached: the client runs the calls and
-    submits their outputs (``requires_action``), then the loop goes on."""
-
-    calls: list[ToolCallPart]
-
-
-NextStep = Union[FinalAnswer, RunTools, RequireAction, FailRun]
+NextStep = Union[FinalAnswer, Verify, RunTools, RequireAction, FailRun]
 
 
 def decide_next_step(
-    response: ModelResponse, *, spec: AgentSpec, continuations: int, limit_requires_action: bool = True
+    response: ModelResponse,
+    *,
+    spec: AgentSpec,
+    continuations: int,
+    limit_requires_action: bool = True,
+    may_verify: bool = False,
+    last_step: bool = False,
 ) -> NextStep:
     """Decide what follows a step, from its finish reason (seed 000).
 
@@ -59,6 +94,10 @@ def decide_next_step(
         limit_requires_action: Past ``max_tool_call_continuations``, wait for
             the client (``requires_action``) instead of failing. False only
             for runs started before requires_action existed.
+        may_verify: The run has not asked the verification question yet (and
+            is new enough to ask it).
+        last_step: This was the last step ``max_steps`` allows: a final
+            answer completes the run without the verification question.
     """
     tool_calls = response.message.tool_calls
     if tool_calls:
@@ -76,6 +115,8 @@ def decide_next_step(
     reason = response.finish_reason
     if reason == "stop" or reason == "tool_calls":
         # "tool_calls" with no calls happens with some servers; nothing to run, so we are done.
+        if spec.verify_before_completing and may_verify and not last_step:
+            return Verify(spec.verification_prompt)
         return FinalAnswer(response.message.text)
     if reason == "length":
         return FailRun(
@@ -89,6 +130,301 @@ def decide_next_step(
         "error",
         f"the model stopped for an unexpected reason ({response.raw_finish_reason or reason})",
     )
+
+
+# Budget ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WithinBudget:
+    """The run may go on. ``cost_usd`` is what it has cost so far (None when
+    the model's price is unknown)."""
+
+    cost_usd: float | None
+
+
+@dataclass(frozen=True)
+class OverBudget:
+    """A limit of ``AgentSpec.budget`` is passed: the run fails (``cost_limit``)."""
+
+    cost_usd: float | None
+    message: str
+
+
+BudgetVerdict = Union[WithinBudget, OverBudget]
+
+
+def check_run_budget(usage: Usage, spec: AgentSpec) -> BudgetVerdict:
+    """The run's totals against ``spec.budget`` (checked after each LLM step,
+    so a run may overshoot by one step's usage)."""
+    cost = run_cost(usage, spec.model, spec.budget)
+    over = check_budget(usage, cost, spec.budget)
+    return OverBudget(cost, over) if over is not None else WithinBudget(cost)
+
+
+# Per tool call -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The call does not run: ``result`` is its answer. ``failed`` counts
+    it as a failed call (unknown tool, bad arguments; a policy denial is an
+    answer the model can work with, not a failure)."""
+
+    result: ToolResultPart
+    failed: bool
+    permission: PermissionCheck | None = None
+
+
+@dataclass(frozen=True)
+class Execute:
+    """Run the call (``permission`` is the policy's verdict, when it applied)."""
+
+    permission: PermissionCheck | None = None
+
+
+@dataclass(frozen=True)
+class AskApproval:
+    """The call waits for an operator's decision."""
+
+    approval: PendingApproval
+    permission: PermissionCheck
+
+
+@dataclass(frozen=True)
+class AwaitClient:
+    """The client runs the call and submits its output (``requires_action``)."""
+
+    action: PendingAction
+
+
+CallDecision = Union[Answered, Execute, AskApproval, AwaitClient]
+
+
+def gate_call(
+    call: ToolCallPart,
+    *,
+    spec: AgentSpec,
+    tools: list[ToolDefinition],
+    step: int,
+    now: datetime,
+    hitl: bool = True,
+    strict_client_arguments: bool = True,
+) -> CallDecision:
+    """What happens to one tool call before (or instead of) it runs.
+
+    Args:
+        call: The model's call.
+        spec: The agent's spec (client tools, permissions, approval timeout).
+        tools: The worker tools the run resolved.
+        step: The step that asked for it, 1-based as shown to people.
+        now: The workflow's time (``workflow.now()``), for ``asked_at``.
+        hitl: Apply client tools and the permission policy. False only for
+            runs started before they existed.
+        strict_client_arguments: A client call whose arguments are not a JSON
+            object is answered with an error instead of sent to the client.
+            False only for runs started before that rule.
+    """
+    if hitl and any(t.name == call.name for t in spec.client_tools):
+        if call.arguments_error is not None and strict_client_arguments:
+            return Answered(error_result(call, bad_arguments_message(call)), failed=True)
+        return AwaitClient(pending_action(call, step=step, now=now, reason="client_tool"))
+    tool = next((t for t in tools if t.name == call.name), None)
+    if tool is None:
+        return Answered(error_result(call, unknown_tool_message(call.name, tools)), failed=True)
+    if call.arguments_error is not None:
+        return Answered(error_result(call, bad_arguments_message(call)), failed=True)
+    if not hitl:
+        return Execute()
+    check = check_permission(call, rules=spec.permissions, default=spec.default_permission, read_only=tool.read_only)
+    if check.action == "deny":
+        return Answered(error_result(call, denied_message(call, check.reason)), failed=False, permission=check)
+    if check.action == "ask":
+        timeout = spec.approval_timeout_seconds
+        approval = PendingApproval(
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            step=step,
+            asked_at=now,
+            reason=check.reason,
+            expires_at=now + timedelta(seconds=timeout) if timeout else None,
+        )
+        return AskApproval(approval, check)
+    return Execute(check)
+
+
+def pending_action(call: ToolCallPart, *, step: int, now: datetime, reason: str) -> PendingAction:
+    """A call the client must run: a client tool, or any call past the
+    continuation limit."""
+    return PendingAction(
+        call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        step=step,
+        asked_at=now,
+        reason=reason,  # type: ignore[arg-type]
+    )
+
+
+# After a decision or an output arrived -------------------------------------------------
+
+ResolutionLabel = Literal["approve", "deny", "skip", "override", "timeout", "stopped"]
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What became of a call that waited for an operator: ``result`` is the
+    answer the model sees, or None when the call is to run."""
+
+    label: ResolutionLabel
+    result: ToolResultPart | None = None
+    by: str | None = None
+    reason: str | None = None
+
+
+def resolve_approval(
+    call: ToolCallPart,
+    decision: ApprovalDecision | None,
+    *,
+    spec: AgentSpec,
+    timed_out: bool = False,
+) -> Resolution:
+    """Turn an operator's decision (or its absence) into the call's fate.
+
+    Args:
+        call: The call that waited.
+        decision: The decision that arrived, or None (timed out or stopped).
+        spec: For the approval timeout and ``tool_output_limit``.
+        timed_out: No decision arrived within ``approval_timeout_seconds``.
+    """
+    if timed_out:
+        limit = spec.approval_timeout_seconds or 0
+        return Resolution("timeout", error_result(call, denied_message(call, f"no decision within {limit:g}s (approval timeout)")))
+    if decision is None:
+        return Resolution("stopped", error_result(call, stopped_message(call)))
+    by, reason = decision.by, decision.reason
+    if decision.decision == "deny":
+        return Resolution("deny", error_result(call, denied_message(call, reason or "an operator denied it")), by, reason)
+    if decision.decision == "skip":
+        content = clip_output(decision.result, spec.tool_output_limit) if decision.result else None
+        return Resolution("skip", ToolResultPart(id=call.id, name=call.name, content=content or skipped_message(call)), by, reason)
+    if decision.result is not None:
+        content = clip_output(decision.result, spec.tool_output_limit)
+        return Resolution("override", ToolResultPart(id=call.id, name=call.name, content=content), by, reason)
+    return Resolution("approve", None, by, reason)
+
+
+def resolve_output(call: ToolCallPart, output: ToolOutput | None, *, spec: AgentSpec) -> ToolResultPart:
+    """The answer to a client call: the client's output (cut to the spec's
+    limit), or "did not run" when the run was stopped first."""
+    if output is None:
+        return error_result(call, stopped_message(call))
+    return ToolResultPart(
+        id=call.id, name=call.name, content=clip_output(output.output, spec.tool_output_limit), is_error=output.is_error
+    )
+
+
+# After the step's tool calls ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Continue:
+    """Take the next step."""
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A stop was requested: the run ends ``stopped`` now."""
+
+
+AfterTools = Union[Continue, Stopped, FailRun]
+
+
+def count_failed_steps(failed: list[bool], previous: int) -> int:
+    """Consecutive steps whose every call failed, counting this one."""
+    return previous + 1 if failed and all(failed) else 0
+
+
+def decide_after_tools(
+    results: list[ToolResultPart],
+    *,
+    spec: AgentSpec,
+    step: int,
+    failed_tool_steps: int,
+    stop_requested: bool,
+) -> AfterTools:
+    """What follows a step whose calls all have results.
+
+    Args:
+        results: The step's results, in call order.
+        spec: The agent's spec (limits).
+        step: Steps finished, this one included.
+        failed_tool_steps: Consecutive all-failed steps, this one included
+            (:func:`count_failed_steps`).
+        stop_requested: A ``stop`` signal arrived.
+    """
+    if failed_tool_steps >= spec.max_consecutive_failed_tool_steps:
+        errors = "; ".join(f"{r.name}: {r.content}" for r in results)
+        return FailRun("tool_error", f"every tool call of step {step} failed ({errors})")
+    if stop_requested:
+        return Stopped()
+    if step >= spec.max_steps:
+        return FailRun("max_steps", max_steps_message(spec))
+    return Continue()
+
+
+# Continue-as-new --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContinueAsNew:
+    """Hand the run over to a new Temporal run now."""
+
+
+@dataclass(frozen=True)
+class NotDue:
+    """Go on in this Temporal run."""
+
+
+@dataclass(frozen=True)
+class TooLargeToCarry:
+    """Due, but the conversation would pass Temporal's payload limit as the
+    next run's input: go on in this run (and warn, once)."""
+
+    size: int
+    limit: int
+
+
+CarryVerdict = Union[ContinueAsNew, NotDue, TooLargeToCarry]
+
+
+def continue_as_new_due(
+    *,
+    steps_this_run: int,
+    suggested: bool,
+    every: int | None,
+    conversation_bytes: int,
+    limit_bytes: int,
+) -> CarryVerdict:
+    """Whether to hand over now: Temporal suggests it, or this Temporal run
+    has taken ``every`` steps (count the step under way when it waits for
+    people). A run hands over at most once per step taken."""
+    if steps_this_run == 0:
+        return NotDue()
+    if not (suggested or (every is not None and steps_this_run >= every)):
+        return NotDue()
+    if conversation_bytes > limit_bytes:
+        return TooLargeToCarry(conversation_bytes, limit_bytes)
+    return ContinueAsNew()
+
+
+# What the model sees -----------------------------------------------------------------------
+
+
+def error_result(call: ToolCallPart, content: str) -> ToolResultPart:
+    """An error result for ``call``."""
+    return ToolResultPart(id=call.id, name=call.name, content=content, is_error=True)
 
 
 def unknown_tool_message(name: str, available: list[ToolDefinition]) -> str:
@@ -142,3 +478,4 @@ def clip_output(text: str, limit: int) -> str:
     tail = limit - head
     omitted = len(text) - head - tail
     return f"{text[:head]}\n[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]\n{text[len(text) - tail:]}"
+
