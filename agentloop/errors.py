@@ -53,16 +53,54 @@ class DecisionRejected(AgentLoopError):
 RUN_FAILED_ERROR_TYPE = "AgentRunFailed"
 
 
+#: Most characters of a value a message quotes back (a call id, a field
+#: name): messages never echo a large payload.
+PREVIEW_CHARS = 60
+
+#: Most problems :func:`describe_validation_error` lists.
+MAX_LISTED_ERRORS = 10
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """``text`` as a message may quote it: cut to ``limit`` characters, saying
+    how long it was."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text):,} characters)"
+
+
 def describe_validation_error(exc: Exception) -> str:
-    """One line per problem of a pydantic ``ValidationError``: ``field: message``."""
+    """One line per problem of a pydantic ``ValidationError``: ``field: message``.
+
+    Bounded whatever the input: at most ``MAX_LISTED_ERRORS`` problems, field
+    names and messages cut short (a field name can be a key the sender chose).
+    """
     errors = getattr(exc, "errors", None)
     if errors is None:
-        return str(exc)
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or '(input)'}: {e['msg'].removeprefix('Value error, ')}"
-        for e in errors()
-    )
+        return preview(str(exc), 300)
+    found = errors()
+    lines = [
+        f"{preview('.'.join(map(str, e['loc'])) or '(input)')}: {preview(e['msg'].removeprefix('Value error, '), 300)}"
+        for e in found[:MAX_LISTED_ERRORS]
+    ]
+    if len(found) > MAX_LISTED_ERRORS:
+        lines.append(f"and {len(found) - MAX_LISTED_ERRORS} more problems")
+    return "; ".join(lines)
 
 
-#: ApplicationError type of input that does not match its model.
+#: ApplicationError type of input that does not match its model: a failed
+#: run's, when its start input is not an ``AgentRunInput``.
 INVALID_INPUT_ERROR_TYPE = "InvalidInput"
+
+#: ApplicationError type of a refused ``approve`` or ``submit_tool_outputs``
+#: update whose payload is well formed but does not fit the run: unknown or
+#: already decided call id, a denial with a result, missing outputs.
+INVALID_DECISION_ERROR_TYPE = "InvalidDecision"
+
+#: ApplicationError type of a refused update whose payload is malformed (not
+#: the JSON object the update takes) or has a field over its limit.
+INVALID_REQUEST_ERROR_TYPE = "InvalidRequest"
+
+#: ApplicationError type of a refused update whose payload as a whole is over
+#: the size a run accepts.
+REQUEST_TOO_LARGE_ERROR_TYPE = "RequestTooLarge"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
 from agentloop.approvals import (
@@ -16,6 +17,7 @@ from agentloop.approvals import (
     ToolOutput,
 )
 from agentloop.context import TokenAnchor
+from agentloop.errors import describe_validation_error
 from agentloop.report import StepReport
 from agentloop.messages import Message, ToolCallPart
 from agentloop.report import AgentRunReport, RunReason, Usage
@@ -90,6 +92,14 @@ class RunCarry(BaseModel):
     runs: int = 0
 
 
+#: The smallest valid run input, as JSON: what a failed run's message shows
+#: an operator who typed something else into ``temporal workflow start``.
+RUN_INPUT_EXAMPLE = (
+    '{"spec": {"model": "openai:gpt-4.1-mini"}, '
+    '"messages": [{"role": "user", "content": [{"type": "text", "text": "Hello"}]}]}'
+)
+
+
 class AgentRunInput(BaseModel):
     """The input of :class:`AgentRunWorkflow`.
 
@@ -106,6 +116,51 @@ class AgentRunInput(BaseModel):
     spec: AgentSpec
     messages: list[Message] = Field(min_length=1)
     carry: RunCarry | None = None
+
+
+def _what_it_is(value: Any) -> str:
+    """What a decoded start argument is, in words, without quoting it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a JSON boolean"
+    if isinstance(value, (int, float)):
+        return "a JSON number"
+    if isinstance(value, str):
+        return f"a JSON string ({len(value):,} characters)"
+    if isinstance(value, (list, tuple)):
+        return f"a JSON array ({len(value):,} items)"
+    if isinstance(value, (bytes, bytearray)):
+        return f"a binary/plain payload of {len(value):,} bytes"
+    return f"a {type(value).__name__}"
+
+
+def parse_run_input(args: Sequence[Any]) -> AgentRunInput:
+    """The run's input from the workflow's arguments as Temporal decoded them
+    (the workflow takes them raw, so that no input can fail its task).
+
+    Raises:
+        ValueError: The arguments are not one ``AgentRunInput`` (or a JSON
+            object that validates as one). The message says what was wrong and
+            shows ``RUN_INPUT_EXAMPLE``; it never quotes the input itself.
+    """
+    if len(args) == 1 and isinstance(args[0], AgentRunInput):
+        return args[0]
+    if not args:
+        problem = "the run was started without an input"
+    elif len(args) > 1:
+        problem = f"the run was started with {len(args)} inputs; it takes one"
+    elif not isinstance(args[0], dict):
+        problem = f"the run's input is {_what_it_is(args[0])}, not a JSON object"
+    else:
+        try:
+            return AgentRunInput.model_validate(args[0])
+        except ValidationError as exc:
+            problem = describe_validation_error(exc)
+    raise ValueError(
+        f"invalid run input: {problem}. A run takes one JSON object with the agent's spec and the "
+        f"input messages, e.g. {RUN_INPUT_EXAMPLE}"
+    )
 
 
 class AgentRunResult(BaseModel):

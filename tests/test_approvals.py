@@ -9,7 +9,8 @@ import uuid
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
 
 from agentloop import (
     AgentClient,
@@ -64,6 +65,37 @@ async def wait_state(handle: AgentRunHandle, predicate, what: str, timeout: floa
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"timed out waiting for {what}; last state: {state}")
         await asyncio.sleep(0.05)
+
+
+_CLOSED = {
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED,
+    EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW,
+}
+
+
+def task_failures(history: WorkflowHistory) -> list[str]:
+    """The messages of the history's failed workflow tasks (there should be none)."""
+    return [
+        e.workflow_task_failed_event_attributes.failure.message[:300]
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED
+    ]
+
+
+async def wait_for_end(handle: WorkflowHandle, timeout: float = 60.0) -> WorkflowHistory:
+    """The run's history once it has closed, or as soon as a workflow task
+    failed (a run whose tasks fail would retry forever, never closing)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        history = await handle.fetch_history()
+        if any(e.event_type in _CLOSED for e in history.events) or task_failures(history):
+            return history
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"{handle.id} neither ended nor failed a task; last event: {history.events[-1]}")
+        await asyncio.sleep(0.1)
 
 
 def awaiting(n: int = 1):

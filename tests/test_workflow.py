@@ -384,6 +384,8 @@ async def test_malformed_run_input_fails_the_run_with_the_reasons(
 ) -> None:
     from temporalio.client import WorkflowFailureError
 
+    from agentloop.run import RUN_INPUT_EXAMPLE
+
     async with worker():
         handle = await agent_client.temporal.start_workflow(
             "AgentRunWorkflow",
@@ -400,7 +402,8 @@ async def test_malformed_run_input_fails_the_run_with_the_reasons(
         "invalid run input: spec.model: model 'gpt-4' must be 'provider:model', e.g. "
         "'openai:gpt-4.1-mini' or 'anthropic:claude-sonnet-4-5'; providers: openai, anthropic, "
         "scripted; spec.max_steps: Input should be greater than or equal to 1; messages: List "
-        "should have at least 1 item after validation, not 0"
+        "should have at least 1 item after validation, not 0. A run takes one JSON object with the "
+        f"agent's spec and the input messages, e.g. {RUN_INPUT_EXAMPLE}"
     )
 
 

@@ -86,6 +86,7 @@ with workflow.unsafe.imports_passed_through():
         RunCarry,
         RunState,
         RunStatus,
+        parse_run_input,
     )
     from agentloop.spec import AgentSpec
     from agentloop.activity_io import CompactionRef, TranscriptRef
@@ -158,10 +159,21 @@ class AgentRunWorkflow:
     """The agent loop of DESIGN.md: step, decide, run tools, repeat."""
 
     @workflow.init
-    def __init__(self, input: AgentRunInput | dict[str, Any]) -> None:
+    def __init__(self, *args: Any) -> None:
+        # The arguments arrive raw (JSON decoded, no type): input an operator
+        # typed into `temporal workflow start` that is not one AgentRunInput
+        # (a string, a binary payload, none, two) fails the run once, in
+        # `run`, instead of failing workflow tasks forever on a decode error.
+        input: AgentRunInput | None = None
+        self._input_error: str | None = None
+        try:
+            input = parse_run_input(args)
+        except ValueError as exc:
+            self._input_error = str(exc)
+        self._input = input
         # The event stream (Temporal Workflow Streams): subscribers poll it
         # by offset; the LLM activity publishes deltas into it.
-        carry = input.carry if isinstance(input, AgentRunInput) else None
+        carry = input.carry if input is not None else None
         self._stream = WorkflowStream(prior_state=carry.stream if carry else None)
         self._events = self._stream.topic(EVENTS_TOPIC)
         self._run_id = workflow.info().workflow_id
@@ -196,7 +208,7 @@ class AgentRunWorkflow:
         self._steps_this_run = 0
         self._pending_step: PendingStep | None = None
         self._carry_warned = False
-        if carry is not None and isinstance(input, AgentRunInput):
+        if carry is not None and input is not None:
             # Restored here, before any handler runs: a decision delivered in
             # the new run's first activation must find its pending call.
             self._spec = input
@@ -379,21 +391,14 @@ class AgentRunWorkflow:
     # The loop ----------------------------------------------------------------
 
     @workflow.run
-    async def run(self, input: AgentRunInput | dict[str, Any]) -> AgentRunResult:
-        # Input that is not an AgentRunInput (an operator typing JSON into
-        # `temporal workflow start`) arrives as a dict: fail the run with the
-        # reasons, instead of failing workflow tasks forever on a decode error.
-        if isinstance(input, dict):
-            try:
-                input = AgentRunInput.model_validate(input)
-            except ValidationError as exc:
-                message = f"invalid run input: {describe_validation_error(exc)}"
-                self._emit(RunFailed, reason="error", error=message)
-                raise ApplicationError(
-                    message,
-                    type=INVALID_INPUT_ERROR_TYPE,
-                    non_retryable=True,
-                ) from None
+    async def run(self, *args: Any) -> AgentRunResult:
+        # `__init__` validated the same arguments.
+        input = self._input
+        if input is None:
+            message = self._input_error or "invalid run input"
+            self._status, self._reason, self._error = "failed", "error", message
+            self._emit(RunFailed, reason="error", error=message)
+            raise ApplicationError(message, type=INVALID_INPUT_ERROR_TYPE, non_retryable=True)
         self._run_id = workflow.info().workflow_id
         self._spec = input
         self._hitl = workflow.patched(HITL_PATCH)
