@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from activities.workspace import resolve_in_workspace, workspace_relative
+from activities.workspace import (
+    hard_link_error,
+    open_for_reading,
+    replace_file,
+    resolve_in_workspace,
+    workspace_relative,
+)
 from agentloop.errors import ToolError
 from agentloop.tools import ToolContext
 
@@ -22,7 +29,9 @@ def read_file(file_path: str, offset: int = 1, limit: int = 2000, *, ctx: ToolCo
     """Read a text file from the workspace, with line numbers.
 
     Each line is shown as its number, a tab, and its text. Read long files in
-    pieces with offset and limit. Binary files and directories are refused.
+    pieces with offset and limit. Binary files, directories and files with
+    more than one hard link (other names may lie outside the workspace) are
+    refused.
 
     Args:
         file_path: Path of the file, relative to the workspace root.
@@ -35,17 +44,36 @@ def read_file(file_path: str, offset: int = 1, limit: int = 2000, *, ctx: ToolCo
     if limit < 1:
         raise ToolError(f"limit must be 1 or more, got {limit}")
     path = resolve_in_workspace(ctx.workspace, file_path, must_exist=True)
-    if path.is_dir():
+    try:
+        fd, st = open_for_reading(ctx.workspace, path)
+    except FileNotFoundError:
+        raise ToolError(f"'{file_path}' does not exist (it was removed just now)") from None
+    except IsADirectoryError:  # the workspace root itself
         raise ToolError(
             f"'{file_path}' is a directory, not a file; use list_dir to see what it contains"
-        )
-    if not path.is_file():
-        raise ToolError(f"'{file_path}' is not a regular file")
+        ) from None
+    except OSError as exc:
+        raise ToolError(f"Could not read '{file_path}': {exc.strerror or exc}") from None
+
+    try:
+        # Checked on the open descriptor, so a path changed since it was
+        # resolved cannot slip another file past the checks.
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(
+                f"'{file_path}' is a directory, not a file; use list_dir to see what it contains"
+            )
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"'{file_path}' is not a regular file")
+        if st.st_nlink > 1:
+            raise hard_link_error(file_path, st.st_nlink, "read_file")
+    except ToolError:
+        os.close(fd)
+        raise
 
     shown: list[str] = []
     total = 0
     try:
-        with path.open("rb") as raw:
+        with open(fd, "rb") as raw:
             if b"\x00" in raw.read(_BINARY_SNIFF_BYTES):
                 raise _binary_file_error(file_path)
             raw.seek(0)
@@ -79,7 +107,9 @@ def write_file(file_path: str, content: str, *, ctx: ToolContext) -> str:
     """Write a file in the workspace, replacing it if it exists.
 
     Missing parent directories are created. To change part of an existing
-    file, prefer apply_patch.
+    file, prefer apply_patch. An existing file is replaced by a new one (its
+    permissions are kept): if it had other hard links, they keep the old
+    content.
 
     Args:
         file_path: Path of the file, relative to the workspace root.
@@ -94,8 +124,11 @@ def write_file(file_path: str, content: str, *, ctx: ToolContext) -> str:
     except UnicodeEncodeError as exc:
         raise ToolError(f"The content is not valid text: {exc.reason}") from None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+        # Never in place: a hard link to a file outside the workspace would
+        # carry the write out of it.
+        replace_file(ctx.workspace, path, data)
+    except IsADirectoryError:
+        raise ToolError(f"'{file_path}' is a directory; give the path of a file") from None
     except (FileExistsError, NotADirectoryError):
         raise ToolError(
             f"Could not write '{file_path}': part of its parent path is a file, not a directory"

@@ -3,13 +3,22 @@ hunks or nothing."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from activities.workspace import resolve_in_workspace, workspace_relative
+from activities.workspace import (
+    hard_link_error,
+    open_for_reading,
+    remove_file,
+    replace_file,
+    resolve_in_workspace,
+    workspace_relative,
+)
 from agentloop.errors import ToolError
 from agentloop.tools import ToolContext
 
@@ -39,6 +48,11 @@ def apply_patch(patch: str, *, ctx: ToolContext) -> str:
     change, enough to make its place unique; hunks of a file must be in file
     order. If any hunk does not match, nothing is changed.
 
+    Changed files are replaced, not written in place (permissions are kept),
+    so other hard links to them keep the old content; files with more than
+    one hard link cannot be updated or moved (they are not read). Deleting or
+    moving a symlink removes the link, not what it points to.
+
     Args:
         patch: The whole patch text, from '*** Begin Patch' to '*** End Patch'.
         ctx: The call context (supplied by the executor, not by the model).
@@ -48,10 +62,14 @@ def apply_patch(patch: str, *, ctx: ToolContext) -> str:
     files = _VirtualFiles(workspace)
     summary: list[str] = []
     for op in ops:
-        path = resolve_in_workspace(workspace, op.path)
+        if op.kind == "delete":
+            # The name itself: deleting a symlink removes the link, not its target.
+            path = resolve_in_workspace(workspace, op.path, follow_final=False)
+        else:
+            path = resolve_in_workspace(workspace, op.path)
         shown = workspace_relative(workspace, path)
         if op.kind == "add":
-            if files.read(path, op.path) is not None:
+            if files.exists(path, op.path):
                 raise ToolError(
                     f"Cannot add '{op.path}': it already exists; use "
                     f"'*** Update File: {op.path}' to change it. No file was changed."
@@ -59,7 +77,7 @@ def apply_patch(patch: str, *, ctx: ToolContext) -> str:
             files.write(path, op.content)
             summary.append(f"A {shown}")
         elif op.kind == "delete":
-            if files.read(path, op.path) is None:
+            if not files.exists(path, op.path):
                 raise ToolError(
                     f"Cannot delete '{op.path}': it does not exist. No file was changed."
                 )
@@ -78,12 +96,13 @@ def apply_patch(patch: str, *, ctx: ToolContext) -> str:
                 summary.append(f"M {shown}")
                 continue
             dest = resolve_in_workspace(workspace, op.move_to)
-            if dest != path and files.read(dest, op.move_to) is not None:
+            if dest != path and files.exists(dest, op.move_to):
                 raise ToolError(
                     f"Cannot move '{op.path}' to '{op.move_to}': the destination already "
                     "exists. No file was changed."
                 )
-            files.write(path, None)
+            # Moving a symlink removes the link, as deleting it does, not its target.
+            files.write(resolve_in_workspace(workspace, op.path, follow_final=False), None)
             files.write(dest, updated, mode_from=path)
             summary.append(f"M {workspace_relative(workspace, dest)} (moved from {shown})")
     files.commit()
@@ -342,18 +361,50 @@ class _VirtualFiles:
         self._workspace = workspace
         self._pending: dict[Path, str | None] = {}
         self._mode_from: dict[Path, Path] = {}
+        self._modes: dict[Path, int] = {}
+
+    def exists(self, path: Path, shown: str) -> bool:
+        """Whether the name exists (a symlink counts, dangling or not)."""
+        if path in self._pending:
+            return self._pending[path] is not None
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise ToolError(f"Could not look at '{shown}': {exc.strerror or exc}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"'{shown}' is a directory, not a file. No file was changed.")
+        return True
 
     def read(self, path: Path, shown: str) -> str | None:
         if path in self._pending:
             return self._pending[path]
-        if path.is_dir():
-            raise ToolError(f"'{shown}' is a directory, not a file. No file was changed.")
-        if not path.exists():
-            return None
         try:
-            data = path.read_bytes()
+            fd, st = open_for_reading(self._workspace, path)
+        except FileNotFoundError:
+            return None
+        except IsADirectoryError:
+            raise ToolError(f"'{shown}' is a directory, not a file. No file was changed.") from None
         except OSError as exc:
             raise ToolError(f"Could not read '{shown}': {exc.strerror or exc}") from None
+        with open(fd, "rb") as file:
+            # Checked on the open descriptor: what is read is what was checked.
+            if stat.S_ISDIR(st.st_mode):
+                raise ToolError(f"'{shown}' is a directory, not a file. No file was changed.")
+            if not stat.S_ISREG(st.st_mode):
+                raise ToolError(f"'{shown}' is not a regular file. No file was changed.")
+            if st.st_nlink > 1:
+                # Its content would reach the model through the patched or moved file.
+                raise ToolError(
+                    f"{hard_link_error(shown, st.st_nlink, 'apply_patch')} or change it. "
+                    "No file was changed."
+                )
+            try:
+                data = file.read()
+            except OSError as exc:
+                raise ToolError(f"Could not read '{shown}': {exc.strerror or exc}") from None
+        self._modes[path] = stat.S_IMODE(st.st_mode)
         try:
             return data.decode("utf-8")
         except UnicodeDecodeError:
@@ -370,19 +421,21 @@ class _VirtualFiles:
         # Writes before deletes: a move's source must stay until its copy exists.
         writes = [(p, c) for p, c in self._pending.items() if c is not None]
         deletes = [p for p, c in self._pending.items() if c is None]
+        path = self._workspace
         try:
             for path, content in writes:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                # In place rather than via a temp file: keeps mode, owner and hard links.
-                path.write_bytes(content.encode("utf-8"))
                 source = self._mode_from.get(path)
-                if source is not None and source.exists():
-                    shutil.copymode(source, path)
+                mode = self._modes.get(source) if source is not None else None
+                # Replaced, never written in place: a hard link to a file
+                # outside the workspace would carry the change out of it.
+                replace_file(self._workspace, path, content.encode("utf-8"), mode=mode)
             for path in deletes:
-                if path.exists() or path.is_symlink():
-                    path.unlink()
+                with contextlib.suppress(FileNotFoundError):
+                    remove_file(self._workspace, path)
         except OSError as exc:
-            shown = workspace_relative(self._workspace, Path(exc.filename or ""))
-            raise ToolError(
-                f"Writing the patched files failed at '{shown}': {exc.strerror or exc}"
-            ) from None
+            shown = workspace_relative(self._workspace, path)
+            if isinstance(exc, (FileExistsError, NotADirectoryError)):
+                reason = "part of its parent path is a file, not a directory"
+            else:
+                reason = exc.strerror or str(exc)
+            raise ToolError(f"Writing the patched files failed at '{shown}': {reason}") from None

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agentloop.activity_io import ToolDefinition
 from agentloop.errors import UserError
+from agentloop.isolation import fork_available, run_isolated
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -71,6 +72,11 @@ class Tool:
         name: The name the model calls it by.
         description: What it does, for the model.
         read_only: It changes nothing (policies let such tools run unasked).
+        isolated: A plain (sync) function runs in a forked child process per
+            call, killed with the call's timeout or cancellation, so C code
+            holding the GIL cannot stall the worker. False for async tools
+            (they run on the worker's event loop) and for sync tools
+            registered with ``isolated=False`` (they run in a thread).
         args_model: Pydantic model of the arguments; its JSON schema is what
             the model sees.
     """
@@ -82,6 +88,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         read_only: bool = False,
+        isolated: bool | None = None,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -93,6 +100,13 @@ class Tool:
         summary, arg_docs = _parse_docstring(doc)
         self.description = description if description is not None else summary
         self.read_only = read_only
+        is_async = inspect.iscoroutinefunction(fn)
+        if isolated and is_async:
+            raise UserError(
+                f"tool {self.name!r}: isolated=True applies to plain functions; an async tool "
+                "runs on the worker's event loop (make it a plain function to isolate it)"
+            )
+        self.isolated = (not is_async and isolated is not False) and fork_available()
         self._context_param: str | None = None
         self.args_model = self._build_args_model(fn, arg_docs)
 
@@ -152,13 +166,21 @@ class Tool:
             ) from None
 
     async def run(self, arguments: dict[str, Any], ctx: ToolContext) -> Any:
-        """Validate the arguments and call the function (sync ones in a thread)."""
+        """Validate the arguments and call the function.
+
+        Async functions run on the event loop; sync ones in a forked child
+        process (see :mod:`agentloop.isolation`), or in a thread with
+        ``isolated=False``. Cancelling the call (a timeout around it) kills
+        the child.
+        """
         args = self.validate(arguments)
         kwargs = {name: getattr(args, name) for name in type(args).model_fields}
         if self._context_param:
             kwargs[self._context_param] = ctx
         if inspect.iscoroutinefunction(self.fn):
             return await self.fn(**kwargs)
+        if self.isolated:
+            return await run_isolated(self.fn, kwargs, tool_name=self.name, ctx=ctx)
         return await asyncio.to_thread(self.fn, **kwargs)
 
 
@@ -206,11 +228,17 @@ class ToolRegistry:
         name: str | None = None,
         description: str | None = None,
         read_only: bool = False,
+        isolated: bool | None = None,
     ) -> Any:
-        """Decorator that registers a function as a tool in this registry."""
+        """Decorator that registers a function as a tool in this registry.
+
+        Takes the arguments of :func:`tool`.
+        """
 
         def wrap(f: ToolFunction) -> ToolFunction:
-            self.register(Tool(f, name=name, description=description, read_only=read_only))
+            self.register(
+                Tool(f, name=name, description=description, read_only=read_only, isolated=isolated)
+            )
             return f
 
         return wrap(fn) if fn is not None else wrap
@@ -226,6 +254,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     read_only: bool = False,
+    isolated: bool | None = None,
 ) -> Any:
     """Register a function as a tool in the default registry.
 
@@ -235,8 +264,16 @@ def tool(
         name: Tool name; the function's name by default.
         description: For the model; the docstring's summary by default.
         read_only: The tool changes nothing.
+        isolated: For a plain (sync) function, run each call in a forked
+            child process, killed on timeout or cancellation (the default).
+            ``False`` runs it in a thread of the worker instead: it shares the
+            worker's memory, but C code holding the GIL there stalls the whole
+            worker and a timeout cannot stop it. Async tools always run on the
+            worker's event loop.
     """
-    return default_registry.tool(fn, name=name, description=description, read_only=read_only)
+    return default_registry.tool(
+        fn, name=name, description=description, read_only=read_only, isolated=isolated
+    )
 
 
 def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
