@@ -831,9 +831,7 @@ async def test_grep_files_cap(ws: Path) -> None:
 
 
 async def test_grep_files_invalid_regex(ws: Path) -> None:
-    assert await run_error("grep_files", ws, pattern="foo(") == (
-        "Invalid regex 'foo(': missing ), unterminated subpattern at position 3"
-    )
+    assert await run_error("grep_files", ws, pattern="foo(") == "Invalid regex 'foo(': missing ): foo("
 
 
 async def test_grep_files_confined(ws: Path, outside: Path) -> None:
@@ -920,3 +918,167 @@ async def test_grep_files_include_with_directory_glob(ws: Path) -> None:
     (ws / "src" / "m.py").write_text("needle\n")
     (ws / "tests" / "t.py").write_text("needle\n")
     assert await run("grep_files", ws, pattern="needle", include="src/*.py") == "src/m.py:1: needle"
+
+
+# --------------------------------------------------------------------------
+# Hard links and symlinks: no outside file is read or changed through them
+
+
+@pytest.fixture
+def hard_link(ws: Path, outside: Path) -> Path:
+    """``linked.txt`` in the workspace: a hard link to the outside secret."""
+    os.link(outside / "secret.txt", ws / "linked.txt")
+    return ws / "linked.txt"
+
+
+def outside_untouched(outside: Path) -> bool:
+    return (outside / "secret.txt").read_bytes() == b"top secret\n"
+
+
+async def test_read_file_refuses_hard_links(ws: Path, outside: Path, hard_link: Path) -> None:
+    assert await run_error("read_file", ws, file_path="linked.txt") == (
+        "'linked.txt' has 2 hard links (the same file under other names, possibly outside the "
+        "workspace), so read_file does not read it"
+    )
+
+
+async def test_grep_files_skips_hard_links(ws: Path, outside: Path, hard_link: Path) -> None:
+    (ws / "inside.txt").write_text("secret inside\n")
+    assert await run("grep_files", ws, pattern="secret") == (
+        "inside.txt:1: secret inside\n"
+        "[1 file was not searched because it has more than one hard link (other names of the "
+        "same file may lie outside the workspace): linked.txt]"
+    )
+    assert await run("grep_files", ws, pattern="secret", path="linked.txt") == (
+        "No matches for 'secret' in 'linked.txt'.\n"
+        "[1 file was not searched because it has more than one hard link (other names of the "
+        "same file may lie outside the workspace): linked.txt]"
+    )
+    for i in range(6):
+        os.link(outside / "secret.txt", ws / f"more{i}.txt")
+    out = await run("grep_files", ws, pattern="top")
+    assert out == (
+        "No matches for 'top' in '.'.\n"
+        "[7 files were not searched because they have more than one hard link (other names of "
+        "the same file may lie outside the workspace): linked.txt, more0.txt, more1.txt, "
+        "more2.txt, more3.txt and 2 more]"
+    )
+
+
+async def test_write_file_replaces_hard_links(ws: Path, outside: Path, hard_link: Path) -> None:
+    assert await run("write_file", ws, file_path="linked.txt", content="mine\n") == (
+        "Wrote 5 bytes to linked.txt"
+    )
+    assert outside_untouched(outside)
+    assert hard_link.read_text() == "mine\n"
+    assert os.stat(outside / "secret.txt").st_nlink == 1
+
+
+async def test_apply_patch_does_not_touch_hard_linked_files(
+    ws: Path, outside: Path, hard_link: Path
+) -> None:
+    refusal = (
+        "'linked.txt' has 2 hard links (the same file under other names, possibly outside the "
+        "workspace), so apply_patch does not read it or change it. No file was changed."
+    )
+    update = "*** Begin Patch\n*** Update File: linked.txt\n@@\n-top secret\n+pwned\n*** End Patch"
+    assert await run_error("apply_patch", ws, patch=update) == refusal
+    # A move without hunks would copy the content into a file read_file can read.
+    move = "*** Begin Patch\n*** Update File: linked.txt\n*** Move to: copy.txt\n*** End Patch"
+    assert await run_error("apply_patch", ws, patch=move) == refusal
+    assert not (ws / "copy.txt").exists()
+    add = "*** Begin Patch\n*** Add File: linked.txt\n+x\n*** End Patch"
+    assert "Cannot add 'linked.txt': it already exists" in await run_error("apply_patch", ws, patch=add)
+    assert outside_untouched(outside)
+    # Deleting removes the workspace's name only.
+    delete = "*** Begin Patch\n*** Delete File: linked.txt\n*** End Patch"
+    assert await run("apply_patch", ws, patch=delete) == "Applied the patch:\nD linked.txt"
+    assert not os.path.lexists(hard_link)
+    assert outside_untouched(outside)
+
+
+async def test_writes_replace_files_and_keep_their_mode(ws: Path) -> None:
+    script_file = ws / "run.sh"
+    script_file.write_text("echo a\n")
+    script_file.chmod(0o750)
+    patch = "*** Begin Patch\n*** Update File: run.sh\n@@\n-echo a\n+echo b\n*** End Patch"
+    await run("apply_patch", ws, patch=patch)
+    assert script_file.read_text() == "echo b\n"
+    assert script_file.stat().st_mode & 0o777 == 0o750
+    await run("write_file", ws, file_path="run.sh", content="echo c\n")
+    assert script_file.stat().st_mode & 0o777 == 0o750
+    # No temporary file is left behind.
+    assert sorted(p.name for p in ws.iterdir()) == ["run.sh"]
+
+
+async def test_apply_patch_delete_symlink_removes_the_link(ws: Path, outside: Path) -> None:
+    (ws / "real.txt").write_text("keep me\n")
+    (ws / "inside_link").symlink_to(ws / "real.txt")
+    (ws / "outside_link").symlink_to(outside / "secret.txt")
+    (ws / "outside_dir_link").symlink_to(outside)
+    (ws / "dangling").symlink_to(ws / "nothing-here")
+    patch = (
+        "*** Begin Patch\n*** Delete File: inside_link\n*** Delete File: outside_link\n"
+        "*** Delete File: outside_dir_link\n*** Delete File: dangling\n*** End Patch"
+    )
+    assert await run("apply_patch", ws, patch=patch) == (
+        "Applied the patch:\nD inside_link\nD outside_link\nD outside_dir_link\nD dangling"
+    )
+    assert sorted(p.name for p in ws.iterdir()) == ["real.txt"]
+    assert (ws / "real.txt").read_text() == "keep me\n"
+    assert outside_untouched(outside)
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+async def test_apply_patch_move_of_symlink_keeps_the_target(ws: Path) -> None:
+    (ws / "real.txt").write_text("one\n")
+    (ws / "link").symlink_to("real.txt")
+    patch = "*** Begin Patch\n*** Update File: link\n*** Move to: moved.txt\n@@\n-one\n+two\n*** End Patch"
+    assert await run("apply_patch", ws, patch=patch) == (
+        "Applied the patch:\nM moved.txt (moved from real.txt)"
+    )
+    assert not os.path.lexists(ws / "link")
+    assert (ws / "real.txt").read_text() == "one\n"
+    assert (ws / "moved.txt").read_text() == "two\n"
+
+
+async def test_grep_files_rejects_what_re2_does_not_support(ws: Path) -> None:
+    (ws / "f.txt").write_text("aa\n")
+    assert await run_error("grep_files", ws, pattern=r"(a)\1") == (
+        r"Invalid regex '(a)\\1': backreferences such as \1 are not supported. grep_files uses "
+        "RE2 syntax (no backreferences or lookaround); rewrite the pattern without it"
+    )
+    assert await run_error("grep_files", ws, pattern="a(?=a)") == (
+        "Invalid regex 'a(?=a)': lookahead ((?=...) and (?!...)) is not supported. grep_files "
+        "uses RE2 syntax (no backreferences or lookaround); rewrite the pattern without it"
+    )
+    assert await run_error("grep_files", ws, pattern="(?<!b)a") == (
+        "Invalid regex '(?<!b)a': lookbehind ((?<=...) and (?<!...)) is not supported. "
+        "grep_files uses RE2 syntax (no backreferences or lookaround); rewrite the pattern "
+        "without it"
+    )
+    # A huge pattern is not echoed back whole.
+    message = await run_error("grep_files", ws, pattern="(" * 5000)
+    assert message.startswith("Invalid regex '((((") and len(message) < 1000
+
+
+async def test_grep_files_matches_line_by_line(ws: Path) -> None:
+    # The whole file is searched at once: matches must still stay within a
+    # line, and ^, $, \A and \z must mean what they mean for one line.
+    (ws / "f.txt").write_bytes(b"foo\r\n  foo bar\n\nbar foo\rend\n")
+    cases = {
+        "^foo": ["1: foo"],
+        "foo$": ["1: foo", "4: bar foo"],
+        "^$": ["3: "],
+        r"foo\sbar": ["2:   foo bar"],
+        r"o\s+\w": ["2:   foo bar"],
+        r"\Afoo": ["1: foo"],
+        r"bar\z": ["2:   foo bar"],
+        "(a+)+$": [],
+    }
+    for pattern, lines in cases.items():
+        out = await run("grep_files", ws, pattern=pattern)
+        expected = "\n".join(f"f.txt:{line}" for line in lines) or (
+            f"No matches for {pattern!r} in '.'."
+        )
+        assert out == expected, pattern
