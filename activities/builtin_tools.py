@@ -3,7 +3,10 @@
 ``shell_command``, ``read_file``, ``write_file``, ``apply_patch``,
 ``grep_files`` and ``list_dir``. Every path argument goes through
 :func:`~activities.workspace.resolve_in_workspace`, so none of them reads or
-writes outside ``ToolContext.workspace``. The docstrings of the tool functions
+writes outside ``ToolContext.workspace``; files are opened without following
+symlinks, files with more than one hard link are not read, and writes
+replace files rather than writing into them, so a hard link cannot carry a
+read or a write out of the workspace either. The docstrings of the tool functions
 are what the model reads: their summary becomes the tool's description and
 their ``Args:`` entries the parameters' descriptions.
 
@@ -35,13 +38,16 @@ __all__ = [
 
 
 #: The built-in tools; read_file, grep_files and list_dir change nothing.
+#: shell_command is async (its command runs in its own process group); the
+#: others are plain functions that run in a child process per call, killed
+#: on timeout, so no file or pattern can stall the worker.
 BUILTIN_TOOLS: list[Tool] = [
     Tool(shell_command, read_only=False),
-    Tool(read_file, read_only=True),
-    Tool(write_file, read_only=False),
-    Tool(apply_patch, read_only=False),
-    Tool(grep_files, read_only=True),
-    Tool(list_dir, read_only=True),
+    Tool(read_file, read_only=True, isolated=True),
+    Tool(write_file, read_only=False, isolated=True),
+    Tool(apply_patch, read_only=False, isolated=True),
+    Tool(grep_files, read_only=True, isolated=True),
+    Tool(list_dir, read_only=True, isolated=True),
 ]
 
 

@@ -114,20 +114,23 @@ async def run_isolated(
     # it could be killed.
     with contextlib.suppress(OSError):
         os.setpgid(pid, pid)
-    reaped = False
+    answered = False
     try:
         message = await _receive(loop, read_fd, ctx)
-        status = await _wait_exit(loop, pid)
-        reaped = True
+        answered = True
     finally:
-        if not reaped:
+        if not answered:
             _kill(pid)
             # Shielded: a second cancellation must not leave a zombie behind.
             await asyncio.shield(_wait_exit(loop, pid))
     if message is None:
+        status = await _wait_exit(loop, pid)
         raise IsolatedToolError(
             f"Tool '{tool_name}' ended without a result: its process {_describe_status(status)}"
         )
+    # It answered and is exiting: reap it when it is gone, without making the
+    # call wait for the kernel to tear down its copy of the worker's memory.
+    _reap_later(loop, pid)
     _, reply, metrics = message
     if ctx is not None:
         ctx.metrics.update(metrics)
@@ -227,29 +230,44 @@ async def _receive(
     loop: asyncio.AbstractEventLoop, read_fd: int, ctx: ToolContext | None
 ) -> tuple[Any, ...] | None:
     """The child's ("result", reply, metrics), relaying heartbeats before it;
-    None on EOF.
+    None on EOF. Owns ``read_fd`` and closes it."""
+    received: asyncio.Future[tuple[Any, ...] | None] = loop.create_future()
+    buffer = bytearray()
 
-    Owns ``read_fd`` and closes it.
-    """
-    reader = asyncio.StreamReader(limit=2**20)
-    transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
-    )
+    def finish(message: tuple[Any, ...] | None) -> None:
+        if not received.done():
+            received.set_result(message)
+
+    def on_readable() -> None:
+        try:
+            chunk = os.read(read_fd, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        if not chunk:
+            finish(None)
+            return
+        buffer.extend(chunk)
+        while len(buffer) >= _HEADER.size:
+            end = _HEADER.size + _HEADER.unpack_from(buffer)[0]
+            if len(buffer) < end:
+                return
+            message = pickle.loads(bytes(buffer[_HEADER.size : end]))
+            del buffer[:end]
+            if message[0] != "heartbeat":
+                finish(message)
+                return
+            if ctx is not None:
+                ctx.heartbeat(*message[1])
+
+    os.set_blocking(read_fd, False)
+    loop.add_reader(read_fd, on_readable)
     try:
-        while True:
-            try:
-                header = await reader.readexactly(_HEADER.size)
-                payload = await reader.readexactly(_HEADER.unpack(header)[0])
-            except asyncio.IncompleteReadError:
-                return None
-            message = pickle.loads(payload)
-            if message[0] == "heartbeat":
-                if ctx is not None:
-                    ctx.heartbeat(*message[1])
-                continue
-            return message  # type: ignore[no-any-return]
+        return await received
     finally:
-        transport.close()
+        loop.remove_reader(read_fd)
+        os.close(read_fd)
 
 
 def _unpack(reply: tuple[Any, ...], tool_name: str) -> Any:
@@ -291,6 +309,26 @@ async def _wait_exit(loop: asyncio.AbstractEventLoop, pid: int) -> int:
     finally:
         os.close(pidfd)
     return _blocking_wait(pid)
+
+
+def _reap_later(loop: asyncio.AbstractEventLoop, pid: int) -> None:
+    """Reap an exiting child from the event loop once it has exited."""
+    try:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            return
+        pidfd = os.pidfd_open(pid)
+    except ChildProcessError:
+        return
+    except (AttributeError, OSError):  # no pidfd: a thread waits instead
+        loop.run_in_executor(None, _blocking_wait, pid)
+        return
+
+    def reap() -> None:
+        loop.remove_reader(pidfd)
+        os.close(pidfd)
+        _blocking_wait(pid)
+
+    loop.add_reader(pidfd, reap)
 
 
 def _blocking_wait(pid: int) -> int:

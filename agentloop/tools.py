@@ -17,6 +17,9 @@ arguments before the function runs::
 
 Tools run inside the ``execute_tool`` activity on a worker, so a worker must
 import the module that registers them (``agentloop worker --import mymodule``).
+Async tools run on the worker's event loop; plain (sync) ones in a child
+process forked per call and killed on timeout (:mod:`agentloop.isolation`),
+unless registered with ``isolated=False``.
 """
 
 from __future__ import annotations
