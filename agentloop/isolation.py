@@ -31,6 +31,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import gc
+import logging
 import os
 import pickle
 import signal
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = ["IsolatedToolError", "fork_available", "run_isolated"]
 
+_log = logging.getLogger(__name__)
 _HEADER = struct.Struct(">Q")
 _PR_SET_PDEATHSIG = 1
 # Exit code of a child that could not even report its failure.
@@ -253,13 +255,20 @@ async def _receive(
             end = _HEADER.size + _HEADER.unpack_from(buffer)[0]
             if len(buffer) < end:
                 return
-            message = pickle.loads(bytes(buffer[_HEADER.size : end]))
+            try:
+                message = pickle.loads(bytes(buffer[_HEADER.size : end]))
+            except Exception as exc:  # e.g. a value whose class cannot be rebuilt here
+                finish(("result", ("undecodable", f"{type(exc).__name__}: {exc}"), {}))
+                return
             del buffer[:end]
             if message[0] != "heartbeat":
                 finish(message)
                 return
             if ctx is not None:
-                ctx.heartbeat(*message[1])
+                try:
+                    ctx.heartbeat(*message[1])
+                except Exception:  # a lost heartbeat must not lose the call
+                    _log.warning("relaying a heartbeat of a tool's process failed", exc_info=True)
 
     os.set_blocking(read_fd, False)
     loop.add_reader(read_fd, on_readable)
@@ -276,6 +285,12 @@ def _unpack(reply: tuple[Any, ...], tool_name: str) -> Any:
         return reply[1]
     if kind == "tool_error":
         raise ToolError(reply[1])
+    if kind == "undecodable":
+        raise IsolatedToolError(
+            f"Tool '{tool_name}' answered with a value that could not be rebuilt in the worker "
+            f"({reply[1]}); return text, numbers, lists, dicts or a pydantic model, or register "
+            "the tool with isolated=False"
+        )
     if kind == "unpicklable":
         raise IsolatedToolError(
             f"Tool '{tool_name}' returned a {reply[1]}, which cannot be passed back from the "

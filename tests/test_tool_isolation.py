@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,16 @@ class TwoArgError(Exception):
 
     def __init__(self, code: int, text: str) -> None:
         super().__init__(f"{code}: {text}")
+
+
+class HalfPicklable:
+    """Pickles, but cannot be rebuilt: its reduction gives __init__ too few arguments."""
+
+    def __init__(self, a: int, b: int) -> None:
+        self.a, self.b = a, b
+
+    def __reduce__(self) -> Any:
+        return (HalfPicklable, (self.a,))
 
 
 def ctx_for(tmp_path: Path, **kwargs: Any) -> ToolContext:
@@ -136,6 +147,17 @@ async def test_closures_values_and_metrics_cross(tmp_path: Path) -> None:
     assert ctx.metrics["pid"] != os.getpid()
 
 
+async def test_concurrent_calls_and_large_values(tmp_path: Path) -> None:
+    def blob(size: int) -> str:
+        """A large value: far more than a pipe holds at once."""
+        return str(size % 10) * size
+
+    tool = Tool(blob)
+    sizes = [10, 70_000, 5_000_000] * 4
+    values = await asyncio.gather(*(tool.run({"size": n}, ctx_for(tmp_path)) for n in sizes))
+    assert values == [str(n % 10) * n for n in sizes]
+
+
 async def test_exceptions_cross(tmp_path: Path) -> None:
     class LocalError(Exception):
         """Defined in a function: cannot be pickled by reference."""
@@ -191,6 +213,19 @@ async def test_unpicklable_value_is_a_clear_error(tmp_path: Path) -> None:
     )
     assert message.endswith(
         "); return text, numbers, lists, dicts or a pydantic model, or register the tool "
+        "with isolated=False"
+    )
+
+    def returns_half_picklable() -> Any:
+        """Returns something that pickles but cannot be rebuilt."""
+        return HalfPicklable(1, 2)
+
+    with pytest.raises(IsolatedToolError) as info:
+        await Tool(returns_half_picklable).run({}, ctx_for(tmp_path))
+    assert str(info.value) == (
+        "Tool 'returns_half_picklable' answered with a value that could not be rebuilt in the "
+        "worker (TypeError: HalfPicklable.__init__() missing 1 required positional argument: "
+        "'b'); return text, numbers, lists, dicts or a pydantic model, or register the tool "
         "with isolated=False"
     )
 
@@ -266,6 +301,38 @@ async def test_cancellation_and_timeout_kill_the_child(tmp_path: Path) -> None:
     pid = int((tmp_path / "timed.pid").read_text())
     assert not Path(f"/proc/{pid}").exists()
     assert not (tmp_path / "timed.done").exists()
+
+
+WORKER_KILLED_MID_CALL = """
+import asyncio, os, sys, time
+from pathlib import Path
+from agentloop.tools import Tool, ToolContext
+
+def wait() -> str:
+    "Note the pid, then wait."
+    Path(sys.argv[1]).write_text(str(os.getpid()))
+    time.sleep(300)
+    return "never"
+
+asyncio.run(Tool(wait).run({}, ToolContext(workspace=Path("."))))
+"""
+
+
+async def test_child_dies_with_the_worker(tmp_path: Path) -> None:
+    # A worker process killed mid-call (OOM killer, kill -9) must not leave
+    # its tool's child running.
+    pid_file = tmp_path / "child.pid"
+    worker_process = subprocess.Popen(
+        [sys.executable, "-c", WORKER_KILLED_MID_CALL, str(pid_file)],
+        cwd=Path(__file__).parent.parent,
+    )
+    try:
+        child = await wait_for_pid(pid_file)
+        assert child != worker_process.pid and not process_gone(child)
+    finally:
+        worker_process.kill()
+        worker_process.wait()
+    assert await wait_until(lambda: process_gone(child)), "the tool's process outlived the worker"
 
 
 # --------------------------------------------------------------------------
