@@ -1017,6 +1017,8 @@ async def test_apply_patch_delete_symlink_removes_the_link(ws: Path, outside: Pa
     (ws / "outside_link").symlink_to(outside / "secret.txt")
     (ws / "outside_dir_link").symlink_to(outside)
     (ws / "dangling").symlink_to(ws / "nothing-here")
+    through = "*** Begin Patch\n*** Delete File: outside_dir_link/secret.txt\n*** End Patch"
+    assert "leads through a symlink" in await run_error("apply_patch", ws, patch=through)
     patch = (
         "*** Begin Patch\n*** Delete File: inside_link\n*** Delete File: outside_link\n"
         "*** Delete File: outside_dir_link\n*** Delete File: dangling\n*** End Patch"
