@@ -83,7 +83,7 @@ def resolve_in_workspace(
     # realpath (non-strict) follows every symlink that exists, including a
     # dangling final one, and keeps the not-yet-existing tail as written; this
     # covers symlinked parents of files about to be created.
-    if follow_final and normalized != given_root:
+    if follow_final:
         real = Path(os.path.realpath(candidate))
     elif normalized in (given_root, real_root):
         real = real_root
