@@ -54,6 +54,9 @@ class ToolContext:
         metrics: Put numbers or flags here; they appear in the call's report.
         heartbeat: Call to tell Temporal the tool is alive (done for you every
             few seconds while a tool runs; call it for finer progress).
+        idempotency_key: The same string on every attempt of this call, and
+            different for every other call: pass it to services that
+            deduplicate requests, so a retried call does not act twice.
     """
 
     workspace: Path
@@ -63,6 +66,7 @@ class ToolContext:
     output_limit: int = 16_000
     metrics: dict[str, Any] = field(default_factory=dict)
     heartbeat: Callable[..., None] = lambda *details: None
+    idempotency_key: str = ""
 
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
