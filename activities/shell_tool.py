@@ -1,15 +1,18 @@
-"""The built-in ``shell_command`` tool: bash in the workspace, in its own
-session, killed with everything it started on timeout or cancel."""
+"""The built-in ``shell_command`` tool: bash in the workspace, inside the
+worker's shell sandbox (:mod:`activities.sandbox`), killed with everything it
+started when it ends, times out or is cancelled."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 
+from activities import sandbox
 from activities.workspace import resolve_in_workspace, truncate_output
-from agentloop.errors import ToolError
+from agentloop.errors import ToolError, UserError
 from agentloop.tools import ToolContext
 
 # How often a running command heartbeats; well under any sane heartbeat timeout.
@@ -17,16 +20,11 @@ _HEARTBEAT_INTERVAL = 1.0
 # After SIGTERM on timeout, how long the command gets to exit before SIGKILL.
 _TERM_GRACE = 2.0
 # After bash exits, how long background processes that still hold the output
-# pipe may keep writing before the process group is killed.
+# pipe may keep writing before the process group is killed (only reached when
+# the sandbox's first process did not end them already).
 _DRAIN_GRACE = 1.0
 # How long to wait for a killed process to be reaped and its pipe to close.
 _REAP_TIMEOUT = 5.0
-
-# Worker environment variables whose names look like credentials; commands the
-# model writes must not be able to print them.
-_SECRET_NAME_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-_SECRET_NAME_PREFIXES = ("OPENAI_", "ANTHROPIC_", "AWS_")
-
 
 
 async def shell_command(
@@ -41,8 +39,9 @@ async def shell_command(
     The command runs with `bash -c` (not a login shell); stdout and stderr are
     combined. A nonzero exit code is reported, not treated as a failure. There
     is no stdin. Background processes still running when the command ends are
-    killed, so start nothing meant to outlive the call. Very long output is
-    cut in the middle.
+    killed (setsid and nohup too), so start nothing meant to outlive the call.
+    The environment holds only PATH, HOME, locale and terminal settings. Very
+    long output is cut in the middle.
 
     Args:
         command: The bash command line, e.g. "pytest -q tests/test_x.py".
@@ -58,26 +57,47 @@ async def shell_command(
     if not cwd.is_dir():
         raise ToolError(f"workdir '{workdir}' is not a directory")
 
+    try:
+        settings = sandbox.SandboxSettings.from_env()
+        launcher = await asyncio.to_thread(sandbox.resolve_launcher, settings)
+    except UserError as exc:
+        raise ToolError(f"The worker's shell sandbox is misconfigured, so no command can run: {exc}") from None
+    env = sandbox.command_env(settings)
+    bash = shutil.which("bash", path=env["PATH"])
+    if bash is None:
+        raise ToolError(f"The command could not be started: bash was not found on PATH={env['PATH']}")
+
     loop = asyncio.get_running_loop()
     started = loop.time()
     capture = _OutputCapture(max(2 * ctx.output_limit, 4096))
+    # The sandbox's first process writes bash's wait status here: inside a
+    # PID namespace bash is not our child, so its exit code comes this way.
+    status_read, status_write = os.pipe()
     try:
+        argv = sandbox.command_line(launcher, settings, workspace=ctx.workspace, cwd=cwd,
+                                    status_fd=status_write, bash=bash, command=command)
         transport, protocol = await loop.subprocess_exec(
             lambda: _CommandProtocol(capture),
-            "bash",
-            "-c",
-            command,
+            *argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=cwd,
-            env=_command_env(),
-            # Its own session (and process group) lets us kill everything the
-            # command started, not just bash.
+            env=env,
+            pass_fds=(status_write,),
+            # Its own session (and process group): on a timeout SIGTERM reaches
+            # the command's processes and the sandbox's first process, which
+            # passes it on to the rest.
             start_new_session=True,
         )
-    except OSError as exc:
-        raise ToolError(f"The command could not be started: {exc}") from None
+    except BaseException as exc:
+        os.close(status_read)
+        if isinstance(exc, OSError):
+            raise ToolError(f"The command could not be started: {exc}") from None
+        raise
+    finally:
+        os.close(status_write)
+    os.set_blocking(status_read, False)
 
     pgid = transport.get_pid()
     timed_out = False
@@ -96,15 +116,25 @@ async def shell_command(
         else:
             await _wait_event(protocol.output_closed, _DRAIN_GRACE)
     finally:
-        # Runs on success, timeout and cancellation alike: whatever is left of
-        # the process group dies here, so no call leaves processes behind. (A
-        # group id is not reused while any member lives; once it is empty,
-        # reuse within this second would need the pid space to wrap around.)
+        # Runs on success, timeout and cancellation alike, so no call leaves
+        # processes behind. In a namespace, killing the sandbox's first
+        # process kills everything in it. Without one, that process (a child
+        # subreaper) kills every descendant on SIGUSR1 first, those that left
+        # the process group (setsid) included; then whatever is left of the
+        # group dies. (A group id is not reused while any member lives; once
+        # it is empty, reuse within this second would need the pid space to
+        # wrap around.)
+        if launcher.init_mode == "reaper" and not protocol.exited.is_set():
+            _signal_process(pgid, signal.SIGUSR1)
+            await _wait_event(protocol.exited, _REAP_TIMEOUT)
         _signal_group(pgid, signal.SIGKILL)
         await _wait_event(protocol.exited, _REAP_TIMEOUT)
         await _wait_event(protocol.output_closed, _REAP_TIMEOUT)
         transport.close()
+        wait_status = _read_status(status_read)
+        os.close(status_read)
         ctx.metrics["duration_ms"] = int((loop.time() - started) * 1000)
+        ctx.metrics["sandbox"] = launcher.mode
 
     output = capture.text()
     if timed_out:
@@ -115,8 +145,14 @@ async def shell_command(
             + (f"Output before it was killed:\n{partial}" if partial else "It printed nothing.")
         )
 
-    returncode = transport.get_returncode()
-    exit_code = returncode if returncode is not None else -1
+    if wait_status is None:
+        # The sandbox itself failed before bash ran (its message is the output).
+        returncode = transport.get_returncode()
+        raise ToolError(
+            f"The command could not be started in the {launcher.mode} sandbox (exit code {returncode}): "
+            + (output.strip() or "no message")
+        )
+    exit_code = os.waitstatus_to_exitcode(wait_status)
     ctx.metrics["exit_code"] = exit_code
     header = f"exit code: {exit_code}"
     if exit_code < 0:
@@ -212,15 +248,23 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         pass
 
 
-def _command_env() -> dict[str, str]:
-    return {name: value for name, value in os.environ.items() if not _looks_secret(name)}
+def _signal_process(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
-def _looks_secret(name: str) -> bool:
-    upper = name.upper()
-    return upper.startswith(_SECRET_NAME_PREFIXES) or any(
-        part in upper for part in _SECRET_NAME_PARTS
-    )
+def _read_status(fd: int) -> int | None:
+    """The wait status the sandbox's first process wrote, or None."""
+    try:
+        data = os.read(fd, 64)
+    except BlockingIOError:
+        return None
+    try:
+        return int(data.decode())
+    except ValueError:
+        return None
 
 
 def _signal_name(number: int) -> str:

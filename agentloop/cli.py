@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from pydantic import ValidationError
 
-from agentloop.config import TemporalConfig
+from agentloop.config import WORKER_ROLES, TemporalConfig
 from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, UserError, describe_validation_error
 from agentloop.events import AgentEvent, ApprovalRequested, RunCompleted, is_terminal
 from agentloop.render import EventRenderer, approve_commands, args_json, make_renderer, submit_command, when
@@ -176,11 +176,35 @@ async def session(
     port: int | None = None,
     ui_port: int | None = None,
     data_dir: Path | None = None,
+    role: str = "all",
 ) -> AsyncIterator[Session]:
     """Connect to ``config.address``, or start the embedded server; optionally
-    run a worker in this process for as long as the block runs."""
-    from workers.worker import build_worker, connect, import_modules
+    run a worker of ``role`` in this process for as long as the block runs.
 
+    A process that runs models holds the provider keys: it makes itself
+    non-dumpable (see :func:`workers.worker.protect_process`); shell commands
+    run in the worker's sandbox (:mod:`activities.sandbox`), checked here
+    before anything starts.
+    """
+    from workers.worker import (
+        build_worker,
+        check_role,
+        check_tools_environment,
+        connect,
+        import_modules,
+        protect_process,
+    )
+
+    if with_worker:
+        check_role(role)
+        if role == "tools":
+            check_tools_environment()
+        else:
+            protect_process()
+        if role != "models":
+            from activities.sandbox import describe
+
+            describe()  # a bad or unusable AGENTLOOP_SHELL_SANDBOX stops us here, before the server starts
     import_modules(config.imports)
     async with contextlib.AsyncExitStack() as stack:
         ui_url = None
@@ -210,11 +234,12 @@ async def session(
                 namespace=config.namespace,
                 task_queue=config.task_queue,
                 imports=config.imports,
+                role=config.role,
             )
             ui_url = server.ui_url
         client = await connect(config.address, config.namespace)  # type: ignore[arg-type]
         if with_worker:
-            worker = build_worker(client, task_queue=config.task_queue, workspace=workspace)
+            worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
             await stack.enter_async_context(worker)
         yield Session(client=client, config=config, ui_url=ui_url)
 
@@ -498,14 +523,23 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         raise UserError("TEMPORAL_ADDRESS is set: `agentloop dev` starts its own server; unset it, "
                         "or run `agentloop worker` against that server")
     data_dir = Path(args.data_dir) if args.data_dir else None
+    role = args.role or config.role
     async with session(
         config, with_worker=True, workspace=args.workspace, ui=not args.headless,
-        port=args.port, ui_port=args.ui_port, data_dir=data_dir,
+        port=args.port, ui_port=args.ui_port, data_dir=data_dir, role=role,
     ) as s:
+        from activities.sandbox import describe
+        from workers.worker import tool_task_queue
+
         print(f"Temporal dev server: {s.config.address} (namespace {s.config.namespace})")
         if s.ui_url:
             print(f"Temporal UI:         {s.ui_url}")
-        print(f"Worker polling task queue {s.config.task_queue!r}. Ctrl-C stops both.")
+        queues = {"all": f"{s.config.task_queue!r} and {tool_task_queue(s.config.task_queue)!r}",
+                  "models": f"{s.config.task_queue!r} (start a tools worker: agentloop worker --role tools)",
+                  "tools": f"{tool_task_queue(s.config.task_queue)!r}"}[role]
+        print(f"Worker ({role}) polling task queue {queues}. Ctrl-C stops both.")
+        if role != "models":
+            print(describe())
         print(f"\n  export TEMPORAL_ADDRESS={s.config.address}", flush=True)
         print("\nRuns waiting for you (from another terminal):  agentloop list --status awaiting_approval",
               flush=True)
@@ -525,6 +559,8 @@ async def cmd_worker(args: argparse.Namespace) -> int:
 
     config = TemporalConfig.from_env()
     config.imports += args.imports
+    if args.role:
+        config.role = args.role
     await run_worker(config, workspace=args.workspace)
     return 0
 
@@ -850,10 +886,19 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--headless", action="store_true", help="no web UI")
     dev.add_argument("--data-dir", help="where the SQLite file lives (default: $AGENTLOOP_HOME)")
     dev.add_argument("--workspace", help="default workspace for runs that name none")
+    dev.add_argument("--role", choices=WORKER_ROLES, help="what its worker runs (default: "
+                     "$AGENTLOOP_WORKER_ROLE, else all); see `agentloop worker --help`")
     imports(dev)
 
-    worker = sub.add_parser("worker", help="run a worker against $TEMPORAL_ADDRESS")
+    worker = sub.add_parser(
+        "worker", help="run a worker against $TEMPORAL_ADDRESS",
+        description="Run a worker. Role models polls the task queue (workflows and LLM calls: give it the "
+                    "provider keys); role tools polls <task queue>-tools (tool calls: it refuses to start "
+                    "with provider keys in its environment); role all does both in one process.",
+    )
     worker.add_argument("--workspace", help="default workspace for runs that name none")
+    worker.add_argument("--role", choices=WORKER_ROLES,
+                        help="models, tools or all (default: $AGENTLOOP_WORKER_ROLE, else all)")
     imports(worker)
 
     approve = sub.add_parser(

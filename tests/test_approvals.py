@@ -4,7 +4,6 @@ approvals, requires_action, stop, cancel, search attributes, bad input."""
 from __future__ import annotations
 
 import asyncio
-import os
 import uuid
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from agentloop.messages import Message
 from agentloop.run import RunState
 from activities.scripted_model import last_tool_results
 from tests.scripting import script
+from tests.processes import processes_with_argument, unique_sleep, wait_until_running
 
 
 
@@ -479,26 +479,21 @@ async def test_cancel_during_a_long_llm_call(agent_client: AgentClient, worker, 
 async def test_cancel_during_a_long_shell_command_kills_it(
     agent_client: AgentClient, worker, workspace: Path
 ) -> None:
-    pid_file = workspace / "pid"
-    command = f"echo $$ > {pid_file}; exec sleep 300"
+    # The command runs in its own PID namespace: find it by a unique argument.
+    tag = unique_sleep(300)
+    command = f"exec sleep {tag}"
     model = script(calls(call("shell_command", {"command": command, "timeout_seconds": 600})), reply("x"))
     async with worker():
         handle = await agent_client.start(
             spec(model, tool_timeout_seconds=900, default_permission="allow"), "sleep"
         )
-        deadline = asyncio.get_running_loop().time() + 30
-        while not (pid_file.exists() and pid_file.read_text().strip()):
-            assert asyncio.get_running_loop().time() < deadline, "the command never started"
-            await asyncio.sleep(0.05)
-        pid = int(pid_file.read_text())
-        os.kill(pid, 0)  # running
+        await wait_until_running(tag)  # the command started
         await handle.cancel()
         with pytest.raises(AgentRunFailed) as info:
             await handle.result()
         assert info.value.reason == "cancelled"
         # The run ended only after the tool stopped: the process is gone.
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
+        assert processes_with_argument(tag) == []
         assert (await handle.state()).running_tool_calls == []
 
 

@@ -19,6 +19,7 @@ from activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
 from activities.workspace import resolve_in_workspace, truncate_output, workspace_relative
 from agentloop.errors import ToolError
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
+from tests.processes import unique_sleep, wait_until_gone, wait_until_running
 
 TOOLS = {t.name: t for t in BUILTIN_TOOLS}
 
@@ -331,7 +332,9 @@ async def test_shell_hides_secret_env(ws: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("GITHUB_TOKEN", "ghp_leak")
     monkeypatch.setenv("DB_PASSWORD", "leak")
     monkeypatch.setenv("my_secret_thing", "leak")
+    monkeypatch.setenv("DATABASE_URL", "postgres://leak")
     monkeypatch.setenv("HARMLESS_SETTING", "visible")
+    monkeypatch.setenv("AGENTLOOP_SHELL_ENV", "HARMLESS_SETTING")  # the operator's allowlist extension
     out = await run(
         "shell_command",
         ws,
@@ -350,61 +353,60 @@ async def test_shell_heartbeats_while_waiting(ws: Path) -> None:
 async def test_shell_timeout_kills_process_group(ws: Path) -> None:
     ctx = make_ctx(ws)
     started = time.monotonic()
+    tag = unique_sleep()
     message = await run_error(
         "shell_command",
         ws,
         ctx,
-        command="echo started; sleep 30 & echo $! > pid; wait",
+        command=f"echo started; sleep {tag} & wait",
         timeout_seconds=1,
     )
     assert time.monotonic() - started < 10
     assert message.startswith(
-        "Command timed out after 1s and was killed: echo started; sleep 30 & echo $! > pid; wait\n"
+        f"Command timed out after 1s and was killed: echo started; sleep {tag} & wait\n"
     )
     assert "Output before it was killed:\nstarted" in message
     assert ctx.metrics["timed_out"] is True
-    pid = int((ws / "pid").read_text())
-    assert await wait_until(lambda: process_gone(pid)), f"sleep (pid {pid}) survived the timeout"
+    assert await wait_until_gone(tag) == [], "sleep survived the timeout"
 
 
 async def test_shell_timeout_kills_processes_ignoring_sigterm(ws: Path) -> None:
     message = await run_error(
         "shell_command",
         ws,
-        command="trap '' TERM; (trap '' TERM; sleep 30) & echo $! > pid; wait",
+        command=f"trap '' TERM; (trap '' TERM; sleep {(tag := unique_sleep())}) & wait",
         timeout_seconds=1,
     )
     assert message.startswith("Command timed out after 1s and was killed")
-    pid = int((ws / "pid").read_text())
-    assert await wait_until(lambda: process_gone(pid))
+    assert await wait_until_gone(tag) == []
 
 
 async def test_shell_cancellation_kills_process_group(ws: Path) -> None:
+    tag = unique_sleep()
     task = asyncio.create_task(
-        run("shell_command", ws, command="sleep 30 & echo $! > pid; wait", timeout_seconds=60)
+        run("shell_command", ws, command=f"sleep {tag} & wait", timeout_seconds=60)
     )
-    pid = await wait_for_pid(ws / "pid")
-    assert not process_gone(pid)
+    await wait_until_running(tag)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await wait_until(lambda: process_gone(pid)), f"sleep (pid {pid}) survived cancellation"
+    assert await wait_until_gone(tag) == [], "sleep survived cancellation"
 
 
 async def test_shell_background_process_is_cleaned_up(ws: Path) -> None:
-    out = await run("shell_command", ws, command="sleep 30 > /dev/null 2>&1 & echo $! > pid; echo ok")
+    tag = unique_sleep()
+    out = await run("shell_command", ws, command=f"sleep {tag} > /dev/null 2>&1 & echo ok")
     assert out == "exit code: 0\nok\n"
-    pid = int((ws / "pid").read_text())
-    assert await wait_until(lambda: process_gone(pid))
+    assert await wait_until_gone(tag) == []
 
 
 async def test_shell_background_process_holding_output_does_not_hang(ws: Path) -> None:
     started = time.monotonic()
-    out = await run("shell_command", ws, command="sleep 30 & echo $! > pid; echo ok")
+    tag = unique_sleep()
+    out = await run("shell_command", ws, command=f"sleep {tag} & echo ok")
     assert time.monotonic() - started < 10
     assert out == "exit code: 0\nok\n"
-    pid = int((ws / "pid").read_text())
-    assert await wait_until(lambda: process_gone(pid))
+    assert await wait_until_gone(tag) == []
 
 
 async def test_shell_huge_output_is_capped(ws: Path) -> None:

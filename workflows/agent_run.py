@@ -128,6 +128,13 @@ HITL_PATCH = "agentloop-hitl-1"
 #: (and that may continue as new). Older runs replay passing it by value.
 LONG_RUNS_PATCH = "agentloop-long-runs-1"
 
+#: Patch marker of runs that send their tool activities (resolve_tools,
+#: execute_tool) to the tools queue, ``<the run's task queue>-tools``, served by
+#: workers that hold no provider keys. Older runs send them to the run's queue.
+TOOL_QUEUE_PATCH = "agentloop-tool-queue-1"
+#: The tools queue's name is the run's task queue plus this.
+TOOL_QUEUE_SUFFIX = "-tools"
+
 #: The ApplicationError type providers' adapters give a request longer
 #: than the model's context window.
 CONTEXT_LENGTH_ERROR_TYPE = "ModelContextLengthExceeded"
@@ -403,6 +410,9 @@ class AgentRunWorkflow:
         self._spec = input
         self._hitl = workflow.patched(HITL_PATCH)
         self._by_reference = workflow.patched(LONG_RUNS_PATCH)
+        self._tool_queue = (
+            workflow.info().task_queue + TOOL_QUEUE_SUFFIX if workflow.patched(TOOL_QUEUE_PATCH) else None
+        )
         if input.carry is None:
             self._messages = list(input.messages)
             self._input_count = len(self._messages)
@@ -858,6 +868,7 @@ class AgentRunWorkflow:
             result_type=ResolveToolsResult,
             start_to_close_timeout=timedelta(seconds=30),
             summary="resolve tools",
+            task_queue=self._tool_queue,
         )
         if resolved.missing:
             return FailRun(
@@ -1033,6 +1044,7 @@ class AgentRunWorkflow:
                 # process group killed), so nothing outlives the run.
                 cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 summary=f"tool {call.name}",
+                task_queue=self._tool_queue,
             )
         except ActivityError as err:
             _reraise_cancel(err)

@@ -1,0 +1,57 @@
+"""Finding a test's processes from the host, by a unique argument.
+
+A sandboxed command runs in its own PID namespace, so ``$!`` and ``$$`` there
+are not the host's pids. Tests start ``sleep`` with an argument no other
+process has (:func:`unique_sleep`) and look for it in every ``/proc/*/cmdline``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from pathlib import Path
+
+
+def unique_sleep(seconds: int = 301) -> str:
+    """A ``sleep`` argument no other process has, e.g. ``301.000482913305``."""
+    return f"{seconds}.{uuid.uuid4().int % 10**12:012d}"
+
+
+def processes_with_argument(argument: str) -> list[int]:
+    """Pids of live (not zombie) processes with ``argument`` as one of their arguments."""
+    wanted = argument.encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = Path(entry.path, "cmdline").read_bytes()
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        if wanted in cmdline.split(b"\0") and stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+            found.append(int(entry.name))
+    return found
+
+
+async def wait_until_gone(argument: str, timeout: float = 10.0) -> list[int]:
+    """Wait until no process has ``argument``; returns the survivors (empty when all went)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not processes_with_argument(argument):
+            return []
+        await asyncio.sleep(0.05)
+    return processes_with_argument(argument)
+
+
+async def wait_until_running(argument: str, timeout: float = 30.0) -> list[int]:
+    """Wait until a process has ``argument``; returns the pids."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = processes_with_argument(argument)
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no process with argument {argument!r} started within {timeout:g}s")

@@ -1,0 +1,57 @@
+"""A scripted model that tries every known way to read the worker's provider
+keys from ``shell_command``, and a Python tool that reports its own process's
+environment; imported by the CLI and worker subprocesses of
+``tests/test_security.py`` with ``--import tests.security_fixture``.
+
+The model runs where the keys are (the process that calls models), so
+``os.getpid()`` here is the pid a prompt-injected agent would go after.
+"""
+
+from __future__ import annotations
+
+import os
+
+from agentloop import ToolContext, call, calls, register_scripted_model, reply, tool
+
+_WORKER_PID = os.getpid()
+
+#: Shell commands that printed the worker's environment before the sandbox.
+TRICKS = [
+    "cat /proc/$PPID/environ",
+    "ps eww -p $PPID",
+    "cat /proc/*/environ",
+    "env",
+    "tr '\\0' '\\n' < /proc/1/environ",
+    f"cat /proc/{_WORKER_PID}/environ; tr '\\0' '\\n' < /proc/{os.getppid()}/environ",
+    "for pid in $(pgrep -f agentloop) $(ps -eo pid=); do tr '\\0' '\\n' < /proc/$pid/environ; done",
+    "ps eww ax",
+    "python3 -c \"import os\nfor p in os.listdir('/proc'):\n  try: print(open('/proc/'+p+'/environ','rb').read())\n"
+    "  except OSError: pass\"",
+    "cat /proc/self/environ /proc/$$/environ; echo; echo pid=$$ ppid=$PPID",
+]
+
+register_scripted_model(
+    "security-tricks",
+    [
+        calls(*[call("shell_command", {"command": trick}) for trick in TRICKS]),
+        reply("tried them all"),
+    ],
+)
+
+
+@tool(read_only=True)
+async def python_environ(ctx: ToolContext) -> str:
+    """Report this tool process's environment (what any Python tool can read)."""
+    return "\n".join(f"{k}={v}" for k, v in sorted(os.environ.items())) + f"\npid={os.getpid()}"
+
+
+register_scripted_model(
+    "security-split",
+    [
+        calls(
+            *[call("shell_command", {"command": trick}) for trick in TRICKS],
+            call("python_environ"),
+        ),
+        reply("tried them all"),
+    ],
+)
