@@ -13,7 +13,6 @@ import inspect
 import json
 import os
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,8 @@ from temporalio import activity
 from activities.heartbeat import keep_heartbeating
 from activities.models import ModelResolver
 from activities.stream_publisher import DeltaPublisher
-from activities.transcripts import TranscriptCache
+from activities.tool_ledger import ToolLedger, idempotency_key
+from activities.transcripts import QueryTimeouts, TranscriptCache, query_run
 from activities.workspace import truncate_output
 from agentloop.activity_io import (
     StreamDelta,
@@ -92,6 +92,12 @@ class AgentActivities:
         workspace_roots: Directories a spec's workspace must lie in; any
             directory when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS``
             (paths separated by ``:``).
+        tool_ledger: Results of the tool calls this worker completed, so a
+            retried call is not run again; a fresh in-memory ledger if None.
+
+    Attributes:
+        transcript_timeouts: How long a step waits for the run to hand over
+            its transcript (:class:`~activities.transcripts.QueryTimeouts`).
     """
 
     def __init__(
@@ -100,6 +106,7 @@ class AgentActivities:
         models: ModelResolver | None = None,
         workspace: str | Path | None = None,
         workspace_roots: list[str | Path] | None = None,
+        tool_ledger: ToolLedger | None = None,
     ) -> None:
         self.registry = registry
         self.models = models or ModelResolver()
@@ -109,6 +116,8 @@ class AgentActivities:
             workspace_roots = [r for r in env_roots.split(":") if r]
         self.workspace_roots = [Path(r).resolve() for r in workspace_roots] or None
         self.transcripts = TranscriptCache()
+        self.transcript_timeouts = QueryTimeouts()
+        self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -124,11 +133,15 @@ class AgentActivities:
 
     @activity.defn(name="call_model")
     async def call_model(self, input: CallModelInput) -> CallModelResult:
-        """One LLM step. Provider errors arrive mapped for Temporal's retries."""
-        model = self.models.resolve(input.model)
+        """One LLM step. Provider errors arrive mapped for Temporal's retries.
+
+        The attempt heartbeats from its first instruction: fetching the
+        transcript may wait on the server (after a worker crash, the run's
+        queries first go to the dead worker's sticky queue), and an attempt
+        that is silent meanwhile would time out on its heartbeat.
+        """
         started = time.monotonic()
         attempt = activity.info().attempt
-        request = await self._full_request(input)
         # Usage reported so far travels in heartbeat details: when this
         # attempt fails, the next one reads it and counts those tokens too.
         failed = _earlier_attempts_usage()
@@ -148,10 +161,12 @@ class AgentActivities:
 
         async with contextlib.AsyncExitStack() as stack:
             await stack.enter_async_context(keep_heartbeating(current=progress))
-            if input.stream_deltas and _streams(model):
-                publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
-                await stack.enter_async_context(publisher)
             try:
+                model = self.models.resolve(input.model)
+                request = await self._full_request(input)
+                if input.stream_deltas and _streams(model):
+                    publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
+                    await stack.enter_async_context(publisher)
                 if _streams(model):
                     response = await model.complete(request, on_delta=on_delta)
                 else:
@@ -168,19 +183,25 @@ class AgentActivities:
 
     async def _full_request(self, input: CallModelInput) -> Any:
         """The request with its transcript, system prompt and tools filled in
-        from the worker's cache (steps name their transcript by reference)."""
+        from the worker's cache (steps name their transcript by reference).
+
+        Raises:
+            ApplicationError: Retryable ``TranscriptUnavailable`` when the run
+                does not answer its transcript queries in time
+                (:attr:`transcript_timeouts`).
+        """
         ref = input.transcript
         if ref is None:
             return input.request  # a step of a run started before transcripts by reference
         info = activity.info()
         handle = activity.client().get_workflow_handle(info.workflow_id or input.run_id, run_id=info.workflow_run_id)
-        timeout = timedelta(seconds=30)
+        timeouts = self.transcript_timeouts
 
         async def fetch_context() -> ModelContext:
-            return await handle.query("model_context", result_type=ModelContext, rpc_timeout=timeout)
+            return await query_run(handle, "model_context", result_type=ModelContext, timeouts=timeouts)
 
         async def fetch_page(wanted: TranscriptRange) -> TranscriptPage:
-            return await handle.query("transcript", wanted, result_type=TranscriptPage, rpc_timeout=timeout)
+            return await query_run(handle, "transcript", wanted, result_type=TranscriptPage, timeouts=timeouts)
 
         system_prompt, tools, messages = await self.transcripts.resolve(
             input.run_id, ref, fetch_context, fetch_page
@@ -197,7 +218,31 @@ class AgentActivities:
 
     @activity.defn(name="execute_tool")
     async def execute_tool(self, input: ExecuteToolInput) -> ExecuteToolResult:
-        """Run one tool call. Every failure becomes an error result the model sees."""
+        """Run one tool call. Every failure becomes an error result the model sees.
+
+        A call this worker already completed is not run again: when the
+        result could not be reported (the server was unreachable) and
+        Temporal retried the activity, the retry returns the result recorded
+        in :attr:`tool_ledger`, with ``metrics["replayed_from_attempt"]``
+        naming the attempt that ran the tool.
+        """
+        info = activity.info()
+        key = idempotency_key(info.workflow_id or input.run_id, info.workflow_run_id or "", info.activity_id)
+        recorded = self.tool_ledger.lookup(key)
+        if recorded is not None:
+            result, ran_in = recorded
+            self.tool_ledger.stats.replayed += 1
+            activity.logger.info(
+                "tool %s (call %s) already ran in attempt %d on this worker; returning its recorded result "
+                "instead of running it again", input.tool_name, input.call_id, ran_in,
+            )
+            activity.heartbeat({"replayed_from_attempt": ran_in})
+            return result.model_copy(update={"metrics": {**result.metrics, "replayed_from_attempt": ran_in}})
+        result = await self._execute_tool(input, key)
+        self.tool_ledger.record(key, result, attempt=info.attempt)
+        return result
+
+    async def _execute_tool(self, input: ExecuteToolInput, key: str) -> ExecuteToolResult:
         started = time.monotonic()
         metrics: dict[str, Any] = {}
 
@@ -243,6 +288,7 @@ class AgentActivities:
             output_limit=input.output_limit,
             metrics=metrics,
             heartbeat=activity.heartbeat,
+            idempotency_key=key,
         )
         try:
             async with keep_heartbeating():

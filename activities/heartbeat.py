@@ -36,14 +36,20 @@ async def keep_heartbeating(
     """
     interval = heartbeat_interval()
 
+    def send() -> None:
+        if current is not None:
+            activity.heartbeat(current())
+        else:
+            activity.heartbeat(*details)
+
     async def beat() -> None:
         while True:
-            if current is not None:
-                activity.heartbeat(current())
-            else:
-                activity.heartbeat(*details)
             await asyncio.sleep(interval)
+            send()
 
+    # The first beat goes out before the block's first instruction, so even
+    # work that never yields to the loop (or waits on a server) is covered.
+    send()
     task = asyncio.create_task(beat())
     try:
         yield

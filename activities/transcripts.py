@@ -6,6 +6,14 @@ worker has already seen of each recent run and asks the run for the rest.
 A worker that never saw the run, or restarted, fetches the whole transcript
 once. A hash that does not match (the run pruned or compacted its history)
 refetches from the start.
+
+Queries go where the run's workflow lives. After the worker that last ran
+it died, the server first offers a query to that worker's sticky queue, and
+hands it to the run's task queue only when the sticky queue's
+schedule-to-start timeout (10 s, the Python SDK's default) has passed since
+the query arrived; so a transcript query takes ~10 s right after a crash
+(measured: 10.0 s on the dev server), and gets no answer at all when no
+worker for the run's workflow is running.
 """
 
 from __future__ import annotations
@@ -14,9 +22,14 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
 
+from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowQueryRejectedError
 from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError, RPCStatusCode
 
+from activities.attempts import retry_note
 from agentloop.activity_io import ToolDefinition
 from agentloop.messages import Message
 from agentloop.transcript import (
@@ -30,6 +43,117 @@ from agentloop.transcript import (
 
 FetchContext = Callable[[], Awaitable[ModelContext]]
 FetchPage = Callable[[TranscriptRange], Awaitable[TranscriptPage]]
+
+@dataclass(frozen=True)
+class QueryTimeouts:
+    """How long the worker waits for a run to answer a transcript query.
+
+    Right after a worker crash a query waits on the dead worker's sticky
+    queue (see the module docstring) until the server hands it on: 10 s after
+    the query arrived, or at once for a query that arrives after the server
+    has noticed that the dead worker stopped polling (~10 s after the
+    crash). So the worker asks once with the whole budget, and asks again
+    every ``reask`` while no answer came; the first answer wins. Measured
+    (worker SIGKILLed mid-step, heartbeat timeout 3 s, `tests/test_durability.py`
+    scenario): the step's second attempt finished 15.1 s after the kill with
+    a single query, 11.2 s with re-asks every 2 s. A slow answer (a worker
+    replaying a long history to answer) is still taken, from the first ask.
+
+    ``total`` bounds how long an attempt waits when no worker can answer at
+    all (none runs the run's workflow): then the attempt fails with a
+    retryable ``TranscriptUnavailable`` and Temporal retries it, instead of
+    the attempt sitting on one 30 s query. The attempt heartbeats while it
+    waits, so the heartbeat timeout does not bound these numbers.
+
+    Attributes:
+        reask: How often a query with no answer is asked again.
+        total: Longest wait for one query; 15 s outlasts the server's 10 s
+            sticky fallback with room for a worker to replay a long history.
+    """
+
+    reask: timedelta = timedelta(seconds=2)
+    total: timedelta = timedelta(seconds=15)
+
+
+#: The ``ApplicationError`` type of a transcript the run did not hand over.
+TRANSCRIPT_UNAVAILABLE = "TranscriptUnavailable"
+
+_NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
+
+
+async def query_run(
+    handle: WorkflowHandle[Any, Any],
+    name: str,
+    *args: Any,
+    result_type: type[Any],
+    timeouts: QueryTimeouts,
+) -> Any:
+    """The answer to the run's query ``name``, asked again every
+    ``timeouts.reask`` while none came, for up to ``timeouts.total``.
+
+    Raises:
+        ApplicationError: Retryable ``TranscriptUnavailable``, when no ask got
+            an answer in time, or the query failed.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeouts.total.total_seconds()
+    reask = timeouts.reask.total_seconds()
+
+    async def ask() -> Any:
+        rpc_timeout = timedelta(seconds=max(deadline - loop.time(), 0.05))
+        return await handle.query(name, *args, result_type=result_type, rpc_timeout=rpc_timeout)
+
+    asks: set[asyncio.Task[Any]] = set()
+    next_ask = loop.time()
+    no_answer: BaseException | None = None
+    try:
+        while True:
+            now = loop.time()
+            if now >= next_ask and now < deadline:
+                asks.add(asyncio.create_task(ask()))
+                next_ask = now + reask
+            if not asks:
+                if now >= deadline:
+                    break
+                await asyncio.sleep(next_ask - now)
+                continue
+            wait = next_ask - now if next_ask < deadline else None
+            done, asks = await asyncio.wait(asks, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                exc = task.exception()
+                if exc is None:
+                    return task.result()
+                if isinstance(exc, RPCError) and exc.status in _NO_ANSWER:
+                    no_answer = exc
+                elif isinstance(exc, (RPCError, WorkflowQueryFailedError, WorkflowQueryRejectedError)):
+                    raise transcript_unavailable(handle.id, name, timeouts.total, exc) from None
+                else:
+                    raise exc
+    finally:
+        for task in asks:
+            task.cancel()
+        await asyncio.gather(*asks, return_exceptions=True)
+    raise transcript_unavailable(handle.id, name, timeouts.total, no_answer)
+
+
+def transcript_unavailable(
+    run_id: str, query: str, waited: timedelta, exc: BaseException | None
+) -> ApplicationError:
+    """The retryable error for a transcript query that failed or got no answer."""
+    if exc is None or (isinstance(exc, RPCError) and exc.status in _NO_ANSWER):
+        what = (
+            f"its {query!r} query got no answer within {waited.total_seconds():g}s: no worker "
+            "running the run's workflow answered (one may have just crashed, or none polls the "
+            "run's task queue)"
+        )
+    else:
+        reason = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+        what = f"its {query!r} query failed: {reason}"
+    return ApplicationError(
+        f"could not fetch the transcript of run {run_id}: {what}; {retry_note()}",
+        type=TRANSCRIPT_UNAVAILABLE,
+        non_retryable=False,
+    )
 
 
 @dataclass

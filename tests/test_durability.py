@@ -1,4 +1,4 @@
-"""A run survives its worker being SIGKILLed mid-tool."""
+"""A run survives its worker being SIGKILLed mid-tool or mid-LLM-step."""
 
 from __future__ import annotations
 
@@ -9,19 +9,29 @@ import subprocess
 import sys
 from pathlib import Path
 
+from datetime import timedelta
+
 import pytest
 from temporalio.api.enums.v1 import EventType
+from temporalio.worker import Worker
 
-from agentloop import AgentClient, AgentSpec
+from activities.agent_activities import AgentActivities
+from activities.transcripts import QueryTimeouts
+from agentloop import AgentClient, AgentSpec, reply
 from agentloop.devserver import DevServer
+from agentloop.tools import ToolRegistry
+from tests.scripting import script
+from workflows.agent_run import AgentRunWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def start_worker(server: DevServer, task_queue: str, log: Path) -> subprocess.Popen[bytes]:
+def start_worker(
+    server: DevServer, task_queue: str, log: Path, module: str = "tests.durable_fixture"
+) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue)
     return subprocess.Popen(
-        [sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.durable_fixture"],
+        [sys.executable, "-m", "agentloop.cli", "worker", "--import", module],
         cwd=ROOT,
         env=env,
         stdout=log.open("ab"),
@@ -35,8 +45,8 @@ def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path):
     procs: list[subprocess.Popen[bytes]] = []
     log = tmp_path / "worker.log"
 
-    def spawn() -> subprocess.Popen[bytes]:
-        procs.append(start_worker(dev_server, task_queue, log))
+    def spawn(module: str = "tests.durable_fixture") -> subprocess.Popen[bytes]:
+        procs.append(start_worker(dev_server, task_queue, log, module))
         return procs[-1]
 
     spawn.log = log  # type: ignore[attr-defined]
@@ -151,3 +161,126 @@ async def test_approval_survives_worker_sigkill(
     assert result.status == "completed" and result.final_text == "approved and done"
     assert calls_log.read_text() == "approved\n"
     assert result.report.steps[0].tool_calls[0].decision == "approve"
+
+
+def activity_attempts(history, activity_type: str) -> list[tuple[int, str]]:
+    """(attempt, the previous attempt's failure) of each started ``activity_type``
+    activity: history records an activity's last attempt only."""
+    scheduled = {
+        e.event_id: e.activity_task_scheduled_event_attributes.activity_type.name
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    }
+    return [
+        (e.activity_task_started_event_attributes.attempt, e.activity_task_started_event_attributes.last_failure.message)
+        for e in history.events
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
+        and scheduled[e.activity_task_started_event_attributes.scheduled_event_id] == activity_type
+    ]
+
+
+async def kill_at_gate(spawn_worker, gate: Path, line: str) -> None:
+    """Wait until the first worker logged ``line`` at the gate, SIGKILL it,
+    open the gate and start a second worker."""
+    first = spawn_worker("tests.crash_fixture")
+    await wait_for(
+        lambda: (gate / "calls.log").exists() and line in (gate / "calls.log").read_text(),
+        what=f"{line!r} in calls.log (worker log: {spawn_worker.log})",
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    (gate / "release").touch()
+    spawn_worker("tests.crash_fixture")
+
+
+async def test_llm_step_after_a_worker_kill_needs_no_attempt_beyond_the_lost_one(
+    agent_client: AgentClient, workspace: Path, spawn_worker
+) -> None:
+    # The retry's transcript queries first wait ~10 s on the dead worker's
+    # sticky queue: an attempt that did not heartbeat meanwhile timed out
+    # (3 s) and the step used 4 of its 5 attempts.
+    spec = AgentSpec(model="scripted:llm_kill", workspace=str(workspace), heartbeat_timeout_seconds=3)
+    handle = await agent_client.start(spec, f"gate={workspace}")
+    await kill_at_gate(spawn_worker, workspace, "llm-start")
+    result = await asyncio.wait_for(handle.result(), timeout=90)
+
+    assert result.status == "completed" and result.final_text == "recovered"
+    history = await handle.workflow_handle.fetch_history()
+    # Attempt 1 died with the worker; attempt 2, on the new worker, finished.
+    assert activity_attempts(history, "call_model") == [(2, "activity Heartbeat timeout")]
+    assert not [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT]
+    assert (workspace / "calls.log").read_text().splitlines() == ["llm-start", "llm-start"]
+
+
+async def test_a_tool_retried_on_another_worker_runs_again_with_the_same_idempotency_key(
+    agent_client: AgentClient, workspace: Path, spawn_worker
+) -> None:
+    spec = AgentSpec(model="scripted:tool_kill", tools=["keyed_block"], workspace=str(workspace),
+                     heartbeat_timeout_seconds=2, default_permission="allow")
+    handle = await agent_client.start(spec, f"gate={workspace}")
+    await kill_at_gate(spawn_worker, workspace, "tool ")
+    result = await asyncio.wait_for(handle.result(), timeout=60)
+
+    assert result.status == "completed" and result.final_text == "done"
+    # The worker's ledger is in memory: the new worker runs the call again
+    # (at least once), and the tool can tell a service it is the same call.
+    first, second = (workspace / "calls.log").read_text().splitlines()
+    assert first == second
+    workflow_id, run_id, activity_id = first.removeprefix("tool ").split("/")
+    assert workflow_id == handle.run_id and run_id == (await handle.workflow_handle.describe()).run_id
+    assert activity_id.isdigit()
+
+
+async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unavailable(
+    temporal_client, agent_client: AgentClient, task_queue: str
+) -> None:
+    # Workers of different roles: one runs the workflow, another only LLM
+    # steps. With no workflow worker running, the run answers no queries.
+    model = script(reply("answered"))
+    spec = AgentSpec(model=model)
+    steps = AgentActivities(ToolRegistry())
+    steps.transcript_timeouts = QueryTimeouts(reask=timedelta(seconds=0.2), total=timedelta(seconds=1))
+
+    async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow]):
+        handle = await agent_client.start(spec, "hello")
+        await wait_until_scheduled(handle, "call_model")
+    async with Worker(temporal_client, task_queue=task_queue, activities=[steps.call_model]):
+        failure = await wait_for_attempt_failure(handle)
+        assert failure.application_failure_info.type == "TranscriptUnavailable"
+        assert failure.message == (
+            f"could not fetch the transcript of run {handle.run_id}: its 'model_context' query got "
+            "no answer within 1s: no worker running the run's workflow answered (one may have just "
+            "crashed, or none polls the run's task queue); the step is retried (attempt 1 of 5 failed)"
+        )
+        # A workflow worker is back: the step is retried and answers.
+        steps.transcript_timeouts = QueryTimeouts()
+        async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow]):
+            result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.status == "completed" and result.final_text == "answered"
+
+
+async def wait_until_scheduled(handle, activity_type: str) -> None:
+    async def scheduled() -> bool:
+        history = await handle.workflow_handle.fetch_history()
+        return any(
+            e.activity_task_scheduled_event_attributes.activity_type.name == activity_type
+            for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+        )
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while not await scheduled():
+        assert asyncio.get_running_loop().time() < deadline, f"{activity_type} was never scheduled"
+        await asyncio.sleep(0.05)
+
+
+async def wait_for_attempt_failure(handle):
+    """The last failure of the run's pending activity, once it has one."""
+    deadline = asyncio.get_running_loop().time() + 30
+    while True:
+        description = await handle.workflow_handle.describe()
+        pending = description.raw_description.pending_activities
+        if pending and pending[0].HasField("last_failure"):
+            return pending[0].last_failure
+        assert asyncio.get_running_loop().time() < deadline, "the step never failed an attempt"
+        await asyncio.sleep(0.05)
