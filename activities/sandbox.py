@@ -205,6 +205,9 @@ def _namespace_candidates() -> list[list[str]]:
     if not unshare or not setpriv:
         return []
     base = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+    # unshare dies with the worker (and the namespace with unshare), so a
+    # worker killed mid-command leaves nothing running.
+    unshare = [setpriv, "--pdeathsig", "KILL", "--", unshare]
     # Drop every capability and keep them dropped across exec, also for a
     # uid 0 inside (a root worker): the command can neither unmount the new
     # /proc nor read kernel memory.
@@ -215,11 +218,11 @@ def _namespace_candidates() -> list[list[str]]:
     keep_uid = [setpriv, "--no-new-privs", "--"]
     candidates = []
     if os.geteuid() == 0:
-        candidates.append([unshare, "--user", "--map-current-user", *base, "--", *drop])
-        candidates.append([unshare, *base, "--", *drop])
+        candidates.append([*unshare, "--user", "--map-current-user", *base, "--", *drop])
+        candidates.append([*unshare, *base, "--", *drop])
     else:
-        candidates.append([unshare, "--user", "--map-current-user", *base, "--", *keep_uid])
-        candidates.append([unshare, "--user", "--map-root-user", *base, "--", *drop])
+        candidates.append([*unshare, "--user", "--map-current-user", *base, "--", *keep_uid])
+        candidates.append([*unshare, "--user", "--map-root-user", *base, "--", *drop])
     return candidates
 
 
@@ -322,7 +325,7 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
         UserError: The mode was set explicitly and cannot work here.
     """
     if settings.mode == "none":
-        return Launcher("none", init_mode="reaper")
+        return Launcher("none", prefix=_reaper_prefix(), init_mode="reaper")
     if settings.mode == "bwrap":
         problem = _bwrap_problem()
         if problem is not None:
@@ -346,7 +349,14 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
     if note not in _warned:
         _warned.add(note)
         log.warning(note)
-    return Launcher("none", init_mode="reaper", note=note)
+    return Launcher("none", prefix=_reaper_prefix(), init_mode="reaper", note=note)
+
+
+def _reaper_prefix() -> tuple[str, ...]:
+    """Without a namespace, the init gets SIGUSR1 (kill everything, exit)
+    when the worker dies, so a worker killed mid-command leaves nothing."""
+    setpriv = _find("setpriv")
+    return (setpriv, "--pdeathsig", "USR1", "--") if setpriv else ()
 
 
 def describe(settings: SandboxSettings | None = None) -> str:

@@ -13,8 +13,9 @@ makes sure nothing the command started is left, and exits:
   a timeout) go on to every process in the namespace.
 * ``MODE`` ``reaper`` (no namespace available): it makes itself a child
   subreaper, so everything the command starts, daemons included, stays its
-  descendant; once the command exits, or on SIGUSR1, or SIGTERM, it kills all of
-  them.
+  descendant; once the command exits, or on SIGUSR1 (sent when the worker
+  dies, and by the worker to end a call), it kills all of them; SIGTERM goes on
+  to all of them.
 
 Standard library only, no ``site``: it starts in about 10 ms. It must also
 run inside bubblewrap, where only the Python installation is mounted.
@@ -86,17 +87,6 @@ def main() -> None:
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    child = os.fork()
-    if child == 0:
-        # Python ignores SIGPIPE and SIGXFSZ; the command must not inherit that
-        # (``yes | head`` would never end).
-        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
-            signal.signal(sig, signal.SIG_DFL)
-        try:
-            os.execvp(argv[0], argv)
-        except OSError as exc:
-            os.write(2, f"cannot run {argv[0]}: {exc.strerror}\n".encode())
-        os._exit(127)
 
     def forward(sig: int, frame: object) -> None:
         if mode == "ns":
@@ -111,9 +101,22 @@ def main() -> None:
         _kill_descendants(signal.SIGKILL)
         os._exit(0)
 
+    # Handlers first: SIGUSR1 may come at once (the worker died, see
+    # activities/sandbox.py), and must not find a command but no handler.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     signal.signal(signal.SIGUSR1, kill_all_and_exit if mode == "reaper" else forward)
+    child = os.fork()
+    if child == 0:
+        # Python ignores SIGPIPE and SIGXFSZ; the command must not inherit that
+        # (``yes | head`` would never end). Caught signals reset on exec.
+        for sig in (signal.SIGPIPE, signal.SIGXFSZ):
+            signal.signal(sig, signal.SIG_DFL)
+        try:
+            os.execvp(argv[0], argv)
+        except OSError as exc:
+            os.write(2, f"cannot run {argv[0]}: {exc.strerror}\n".encode())
+        os._exit(127)
 
     status = None
     while status is None:

@@ -20,13 +20,15 @@ TRICKS = [
     "cat /proc/$PPID/environ",
     "ps eww -p $PPID",
     "cat /proc/*/environ",
+    # Filtered, so tool_output_limit cannot cut the interesting part out.
+    "cat /proc/*/environ 2>/dev/null | tr '\\0' '\\n' | grep -ai -e key -e url -e token",
     "env",
     "tr '\\0' '\\n' < /proc/1/environ",
     f"cat /proc/{_WORKER_PID}/environ; tr '\\0' '\\n' < /proc/{os.getppid()}/environ",
     "for pid in $(pgrep -f agentloop) $(ps -eo pid=); do tr '\\0' '\\n' < /proc/$pid/environ; done",
     "ps eww ax",
-    "python3 -c \"import os\nfor p in os.listdir('/proc'):\n  try: print(open('/proc/'+p+'/environ','rb').read())\n"
-    "  except OSError: pass\"",
+    "python3 -c \"import os\nfor p in os.listdir('/proc'):\n  try: e = open('/proc/'+p+'/environ','rb').read()\n"
+    "  except OSError: continue\n  print(p, [v for v in e.split(b'\\\\0') if b'KEY' in v or b'URL' in v])\"",
     "cat /proc/self/environ /proc/$$/environ; echo; echo pid=$$ ppid=$PPID",
 ]
 
@@ -55,3 +57,16 @@ register_scripted_model(
         reply("tried them all"),
     ],
 )
+
+
+def _run_the_input(request):  # type: ignore[no-untyped-def]
+    """Step 1 runs the user's message as a shell command; then the run answers."""
+    from activities.scripted_model import step_of
+
+    if step_of(request) == 0:
+        command = next(m.text for m in request.messages if m.role == "user")
+        return calls(call("shell_command", {"command": command, "timeout_seconds": 900}))
+    return reply("done")
+
+
+register_scripted_model("run-the-input", _run_the_input)

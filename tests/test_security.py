@@ -339,12 +339,12 @@ async def test_namespace_sandbox_sees_only_its_own_processes_and_has_no_privileg
 ) -> None:
     require_namespaces()
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
-    out = await run_shell(workspace, "ps -eo pid=,comm= | sort -n; echo uid=$(id -u)")
+    out = await run_shell(workspace, "ls /proc | grep -E '^[0-9]+$' | sort -n; echo uid=$(id -u)")
     lines = out.splitlines()
     assert lines[0] == "exit code: 0"
-    # The init (python), bash, ps and sort: nothing of the host.
-    pids = [int(line.split()[0]) for line in lines[1:-1]]
-    assert pids[0] == 1 and max(pids) < 10 and len(pids) <= 5, out
+    # The init (python), bash, ls, grep and sort: nothing of the host.
+    pids = [int(line) for line in lines[1:-1]]
+    assert pids[0] == 1 and max(pids) < 10 and len(pids) <= 6, out
     assert lines[-1] == f"uid={os.geteuid()}"
     out = await run_shell(workspace, "umount /proc; echo umount=$?; head -c1 /proc/kcore >/dev/null; echo kcore=$?; "
                                      "grep CapEff /proc/self/status")
@@ -507,6 +507,44 @@ async def test_cancelled_run_leaves_no_setsid_process(
         assert {tag: processes_with_argument(tag) for tag in escape_tags} == {tag: [] for tag in escape_tags}
 
 
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
+async def test_a_worker_killed_mid_command_leaves_nothing_running(
+    mode: str, tmp_path: Path, workspace: Path, dev_server: DevServer, agent_client: AgentClient,
+    task_queue: str, escape_tags: list[str],
+) -> None:
+    """SIGKILL the worker while its command runs: the command and everything it
+    started die with it (no timeout would ever end them otherwise)."""
+    if mode == "namespace":
+        require_namespaces()
+    elif mode == "bwrap":
+        require_bwrap()
+    env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
+                    AGENTLOOP_SHELL_SANDBOX=mode)
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.security_fixture"],
+                              cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    handle = None
+    try:
+        command = ESCAPES.format(*escape_tags) + "; sleep 600"
+        handle = await agent_client.start(
+            AgentSpec(model="scripted:run-the-input", tools=["shell_command"], default_permission="allow",
+                      tool_timeout_seconds=900, workspace=str(workspace)),
+            command,
+        )
+        for tag in escape_tags:
+            await wait_until_running(tag)
+        worker.kill()
+        worker.wait()
+        assert await survivors(escape_tags) == {}
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        log.close()
+        if handle is not None:
+            await handle.workflow_handle.terminate("test over")
+
+
 # The tools queue ---------------------------------------------------------------------
 
 
@@ -531,3 +569,76 @@ async def test_tool_activities_go_to_the_tools_queue(
     patches = [json.loads(e.marker_recorded_event_attributes.details["patch-data"].payloads[0].data)["id"]
                for e in history.events if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     assert patches.count("agentloop-tool-queue-1") == 1
+
+
+# Not root --------------------------------------------------------------------------
+
+NON_ROOT_PROBE = r'''
+import asyncio, json, os, sys
+from pathlib import Path
+from activities import sandbox
+from activities.shell_tool import shell_command
+from agentloop.tools import ToolContext
+from workers.worker import protect_process
+
+async def main():
+    if sys.argv[2] == "protect":
+        assert protect_process()
+    ws = Path(sys.argv[1])
+    me = os.getpid()
+    out = {"uid": os.geteuid(), "describe": sandbox.describe()}
+    for name, cmd in [("ppid", "cat /proc/$PPID/environ"), ("all", "cat /proc/*/environ"),
+                      ("worker", f"cat /proc/{me}/environ; ps eww -p {me}")]:
+        out[name] = await shell_command(cmd, ctx=ToolContext(workspace=ws))
+    print(json.dumps(out))
+
+asyncio.run(main())
+'''
+
+
+def non_root_python() -> list[str]:
+    """How to run this checkout's Python code as a user other than root."""
+    if os.geteuid() != 0:
+        return [sys.executable]
+    for python in (os.path.realpath(sys.executable), "/usr/bin/python3"):
+        probe = subprocess.run(["runuser", "-u", "nobody", "--", python, "-c",
+                                "import sys; print('%d.%d' % sys.version_info[:2])"],
+                               capture_output=True, text=True)
+        if probe.returncode == 0 and probe.stdout.strip() == "%d.%d" % sys.version_info[:2]:
+            return ["runuser", "-u", "nobody", "--", python]
+    pytest.fail("no Python this test can run as user nobody (runuser from util-linux, and a Python "
+                f"{sys.version_info[0]}.{sys.version_info[1]} that nobody may execute, are needed)")
+
+
+@pytest.mark.parametrize(("mode", "protect"), [("", "no"), ("none", "no"), ("none", "protect")])
+def test_as_a_non_root_user(mode: str, protect: str) -> None:
+    """A worker not running as root: the namespace sandbox works (as a user
+    namespace); without a sandbox, the worker's environment is readable unless
+    the worker made itself non-dumpable, as `agentloop run/dev/worker` do."""
+    import sysconfig
+    import tempfile
+
+    token, secrets = canaries()
+    ws = Path(tempfile.mkdtemp(prefix="agentloop-nonroot-", dir="/tmp"))
+    ws.chmod(0o777)
+    try:
+        env = {"PATH": os.environ.get("PATH", sandbox.DEFAULT_PATH), "HOME": "/tmp", **secrets,
+               "PYTHONPATH": f"{ROOT}:{sysconfig.get_paths()['purelib']}", "AGENTLOOP_SHELL_SANDBOX": mode}
+        proc = subprocess.run([*non_root_python(), "-c", NON_ROOT_PROBE, str(ws), protect], env=env, cwd="/tmp",
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["uid"] != 0
+    if mode == "":
+        assert out["describe"].startswith("shell sandbox: namespace")
+    for name in ("ppid", "all", "worker"):
+        assert out[name].startswith("exit code: "), out[name]
+    assert token not in out["ppid"]  # the sandbox's first process: allowlisted environment only
+    if mode == "none" and protect == "no":
+        # The fallback's weakness, shown: a plain child reads its worker's environment...
+        assert token in out["worker"] and token in out["all"]
+    else:
+        # ...which the sandbox, or a non-dumpable worker, prevents.
+        assert token not in out["worker"] and token not in out["all"], out

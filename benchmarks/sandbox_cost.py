@@ -1,0 +1,135 @@
+"""What the shell sandbox and the worker roles cost.
+
+Three measurements, each against its floor in the same run:
+
+* per command: ``shell_command`` running ``true`` in each sandbox mode that
+  works here (``none`` is the floor: a plain ``bash -c`` plus the init);
+* the first command's one-off probe of the namespace sandbox;
+* a tools worker subprocess (``agentloop worker --role tools``, what an
+  embedded setup with a key-free tools process would start) against an
+  in-process role ``all`` worker: time from starting the workers to the end
+  of a one-tool-call run, on one local dev server.
+
+Usage::
+
+    python -m benchmarks.sandbox_cost [--commands 20] [--repeat 3]
+
+``agentloop run --model scripted:demo`` end to end is measured from the shell
+(see README, Security).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from activities import sandbox
+from activities.shell_tool import shell_command
+from agentloop import AgentClient, AgentSpec, ToolRegistry, call, calls, register_scripted_model, reply
+from agentloop.devserver import DevServer
+from agentloop.tools import ToolContext
+from workers.worker import build_worker, connect
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def plain_bash(n: int, ws: Path) -> float:
+    """The floor: ``bash -c true`` as a plain child (what the tool did before the sandbox)."""
+    started = time.perf_counter()
+    for _ in range(n):
+        proc = await asyncio.create_subprocess_exec("bash", "-c", "true", cwd=ws, start_new_session=True,
+                                                    stdout=asyncio.subprocess.PIPE, stderr=subprocess.STDOUT)
+        await proc.communicate()
+    return (time.perf_counter() - started) * 1000 / n
+
+
+async def per_command(mode: str, n: int, ws: Path) -> float | None:
+    os.environ["AGENTLOOP_SHELL_SANDBOX"] = mode
+    try:
+        sandbox.resolve_launcher(sandbox.SandboxSettings.from_env())
+    except Exception as exc:  # a mode this machine cannot do
+        print(f"  {mode:9s} unavailable: {exc}")
+        return None
+    await shell_command("true", ctx=ToolContext(workspace=ws))  # warm
+    started = time.perf_counter()
+    for _ in range(n):
+        await shell_command("true", ctx=ToolContext(workspace=ws))
+    return (time.perf_counter() - started) * 1000 / n
+
+
+async def worker_startup(server: DevServer, split: bool, ws: Path) -> float:
+    """ms from starting the worker(s) to the end of a run with one shell call."""
+    client = await connect(server.address)
+    queue = f"bench-{uuid.uuid4().hex[:8]}"
+    name = f"bench-{uuid.uuid4().hex[:6]}"
+    register_scripted_model(name, [calls(call("shell_command", {"command": "true"})), reply("done")])
+    spec = AgentSpec(model=f"scripted:{name}", tools=["shell_command"], default_permission="allow",
+                     workspace=str(ws))
+    registry = ToolRegistry()
+    from activities.builtin_tools import register_builtin_tools
+
+    register_builtin_tools(registry)
+    started = time.perf_counter()
+    proc = None
+    if split:
+        env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
+        env.update(TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue)
+        proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools"],
+                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        role = "models" if split else "all"
+        async with build_worker(client, task_queue=queue, registry=registry, role=role):
+            result = await AgentClient(client, task_queue=queue).run(spec, "go")
+            assert result.final_text == "done", result
+            return (time.perf_counter() - started) * 1000
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+
+
+async def main(commands: int, repeat: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        ws = Path(tmp)
+        saved = os.environ.get("AGENTLOOP_SHELL_SANDBOX")
+        sandbox._namespace_launcher.cache_clear()
+        started = time.perf_counter()
+        sandbox._namespace_launcher()
+        print(f"namespace probe (once per worker): {(time.perf_counter() - started) * 1000:.1f} ms")
+        print(f"shell_command 'true', mean of {commands}:")
+        floor = await plain_bash(commands, ws)
+        print(f"  plain bash -c (the floor) {floor:6.1f} ms")
+        for mode in ("none", "namespace", "bwrap"):
+            ms = await per_command(mode, commands, ws)
+            if ms is not None:
+                print(f"  sandbox {mode:17s} {ms:6.1f} ms  ({ms - floor:+.1f} ms)")
+        if saved is None:
+            os.environ.pop("AGENTLOOP_SHELL_SANDBOX", None)
+        else:
+            os.environ["AGENTLOOP_SHELL_SANDBOX"] = saved
+        with DevServer() as server:
+            await server.wait_ready()
+            in_process, split = [], []
+            for _ in range(repeat):
+                in_process.append(await worker_startup(server, False, ws))
+                split.append(await worker_startup(server, True, ws))
+            a, b = statistics.median(in_process), statistics.median(split)
+            print(f"workers started -> one-tool run done (median of {repeat}):")
+            print(f"  role all, in process:                 {a:7.0f} ms")
+            print(f"  models in process + tools subprocess: {b:7.0f} ms  ({b - a:+.0f} ms)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--commands", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    asyncio.run(main(args.commands, args.repeat))
