@@ -27,6 +27,23 @@ PermissionAction = Literal["allow", "ask", "deny"]
 #: spec's ``tool_output_limit``, with a visible note).
 MAX_OUTPUT_CHARS = 1_000_000
 
+#: Most characters of a reason: a decision's (it reaches the model with a
+#: denial) and a stop request's (kept in the run's error and report).
+MAX_REASON_CHARS = 10_000
+
+#: Most characters of a decision's ``by``.
+MAX_BY_CHARS = 200
+
+#: Most characters of a call id a request names (providers' ids are a few
+#: dozen characters).
+MAX_CALL_ID_CHARS = 1_000
+
+#: Most bytes (as JSON) of one ``approve`` or ``submit_tool_outputs`` update:
+#: its validator refuses a larger one before looking at it. Temporal carries
+#: the request in the run's answer too (accepted or refused), so a request near
+#: the 2 MiB payload limit could not be answered at all.
+MAX_REQUEST_BYTES = 1_500_000
+
 #: ``auto``: read-only tools are allowed, every other tool asks.
 DefaultPermission = Literal["auto", "allow", "ask", "deny"]
 
@@ -140,9 +157,9 @@ class ApprovalDecision(BaseModel):
 
     call_id: str = Field(min_length=1)
     decision: Decision = "approve"
-    reason: str | None = Field(default=None, max_length=10_000)
+    reason: str | None = Field(default=None, max_length=MAX_REASON_CHARS)
     result: str | None = Field(default=None, max_length=MAX_OUTPUT_CHARS)
-    by: str | None = Field(default=None, max_length=200)
+    by: str | None = Field(default=None, max_length=MAX_BY_CHARS)
 
 
 class ToolOutput(BaseModel):
@@ -186,12 +203,104 @@ class StopRequest(BaseModel):
     """Signal ``stop``: end the run after the current step.
 
     Attributes:
-        reason: Why, kept in the run's error field and report.
+        reason: Why, kept in the run's error field and report. The run cuts
+            one longer than ``MAX_REASON_CHARS`` (with a note saying so).
     """
 
     model_config = ConfigDict(extra="forbid")
 
     reason: str | None = None
+
+
+# Bounds on what signals and updates bring in ---------------------------------------
+
+#: The free-text fields of each request and their limits: ``approve``'s
+#: decision, each output of ``submit_tool_outputs``, ``stop``'s request.
+#: Call ids are not cut (a cut id names no call); they are only ever quoted
+#: through :func:`agentloop.errors.preview`.
+TEXT_LIMITS: dict[str, dict[str, int]] = {
+    "approve": {"reason": MAX_REASON_CHARS, "result": MAX_OUTPUT_CHARS, "by": MAX_BY_CHARS},
+    "submit_tool_outputs": {"output": MAX_OUTPUT_CHARS},
+    "stop": {"reason": MAX_REASON_CHARS},
+}
+
+
+def request_bytes(value: Any) -> int:
+    """About how many bytes ``value`` (a decoded JSON payload) takes as JSON:
+    what a validator weighs before reading it."""
+    if isinstance(value, str):
+        return len(value.encode("utf-8", "surrogatepass")) + 2
+    if isinstance(value, (bytes, bytearray)):
+        return len(value)
+    if isinstance(value, dict):
+        return 2 + sum(request_bytes(k) + request_bytes(v) + 2 for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return 2 + sum(request_bytes(v) + 1 for v in value)
+    return len(str(value))
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters, the cut shown:
+    ``head [... N characters cut ...]``."""
+    if len(text) <= limit:
+        return text
+    longest_note = f" [... {len(text):,} characters cut ...]"
+    keep = max(0, limit - len(longest_note))
+    return f"{text[:keep]} [... {len(text) - keep:,} characters cut ...]"
+
+
+def cut_note(name: str, field: str, length: int, limit: int) -> str:
+    """What ``rejected_signals`` says about a field a signal brought in cut."""
+    return f"{name} signal: {field} cut to {limit:,} characters (it had {length:,}; the limit is {limit:,})"
+
+
+def _text_fields(name: str, payload: Any) -> list[tuple[dict[str, Any], str, int]]:
+    """The (object, field, limit) of each free-text field of a request."""
+    limits = TEXT_LIMITS[name]
+    objects: list[Any] = [payload]
+    if name == "submit_tool_outputs":
+        outputs = payload.get("tool_outputs") if isinstance(payload, dict) else payload
+        objects = list(outputs) if isinstance(outputs, list) else []
+    return [
+        (obj, field, limit)
+        for obj in objects
+        if isinstance(obj, dict)
+        for field, limit in limits.items()
+        if isinstance(obj.get(field), str)
+    ]
+
+
+def oversize_fields(name: str, payload: Any) -> list[tuple[str, int, int]]:
+    """The free-text fields of a request over their limits: (field, length, limit)."""
+    return [
+        (field, len(obj[field]), limit)
+        for obj, field, limit in _text_fields(name, payload)
+        if len(obj[field]) > limit
+    ]
+
+
+def cut_oversize_fields(name: str, payload: Any) -> tuple[Any, list[str]]:
+    """A copy of a signal's payload with every free-text field over its limit
+    cut (:func:`cut_text`), and a note per cut field. Signals cannot answer:
+    the run takes what fits and says what it cut."""
+    if not oversize_fields(name, payload):
+        return payload, []
+    payload = _copy_objects(payload)
+    notes = []
+    for obj, field, limit in _text_fields(name, payload):
+        if len(obj[field]) > limit:
+            notes.append(cut_note(name, field, len(obj[field]), limit))
+            obj[field] = cut_text(obj[field], limit)
+    return payload, notes
+
+
+def _copy_objects(value: Any) -> Any:
+    """Copy the dicts and lists of a payload (strings are shared)."""
+    if isinstance(value, dict):
+        return {k: _copy_objects(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy_objects(v) for v in value]
+    return value
 
 
 # What a waiting run waits for ----------------------------------------------------

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -32,6 +32,7 @@ from temporalio.exceptions import ApplicationError, CancelledError, TerminatedEr
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.approvals import (
+    MAX_REQUEST_BYTES,
     ApprovalDecision,
     DecisionAccepted,
     PendingWork,
@@ -41,7 +42,13 @@ from agentloop.approvals import (
 )
 from agentloop.config import TemporalConfig
 from agentloop.events import EVENT_ADAPTER, EVENTS_TOPIC, AgentEvent, is_terminal
-from agentloop.errors import RUN_FAILED_ERROR_TYPE, AgentRunFailed, DecisionRejected, UserError
+from agentloop.errors import (
+    RUN_FAILED_ERROR_TYPE,
+    AgentRunFailed,
+    DecisionRejected,
+    UserError,
+    describe_validation_error,
+)
 from agentloop.messages import Message
 from agentloop.report import AgentRunReport
 from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
@@ -210,16 +217,16 @@ class AgentRunHandle:
     async def approve(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
         """Approve a pending call; with ``result``, answer the model with it
         instead of running the tool (an override)."""
-        return await self.decide(ApprovalDecision(call_id=call_id, decision="approve", result=result, by=by))
+        return await self.decide(_request(ApprovalDecision, call_id=call_id, decision="approve", result=result, by=by))
 
     async def deny(self, call_id: str, reason: str | None = None, *, by: str | None = None) -> DecisionAccepted:
         """Deny a pending call; the model hears it was denied, and why."""
-        return await self.decide(ApprovalDecision(call_id=call_id, decision="deny", reason=reason, by=by))
+        return await self.decide(_request(ApprovalDecision, call_id=call_id, decision="deny", reason=reason, by=by))
 
     async def skip(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
         """Skip a pending call without running it; the model gets ``result``
         (or a note that it was skipped)."""
-        return await self.decide(ApprovalDecision(call_id=call_id, decision="skip", result=result, by=by))
+        return await self.decide(_request(ApprovalDecision, call_id=call_id, decision="skip", result=result, by=by))
 
     async def submit_tool_outputs(
         self, outputs: Mapping[str, str] | Sequence[ToolOutput]
@@ -231,7 +238,7 @@ class AgentRunHandle:
                 id is missing, or the run has ended; nothing changed.
         """
         if isinstance(outputs, Mapping):
-            items = [ToolOutput(call_id=k, output=v) for k, v in outputs.items()]
+            items = [_request(ToolOutput, call_id=k, output=v) for k, v in outputs.items()]
         else:
             items = list(outputs)
         submission = SubmitToolOutputs(tool_outputs=items)
@@ -254,6 +261,14 @@ class AgentRunHandle:
         await self._handle.cancel()
 
     async def _update(self, name: str, payload: BaseModel) -> DecisionAccepted:
+        # Weighed here too: a request over Temporal's 2 MiB payload limit
+        # cannot even be refused by the run (its answer carries the request).
+        size = len(payload.model_dump_json().encode())
+        if size > MAX_REQUEST_BYTES:
+            raise DecisionRejected(
+                f"the {name} request is {size:,} bytes; a run takes requests of at most "
+                f"{MAX_REQUEST_BYTES:,} bytes; nothing was sent"
+            )
         try:
             return await self._handle.execute_update(name, payload, result_type=DecisionAccepted)
         except WorkflowUpdateFailedError as err:
@@ -266,6 +281,16 @@ class AgentRunHandle:
                     f"run {self.run_id} is not running (it ended, or no run has this id): {err.message}"
                 ) from None
             raise
+
+
+def _request(model: type[Any], **fields: Any) -> Any:
+    """Build a request model; a field over its limit raises DecisionRejected."""
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        raise DecisionRejected(
+            f"invalid {model.__name__} request: {describe_validation_error(exc)}; nothing was sent"
+        ) from None
 
 
 class RunSummary(BaseModel):

@@ -38,6 +38,10 @@ RunStatus = Literal[
 #: :attr:`AgentRunResult.messages`).
 RESULT_MESSAGES_LIMIT = 64 * 1024
 
+#: Most characters of a run's ``error`` (it is in the result, the report and
+#: a failed run's message); a longer one is cut with a note.
+MAX_ERROR_CHARS = 20_000
+
 
 class PendingStep(BaseModel):
     """A step whose tool calls wait for people, carried across continue-as-new.
@@ -214,7 +218,9 @@ class RunState(BaseModel):
         pending_actions: Calls waiting for the client's outputs.
         stop_requested: A ``stop`` signal arrived; the run ends after this step.
         rejected_signals: Why recent signals were ignored (malformed payload,
-            unknown or already decided call id); newest last.
+            unknown or already decided call id), and which fields of a signal
+            were cut to their limits (``approve signal: reason cut to 10,000
+            characters ...``); newest last.
         agent_name: ``AgentSpec.name``.
         model: ``AgentSpec.model``.
     """

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 
 from agentloop import (
     AgentClient,
@@ -24,8 +25,10 @@ from agentloop import (
     calls,
     reply,
 )
+from agentloop.approvals import MAX_BY_CHARS, MAX_CALL_ID_CHARS, MAX_REASON_CHARS, MAX_REQUEST_BYTES
+from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE, REQUEST_TOO_LARGE_ERROR_TYPE
 from agentloop.messages import Message
-from agentloop.run import RunState
+from agentloop.run import MAX_ERROR_CHARS, RunState
 from activities.scripted_model import last_tool_results
 from tests.scripting import script
 from tests.processes import processes_with_argument, unique_sleep, wait_until_running
@@ -397,6 +400,213 @@ async def test_submit_outputs_must_cover_every_pending_call(
         )
         result = await handle.result()
     assert result.final_text == "lookup_order:order 1 | lookup_customer:bob"
+
+
+# Payload limits -----------------------------------------------------------------
+
+
+def accepted_updates(history: WorkflowHistory) -> int:
+    return sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED)
+
+
+async def refusal(handle: AgentRunHandle, name: str, payload) -> ApplicationError:
+    """Send a raw update that must be refused; the failure it was refused with."""
+    try:
+        await handle.workflow_handle.execute_update(name, payload)
+    except WorkflowUpdateFailedError as err:
+        assert isinstance(err.cause, ApplicationError), err.cause
+        return err.cause
+    raise AssertionError(f"update {name} was accepted")
+
+
+async def test_a_stop_reason_over_a_megabyte_is_cut_and_the_run_ends_stopped(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), reply("unreachable"))
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        await handle.stop("r" * 1_500_000)
+        history = await wait_for_end(handle.workflow_handle)
+        assert task_failures(history) == []
+        result = await handle.result()
+        # Queries keep answering after the run ended.
+        state = await handle.state()
+        report = await handle.report()
+    cut = f"[... {1_500_000 - MAX_REASON_CHARS + len(result.error) - len('stopped: ') - MAX_REASON_CHARS:,}"
+    assert (result.status, result.reason) == ("stopped", "stopped")
+    assert result.error.startswith("stopped: rrrr") and " characters cut ...]" in result.error, result.error[-80:]
+    assert len(result.error) <= len("stopped: ") + MAX_REASON_CHARS
+    assert result.report.error == result.error == report.error == state.error
+    assert cut.startswith("[... ")
+    (note,) = state.rejected_signals
+    assert note == (
+        f"stop signal: reason cut to {MAX_REASON_CHARS:,} characters (it had 1,500,000; "
+        f"the limit is {MAX_REASON_CHARS:,})"
+    )
+    assert not (workspace / "out.txt").exists()
+
+
+async def test_oversized_decision_fields_by_update_are_refused_and_change_nothing(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        for field, size, limit in (("reason", 20_000, MAX_REASON_CHARS), ("by", 5_000, MAX_BY_CHARS)):
+            error = await refusal(handle, "approve", {"call_id": "call_0_0", "decision": "deny", field: "x" * size})
+            assert error.type == INVALID_REQUEST_ERROR_TYPE and error.non_retryable
+            assert f"{field}: String should have at most {limit} characters" in error.message
+            assert len(error.message) < 500
+        with pytest.raises(DecisionRejected, match=f"reason: String should have at most {MAX_REASON_CHARS}"):
+            await handle.deny("call_0_0", "x" * 20_000)
+        with pytest.raises(DecisionRejected, match=f"by: String should have at most {MAX_BY_CHARS}"):
+            await handle.approve("call_0_0", by="x" * 5_000)
+        state = await handle.state()
+        assert [p.call_id for p in state.pending_approvals] == ["call_0_0"] and state.rejected_signals == []
+        await handle.approve("call_0_0", by="ops")
+        result = await handle.result()
+    assert result.status == "completed" and (workspace / "out.txt").exists()
+    history = await handle.workflow_handle.fetch_history()
+    assert accepted_updates(history) == 1 and task_failures(history) == []
+
+
+async def test_oversized_decision_fields_by_signal_are_cut_and_listed(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        await handle.workflow_handle.signal(
+            "approve", {"call_id": "call_0_0", "decision": "deny", "reason": "r" * 1_500_000, "by": "b" * 5_000}
+        )
+        state = await wait_state(handle, lambda s: s.rejected_signals, "the cuts noted")
+        assert state.rejected_signals == [
+            (f"approve signal: reason cut to {MAX_REASON_CHARS:,} characters (it had 1,500,000; "
+             f"the limit is {MAX_REASON_CHARS:,})"),
+            f"approve signal: by cut to {MAX_BY_CHARS:,} characters (it had 5,000; the limit is {MAX_BY_CHARS:,})",
+        ]
+        result = await handle.result()
+    # The decision was applied, with its fields cut.
+    assert result.status == "completed" and not (workspace / "out.txt").exists()
+    (denied,) = result.messages[1].tool_results
+    assert denied.is_error and "denied: rrrr" in denied.content and " characters cut ...]" in denied.content
+    assert len(denied.content) < MAX_REASON_CHARS + 300
+    report = result.report.steps[0].tool_calls[0]
+    assert report.decision == "deny" and report.decided_by.startswith("bbbb")
+    assert len(report.decided_by) <= MAX_BY_CHARS and report.decided_by.endswith("characters cut ...]")
+
+
+async def test_a_two_megabyte_approve_is_refused_at_once_and_a_correct_one_goes_through(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    # Just under Temporal's 2 MiB payload limit (a request over it cannot be
+    # answered at all, see the next test): the validator weighs it first and
+    # refuses it with a short message, never quoting it back.
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        error = await refusal(handle, "approve", {"call_id": "call_0_0", "result": "y" * 1_900_000})
+        assert error.type == REQUEST_TOO_LARGE_ERROR_TYPE and error.non_retryable
+        assert error.message == (
+            f"the approve request is 1,900,035 bytes; a run takes requests of at most {MAX_REQUEST_BYTES:,} "
+            "bytes: send a shorter result (the model sees it cut to the spec's tool_output_limit anyway)"
+        )
+        # A bad call id of 1.9 MB, and right after it a correct decision.
+        big = asyncio.create_task(refusal(handle, "approve", {"call_id": "X" * 1_900_000, "decision": "approve"}))
+        accepted = await handle.approve("call_0_0")
+        error = await big
+        assert accepted.call_ids == ["call_0_0"]
+        assert error.type == REQUEST_TOO_LARGE_ERROR_TYPE and len(error.message) < 300, error.message
+        assert f"at most {MAX_REQUEST_BYTES:,} bytes" in error.message and "XXX" not in error.message
+        result = await handle.result()
+    assert result.status == "completed" and (workspace / "out.txt").exists()
+    history = await handle.workflow_handle.fetch_history()
+    assert task_failures(history) == [] and accepted_updates(history) == 1
+
+
+async def test_the_client_refuses_a_request_over_the_limit_without_sending_it(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        before = len((await handle.workflow_handle.fetch_history()).events)
+        with pytest.raises(DecisionRejected, match=f"the approve request is 2,100,0[0-9]{{2}} bytes; a run takes requests of at most "
+                                                   f"{MAX_REQUEST_BYTES:,} bytes; nothing was sent"):
+            await handle.approve("X" * 2_100_000)
+        with pytest.raises(DecisionRejected, match="result: String should have at most 1000000 characters"):
+            await handle.skip("call_0_0", result="y" * 2_100_000)
+        assert len((await handle.workflow_handle.fetch_history()).events) == before
+        await handle.approve("call_0_0")
+        assert (await handle.result()).status == "completed"
+
+
+async def test_refusals_never_echo_a_long_call_id(agent_client: AgentClient, worker) -> None:
+    model = script(calls(write("out.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model), "write")
+        await wait_state(handle, awaiting(), "approval")
+        error = await refusal(handle, "approve", {"call_id": "X" * 100_000})
+        assert error.type == INVALID_REQUEST_ERROR_TYPE and error.non_retryable
+        assert len(error.message) < 400 and "XXXX... (100,000 characters)" in error.message, error.message
+        assert f"at most {MAX_CALL_ID_CHARS:,}" in error.message
+        error = await refusal(handle, "submit_tool_outputs", {"tool_outputs": [{"call_id": "Y" * 900, "output": "o"}]})
+        assert error.type == INVALID_DECISION_ERROR_TYPE and len(error.message) < 400, error.message
+        await handle.workflow_handle.signal("approve", {"call_id": "Z" * 100_000})
+        await handle.workflow_handle.signal("approve", {"call_id": "call_0_0", "Q" * 100_000: 1})
+        state = await wait_state(handle, lambda s: len(s.rejected_signals) == 2, "two rejections")
+        assert all(len(note) < 600 for note in state.rejected_signals), state.rejected_signals
+        await handle.approve("call_0_0")
+        await handle.result()
+
+
+async def test_a_failed_run_whose_error_quotes_megabytes_of_tool_errors_still_fails_once(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    # "every tool call of step 1 failed (...)" quotes each call's error; two
+    # calls of 450,000 characters each made an error of 0.9 MB, which the run
+    # carried three times (result, report, failure message): 2.7 MB.
+    from agentloop import ToolError
+
+    @registry.tool
+    def shout() -> str:
+        """Fails loudly."""
+        raise ToolError("e" * 450_000)
+
+    model = script(calls(call("shout"), call("shout")))
+    async with worker():
+        handle = await agent_client.start(
+            spec(model, tools=["shout"], default_permission="allow", tool_output_limit=1_000_000), "go"
+        )
+        history = await wait_for_end(handle.workflow_handle)
+        assert task_failures(history) == []
+        with pytest.raises(AgentRunFailed) as info:
+            await handle.result()
+    error = info.value.result.error
+    assert info.value.reason == "tool_error" and error.startswith("every tool call of step 1 failed (shout: Error: eee")
+    assert len(error) <= MAX_ERROR_CHARS and error.endswith(" characters cut ...]")
+
+
+async def test_transcript_query_arguments_are_bounded(agent_client: AgentClient, worker) -> None:
+    # The query's answer can ride in a workflow task's completion: a page is
+    # at most 1 MB whatever it asks for, and a bad argument is not echoed.
+    big = [Message.user(c * 400_000) for c in "abc"]
+    async with worker():
+        result = await agent_client.run(spec(script(reply("done")), tools=[]), big)
+        raw = agent_client.get_handle(result.run_id).workflow_handle
+        page = await raw.query("transcript", {"start": -3, "max_bytes": 10**12})
+        assert page["total"] == 4 and len(page["messages"]) == 2
+        assert page["messages"][0]["content"][0]["text"].startswith("aaa")
+        with pytest.raises(WorkflowQueryFailedError) as info:
+            await raw.query("transcript", {"start": "Q" * 100_000})
+        message = str(info.value)
+        assert message.startswith("malformed transcript request: start: Input should be a valid integer")
+        assert len(message) < 400 and "QQQQQQQQ" not in message, message
 
 
 # Stop and cancel ----------------------------------------------------------------

@@ -10,9 +10,13 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, calls, reply
+import pytest
+
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected, calls, reply
+from agentloop.approvals import MAX_REASON_CHARS
 from agentloop.devserver import DevServer, find_temporal_binary
-from tests.test_approvals import awaiting, echo_results, wait_state, write
+from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
+from tests.test_approvals import awaiting, echo_results, task_failures, wait_for_end, wait_state, write
 from tests.scripting import script
 
 
@@ -140,3 +144,85 @@ async def test_malformed_signal_from_the_temporal_cli_is_reported_not_fatal(
         assert out.returncode == 0, out.stderr
         result = await handle.result()
     assert (workspace / "z.txt").read_text() == "Z" and result.status == "completed"
+
+
+async def test_refused_updates_are_not_retryable(
+    agent_client: AgentClient, worker, dev_server: DevServer
+) -> None:
+    model = script(calls(write("a.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        refusals = [
+            (['{"call_id": "nope"}'], INVALID_DECISION_ERROR_TYPE, "no call 'nope' waits for approval"),
+            (['{"call_id": "call_0_0", "decision": "deny", "result": "x"}'], INVALID_DECISION_ERROR_TYPE,
+             "a denial takes a reason, not a result"),
+            (['{"call_id": "call_0_0", "decision": "yes"}'], INVALID_REQUEST_ERROR_TYPE,
+             "malformed approve payload: decision: Input should be 'approve', 'deny' or 'skip'"),
+            (['{"call_id": "call_0_0"}', "{}"], INVALID_REQUEST_ERROR_TYPE,
+             "approve takes one JSON object, not 2 inputs"),
+        ]
+        for inputs, error_type, message in refusals:
+            args = [arg for value in inputs for arg in ("--input", value)]
+            out = await run_temporal(dev_server, "workflow", "update", "execute", "--workflow-id", handle.run_id,
+                                     "--name", "approve", *args)
+            said = out.stdout + out.stderr
+            assert out.returncode != 0 and message in said, said
+            assert f"(type: {error_type}, retryable: false)" in said, said
+        # The Python client still raises DecisionRejected for the same refusal.
+        with pytest.raises(DecisionRejected, match="no call 'nope' waits for approval"):
+            await handle.approve("nope")
+        await handle.approve("call_0_0")
+        result = await handle.result()
+    assert result.status == "completed"
+
+
+async def test_signals_with_two_inputs_are_noted_not_fatal(
+    agent_client: AgentClient, worker, dev_server: DevServer
+) -> None:
+    model = script(calls(write("a.txt")), reply("unreachable"))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id, "--name", "approve",
+                                 "--input", '{"call_id": "call_0_0"}', "--input", "{}")
+        assert out.returncode == 0, out.stderr
+        state = await wait_state(handle, lambda s: s.rejected_signals, "the rejection noted")
+        assert state.rejected_signals == [
+            ('approve signal ignored: approve takes one JSON object, not 2 inputs; expected e.g. '
+             '{"call_id": "call_0_0", "decision": "approve"}')
+        ]
+        assert state.status == "awaiting_approval"
+        # A stop is a stop, however it is typed.
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id, "--name", "stop",
+                                 "--input", "{}", "--input", "{}")
+        assert out.returncode == 0, out.stderr
+        history = await wait_for_end(handle.workflow_handle)
+        result = await handle.result()
+    assert task_failures(history) == []
+    assert result.status == "stopped"
+
+
+async def test_a_stop_reason_of_a_megabyte_and_a_half_from_a_file(
+    agent_client: AgentClient, worker, dev_server: DevServer, tmp_path: Path
+) -> None:
+    model = script(calls(write("a.txt")), reply("unreachable"))
+    reason = tmp_path / "reason.json"
+    reason.write_text(json.dumps({"reason": "r" * 1_500_000}))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id, "--name", "stop",
+                                 "--input-file", str(reason))
+        assert out.returncode == 0, out.stderr
+        history = await wait_for_end(handle.workflow_handle)
+        assert task_failures(history) == []
+        described = await run_temporal(dev_server, "workflow", "describe", "--workflow-id", handle.run_id,
+                                       "--output", "json")
+        assert json.loads(described.stdout)["workflowExecutionInfo"]["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+        state = await run_temporal(dev_server, "workflow", "query", "--workflow-id", handle.run_id, "--name", "state",
+                                   "--output", "json")
+        assert state.returncode == 0, state.stderr
+        error = json.loads(state.stdout)["queryResult"][0]["error"]
+    assert error.startswith("stopped: rrr") and error.endswith(" characters cut ...]")
+    assert len(error) <= len("stopped: ") + MAX_REASON_CHARS

@@ -8,6 +8,7 @@ deterministic: no I/O, clocks or randomness, only ``workflow.now()``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -33,6 +34,9 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from agentloop.approvals import (
+        MAX_CALL_ID_CHARS,
+        MAX_REASON_CHARS,
+        MAX_REQUEST_BYTES,
         ApprovalDecision,
         DecisionAccepted,
         PendingAction,
@@ -43,6 +47,10 @@ with workflow.unsafe.imports_passed_through():
         ToolGate,
         ToolOutput,
         check_permission,
+        cut_oversize_fields,
+        cut_text,
+        oversize_fields,
+        request_bytes,
     )
     from agentloop.context import (
         TokenAnchor,
@@ -74,10 +82,19 @@ with workflow.unsafe.imports_passed_through():
         ToolExecutionStarted,
         message_id,
     )
-    from agentloop.errors import INVALID_INPUT_ERROR_TYPE, RUN_FAILED_ERROR_TYPE, describe_validation_error
+    from agentloop.errors import (
+        INVALID_DECISION_ERROR_TYPE,
+        INVALID_INPUT_ERROR_TYPE,
+        INVALID_REQUEST_ERROR_TYPE,
+        REQUEST_TOO_LARGE_ERROR_TYPE,
+        RUN_FAILED_ERROR_TYPE,
+        describe_validation_error,
+        preview,
+    )
     from agentloop.messages import Message, ToolCallPart, ToolResultPart
     from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
     from agentloop.run import (
+        MAX_ERROR_CHARS,
         RESULT_MESSAGES_LIMIT,
         AgentRunInput,
         AgentRunResult,
@@ -94,6 +111,7 @@ with workflow.unsafe.imports_passed_through():
         EMPTY_HASH,
         ModelContext,
         TranscriptPage,
+        TranscriptRange,
         as_range,
         chain_hash,
         context_hash,
@@ -155,6 +173,15 @@ CARRIED_ANSWERED = 1000
 
 #: How many rejected-signal notes the ``state`` query keeps.
 REJECTED_SIGNALS_KEPT = 20
+
+#: Patch marker of runs that take an ``approve`` or ``submit_tool_outputs``
+#: signal with text over its limit cut (and noted); older runs ignored such a
+#: signal. Recorded only when such a signal arrives.
+BOUNDED_SIGNALS_PATCH = "agentloop-bounded-signals-1"
+
+#: Most bytes of messages one ``transcript`` query answers (one larger
+#: message comes alone): an answer rides in a workflow task's completion.
+TRANSCRIPT_PAGE_BYTES = 1_000_000
 
 
 def _ms(delta: timedelta) -> float:
@@ -260,10 +287,10 @@ class AgentRunWorkflow:
         return report
 
     @workflow.query(name="transcript")
-    def transcript(self, request: Any = None) -> TranscriptPage:
+    def transcript(self, *args: Any) -> TranscriptPage:
         """Messages from an offset, with the transcript's hash: how a worker
         fills its cache for an LLM step that names the transcript by reference."""
-        return page(self._messages, self._transcript_hashes(), as_range(request))
+        return page(self._messages, self._transcript_hashes(), _transcript_range(args))
 
     @workflow.query(name="model_context")
     def model_context(self) -> ModelContext:
@@ -280,53 +307,60 @@ class AgentRunWorkflow:
     # Each decision arrives as a signal (fire and forget: what ops tools and
     # `temporal workflow signal` send) or as an update of the same name, whose
     # validator rejects bad input before it reaches history. Payloads are
-    # taken as plain JSON and validated here, so a malformed one is reported
-    # instead of failing workflow tasks.
+    # taken raw (any number of arguments, plain JSON) and validated here, so
+    # no payload can fail a workflow task. What a request brings in is bounded
+    # (agentloop.approvals, MAX_*): an update's validator refuses a request
+    # over MAX_REQUEST_BYTES before reading it, and a field over its limit;
+    # a signal cannot answer, so its oversize text is cut and the cut noted in
+    # `rejected_signals`. Messages quote values through `preview`, never whole.
 
     @workflow.signal(name="approve")
-    def approve_signal(self, payload: Any = None) -> None:
+    def approve_signal(self, *args: Any) -> None:
         """Decide a pending call: approve, deny, skip, or approve with a result."""
         try:
-            self._apply_decision(self._check_decision(payload))
+            self._apply_decision(self._check_decision(self._signal_payload("approve", args)))
         except ValueError as exc:
             self._reject("approve", exc)
 
     @workflow.update(name="approve")
-    def approve_update(self, payload: Any = None) -> DecisionAccepted:
+    def approve_update(self, *args: Any) -> DecisionAccepted:
         """Like the ``approve`` signal, but answers, and rejects bad input."""
-        decision = _as_update_error(self._check_decision, payload)
+        # The validator weighed the request; replayed updates were accepted
+        # by the validator of their day, so only the run's state is checked again.
+        decision = _as_update_error(lambda: self._check_decision(_one_payload("approve", args)))
         self._apply_decision(decision)
         return DecisionAccepted(call_ids=[decision.call_id], still_pending=self._still_pending())
 
     @approve_update.validator
-    def _validate_approve(self, payload: Any = None) -> None:
-        self._check_decision(payload)
+    def _validate_approve(self, *args: Any) -> None:
+        _as_update_error(lambda: self._check_decision(_update_payload("approve", args)))
 
     @workflow.signal(name="submit_tool_outputs")
-    def submit_signal(self, payload: Any = None) -> None:
+    def submit_signal(self, *args: Any) -> None:
         """Outputs of the calls the client ran (``requires_action``)."""
         try:
-            self._apply_outputs(self._check_outputs(payload))
+            self._apply_outputs(self._check_outputs(self._signal_payload("submit_tool_outputs", args)))
         except ValueError as exc:
             self._reject("submit_tool_outputs", exc)
 
     @workflow.update(name="submit_tool_outputs")
-    def submit_update(self, payload: Any = None) -> DecisionAccepted:
+    def submit_update(self, *args: Any) -> DecisionAccepted:
         """Like the ``submit_tool_outputs`` signal, but answers, and rejects bad input."""
-        submission = _as_update_error(self._check_outputs, payload)
+        submission = _as_update_error(lambda: self._check_outputs(_one_payload("submit_tool_outputs", args)))
         self._apply_outputs(submission)
         return DecisionAccepted(
             call_ids=[o.call_id for o in submission.tool_outputs], still_pending=self._still_pending()
         )
 
     @submit_update.validator
-    def _validate_submit(self, payload: Any = None) -> None:
-        self._check_outputs(payload)
+    def _validate_submit(self, *args: Any) -> None:
+        _as_update_error(lambda: self._check_outputs(_update_payload("submit_tool_outputs", args)))
 
     @workflow.signal(name="stop")
-    def stop_signal(self, payload: Any = None) -> None:
+    def stop_signal(self, *args: Any) -> None:
         """End the run ``stopped`` once the current step is done."""
         try:
+            payload = self._signal_payload("stop", args)
             request = _parse(StopRequest, {} if payload is None else payload, "stop")
         except ValueError as exc:
             self._reject("stop", exc)
@@ -334,21 +368,39 @@ class AgentRunWorkflow:
         if self._stop is None:
             self._stop = request
 
+    def _signal_payload(self, name: str, args: tuple[Any, ...]) -> Any:
+        """A signal's one payload, its free text cut to the limits (each cut noted)."""
+        payload = _one_payload(name, args)
+        # A stop is taken whatever its reason, so cutting it changes no
+        # command; approve and submit_tool_outputs signals with oversize text
+        # were ignored before, and still are in runs that started then.
+        if oversize_fields(name, payload) and (name == "stop" or workflow.patched(BOUNDED_SIGNALS_PATCH)):
+            payload, notes = cut_oversize_fields(name, payload)
+            for note in notes:
+                self._note(note)
+        return payload
+
     def _check_decision(self, payload: Any) -> ApprovalDecision:
         decision = _parse(ApprovalDecision, payload, "approve")
         call_id = decision.call_id
         if call_id not in self._approvals:
+            if len(call_id) > MAX_CALL_ID_CHARS:
+                raise _Refusal(
+                    f"call_id {preview(call_id)!r} is longer than a call id can be (at most "
+                    f"{MAX_CALL_ID_CHARS:,} characters); waiting now: {_listing(self._approvals)}",
+                    INVALID_REQUEST_ERROR_TYPE,
+                )
             if call_id in self._answered:
-                raise ValueError(f"call {call_id} was already decided; nothing is waiting for it")
-            waiting = ", ".join(self._approvals) or "none"
+                raise _Refusal(f"call {preview(call_id)} was already decided; nothing is waiting for it")
             hint = ""
             if call_id in self._actions:
                 hint = " (it waits for the client's output: use submit_tool_outputs)"
-            raise ValueError(
-                f"no call {call_id!r} waits for approval in run {self._run_id}{hint}; waiting now: {waiting}"
+            raise _Refusal(
+                f"no call {preview(call_id)!r} waits for approval in run {self._run_id}{hint}; "
+                f"waiting now: {_listing(self._approvals)}"
             )
         if decision.decision == "deny" and decision.result is not None:
-            raise ValueError("a denial takes a reason, not a result; use decision 'skip' to answer with a result")
+            raise _Refusal("a denial takes a reason, not a result; use decision 'skip' to answer with a result")
         return decision
 
     def _apply_decision(self, decision: ApprovalDecision) -> None:
@@ -361,22 +413,25 @@ class AgentRunWorkflow:
             payload = {"tool_outputs": payload}
         submission = _parse(SubmitToolOutputs, payload, "submit_tool_outputs")
         ids = [o.call_id for o in submission.tool_outputs]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        seen: set[str] = set()
+        duplicates: set[str] = set()
+        for i in ids:
+            (duplicates if i in seen else seen).add(i)
         if duplicates:
-            raise ValueError(f"outputs name {', '.join(duplicates)} more than once; send one output per call")
+            raise _Refusal(f"outputs name {_listing(sorted(duplicates))} more than once; send one output per call")
         unknown = [i for i in ids if i not in self._actions]
         if unknown:
             done = [i for i in unknown if i in self._answered]
             if done:
-                raise ValueError(f"call(s) {', '.join(done)} already have their output")
-            raise ValueError(
-                f"no call {', '.join(map(repr, unknown))} waits for a client output in run "
-                f"{self._run_id}; waiting now: {', '.join(self._actions) or 'none'}"
+                raise _Refusal(f"call(s) {_listing(done)} already have their output")
+            raise _Refusal(
+                f"no call {_listing(unknown, quote=True)} waits for a client output in run "
+                f"{self._run_id}; waiting now: {_listing(self._actions)}"
             )
-        missing = [i for i in self._actions if i not in ids]
+        missing = [i for i in self._actions if i not in seen]
         if missing:
-            raise ValueError(
-                f"outputs are missing for {', '.join(missing)}; submit an output for every pending "
+            raise _Refusal(
+                f"outputs are missing for {_listing(missing)}; submit an output for every pending "
                 "call in one submission (query 'pending' lists them)"
             )
         return submission
@@ -391,7 +446,10 @@ class AgentRunWorkflow:
         return [*self._approvals, *self._actions]
 
     def _reject(self, name: str, exc: ValueError) -> None:
-        note = f"{name} signal ignored: {exc}"
+        self._note(f"{name} signal ignored: {exc}")
+
+    def _note(self, note: str) -> None:
+        """Say in the ``state`` query's ``rejected_signals`` what became of a signal."""
         workflow.logger.warning(note)
         self._rejected = [*self._rejected, note][-REJECTED_SIGNALS_KEPT:]
 
@@ -941,7 +999,13 @@ class AgentRunWorkflow:
             detail = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
             if isinstance(cause, ApplicationError) and cause.type == CONTEXT_LENGTH_ERROR_TYPE and self._by_reference:
                 return FailRun("context_length", f"LLM step {self._step + 1} failed: {detail}")  # type: ignore[arg-type]
-            return FailRun("error", f"LLM step {self._step + 1} failed: {detail}")
+            from temporalio.exceptions import RetryState
+
+            after = ""
+            if err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+                attempts = spec.llm_max_attempts
+                after = f" after {attempts} attempt{'' if attempts == 1 else 's'}"
+            return FailRun("error", f"LLM step {self._step + 1} failed{after}: {detail}")
         response = result.response
         step_report.llm_latency_ms = _ms(workflow.now() - started)
         step_report.finish_reason = response.finish_reason
@@ -1118,6 +1182,9 @@ class AgentRunWorkflow:
 
     def _finish(self, status: RunStatus, reason: RunReason, error: str | None) -> AgentRunResult:
         assert self._report is not None
+        # The error travels three times (result, report, a failure's message):
+        # bounded, whatever it quotes (a stop reason, every failed call's output).
+        error = cut_text(error, MAX_ERROR_CHARS) if error is not None else None
         self._status, self._reason, self._error = status, reason, error
         self._index()
         now = workflow.now()
@@ -1153,7 +1220,9 @@ class AgentRunWorkflow:
 
     def _stopped(self) -> AgentRunResult:
         assert self._stop is not None
-        note = f"stopped: {self._stop.reason}" if self._stop.reason else "stopped by request"
+        # Bounded again: a stop carried from a run of an older version may hold any reason.
+        reason = cut_text(self._stop.reason, MAX_REASON_CHARS) if self._stop.reason else None
+        note = f"stopped: {reason}" if reason else "stopped by request"
         result = self._finish("stopped", "stopped", note)
         self._emit(RunCompleted, status="stopped", reason="stopped", final_text=result.final_text, usage=self._usage,
                    note=note)
@@ -1161,6 +1230,7 @@ class AgentRunWorkflow:
 
     def _fail(self, reason: RunReason, message: str) -> AgentRunResult:
         result = self._finish("failed", reason, message)
+        message = result.error or message
         self._emit(RunFailed, reason=reason, error=message, usage=self._usage)
         # The run fails in Temporal (so it shows as Failed in the UI and CLI);
         # the full result rides along in the error's details.
@@ -1182,14 +1252,70 @@ def _reraise_cancel(err: ActivityError) -> None:
         raise asyncio.CancelledError() from err
 
 
-def _as_update_error(check: Any, payload: Any) -> Any:
-    """Run a payload check inside an update handler: a ValueError (the
-    validator already caught it, unless state changed since) fails the update,
-    not the workflow task."""
+class _Refusal(ValueError):
+    """Why a signal or update payload was refused; ``error_type`` names the
+    kind for Temporal (an update's failure type)."""
+
+    def __init__(self, message: str, error_type: str = INVALID_DECISION_ERROR_TYPE) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+
+
+def _as_update_error(check: Callable[[], Any]) -> Any:
+    """Run a payload check in an update's validator or handler: a refusal
+    becomes a non-retryable ApplicationError of its type, so the update fails
+    (and `temporal workflow update` says it is not worth retrying), never the
+    workflow task."""
     try:
-        return check(payload)
+        return check()
     except ValueError as exc:
-        raise ApplicationError(str(exc), type="InvalidDecision", non_retryable=True) from None
+        raise ApplicationError(
+            str(exc), type=getattr(exc, "error_type", INVALID_REQUEST_ERROR_TYPE), non_retryable=True
+        ) from None
+
+
+_EXAMPLES = {
+    "approve": '{"call_id": "call_0_0", "decision": "approve"}',
+    "submit_tool_outputs": '{"tool_outputs": [{"call_id": "call_0_0", "output": "..."}]}',
+    "stop": '{"reason": "..."}',
+}
+
+_TOO_LARGE_HINTS = {
+    "approve": "send a shorter result (the model sees it cut to the spec's tool_output_limit anyway)",
+    "submit_tool_outputs": "send shorter outputs (the model sees each cut to the spec's tool_output_limit anyway)",
+}
+
+
+def _one_payload(name: str, args: tuple[Any, ...]) -> Any:
+    """A signal's or update's one argument (None when it has none)."""
+    if len(args) > 1:
+        raise _Refusal(
+            f"{name} takes one JSON object, not {len(args)} inputs; expected e.g. {_EXAMPLES[name]}",
+            INVALID_REQUEST_ERROR_TYPE,
+        )
+    return args[0] if args else None
+
+
+def _update_payload(name: str, args: tuple[Any, ...]) -> Any:
+    """An update's one argument, weighed first: a request over
+    MAX_REQUEST_BYTES is refused before anything else is read."""
+    size = request_bytes(args[0] if len(args) == 1 else list(args))
+    if size > MAX_REQUEST_BYTES:
+        raise _Refusal(
+            f"the {name} request is {size:,} bytes; a run takes requests of at most {MAX_REQUEST_BYTES:,} "
+            f"bytes: {_TOO_LARGE_HINTS[name]}",
+            REQUEST_TOO_LARGE_ERROR_TYPE,
+        )
+    return _one_payload(name, args)
+
+
+def _listing(ids: Iterable[str], *, quote: bool = False, most: int = 10) -> str:
+    """Call ids for a message: each cut to a preview, at most ``most`` of them."""
+    ids = list(ids)
+    shown = [repr(preview(i)) if quote else preview(i) for i in ids[:most]]
+    if len(ids) > most:
+        shown.append(f"and {len(ids) - most} more")
+    return ", ".join(shown) or "none"
 
 
 def _parse(model: Any, payload: Any, name: str) -> Any:
@@ -1199,9 +1325,24 @@ def _parse(model: Any, payload: Any, name: str) -> Any:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        example = {
-            "approve": '{"call_id": "call_0_0", "decision": "approve"}',
-            "submit_tool_outputs": '{"tool_outputs": [{"call_id": "call_0_0", "output": "..."}]}',
-            "stop": '{"reason": "..."}',
-        }[name]
-        raise ValueError(f"malformed {name} payload: {describe_validation_error(exc)}; expected e.g. {example}") from None
+        raise _Refusal(
+            f"malformed {name} payload: {describe_validation_error(exc)}; expected e.g. {_EXAMPLES[name]}",
+            INVALID_REQUEST_ERROR_TYPE,
+        ) from None
+
+
+def _transcript_range(args: tuple[Any, ...]) -> TranscriptRange:
+    """The ``transcript`` query's argument, bounded: a page is at most
+    TRANSCRIPT_PAGE_BYTES (one larger message comes alone)."""
+    if len(args) > 1:
+        raise ValueError(f"transcript takes one argument, not {len(args)}; expected e.g. {_TRANSCRIPT_EXAMPLE}")
+    try:
+        wanted = as_range(args[0] if args else None)
+    except ValidationError as exc:
+        raise ValueError(
+            f"malformed transcript request: {describe_validation_error(exc)}; expected e.g. {_TRANSCRIPT_EXAMPLE}"
+        ) from None
+    return TranscriptRange(start=max(0, wanted.start), max_bytes=min(max(1, wanted.max_bytes), TRANSCRIPT_PAGE_BYTES))
+
+
+_TRANSCRIPT_EXAMPLE = '{"start": 0, "max_bytes": 1000000}'
