@@ -73,6 +73,16 @@ def compacting_script(request):
     return reply("done reading")
 
 
+async def drive_bounded_signals(handle) -> None:
+    # Text over its limit arrives by signal: cut, noted, and applied (patch
+    # agentloop-bounded-signals-1); then a stop whose reason is over its limit.
+    await wait_pending(handle, 2)
+    raw = handle.workflow_handle
+    await raw.signal("approve", {"call_id": "call_0_0", "decision": "deny", "reason": "r" * 12_000, "by": "b" * 300})
+    await wait_pending(handle, 1)
+    await handle.stop("s" * 12_000)
+
+
 async def drive_continue_as_new(handle) -> None:
     await wait_pending(handle, 1)  # the write waits, in the second Temporal run
     await handle.approve("call_1_0")
@@ -120,6 +130,17 @@ SCENARIOS = {
         dict(tools=["read_file"], default_permission="allow", max_steps=12,
              context=ContextPolicy(context_window_tokens=4096, reserve_output_tokens=512,
                                    protect_recent_tool_results=1, keep_recent_messages=2)),
+    ),
+    # Oversize text by signal (patch agentloop-bounded-signals-1): a denial
+    # whose reason and `by` are cut, then a stop whose reason is cut.
+    "bounded_signals": (
+        [
+            calls(call("write_file", {"file_path": "g.txt", "content": "g"}),
+                  call("write_file", {"file_path": "h.txt", "content": "h"})),
+            reply("unreachable"),
+        ],
+        dict(tools=["write_file"], parallel_tool_calls=False),
+        drive_bounded_signals,
     ),
     # Continue-as-new while an approval waits: both Temporal runs recorded.
     "continue_as_new": (
