@@ -14,6 +14,7 @@ import re
 from typing import Any, assert_never
 
 import anthropic
+import httpx2
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
@@ -24,6 +25,7 @@ from activities.http_headers import (
     redact,
     retry_after_delay,
 )
+from activities.provider_errors import retry_note, transport_reason
 from agentloop.activity_io import (
     DeltaSink,
     FinishReason,
@@ -461,7 +463,7 @@ class _EventReader:
         if accumulator.finish_reason is None:
             raise ApplicationError(
                 f"Anthropic's stream ended before the answer did (no stop_reason after "
-                f"{self.events} events); the step is retried",
+                f"{self.events} events); {retry_note()}",
                 type="ModelStreamBroken",
                 non_retryable=False,
             )
@@ -581,21 +583,36 @@ def _broken_stream_error(exc: BaseException, secrets: list[str]) -> ApplicationE
     if isinstance(exc, anthropic.APITimeoutError):
         what = f"Anthropic's stream from {display_url(exc.request.url)} timed out mid-answer"
     elif isinstance(exc, anthropic.APIConnectionError):
-        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        what = f"Anthropic's stream from {display_url(exc.request.url)} broke off mid-answer{cause}"
+        reason = transport_reason(exc.__cause__) if exc.__cause__ is not None else "connection error"
+        what = f"Anthropic's stream from {display_url(exc.request.url)} broke off mid-answer: {reason}"
     elif isinstance(exc, anthropic.APIError):
         # An `error` event: the SDK raises it as a status error of the (200) response.
         said = error_body_message(exc.body) or exc.message
         kind = f" ({exc.type})" if getattr(exc, "type", None) else ""
         what = f"Anthropic sent an error mid-answer{kind}: {said}"
+    elif isinstance(exc, httpx2.TransportError):
+        # Mid-stream, this SDK lets the transport's own errors through.
+        source = _stream_source(exc)
+        if isinstance(exc, httpx2.TimeoutException):
+            what = f"Anthropic's stream{source} timed out mid-answer ({type(exc).__name__})"
+        else:
+            what = f"Anthropic's stream{source} broke off mid-answer: {transport_reason(exc)}"
     else:
-        what = f"Anthropic's stream broke off mid-answer: {type(exc).__name__}: {exc}"
+        what = f"Anthropic's stream broke off mid-answer: {transport_reason(exc)}"
     return ApplicationError(
-        redact(f"{what}; the step is retried", secrets),
+        redact(f"{what}; {retry_note()}", secrets),
         type="ModelStreamBroken",
         non_retryable=False,
         next_retry_delay=None,
     )
+
+
+def _stream_source(exc: BaseException) -> str:
+    try:
+        request = getattr(exc, "request", None)  # httpx2 raises when there is none
+    except RuntimeError:
+        return ""
+    return f" from {display_url(request.url)}" if request is not None else ""
 
 
 def _status_error(exc: anthropic.APIStatusError, secrets: list[str]) -> ApplicationError:

@@ -29,6 +29,7 @@ from activities.http_headers import (
     redact,
     retry_after_delay,
 )
+from activities.provider_errors import retry_note, transport_reason
 from agentloop.activity_io import (
     DeltaSink,
     FinishReason,
@@ -404,7 +405,7 @@ class _ChunkReader:
         if accumulator.finish_reason is None:
             raise ApplicationError(
                 f"OpenAI's stream ended before the answer did (no finish_reason after "
-                f"{self.chunks} chunks); the step is retried",
+                f"{self.chunks} chunks); {retry_note()}",
                 type="ModelStreamBroken",
                 non_retryable=False,
             )
@@ -522,16 +523,18 @@ def _broken_stream_error(exc: BaseException, secrets: list[str]) -> ApplicationE
     if isinstance(exc, openai.APITimeoutError):
         what = f"OpenAI's stream from {display_url(exc.request.url)} timed out mid-answer"
     elif isinstance(exc, openai.APIConnectionError):
-        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        what = f"OpenAI's stream from {display_url(exc.request.url)} broke off mid-answer{cause}"
+        # The SDK's own message is a bare "Connection error."; the transport's
+        # reason is in the cause chain (and may be empty at its top).
+        reason = transport_reason(exc.__cause__) if exc.__cause__ is not None else "connection error"
+        what = f"OpenAI's stream from {display_url(exc.request.url)} broke off mid-answer: {reason}"
     elif isinstance(exc, openai.APIError):
         said = error_body_message(exc.body) or exc.message
         kind = f" ({exc.code or exc.type})" if (exc.code or exc.type) else ""
         what = f"OpenAI sent an error mid-answer{kind}: {said}"
     else:
-        what = f"OpenAI's stream broke off mid-answer: {type(exc).__name__}: {exc}"
+        what = f"OpenAI's stream broke off mid-answer: {transport_reason(exc)}"
     return ApplicationError(
-        redact(f"{what}; the step is retried", secrets),
+        redact(f"{what}; {retry_note()}", secrets),
         type="ModelStreamBroken",
         non_retryable=False,
         next_retry_delay=None,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import socket
+import struct
 import sys
 import threading
 from collections import deque
@@ -36,6 +37,7 @@ from typing import Any
 
 __all__ = [
     "AnthropicServer",
+    "ErrorsSeen",
     "OpenAIServer",
     "RecordedRequest",
     "ScriptedHTTPServer",
@@ -45,6 +47,7 @@ __all__ = [
     "anthropic_event",
     "anthropic_message",
     "anthropic_message_events",
+    "anthropic_models",
     "anthropic_stream",
     "openai_chunk",
     "openai_completion",
@@ -78,6 +81,9 @@ class ScriptedResponse:
             sees the connection fail mid-request).
         break_stream: With ``body_chunks``: close the connection after the
             chunks without ending the body (a stream cut off mid-answer).
+        reset_stream: With ``body_chunks``: abort the connection with a TCP
+            reset after the chunks (a peer that crashed or a proxy that gave
+            up; the client's error carries no text of its own).
     """
 
     status: int = 200
@@ -87,6 +93,7 @@ class ScriptedResponse:
     body_chunks: list[bytes] | None = None
     drop_connection: bool = False
     break_stream: bool = False
+    reset_stream: bool = False
 
 
 @dataclass
@@ -175,6 +182,12 @@ class _Handler(BaseHTTPRequestHandler):
             if response.break_stream:
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if response.reset_stream:
+                self.close_connection = True
+                # Linger 0: close() sends RST instead of FIN.
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                self.connection.close()
                 return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -569,6 +582,7 @@ def openai_stream(
     *,
     done: bool = True,
     break_stream: bool = False,
+    reset_stream: bool = False,
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> ScriptedResponse:
@@ -578,12 +592,17 @@ def openai_stream(
         chunks: The chunks (see :func:`openai_chunk`), one SSE event each.
         done: End with ``data: [DONE]``.
         break_stream: Cut the connection after the chunks (no ``[DONE]``).
+        reset_stream: Abort the connection with a TCP reset after the chunks.
     """
     body = [sse_event(chunk) for chunk in chunks]
-    if done and not break_stream:
+    if done and not (break_stream or reset_stream):
         body.append(sse_event("[DONE]"))
     return ScriptedResponse(
-        status=status, headers=dict(headers or {}), body_chunks=body, break_stream=break_stream
+        status=status,
+        headers=dict(headers or {}),
+        body_chunks=body,
+        break_stream=break_stream,
+        reset_stream=reset_stream,
     )
 
 
@@ -671,6 +690,7 @@ def anthropic_stream(
     events: list[dict[str, Any]],
     *,
     break_stream: bool = False,
+    reset_stream: bool = False,
     status: int = 200,
     headers: dict[str, str] | None = None,
 ) -> ScriptedResponse:
@@ -679,12 +699,14 @@ def anthropic_stream(
     Args:
         events: Event payloads; each is sent as ``event: <its type>``.
         break_stream: Cut the connection after the events.
+        reset_stream: Abort the connection with a TCP reset after the events.
     """
     return ScriptedResponse(
         status=status,
         headers=dict(headers or {}),
         body_chunks=[anthropic_event(event) for event in events],
         break_stream=break_stream,
+        reset_stream=reset_stream,
     )
 
 
@@ -705,3 +727,33 @@ def openai_models(server: OpenAIServer) -> Any:
 
     client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
     return ModelResolver({"openai": lambda provider, name: OpenAIChatModel(client)})
+
+
+def anthropic_models(server: AnthropicServer) -> Any:
+    """A worker's ModelResolver whose ``anthropic:`` models are served by
+    ``server`` through the real SDK (no retries in the SDK: Temporal retries)."""
+    from anthropic import AsyncAnthropic
+
+    from activities.anthropic_model import AnthropicChatModel
+    from activities.models import ModelResolver
+
+    client = AsyncAnthropic(base_url=server.origin, api_key="test-key", max_retries=0)
+    return ModelResolver({"anthropic": lambda provider, name: AnthropicChatModel(client)})
+
+
+class ErrorsSeen:
+    """Wraps a ChatModel and keeps the ``ApplicationError`` each call raised,
+    so a test sees the error of every attempt, not only the last one."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.errors: list[Any] = []
+
+    async def complete(self, request: Any, on_delta: Any = None) -> Any:
+        from temporalio.exceptions import ApplicationError
+
+        try:
+            return await self.model.complete(request, on_delta)
+        except ApplicationError as exc:
+            self.errors.append(exc)
+            raise

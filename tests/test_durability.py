@@ -7,9 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
-
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType

@@ -26,6 +26,8 @@ from activities.anthropic_model import (
     to_anthropic_system,
     to_anthropic_tools,
 )
+from activities.models import ModelResolver
+from agentloop import AgentRunFailed, AgentSpec
 from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
 from agentloop.messages import (
     ImagePart,
@@ -38,6 +40,7 @@ from agentloop.messages import (
 from agentloop.report import Usage
 from tests.provider_servers import (
     AnthropicServer,
+    ErrorsSeen,
     ScriptedResponse,
     anthropic_error_body,
     anthropic_message,
@@ -1291,3 +1294,32 @@ def test_to_anthropic_request_temperature_zero_is_sent() -> None:
 
     assert params["extra_body"] == {"temperature": 0.0}
     assert params["max_tokens"] == 10
+
+
+# ---------------------------------------------------------------- attempts, in a real run
+
+
+async def test_a_broken_stream_says_whether_the_step_is_retried_and_why(agent_client, worker) -> None:
+    # A TCP reset mid-stream: the transport's error has no text of its own,
+    # its reason ("Connection reset by peer") is deep in its cause chain.
+    events = [message_start(), block_start(0, {"type": "text", "text": ""}), text_delta(0, "The answer ")]
+    broken = anthropic_stream(events, reset_stream=True)
+    with AnthropicServer() as server:
+        server.enqueue(broken, broken)
+        url = f"{server.origin}/v1/messages"
+        seen = ErrorsSeen(AnthropicChatModel(AsyncAnthropic(base_url=server.origin, api_key="k", max_retries=0)))
+        async with worker(models=ModelResolver({"anthropic": lambda provider, name: seen})):
+            with pytest.raises(AgentRunFailed) as failed:
+                await agent_client.run(AgentSpec(model="anthropic:claude-test", llm_max_attempts=2), "hello")
+
+    broke = (
+        f"Anthropic's stream from {url} broke off mid-answer: "
+        "ReadError: ConnectionResetError: [Errno 104] Connection reset by peer"
+    )
+    assert [error.message for error in seen.errors] == [
+        f"{broke}; the step is retried (attempt 1 of 2 failed)",
+        f"{broke}; this was the last attempt (2 of 2), so the step fails",
+    ]
+    error = failed.value.result.error
+    assert error == f"LLM step 1 failed after 2 attempts: {broke}; this was the last attempt (2 of 2), so the step fails"
+    assert "retried" not in error

@@ -15,6 +15,7 @@ from openai import AsyncOpenAI
 from temporalio.exceptions import ApplicationError
 
 from activities.http_headers import credential_values, error_body_message, redact, retry_after_delay
+from activities.models import ModelResolver
 from activities.openai_model import (
     LOCAL_SERVER_API_KEY,
     OpenAIChatModel,
@@ -23,6 +24,7 @@ from activities.openai_model import (
     to_openai_request,
     to_openai_tools,
 )
+from agentloop import AgentRunFailed, AgentSpec
 from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
 from agentloop.messages import (
     ImagePart,
@@ -35,6 +37,7 @@ from agentloop.messages import (
 from agentloop.report import Usage
 from agentloop.streaming import parse_tool_arguments
 from tests.provider_servers import (
+    ErrorsSeen,
     OpenAIServer,
     ScriptedResponse,
     openai_chunk,
@@ -1383,3 +1386,31 @@ def test_error_body_message_shapes() -> None:
     assert error_body_message("text body") == "text body"
     assert error_body_message({"code": 1}) is None
     assert error_body_message("x" * 2000, limit=10) == "x" * 10 + "..."
+
+
+# ---------------------------------------------------------------- attempts, in a real run
+
+
+async def test_a_broken_stream_says_whether_the_step_is_retried_and_why(agent_client, worker) -> None:
+    # A TCP reset mid-stream: the transport's error has no text of its own,
+    # its reason ("Connection reset by peer") is deep in its cause chain.
+    broken = openai_stream([content("The answer "), content("is ")], reset_stream=True)
+    with OpenAIServer() as server:
+        server.enqueue(broken, broken)
+        url = f"{server.base_url}/chat/completions"
+        seen = ErrorsSeen(OpenAIChatModel(AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)))
+        async with worker(models=ModelResolver({"openai": lambda provider, name: seen})):
+            with pytest.raises(AgentRunFailed) as failed:
+                await agent_client.run(AgentSpec(model="openai:gpt-test", llm_max_attempts=2), "hello")
+
+    broke = (
+        f"OpenAI's stream from {url} broke off mid-answer: "
+        "ReadError: ConnectionResetError: [Errno 104] Connection reset by peer"
+    )
+    assert [error.message for error in seen.errors] == [
+        f"{broke}; the step is retried (attempt 1 of 2 failed)",
+        f"{broke}; this was the last attempt (2 of 2), so the step fails",
+    ]
+    error = failed.value.result.error
+    assert error == f"LLM step 1 failed after 2 attempts: {broke}; this was the last attempt (2 of 2), so the step fails"
+    assert "retried" not in error
