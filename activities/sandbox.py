@@ -183,9 +183,9 @@ class Launcher:
 
     Attributes:
         mode: The mode it implements (``none`` also for a fallback).
-        prefix: Arguments before the init's (``unshare ... setpriv ... --``);
-            empty for ``none`` and for bubblewrap, whose arguments depend on
-            the call (see :func:`command_line`).
+        prefix: Arguments before the init's (``setpriv --pdeathsig ...
+            unshare ... setpriv ... --``); unused for bubblewrap, whose
+            arguments depend on the call (see :func:`command_line`).
         init_mode: ``ns`` or ``reaper`` (see :mod:`activities.sandbox_init`).
         note: Why this launcher (a fallback's reason), for the log.
     """
