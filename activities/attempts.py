@@ -22,12 +22,6 @@ def attempt_of() -> tuple[int, int] | None:
     return info.attempt, (policy.maximum_attempts if policy is not None else 0)
 
 
-def is_last_attempt() -> bool:
-    """Whether Temporal will not retry the running activity after this attempt."""
-    known = attempt_of()
-    return known is not None and known[1] > 0 and known[0] >= known[1]
-
-
 def retry_note(what: str = "the step") -> str:
     """The end of a retryable error's message: what happens next.
 
