@@ -25,7 +25,13 @@ from agentloop import (
     calls,
     reply,
 )
-from agentloop.approvals import MAX_BY_CHARS, MAX_CALL_ID_CHARS, MAX_REASON_CHARS, MAX_REQUEST_BYTES
+from agentloop.approvals import (
+    MAX_BY_CHARS,
+    MAX_CALL_ID_CHARS,
+    MAX_OUTPUT_CHARS,
+    MAX_REASON_CHARS,
+    MAX_REQUEST_BYTES,
+)
 from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE, REQUEST_TOO_LARGE_ERROR_TYPE
 from agentloop.messages import Message
 from agentloop.run import MAX_ERROR_CHARS, RunState
@@ -497,6 +503,29 @@ async def test_oversized_decision_fields_by_signal_are_cut_and_listed(
     report = result.report.steps[0].tool_calls[0]
     assert report.decision == "deny" and report.decided_by.startswith("bbbb")
     assert len(report.decided_by) <= MAX_BY_CHARS and report.decided_by.endswith("characters cut ...]")
+
+
+async def test_an_oversized_client_output_is_refused_by_update_and_cut_by_signal(
+    agent_client: AgentClient, worker
+) -> None:
+    model = script(calls(call("lookup_order", {"order_id": "1"})), echo_results)
+    async with worker():
+        handle = await agent_client.start(spec(model, tools=[], client_tools=[LOOKUP]), "go")
+        await wait_state(handle, lambda s: s.status == "requires_action", "requires_action")
+        output = "o" * (MAX_OUTPUT_CHARS + 200_000)
+        error = await refusal(handle, "submit_tool_outputs", {"tool_outputs": [{"call_id": "call_0_0", "output": output}]})
+        assert error.type == INVALID_REQUEST_ERROR_TYPE and error.non_retryable
+        assert f"tool_outputs.0.output: String should have at most {MAX_OUTPUT_CHARS} characters" in error.message
+        await handle.workflow_handle.signal("submit_tool_outputs", [{"call_id": "call_0_0", "output": output}])
+        state = await wait_state(handle, lambda s: s.rejected_signals, "the cut noted")
+        assert state.rejected_signals == [
+            f"submit_tool_outputs signal: output cut to {MAX_OUTPUT_CHARS:,} characters (it had 1,200,000; "
+            f"the limit is {MAX_OUTPUT_CHARS:,})"
+        ]
+        result = await handle.result()
+    # Then cut again to the spec's tool_output_limit, as every answer is.
+    (answer,) = result.messages[1].tool_results
+    assert answer.content.startswith("ooo") and "the answer exceeded tool_output_limit" in answer.content
 
 
 async def test_a_two_megabyte_approve_is_refused_at_once_and_a_correct_one_goes_through(
