@@ -19,20 +19,20 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import activity
 
-from activities.heartbeat import keep_heartbeating
-from activities.models import ModelResolver
-from activities.stream_publisher import DeltaPublisher
-from activities.tool_ledger import ToolLedger, idempotency_key
-from activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from activities.workspace import truncate_output
+from agentloop.activities.heartbeat import keep_heartbeating
+from agentloop.activities.models import ModelResolver
+from agentloop.activities.stream_publisher import DeltaPublisher
+from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
+from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
+from agentloop.activities.workspace import truncate_output
 from agentloop.activity_io import (
-    StreamDelta,
     CallModelInput,
     CallModelResult,
     ExecuteToolInput,
     ExecuteToolResult,
     ResolveToolsInput,
     ResolveToolsResult,
+    StreamDelta,
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError
@@ -83,7 +83,7 @@ def _streams(model: object) -> bool:
 
 
 class AgentActivities:
-    """The activities of :class:`~workflows.agent_run.AgentRunWorkflow`.
+    """The activities of :class:`~agentloop.workflows.agent_run.AgentRunWorkflow`.
 
     Args:
         registry: Tools this worker can run.
@@ -97,7 +97,7 @@ class AgentActivities:
 
     Attributes:
         transcript_timeouts: How long a step waits for the run to hand over
-            its transcript (:class:`~activities.transcripts.QueryTimeouts`).
+            its transcript (:class:`~agentloop.activities.transcripts.QueryTimeouts`).
     """
 
     def __init__(

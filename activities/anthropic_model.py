@@ -18,14 +18,14 @@ import httpx2
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
-from activities.http_headers import (
-    display_url,
+from agentloop.activities.http_headers import (
     credential_values,
+    display_url,
     error_body_message,
     redact,
     retry_after_delay,
 )
-from activities.provider_errors import retry_note, transport_reason
+from agentloop.activities.provider_errors import retry_note, transport_reason
 from agentloop.activity_io import (
     DeltaSink,
     FinishReason,

@@ -2,7 +2,7 @@
 
 ``shell_command``, ``read_file``, ``write_file``, ``apply_patch``,
 ``grep_files`` and ``list_dir``. Every path argument goes through
-:func:`~activities.workspace.resolve_in_workspace`, so none of them reads or
+:func:`~agentloop.activities.workspace.resolve_in_workspace`, so none of them reads or
 writes outside ``ToolContext.workspace``; files are opened without following
 symlinks, files with more than one hard link are not read, and writes
 replace files rather than writing into them, so a hard link cannot carry a
@@ -14,15 +14,15 @@ Register them with :func:`register_builtin_tools` (or take
 :data:`BUILTIN_TOOLS`)::
 
     from agentloop.tools import default_registry
-    from activities.builtin_tools import register_builtin_tools
+    from agentloop.activities.builtin_tools import register_builtin_tools
 
     register_builtin_tools(default_registry)
 """
 
-from activities.file_tools import list_dir, read_file, write_file
-from activities.grep_tool import grep_files
-from activities.patch_tool import apply_patch
-from activities.shell_tool import shell_command
+from agentloop.activities.file_tools import list_dir, read_file, write_file
+from agentloop.activities.grep_tool import grep_files
+from agentloop.activities.patch_tool import apply_patch
+from agentloop.activities.shell_tool import shell_command
 from agentloop.tools import Tool, ToolRegistry
 
 __all__ = [

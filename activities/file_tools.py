@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from activities.workspace import (
+from agentloop.activities.workspace import (
     hard_link_error,
     open_for_reading,
     replace_file,

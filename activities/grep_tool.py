@@ -12,8 +12,16 @@ from pathlib import Path
 
 import re2
 
-from activities.file_tools import _BINARY_SNIFF_BYTES, _clip_line, _sorted_entries
-from activities.workspace import open_for_reading, resolve_in_workspace, workspace_relative
+from agentloop.activities.file_tools import (
+    _BINARY_SNIFF_BYTES,
+    _clip_line,
+    _sorted_entries,
+)
+from agentloop.activities.workspace import (
+    open_for_reading,
+    resolve_in_workspace,
+    workspace_relative,
+)
 from agentloop.errors import ToolError
 from agentloop.tools import ToolContext
 

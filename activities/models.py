@@ -37,7 +37,7 @@ class ModelResolver:
         if provider in self._overrides:
             return self._overrides[provider](provider, name)
         if provider == "scripted":
-            from activities.scripted_model import get_scripted_model
+            from agentloop.activities.scripted_model import get_scripted_model
 
             return get_scripted_model(name)
         client = self._clients.get(provider)
@@ -49,11 +49,11 @@ class ModelResolver:
     @staticmethod
     def _build(provider: str) -> ChatModel:
         if provider == "openai":
-            from activities.openai_model import OpenAIChatModel
+            from agentloop.activities.openai_model import OpenAIChatModel
 
             return OpenAIChatModel.from_env()
         if provider == "anthropic":
-            from activities.anthropic_model import AnthropicChatModel
+            from agentloop.activities.anthropic_model import AnthropicChatModel
 
             return AnthropicChatModel.from_env()
         raise ApplicationError(

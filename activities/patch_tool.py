@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from activities.workspace import (
+from agentloop.activities.workspace import (
     hard_link_error,
     open_for_reading,
     remove_file,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from activities.attempts import retry_note
+from agentloop.activities.attempts import retry_note
 
 __all__ = ["retry_note", "transport_reason"]
 

@@ -29,7 +29,7 @@ In every mode, when the command ends (or times out, or the call is
 cancelled) everything it started is killed: in a namespace by the kernel
 when the namespace's first process exits, in ``none`` by that process, a
 child subreaper that every orphan of the command is re-parented to
-(:mod:`activities.sandbox_init`).
+(:mod:`agentloop.activities.sandbox_init`).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ class Launcher:
         prefix: Arguments before the init's (``setpriv --pdeathsig ...
             unshare ... setpriv ... --``); unused for bubblewrap, whose
             arguments depend on the call (see :func:`command_line`).
-        init_mode: ``ns`` or ``reaper`` (see :mod:`activities.sandbox_init`).
+        init_mode: ``ns`` or ``reaper`` (see :mod:`agentloop.activities.sandbox_init`).
         note: Why this launcher (a fallback's reason), for the log.
     """
 

@@ -1,5 +1,5 @@
 """The built-in ``shell_command`` tool: bash in the workspace, inside the
-worker's shell sandbox (:mod:`activities.sandbox`), killed with everything it
+worker's shell sandbox (:mod:`agentloop.activities.sandbox`), killed with everything it
 started when it ends, times out or is cancelled."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import shutil
 import signal
 import subprocess
 
-from activities import sandbox
-from activities.workspace import resolve_in_workspace, truncate_output
+from agentloop.activities import sandbox
+from agentloop.activities.workspace import resolve_in_workspace, truncate_output
 from agentloop.errors import ToolError, UserError
 from agentloop.tools import ToolContext
 

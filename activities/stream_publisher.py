@@ -18,7 +18,13 @@ from typing import Any
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
 from agentloop.activity_io import StreamDelta
-from agentloop.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
+from agentloop.events import (
+    EVENTS_TOPIC,
+    MessageDelta,
+    MessageReset,
+    ToolCallCreated,
+    message_id,
+)
 
 log = logging.getLogger("agentloop.stream")
 

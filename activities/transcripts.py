@@ -25,11 +25,15 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from temporalio.client import WorkflowHandle, WorkflowQueryFailedError, WorkflowQueryRejectedError
+from temporalio.client import (
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowQueryRejectedError,
+)
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.attempts import retry_note
+from agentloop.activities.attempts import retry_note
 from agentloop.activity_io import ToolDefinition
 from agentloop.messages import Message
 from agentloop.transcript import (

@@ -5,7 +5,7 @@ Backend code imports this package only::
     from agentloop import AgentClient, AgentSpec
 """
 
-from activities.scripted_model import (
+from agentloop.activities.scripted_model import (
     ScriptedChatModel,
     call,
     calls,
@@ -22,10 +22,15 @@ from agentloop.approvals import (
     PermissionRule,
     ToolOutput,
 )
-from agentloop.context import ContextLayer, ContextPolicy
-from agentloop.pricing import Budget, ModelPrice
 from agentloop.client import AgentClient, AgentRunHandle, RunSummary
-from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
+from agentloop.context import ContextLayer, ContextPolicy
+from agentloop.errors import (
+    AgentLoopError,
+    AgentRunFailed,
+    DecisionRejected,
+    ToolError,
+    UserError,
+)
 from agentloop.messages import (
     ContentPart,
     ImagePart,
@@ -35,6 +40,7 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from agentloop.pricing import Budget, ModelPrice
 from agentloop.report import AgentRunReport, StepReport, ToolCallReport, Usage
 from agentloop.run import AgentRunInput, AgentRunResult, RunState, RunStatus
 from agentloop.spec import AgentSpec

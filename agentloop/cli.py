@@ -38,9 +38,22 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from pydantic import ValidationError
 
 from agentloop.config import WORKER_ROLES, TemporalConfig
-from agentloop.errors import AgentLoopError, AgentRunFailed, DecisionRejected, UserError, describe_validation_error
+from agentloop.errors import (
+    AgentLoopError,
+    AgentRunFailed,
+    DecisionRejected,
+    UserError,
+    describe_validation_error,
+)
 from agentloop.events import AgentEvent, ApprovalRequested, RunCompleted, is_terminal
-from agentloop.render import EventRenderer, approve_commands, args_json, make_renderer, submit_command, when
+from agentloop.render import (
+    EventRenderer,
+    approve_commands,
+    args_json,
+    make_renderer,
+    submit_command,
+    when,
+)
 
 if TYPE_CHECKING:
     from agentloop.approvals import PendingApproval
@@ -151,7 +164,7 @@ async def ops_client() -> AgentClient:
     """A client for the ops commands: ``TEMPORAL_ADDRESS``, or the embedded
     server of a running ``agentloop run``/``dev``. Never starts anything."""
     from agentloop.client import AgentClient
-    from workers.worker import connect
+    from agentloop.workers.worker import connect
 
     config = TemporalConfig.from_env()
     if config.address:
@@ -182,11 +195,11 @@ async def session(
     run a worker of ``role`` in this process for as long as the block runs.
 
     A process that runs models holds the provider keys: it makes itself
-    non-dumpable (see :func:`workers.worker.protect_process`); shell commands
-    run in the worker's sandbox (:mod:`activities.sandbox`), checked here
+    non-dumpable (see :func:`agentloop.workers.worker.protect_process`); shell commands
+    run in the worker's sandbox (:mod:`agentloop.activities.sandbox`), checked here
     before anything starts.
     """
-    from workers.worker import (
+    from agentloop.workers.worker import (
         build_worker,
         check_role,
         check_tools_environment,
@@ -202,7 +215,7 @@ async def session(
         else:
             protect_process()
         if role != "models":
-            from activities.sandbox import describe
+            from agentloop.activities.sandbox import describe
 
             describe()  # a bad or unusable AGENTLOOP_SHELL_SANDBOX stops us here, before the server starts
     import_modules(config.imports)
@@ -528,8 +541,8 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         config, with_worker=True, workspace=args.workspace, ui=not args.headless,
         port=args.port, ui_port=args.ui_port, data_dir=data_dir, role=role,
     ) as s:
-        from activities.sandbox import describe
-        from workers.worker import tool_task_queue
+        from agentloop.activities.sandbox import describe
+        from agentloop.workers.worker import tool_task_queue
 
         print(f"Temporal dev server: {s.config.address} (namespace {s.config.namespace})")
         if s.ui_url:
@@ -555,7 +568,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
-    from workers.worker import run_worker
+    from agentloop.workers.worker import run_worker
 
     config = TemporalConfig.from_env()
     config.imports += args.imports
@@ -621,8 +634,9 @@ def _temporal_status(description: Any) -> str:
 
 async def _running_handle(client: AgentClient, run_id: str, request: str) -> AgentRunHandle:
     """The handle of a run that is still going; CommandFailed otherwise."""
-    from agentloop.search_attributes import AGENT_STATUS
     from temporalio.client import WorkflowExecutionStatus
+
+    from agentloop.search_attributes import AGENT_STATUS
 
     description = await _describe(client, run_id)
     if description.status != WorkflowExecutionStatus.RUNNING:
@@ -733,8 +747,9 @@ def _table(rows: list[list[str]]) -> list[str]:
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
-    from agentloop.client import runs_query
     from temporalio.service import RPCError, RPCStatusCode
+
+    from agentloop.client import runs_query
 
     client = await ops_client()
     try:

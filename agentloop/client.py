@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
+from temporalio.api.common.v1 import Payload
 from temporalio.client import (
     Client,
     WorkflowExecutionStatus,
@@ -24,10 +25,9 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.api.common.v1 import Payload
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -41,7 +41,6 @@ from agentloop.approvals import (
     ToolOutput,
 )
 from agentloop.config import TemporalConfig
-from agentloop.events import EVENT_ADAPTER, EVENTS_TOPIC, AgentEvent, is_terminal
 from agentloop.errors import (
     RUN_FAILED_ERROR_TYPE,
     AgentRunFailed,
@@ -49,9 +48,16 @@ from agentloop.errors import (
     UserError,
     describe_validation_error,
 )
+from agentloop.events import EVENT_ADAPTER, EVENTS_TOPIC, AgentEvent, is_terminal
 from agentloop.messages import Message
 from agentloop.report import AgentRunReport
-from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
+from agentloop.run import (
+    AgentRunInput,
+    AgentRunResult,
+    MessagesResult,
+    RunState,
+    RunStatus,
+)
 from agentloop.search_attributes import (
     AGENT_MODEL,
     AGENT_NAME,

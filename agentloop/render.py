@@ -46,7 +46,13 @@ from agentloop.events import (
     ToolExecutionCompleted,
     is_terminal,
 )
-from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.messages import (
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 # Lines that describe runs (shared with `agentloop show`) ---------------------------
 

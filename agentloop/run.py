@@ -18,9 +18,8 @@ from agentloop.approvals import (
 )
 from agentloop.context import TokenAnchor
 from agentloop.errors import describe_validation_error
-from agentloop.report import StepReport
 from agentloop.messages import Message, ToolCallPart
-from agentloop.report import AgentRunReport, RunReason, Usage
+from agentloop.report import AgentRunReport, RunReason, StepReport, Usage
 from agentloop.spec import AgentSpec
 
 RunStatus = Literal[

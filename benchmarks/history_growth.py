@@ -25,9 +25,17 @@ import asyncio
 import time
 import uuid
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry, call, calls, register_scripted_model, reply
+from agentloop import (
+    AgentClient,
+    AgentSpec,
+    ToolRegistry,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
 from agentloop.devserver import DevServer
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 TEXT = ("The next part of the plan is to check the output of the report tool and compare it with "
         "what we found before, then decide whether another pass is needed. ") * 3

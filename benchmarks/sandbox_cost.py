@@ -31,12 +31,20 @@ import time
 import uuid
 from pathlib import Path
 
-from activities import sandbox
-from activities.shell_tool import shell_command
-from agentloop import AgentClient, AgentSpec, ToolRegistry, call, calls, register_scripted_model, reply
+from agentloop import (
+    AgentClient,
+    AgentSpec,
+    ToolRegistry,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
+from agentloop.activities import sandbox
+from agentloop.activities.shell_tool import shell_command
 from agentloop.devserver import DevServer
 from agentloop.tools import ToolContext
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -74,7 +82,7 @@ async def worker_startup(server: DevServer, split: bool, ws: Path) -> float:
     spec = AgentSpec(model=f"scripted:{name}", tools=["shell_command"], default_permission="allow",
                      workspace=str(ws))
     registry = ToolRegistry()
-    from activities.builtin_tools import register_builtin_tools
+    from agentloop.activities.builtin_tools import register_builtin_tools
 
     register_builtin_tools(registry)
     started = time.perf_counter()

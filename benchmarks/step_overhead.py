@@ -23,9 +23,17 @@ from datetime import timedelta
 
 from temporalio import activity, workflow
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry, call, calls, register_scripted_model, reply
+from agentloop import (
+    AgentClient,
+    AgentSpec,
+    ToolRegistry,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
 from agentloop.devserver import DevServer
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 
 @activity.defn(name="bench_noop")

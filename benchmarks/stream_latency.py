@@ -57,13 +57,13 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from activities.models import ModelResolver
-from activities.openai_model import OpenAIChatModel
 from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop.activities.models import ModelResolver
+from agentloop.activities.openai_model import OpenAIChatModel
 from agentloop.client import AgentRunHandle
 from agentloop.devserver import DevServer
 from agentloop.events import MessageDelta
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 #: The issue's target for the p50 latency agentloop adds (information only).
 TARGET_ADDED_P50_MS = 150.0

@@ -30,18 +30,25 @@ import resource
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import uuid
-
-from activities.file_tools import read_file
-from activities.grep_tool import grep_files
-from agentloop import AgentClient, AgentSpec, ToolRegistry, call, calls, register_scripted_model, reply
+from agentloop import (
+    AgentClient,
+    AgentSpec,
+    ToolRegistry,
+    call,
+    calls,
+    register_scripted_model,
+    reply,
+)
+from agentloop.activities.file_tools import read_file
+from agentloop.activities.grep_tool import grep_files
 from agentloop.devserver import DevServer
 from agentloop.tools import Tool, ToolContext
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 
 def ping() -> str:

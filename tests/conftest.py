@@ -13,10 +13,10 @@ import pytest
 from temporalio.client import Client
 
 from agentloop import AgentClient
+from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.devserver import DevServer
 from agentloop.tools import ToolRegistry
-from activities.builtin_tools import register_builtin_tools
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 from temporalio.api.enums.v1 import EventType
-from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowQueryFailedError, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowHandle,
+    WorkflowHistory,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.exceptions import ApplicationError
 
 from agentloop import (
@@ -25,6 +30,7 @@ from agentloop import (
     calls,
     reply,
 )
+from agentloop.activities.scripted_model import last_tool_results
 from agentloop.approvals import (
     MAX_BY_CHARS,
     MAX_CALL_ID_CHARS,
@@ -32,14 +38,15 @@ from agentloop.approvals import (
     MAX_REASON_CHARS,
     MAX_REQUEST_BYTES,
 )
-from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE, REQUEST_TOO_LARGE_ERROR_TYPE
+from agentloop.errors import (
+    INVALID_DECISION_ERROR_TYPE,
+    INVALID_REQUEST_ERROR_TYPE,
+    REQUEST_TOO_LARGE_ERROR_TYPE,
+)
 from agentloop.messages import Message
 from agentloop.run import MAX_ERROR_CHARS, RunState
-from activities.scripted_model import last_tool_results
-from tests.scripting import script
 from tests.processes import processes_with_argument, unique_sleep, wait_until_running
-
-
+from tests.scripting import script
 
 
 def spec(model: str, **kw) -> AgentSpec:

@@ -15,8 +15,12 @@ from typing import Any
 
 import pytest
 
-from activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
-from activities.workspace import resolve_in_workspace, truncate_output, workspace_relative
+from agentloop.activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
+from agentloop.activities.workspace import (
+    resolve_in_workspace,
+    truncate_output,
+    workspace_relative,
+)
 from agentloop.errors import ToolError
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
 from tests.processes import unique_sleep, wait_until_gone, wait_until_running

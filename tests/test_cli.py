@@ -13,7 +13,12 @@ from pathlib import Path
 from temporalio.client import Client
 
 from agentloop.devserver import DevServer
-from tests.provider_servers import OpenAIServer, ScriptedResponse, openai_completion, openai_tool_call
+from tests.provider_servers import (
+    OpenAIServer,
+    ScriptedResponse,
+    openai_completion,
+    openai_tool_call,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -35,10 +35,10 @@ from agentloop import (
     register_scripted_model,
     reply,
 )
-from activities.scripted_model import last_tool_results
+from agentloop.activities.scripted_model import last_tool_results
 from agentloop.devserver import DevServer
-from tests.test_cli import ROOT, clean_env
 from tests.scripting import script
+from tests.test_cli import ROOT, clean_env
 
 T = TypeVar("T")
 

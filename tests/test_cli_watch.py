@@ -20,6 +20,7 @@ import pytest
 from rich.console import Console
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
+from agentloop.activity_io import StreamDelta
 from agentloop.approvals import PendingApproval
 from agentloop.devserver import DevServer
 from agentloop.events import (
@@ -40,12 +41,17 @@ from agentloop.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
-from agentloop.activity_io import StreamDelta
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.render import JsonlRenderer, PlainRenderer, RichRenderer
 from agentloop.report import Usage
 from tests import test_cli
-from tests.provider_servers import openai_models, OpenAIServer, openai_completion, openai_completion_chunks, openai_stream
+from tests.provider_servers import (
+    OpenAIServer,
+    openai_completion,
+    openai_completion_chunks,
+    openai_models,
+    openai_stream,
+)
 from tests.test_cli import ROOT, clean_env
 from tests.test_cli_ops import agentloop, read_until, script, wait_status, write_script
 

@@ -30,7 +30,14 @@ from agentloop.context import (
     summary_message,
     trigger_tokens,
 )
-from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.messages import (
+    ImagePart,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCallPart,
+    ToolResultPart,
+)
 
 
 def step(n: int, output: str = "x" * 400, *, name: str = "read") -> list[Message]:

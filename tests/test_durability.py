@@ -14,13 +14,14 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
-from activities.agent_activities import AgentActivities
-from activities.transcripts import QueryTimeouts
 from agentloop import AgentClient, AgentSpec, reply
+from agentloop.activities.agent_activities import AgentActivities
+from agentloop.activities.transcripts import QueryTimeouts
 from agentloop.devserver import DevServer
 from agentloop.tools import ToolRegistry
+from agentloop.workers.worker import workflow_runner
+from agentloop.workflows.agent_run import AgentRunWorkflow
 from tests.scripting import script
-from workflows.agent_run import AgentRunWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,7 +241,7 @@ async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unava
     steps = AgentActivities(ToolRegistry())
     steps.transcript_timeouts = QueryTimeouts(reask=timedelta(seconds=0.2), total=timedelta(seconds=1))
 
-    async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow]):
+    async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], workflow_runner=workflow_runner()):
         handle = await agent_client.start(spec, "hello")
         await wait_until_scheduled(handle, "call_model")
     async with Worker(temporal_client, task_queue=task_queue, activities=[steps.call_model]):
@@ -253,7 +254,7 @@ async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unava
         )
         # A workflow worker is back: the step is retried and answers.
         steps.transcript_timeouts = QueryTimeouts()
-        async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow]):
+        async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], workflow_runner=workflow_runner()):
             result = await asyncio.wait_for(handle.result(), timeout=60)
     assert result.status == "completed" and result.final_text == "answered"
 

@@ -8,15 +8,19 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
-from agentloop.events import MessageDelta, TERMINAL_EVENT_TYPES
-from activities.models import ModelResolver
-from activities.scripted_model import last_tool_results
-from tests.provider_servers import openai_models, OpenAIServer, openai_completion, openai_completion_chunks, openai_stream, openai_tool_call
+from agentloop.activities.models import ModelResolver
+from agentloop.activities.scripted_model import last_tool_results
+from agentloop.events import TERMINAL_EVENT_TYPES, MessageDelta
+from tests.provider_servers import (
+    OpenAIServer,
+    openai_completion,
+    openai_completion_chunks,
+    openai_models,
+    openai_stream,
+    openai_tool_call,
+)
 from tests.scripting import script
-
-
 
 
 def rendered_text(events) -> dict[str, str]:
@@ -230,8 +234,13 @@ async def test_watching_adds_nothing_to_history(agent_client: AgentClient, worke
 async def test_tokens_of_a_failed_attempt_are_counted(agent_client: AgentClient, worker) -> None:
     from anthropic import AsyncAnthropic
 
-    from activities.anthropic_model import AnthropicChatModel
-    from tests.provider_servers import AnthropicServer, anthropic_message, anthropic_message_events, anthropic_stream
+    from agentloop.activities.anthropic_model import AnthropicChatModel
+    from tests.provider_servers import (
+        AnthropicServer,
+        anthropic_message,
+        anthropic_message_events,
+        anthropic_stream,
+    )
 
     answer = anthropic_message([{"type": "text", "text": "Forty-two, after a retry."}],
                                input_tokens=1000, output_tokens=8)

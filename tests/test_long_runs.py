@@ -25,13 +25,11 @@ from agentloop import (
     register_scripted_model,
     reply,
 )
+from agentloop.activities.scripted_model import last_tool_results
 from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.pricing import Budget, ModelPrice
-from activities.scripted_model import last_tool_results
-from tests.test_approvals import awaiting, wait_state
 from tests.scripting import script, script_every_step
-
-
+from tests.test_approvals import awaiting, wait_state
 
 
 def is_summary_request(request) -> bool:
@@ -98,7 +96,11 @@ async def test_transcript_query_pages_and_hashes(agent_client: AgentClient, work
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "go")
         await handle.result()
-        from agentloop.transcript import TranscriptPage, TranscriptRange, transcript_hashes
+        from agentloop.transcript import (
+            TranscriptPage,
+            TranscriptRange,
+            transcript_hashes,
+        )
 
         first = await handle.workflow_handle.query("transcript", TranscriptRange(start=0, max_bytes=200),
                                                    result_type=TranscriptPage)

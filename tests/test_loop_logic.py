@@ -10,12 +10,17 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from agentloop.activity_io import ModelResponse, ToolDefinition
-from agentloop.approvals import ApprovalDecision, PermissionRule, ToolOutput, check_permission
+from agentloop.approvals import (
+    ApprovalDecision,
+    PermissionRule,
+    ToolOutput,
+    check_permission,
+)
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.pricing import Budget, ModelPrice
 from agentloop.report import Usage
 from agentloop.spec import AgentSpec
-from workflows.loop_logic import (
+from agentloop.workflows.loop_logic import (
     Answered,
     AskApproval,
     AwaitClient,

@@ -15,7 +15,8 @@ import pytest
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
-from activities.anthropic_model import (
+from agentloop import AgentRunFailed, AgentSpec
+from agentloop.activities.anthropic_model import (
     DEFAULT_MAX_TOKENS,
     AnthropicChatModel,
     anthropic_image_source,
@@ -26,8 +27,7 @@ from activities.anthropic_model import (
     to_anthropic_system,
     to_anthropic_tools,
 )
-from activities.models import ModelResolver
-from agentloop import AgentRunFailed, AgentSpec
+from agentloop.activities.models import ModelResolver
 from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
 from agentloop.messages import (
     ImagePart,

@@ -14,9 +14,15 @@ import pytest
 from openai import AsyncOpenAI
 from temporalio.exceptions import ApplicationError
 
-from activities.http_headers import credential_values, error_body_message, redact, retry_after_delay
-from activities.models import ModelResolver
-from activities.openai_model import (
+from agentloop import AgentRunFailed, AgentSpec
+from agentloop.activities.http_headers import (
+    credential_values,
+    error_body_message,
+    redact,
+    retry_after_delay,
+)
+from agentloop.activities.models import ModelResolver
+from agentloop.activities.openai_model import (
     LOCAL_SERVER_API_KEY,
     OpenAIChatModel,
     map_openai_error,
@@ -24,7 +30,6 @@ from activities.openai_model import (
     to_openai_request,
     to_openai_tools,
 )
-from agentloop import AgentRunFailed, AgentSpec
 from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
 from agentloop.messages import (
     ImagePart,

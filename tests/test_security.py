@@ -32,16 +32,21 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
-from activities import sandbox
-from activities.shell_tool import shell_command
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
+from agentloop.activities import sandbox
+from agentloop.activities.shell_tool import shell_command
 from agentloop.devserver import DevServer
 from agentloop.errors import ToolError, UserError
 from agentloop.tools import ToolContext
-from tests.processes import processes_with_argument, unique_sleep, wait_until_gone, wait_until_running
+from agentloop.workers.worker import build_worker
+from tests.processes import (
+    processes_with_argument,
+    unique_sleep,
+    wait_until_gone,
+    wait_until_running,
+)
 from tests.scripting import script
 from tests.security_fixture import TRICKS
-from workers.worker import build_worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -574,12 +579,13 @@ async def test_tool_activities_go_to_the_tools_queue(
 # Not root --------------------------------------------------------------------------
 
 NON_ROOT_PROBE = r'''
-import asyncio, json, os, sys
+import asyncio, json, os, site, sys
+site.addsitedir(os.environ["AGENTLOOP_TEST_SITE"])  # the venv's packages, agentloop's editable finder included
 from pathlib import Path
-from activities import sandbox
-from activities.shell_tool import shell_command
+from agentloop.activities import sandbox
+from agentloop.activities.shell_tool import shell_command
 from agentloop.tools import ToolContext
-from workers.worker import protect_process
+from agentloop.workers.worker import protect_process
 
 async def main():
     if sys.argv[2] == "protect":
@@ -623,7 +629,7 @@ def test_as_a_non_root_user(mode: str, protect: str) -> None:
     ws.chmod(0o777)
     try:
         env = {"PATH": os.environ.get("PATH", sandbox.DEFAULT_PATH), "HOME": "/tmp", **secrets,
-               "PYTHONPATH": f"{ROOT}:{sysconfig.get_paths()['purelib']}", "AGENTLOOP_SHELL_SANDBOX": mode}
+               "AGENTLOOP_TEST_SITE": sysconfig.get_paths()["purelib"], "AGENTLOOP_SHELL_SANDBOX": mode}
         proc = subprocess.run([*non_root_python(), "-c", NON_ROOT_PROBE, str(ws), protect], env=env, cwd="/tmp",
                               capture_output=True, text=True, timeout=120)
     finally:

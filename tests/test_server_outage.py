@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop import AgentClient, AgentSpec, ToolContext, call, calls, reply
+from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activity_io import ExecuteToolResult
 from agentloop.devserver import DevServer
 from agentloop.tools import Tool, ToolRegistry
+from agentloop.workers.worker import build_worker, connect
 from tests.scripting import script
-from workers.worker import build_worker, connect
 
 #: Longer than the run's heartbeat timeout and than the worker's attempts to
 #: report the completion (it gives up after ~10-20 s): the result is lost and

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from activities.scripted_model import ScriptedChatModel, call, calls, reply
+from agentloop.activities.scripted_model import ScriptedChatModel, call, calls, reply
 from agentloop.activity_io import ModelRequest, ModelResponse, StreamDelta
 from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from agentloop.report import Usage

@@ -12,12 +12,26 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected, calls, reply
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentSpec,
+    DecisionRejected,
+    calls,
+    reply,
+)
 from agentloop.approvals import MAX_REASON_CHARS
 from agentloop.devserver import DevServer, find_temporal_binary
 from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
-from tests.test_approvals import awaiting, echo_results, task_failures, wait_for_end, wait_state, write
 from tests.scripting import script
+from tests.test_approvals import (
+    awaiting,
+    echo_results,
+    task_failures,
+    wait_for_end,
+    wait_state,
+    write,
+)
 
 
 def temporal(server: DevServer, *args: str) -> subprocess.CompletedProcess[str]:

@@ -17,12 +17,21 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from activities.builtin_tools import BUILTIN_TOOLS
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolContext, ToolRegistry, call, calls, reply
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentSpec,
+    ToolContext,
+    ToolRegistry,
+    call,
+    calls,
+    reply,
+)
+from agentloop.activities.builtin_tools import BUILTIN_TOOLS
+from agentloop.activities.scripted_model import last_tool_results
 from agentloop.errors import ToolError, UserError
 from agentloop.isolation import IsolatedToolError
 from agentloop.tools import Tool
-from activities.scripted_model import last_tool_results
 from tests.scripting import script
 
 # Python's re backtracks on (a+)+$ against a run of a's that does not end the

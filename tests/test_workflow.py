@@ -23,11 +23,9 @@ from agentloop import (
     calls,
     reply,
 )
+from agentloop.activities.scripted_model import last_tool_results
 from agentloop.messages import Message, ToolCallPart
-from activities.scripted_model import last_tool_results
 from tests.scripting import script
-
-
 
 
 def spec(model: str, **kw) -> AgentSpec:

@@ -24,16 +24,17 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from activities import sandbox
-from activities.agent_activities import AgentActivities
-from activities.builtin_tools import register_builtin_tools
-from activities.models import ModelResolver
+from agentloop.activities import sandbox
+from agentloop.activities.agent_activities import AgentActivities
+from agentloop.activities.builtin_tools import register_builtin_tools
+from agentloop.activities.models import ModelResolver
 from agentloop.config import WORKER_ROLES, TemporalConfig, provider_keys_in
 from agentloop.errors import UserError
 from agentloop.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from agentloop.tools import ToolRegistry, default_registry
-from workflows.agent_run import TOOL_QUEUE_SUFFIX, AgentRunWorkflow
+from agentloop.workflows.agent_run import TOOL_QUEUE_SUFFIX, AgentRunWorkflow
 
 log = logging.getLogger("agentloop.worker")
 
@@ -186,6 +187,7 @@ def build_worker(
             client,
             task_queue=task_queue,
             workflows=[AgentRunWorkflow],
+            workflow_runner=workflow_runner(),
             # Runs started before tool activities had their own queue still
             # send them here; a role ``all`` worker serves those too.
             activities=[acts.call_model] + ([acts.resolve_tools, acts.execute_tool] if role == "all" else []),
@@ -201,6 +203,16 @@ def build_worker(
             **worker_options,
         ))
     return AgentWorker(role, task_queue, workers)
+
+
+def workflow_runner() -> SandboxedWorkflowRunner:
+    """The sandbox agentloop's workflows run in: the ``agentloop`` package is
+    passed through (imported once, outside the sandbox). Its workflow code is
+    deterministic and keeps no module state, and one class identity for its
+    pydantic models is what the data converter needs."""
+    return SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("agentloop")
+    )
 
 
 def protect_process() -> bool:

@@ -21,18 +21,20 @@ from temporalio.workflow import ActivityCancellationType
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
+    from pydantic import ValidationError
+
     from agentloop.activity_io import (
         CallModelInput,
         CallModelResult,
+        CompactionRef,
         ExecuteToolInput,
         ExecuteToolResult,
         ModelRequest,
         ResolveToolsInput,
         ResolveToolsResult,
         ToolDefinition,
+        TranscriptRef,
     )
-    from pydantic import ValidationError
-
     from agentloop.approvals import (
         MAX_CALL_ID_CHARS,
         MAX_REASON_CHARS,
@@ -61,7 +63,15 @@ with workflow.unsafe.imports_passed_through():
         prune_tool_outputs,
         split_for_compaction,
     )
-    from agentloop.pricing import check_budget, run_cost
+    from agentloop.errors import (
+        INVALID_DECISION_ERROR_TYPE,
+        INVALID_INPUT_ERROR_TYPE,
+        INVALID_REQUEST_ERROR_TYPE,
+        REQUEST_TOO_LARGE_ERROR_TYPE,
+        RUN_FAILED_ERROR_TYPE,
+        describe_validation_error,
+        preview,
+    )
     from agentloop.events import (
         EVENTS_TOPIC,
         ApprovalRequested,
@@ -82,17 +92,15 @@ with workflow.unsafe.imports_passed_through():
         ToolExecutionStarted,
         message_id,
     )
-    from agentloop.errors import (
-        INVALID_DECISION_ERROR_TYPE,
-        INVALID_INPUT_ERROR_TYPE,
-        INVALID_REQUEST_ERROR_TYPE,
-        REQUEST_TOO_LARGE_ERROR_TYPE,
-        RUN_FAILED_ERROR_TYPE,
-        describe_validation_error,
-        preview,
-    )
     from agentloop.messages import Message, ToolCallPart, ToolResultPart
-    from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
+    from agentloop.pricing import check_budget, run_cost
+    from agentloop.report import (
+        AgentRunReport,
+        RunReason,
+        StepReport,
+        ToolCallReport,
+        Usage,
+    )
     from agentloop.run import (
         MAX_ERROR_CHARS,
         RESULT_MESSAGES_LIMIT,
@@ -105,8 +113,13 @@ with workflow.unsafe.imports_passed_through():
         RunStatus,
         parse_run_input,
     )
+    from agentloop.search_attributes import (
+        AGENT_MODEL,
+        AGENT_NAME,
+        AGENT_PENDING_TOOLS,
+        AGENT_STATUS,
+    )
     from agentloop.spec import AgentSpec
-    from agentloop.activity_io import CompactionRef, TranscriptRef
     from agentloop.transcript import (
         EMPTY_HASH,
         ModelContext,
@@ -117,8 +130,7 @@ with workflow.unsafe.imports_passed_through():
         context_hash,
         page,
     )
-    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
-    from workflows.loop_logic import (
+    from agentloop.workflows.loop_logic import (
         FailRun,
         FinalAnswer,
         RequireAction,

@@ -27,11 +27,11 @@ from agentloop import (
     register_scripted_model,
     reply,
 )
+from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.activity_io import ToolDefinition
 from agentloop.context import ContextPolicy, is_summary_message
-from activities.builtin_tools import register_builtin_tools
 from agentloop.devserver import DevServer
-from workers.worker import build_worker, connect
+from agentloop.workers.worker import build_worker, connect
 
 HERE = Path(__file__).parent
 
