@@ -104,3 +104,37 @@ INVALID_REQUEST_ERROR_TYPE = "InvalidRequest"
 #: ApplicationError type of a refused update whose payload as a whole is over
 #: the size a run accepts.
 REQUEST_TOO_LARGE_ERROR_TYPE = "RequestTooLarge"
+
+
+# Failure types of the run's activities ------------------------------------------------
+#
+# The ApplicationError ``type=`` strings the providers and the transcript
+# cache raise, and the workflow reads: one name each, imported by both sides
+# (runs in flight and ops dashboards match on the strings; never rename one).
+
+#: A request longer than the model's context window: the run compacts its
+#: history and takes the step again (non-retryable as an activity failure).
+MODEL_CONTEXT_LENGTH_ERROR_TYPE = "ModelContextLengthExceeded"
+#: The provider refused the credentials (401/403).
+MODEL_AUTHENTICATION_ERROR_TYPE = "ModelAuthenticationError"
+#: Any other 4xx: the request is wrong and will not get better by retrying.
+MODEL_BAD_REQUEST_ERROR_TYPE = "ModelBadRequest"
+#: 429: retried, with the server's retry-after as the next delay.
+MODEL_RATE_LIMITED_ERROR_TYPE = "ModelRateLimited"
+#: 5xx, 408 and 409: retried.
+MODEL_SERVER_ERROR_TYPE = "ModelServerError"
+#: The provider could not be reached, or the connection dropped: retried.
+MODEL_CONNECTION_ERROR_TYPE = "ModelConnectionError"
+#: A stream broke off, sent an error event, or ended without a finish reason: retried.
+MODEL_STREAM_BROKEN_ERROR_TYPE = "ModelStreamBroken"
+#: A provider error that fits none of the above.
+MODEL_ERROR_TYPE = "ModelError"
+#: The worker cannot serve the model string (malformed, unknown provider,
+#: missing key): non-retryable.
+MODEL_CONFIGURATION_ERROR_TYPE = "ModelConfigurationError"
+#: A scripted model has no entry for the step asked of it.
+SCRIPT_EXHAUSTED_ERROR_TYPE = "ScriptExhausted"
+#: The worker's transcript does not match the run's after a refetch: retried.
+TRANSCRIPT_MISMATCH_ERROR_TYPE = "TranscriptMismatch"
+#: No worker answered the run's transcript queries in time: retried.
+TRANSCRIPT_UNAVAILABLE_ERROR_TYPE = "TranscriptUnavailable"
