@@ -14,33 +14,12 @@ import re
 from typing import Any, assert_never
 
 import anthropic
-import httpx2
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.http_headers import (
-    credential_values,
-    display_url,
-    error_body_message,
-    redact,
-    retry_after_delay,
-)
-from agentloop.activities.provider_errors import retry_note, transport_reason
-from agentloop.activity_io import (
-    DeltaSink,
-    FinishReason,
-    ModelRequest,
-    ModelResponse,
-    ToolDefinition,
-)
-from agentloop.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.report import Usage
 from agentloop.streaming import StepAccumulator
 
@@ -58,13 +37,6 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "refusal": "content_filter",
 }
 
-# "prompt is too long: 212345 tokens > 200000 maximum", and the older
-# "input length and `max_tokens` exceed context limit: ...".
-_CONTEXT_LENGTH_MESSAGE = re.compile(
-    r"prompt is too long|exceeds? context limit|context window|maximum context length",
-    re.IGNORECASE,
-)
-
 #: Content block types that may carry a ``cache_control`` breakpoint (of the
 #: ones :func:`to_anthropic_messages` writes: not ``thinking``).
 _CACHEABLE_BLOCKS = frozenset({"text", "image", "tool_use", "tool_result"})
@@ -72,38 +44,31 @@ _CACHEABLE_BLOCKS = frozenset({"text", "image", "tool_use", "tool_result"})
 _DATA_URL = re.compile(r"^data:(?P<media_type>[^;,]+);base64,(?P<data>.*)$", re.DOTALL)
 
 
-class AnthropicChatModel:
-    """A :class:`~agentloop.activity_io.ChatModel` backed by Anthropic's Messages API.
+def anthropic_client_from_env() -> AsyncAnthropic:
+    """An ``AsyncAnthropic(max_retries=0)`` configured by the environment.
 
-    Args:
-        client: The SDK client to use. When None, one is built from the
-            worker's environment on the first call (see :meth:`from_env`), so a
-            missing key fails that activity with a clear error rather than the
-            worker's start. Give clients ``max_retries=0``: Temporal retries.
+    The SDK reads the environment itself: ``ANTHROPIC_API_KEY`` (or
+    ``ANTHROPIC_AUTH_TOKEN``, an Anthropic profile or federation variables)
+    and ``ANTHROPIC_BASE_URL``.
+
+    Raises:
+        ApplicationError: Non-retryable ``ModelConfigurationError`` when no
+            credential is configured or the SDK rejects the configuration.
     """
+    # No key passed: one passed would stop the SDK from looking further.
+    client = ANTHROPIC.client(AsyncAnthropic)
+    if not (client.api_key or client.auth_token or client.credentials is not None):
+        raise ANTHROPIC.missing_key()
+    return client
 
-    def __init__(self, client: AsyncAnthropic | None = None) -> None:
-        self._client = client
 
-    @classmethod
-    def from_env(cls) -> AnthropicChatModel:
-        """A model whose client is configured by the worker's environment.
+class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
+    """A :class:`~agentloop.activity_io.ChatModel` backed by Anthropic's Messages API,
+    through an ``AsyncAnthropic`` client given or built on the first call by
+    :func:`anthropic_client_from_env` (see
+    :class:`~agentloop.activities.provider_common.SDKChatModel`)."""
 
-        The SDK reads ``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN`` or an
-        Anthropic profile) and ``ANTHROPIC_BASE_URL``.
-
-        Raises:
-            ApplicationError: Non-retryable ``ModelConfigurationError`` when no
-                credential is configured or the SDK rejects the configuration.
-        """
-        return cls(anthropic_client_from_env())
-
-    @property
-    def client(self) -> AsyncAnthropic:
-        """The SDK client, built from the environment on first use."""
-        if self._client is None:
-            self._client = anthropic_client_from_env()
-        return self._client
+    client_from_env = staticmethod(anthropic_client_from_env)
 
     async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
         """Answer one request with one streamed Messages API call.
@@ -122,57 +87,11 @@ class AnthropicChatModel:
         try:
             params = to_anthropic_request(request)
         except ValueError as exc:
-            raise ApplicationError(
-                f"cannot send this conversation to Anthropic: {exc}",
-                type="ModelBadRequest",
-                non_retryable=True,
-            ) from exc
-        client = self.client
-        try:
-            stream = await client.messages.create(**params, stream=True)
-        except anthropic.AnthropicError as exc:
-            # `from None`: Temporal records a cause's message in history, and the
-            # SDK's own message is not redacted; the mapped error says it all.
-            raise map_anthropic_error(exc) from None
-        reader = _EventReader(StepAccumulator(on_delta))
-        async with stream:
-            events = stream.__aiter__()
-            while True:
-                try:
-                    event = await anext(events)
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:  # whatever the transport or SDK raised mid-answer
-                    raise map_anthropic_error(exc, mid_stream=True) from None
-                reader.read(event)
-        return reader.response()
-
-
-def anthropic_client_from_env() -> AsyncAnthropic:
-    """An ``AsyncAnthropic(max_retries=0)`` configured by the environment.
-
-    Raises:
-        ApplicationError: Non-retryable ``ModelConfigurationError`` when no
-            credential is configured or the SDK rejects the configuration.
-    """
-    try:
-        # Temporal owns retries: SDK retries would hide attempts from the
-        # workflow and stack up against the activity's timeout.
-        client = AsyncAnthropic(max_retries=0)
-    except (anthropic.AnthropicError, ValueError) as exc:
-        raise ApplicationError(
-            f"cannot configure the Anthropic client from the worker's environment: {redact(str(exc))}",
-            type="ModelConfigurationError",
-            non_retryable=True,
-        ) from None
-    if not (client.api_key or client.auth_token or client.credentials is not None):
-        raise ApplicationError(
-            "ANTHROPIC_API_KEY is not set: set it in the worker's environment (the worker "
-            "calls Anthropic, not the client that started the run)",
-            type="ModelConfigurationError",
-            non_retryable=True,
+            raise ANTHROPIC.unsendable(exc) from exc
+        return await ANTHROPIC.stream_answer(
+            self.client.messages.create(**params, stream=True),
+            _EventReader(StepAccumulator(on_delta)),
         )
-    return client
 
 
 # ---------------------------------------------------------------- requests
@@ -364,13 +283,7 @@ def anthropic_image_source(part: ImagePart) -> dict[str, Any]:
 
 def to_anthropic_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
     """Messages API tools for tool definitions."""
-    converted: list[dict[str, Any]] = []
-    for tool in tools:
-        entry: dict[str, Any] = {"name": tool.name, "input_schema": tool.parameters}
-        if tool.description:
-            entry["description"] = tool.description
-        converted.append(entry)
-    return converted
+    return [tool_declaration(tool, "input_schema") for tool in tools]
 
 
 # ---------------------------------------------------------------- responses
@@ -461,12 +374,7 @@ class _EventReader:
     def response(self) -> ModelResponse:
         accumulator = self.accumulator
         if accumulator.finish_reason is None:
-            raise ApplicationError(
-                f"Anthropic's stream ended before the answer did (no stop_reason after "
-                f"{self.events} events); {retry_note()}",
-                type="ModelStreamBroken",
-                non_retryable=False,
-            )
+            raise ANTHROPIC.stream_ended_early(f"no stop_reason after {self.events} events")
         if self._usage:
             accumulator.set_usage(anthropic_usage(**self._usage))
         return accumulator.finalize(model=self.model)
@@ -500,14 +408,33 @@ def anthropic_usage(
 # ---------------------------------------------------------------- errors
 
 
+#: Anthropic for the shared error mapping and client setup
+#: (:mod:`~agentloop.activities.provider_common`). Its 529 "overloaded" is a
+#: server error like any 5xx; its SDK has no error code for an exhausted
+#: quota, nor for a prompt too long, which only its message tells.
+ANTHROPIC = Provider(
+    name="Anthropic",
+    key_variable="ANTHROPIC_API_KEY",
+    base_url_variable="ANTHROPIC_BASE_URL",
+    errors=SDKErrors.of(anthropic, base=anthropic.AnthropicError),
+    # "prompt is too long: 212345 tokens > 200000 maximum", and the older
+    # "input length and `max_tokens` exceed context limit: ...".
+    context_length_message=re.compile(
+        r"prompt is too long|exceeds? context limit|context window|maximum context length",
+        re.IGNORECASE,
+    ),
+)
+
+
 def map_anthropic_error(exc: BaseException, *, mid_stream: bool = False) -> ApplicationError:
     """The Temporal error for an Anthropic SDK failure, saying whether to retry.
 
-    HTTP 408, 409, 429 and 5xx (529 "overloaded" included), connection
-    failures and timeouts are retryable, with the server's
-    ``retry-after-ms``/``retry-after`` as the next delay. 401/403 and other 4xx
-    are not; a prompt too long for the context window has its own type.
-    Credentials are masked in every message.
+    :meth:`Provider.map_error <agentloop.activities.provider_common.Provider.map_error>`
+    for :data:`ANTHROPIC`: HTTP 408, 409, 429 and 5xx (529 "overloaded"
+    included), connection failures and timeouts are retryable, with the
+    server's ``retry-after-ms``/``retry-after`` as the next delay. 401/403 and
+    other 4xx are not; a prompt too long for the context window has its own
+    type. Credentials are masked in every message.
 
     Args:
         exc: What the SDK raised (any exception is accepted).
@@ -515,145 +442,5 @@ def map_anthropic_error(exc: BaseException, *, mid_stream: bool = False) -> Appl
             request itself was accepted): a dropped connection, or an
             ``error`` event such as ``overloaded_error``. Whatever it is, the
             answer is lost and the next attempt may well succeed.
-
-    Returns:
-        An :class:`ApplicationError` typed ``ModelRateLimited``,
-        ``ModelServerError``, ``ModelConnectionError``,
-        ``ModelAuthenticationError``, ``ModelContextLengthExceeded``,
-        ``ModelBadRequest`` or, for anything else, ``ModelError``; with
-        ``mid_stream``, always a retryable ``ModelStreamBroken``.
     """
-    secrets = _request_secrets(exc)
-    if mid_stream:
-        return _broken_stream_error(exc, secrets)
-
-    if isinstance(exc, anthropic.APIStatusError):
-        return _status_error(exc, secrets)
-    if isinstance(exc, anthropic.APITimeoutError):
-        return ApplicationError(
-            f"Anthropic request to {display_url(exc.request.url)} timed out",
-            type="ModelConnectionError",
-            non_retryable=False,
-            next_retry_delay=None,
-        )
-    if isinstance(exc, anthropic.APIConnectionError):
-        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        return ApplicationError(
-            redact(
-                f"cannot reach Anthropic at {display_url(exc.request.url)}{cause}; check "
-                "ANTHROPIC_BASE_URL and the network on the worker",
-                secrets,
-            ),
-            type="ModelConnectionError",
-            non_retryable=False,
-            next_retry_delay=None,
-        )
-    if isinstance(exc, anthropic.APIResponseValidationError):
-        return ApplicationError(
-            redact(
-                f"Anthropic returned a response that does not fit its API ({exc.status_code})",
-                secrets,
-            ),
-            type="ModelServerError",
-            non_retryable=False,
-            next_retry_delay=None,
-        )
-    # Not an HTTP outcome: retryable, as Temporal would treat an unmapped error.
-    return ApplicationError(
-        redact(f"Anthropic call failed: {type(exc).__name__}: {exc}", secrets),
-        type="ModelError",
-        non_retryable=False,
-        next_retry_delay=None,
-    )
-
-
-def _request_secrets(exc: BaseException) -> list[str]:
-    if isinstance(exc, anthropic.APIError):
-        return credential_values(exc.request.headers)
-    try:
-        # httpx2 errors (which this SDK lets through mid-stream) carry the
-        # request too, but raise when they have none.
-        request = getattr(exc, "request", None)
-    except RuntimeError:
-        return []
-    return credential_values(getattr(request, "headers", None))
-
-
-def _broken_stream_error(exc: BaseException, secrets: list[str]) -> ApplicationError:
-    if isinstance(exc, anthropic.APITimeoutError):
-        what = f"Anthropic's stream from {display_url(exc.request.url)} timed out mid-answer"
-    elif isinstance(exc, anthropic.APIConnectionError):
-        reason = transport_reason(exc.__cause__) if exc.__cause__ is not None else "connection error"
-        what = f"Anthropic's stream from {display_url(exc.request.url)} broke off mid-answer: {reason}"
-    elif isinstance(exc, anthropic.APIError):
-        # An `error` event: the SDK raises it as a status error of the (200) response.
-        said = error_body_message(exc.body) or exc.message
-        kind = f" ({exc.type})" if getattr(exc, "type", None) else ""
-        what = f"Anthropic sent an error mid-answer{kind}: {said}"
-    elif isinstance(exc, httpx2.TransportError):
-        # Mid-stream, this SDK lets the transport's own errors through.
-        source = _stream_source(exc)
-        if isinstance(exc, httpx2.TimeoutException):
-            what = f"Anthropic's stream{source} timed out mid-answer ({type(exc).__name__})"
-        else:
-            what = f"Anthropic's stream{source} broke off mid-answer: {transport_reason(exc)}"
-    else:
-        what = f"Anthropic's stream broke off mid-answer: {transport_reason(exc)}"
-    return ApplicationError(
-        redact(f"{what}; {retry_note()}", secrets),
-        type="ModelStreamBroken",
-        non_retryable=False,
-        next_retry_delay=None,
-    )
-
-
-def _stream_source(exc: BaseException) -> str:
-    try:
-        request = getattr(exc, "request", None)  # httpx2 raises when there is none
-    except RuntimeError:
-        return ""
-    return f" from {display_url(request.url)}" if request is not None else ""
-
-
-def _status_error(exc: anthropic.APIStatusError, secrets: list[str]) -> ApplicationError:
-    status = exc.status_code
-    said = exc.api_message or error_body_message(exc.body) or exc.message
-    suffix = f" [request id {exc.request_id}]" if exc.request_id else ""
-    delay = retry_after_delay(exc.response.headers)
-
-    def build(message: str, error_type: str, *, retryable: bool) -> ApplicationError:
-        return ApplicationError(
-            redact(message + suffix, secrets),
-            type=error_type,
-            non_retryable=not retryable,
-            next_retry_delay=delay if retryable else None,
-        )
-
-    if status == 401:
-        return build(
-            f"Anthropic rejected the API key (401): check ANTHROPIC_API_KEY in the worker's "
-            f"environment (Anthropic said: {said})",
-            "ModelAuthenticationError",
-            retryable=False,
-        )
-    if status == 403:
-        return build(
-            f"Anthropic refused access (403): check that the key in ANTHROPIC_API_KEY on the "
-            f"worker may use this model (Anthropic said: {said})",
-            "ModelAuthenticationError",
-            retryable=False,
-        )
-    if status == 429:
-        return build(f"Anthropic rate limit hit (429): {said}", "ModelRateLimited", retryable=True)
-    if status in (408, 409) or status >= 500 or status < 400:
-        return build(f"Anthropic server error ({status}): {said}", "ModelServerError", retryable=True)
-    if _CONTEXT_LENGTH_MESSAGE.search(said):
-        return build(
-            f"the conversation does not fit the model's context window (Anthropic {status}): {said}",
-            "ModelContextLengthExceeded",
-            retryable=False,
-        )
-    return build(
-        f"Anthropic rejected the request ({status}): {said}", "ModelBadRequest", retryable=False
-    )
-
+    return ANTHROPIC.map_error(exc, mid_stream=mid_stream)

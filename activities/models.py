@@ -7,6 +7,7 @@ from collections.abc import Callable
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activity_io import ChatModel
+from agentloop.errors import MODEL_CONFIGURATION_ERROR_TYPE
 from agentloop.spec import parse_model
 
 ChatModelFactory = Callable[[str, str], ChatModel]
@@ -33,7 +34,7 @@ class ModelResolver:
         try:
             provider, name = parse_model(model)
         except ValueError as exc:
-            raise ApplicationError(str(exc), type="ModelConfigurationError", non_retryable=True) from None
+            raise ApplicationError(str(exc), type=MODEL_CONFIGURATION_ERROR_TYPE, non_retryable=True) from None
         if provider in self._overrides:
             return self._overrides[provider](provider, name)
         if provider == "scripted":
@@ -57,5 +58,5 @@ class ModelResolver:
 
             return AnthropicChatModel.from_env()
         raise ApplicationError(
-            f"this worker has no provider {provider!r}", type="ModelConfigurationError", non_retryable=True
+            f"this worker has no provider {provider!r}", type=MODEL_CONFIGURATION_ERROR_TYPE, non_retryable=True
         )

@@ -22,29 +22,9 @@ from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaTool
 from openai.types.completion_usage import CompletionUsage
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.http_headers import (
-    credential_values,
-    display_url,
-    error_body_message,
-    redact,
-    retry_after_delay,
-)
-from agentloop.activities.provider_errors import retry_note, transport_reason
-from agentloop.activity_io import (
-    DeltaSink,
-    FinishReason,
-    ModelRequest,
-    ModelResponse,
-    ToolDefinition,
-)
-from agentloop.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.report import Usage
 from agentloop.streaming import StepAccumulator
 
@@ -60,49 +40,35 @@ _FINISH_REASONS: dict[str, FinishReason] = {
     "content_filter": "content_filter",
 }
 
-# OpenAI sends code=context_length_exceeded; vLLM and most proxies only say
-# "maximum context length" in the message; llama.cpp uses exceed_context_size_error.
-_CONTEXT_LENGTH_CODES = {"context_length_exceeded", "exceed_context_size_error"}
-_CONTEXT_LENGTH_MESSAGE = re.compile(
-    r"maximum context length|context length exceeded|context[_ ]length[_ ]exceeded"
-    r"|exceeds? the available context size|context window",
-    re.IGNORECASE,
-)
+
+def openai_client_from_env() -> AsyncOpenAI:
+    """An ``AsyncOpenAI(max_retries=0)`` configured by the environment.
+
+    Reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` as the SDK does. With
+    only ``OPENAI_BASE_URL`` set (a local vLLM, llama.cpp or Ollama server),
+    :data:`LOCAL_SERVER_API_KEY` is sent.
+
+    Raises:
+        ApplicationError: Non-retryable ``ModelConfigurationError`` when neither
+            ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set, or the SDK
+            rejects the configuration.
+    """
+    api_key = os.environ.get(OPENAI.key_variable) or None
+    base_url = os.environ.get(OPENAI.base_url_variable) or None
+    if api_key is None and base_url is None:
+        raise OPENAI.missing_key()
+    return OPENAI.client(AsyncOpenAI, api_key=api_key or LOCAL_SERVER_API_KEY, base_url=base_url)
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
     """A :class:`~agentloop.activity_io.ChatModel` backed by OpenAI Chat Completions.
 
-    Args:
-        client: The SDK client to use. When None, one is built from the
-            worker's environment on the first call (see :meth:`from_env`), so a
-            missing key fails that activity with a clear error rather than the
-            worker's start. Give clients ``max_retries=0``: Temporal retries.
+    Takes an ``AsyncOpenAI`` client, or builds one with
+    :func:`openai_client_from_env` on the first call (see
+    :class:`~agentloop.activities.provider_common.SDKChatModel`).
     """
 
-    def __init__(self, client: AsyncOpenAI | None = None) -> None:
-        self._client = client
-
-    @classmethod
-    def from_env(cls) -> OpenAIChatModel:
-        """A model whose client is configured by the worker's environment.
-
-        Reads ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` as the SDK does. With
-        only ``OPENAI_BASE_URL`` set (a local vLLM, llama.cpp or Ollama server),
-        a placeholder key is sent.
-
-        Raises:
-            ApplicationError: Non-retryable ``ModelConfigurationError`` when
-                neither variable is set or the SDK rejects the configuration.
-        """
-        return cls(openai_client_from_env())
-
-    @property
-    def client(self) -> AsyncOpenAI:
-        """The SDK client, built from the environment on first use."""
-        if self._client is None:
-            self._client = openai_client_from_env()
-        return self._client
+    client_from_env = staticmethod(openai_client_from_env)
 
     async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
         """Answer one request with one streamed Chat Completions call.
@@ -120,65 +86,11 @@ class OpenAIChatModel:
         try:
             params = to_openai_request(request)
         except ValueError as exc:
-            raise ApplicationError(
-                f"cannot send this conversation to OpenAI: {exc}",
-                type="ModelBadRequest",
-                non_retryable=True,
-            ) from exc
-        client = self.client
-        try:
-            stream = await client.chat.completions.create(
-                **params, stream=True, stream_options={"include_usage": True}
-            )
-        except openai.OpenAIError as exc:
-            # `from None`: Temporal records a cause's message in history, and the
-            # SDK's own message is not redacted; the mapped error says it all.
-            raise map_openai_error(exc) from None
-        reader = _ChunkReader(StepAccumulator(on_delta))
-        async with stream:
-            chunks = stream.__aiter__()
-            while True:
-                try:
-                    chunk = await anext(chunks)
-                except StopAsyncIteration:
-                    break
-                except Exception as exc:  # whatever the transport or SDK raised mid-answer
-                    raise map_openai_error(exc, mid_stream=True) from None
-                reader.read(chunk)
-        return reader.response()
-
-
-def openai_client_from_env() -> AsyncOpenAI:
-    """An ``AsyncOpenAI(max_retries=0)`` configured by the environment.
-
-    Raises:
-        ApplicationError: Non-retryable ``ModelConfigurationError`` when neither
-            ``OPENAI_API_KEY`` nor ``OPENAI_BASE_URL`` is set, or the SDK
-            rejects the configuration.
-    """
-    api_key = os.environ.get("OPENAI_API_KEY") or None
-    base_url = os.environ.get("OPENAI_BASE_URL") or None
-    if api_key is None:
-        if base_url is None:
-            raise ApplicationError(
-                "OPENAI_API_KEY is not set: set it in the worker's environment (the worker "
-                "calls OpenAI, not the client that started the run), or set OPENAI_BASE_URL "
-                "to use an OpenAI-compatible server",
-                type="ModelConfigurationError",
-                non_retryable=True,
-            )
-        api_key = LOCAL_SERVER_API_KEY
-    try:
-        # Temporal owns retries: SDK retries would hide attempts from the
-        # workflow and stack up against the activity's timeout.
-        return AsyncOpenAI(api_key=api_key, base_url=base_url, max_retries=0)
-    except openai.OpenAIError as exc:
-        raise ApplicationError(
-            f"cannot configure the OpenAI client from the worker's environment: "
-            f"{redact(str(exc), [api_key])}",
-            type="ModelConfigurationError",
-            non_retryable=True,
-        ) from None
+            raise OPENAI.unsendable(exc) from exc
+        return await OPENAI.stream_answer(
+            self.client.chat.completions.create(**params, stream=True, stream_options={"include_usage": True}),
+            _ChunkReader(StepAccumulator(on_delta)),
+        )
 
 
 # ---------------------------------------------------------------- requests
@@ -322,13 +234,7 @@ def image_url(part: ImagePart) -> str:
 
 def to_openai_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
     """Chat Completions function tools for tool definitions."""
-    converted: list[dict[str, Any]] = []
-    for tool in tools:
-        function: dict[str, Any] = {"name": tool.name, "parameters": tool.parameters}
-        if tool.description:
-            function["description"] = tool.description
-        converted.append({"type": "function", "function": function})
-    return converted
+    return [{"type": "function", "function": tool_declaration(tool, "parameters")} for tool in tools]
 
 
 # ---------------------------------------------------------------- responses
@@ -403,12 +309,7 @@ class _ChunkReader:
     def response(self) -> ModelResponse:
         accumulator = self.accumulator
         if accumulator.finish_reason is None:
-            raise ApplicationError(
-                f"OpenAI's stream ended before the answer did (no finish_reason after "
-                f"{self.chunks} chunks); {retry_note()}",
-                type="ModelStreamBroken",
-                non_retryable=False,
-            )
+            raise OPENAI.stream_ended_early(f"no finish_reason after {self.chunks} chunks")
         if self.refused and accumulator.finish_reason == "stop":
             accumulator.set_finish_reason("content_filter", accumulator.raw_finish_reason)
         return accumulator.finalize(model=self.model)
@@ -444,151 +345,45 @@ def _reasoning_text(delta: ChoiceDelta) -> str:
 # ---------------------------------------------------------------- errors
 
 
+#: OpenAI as the shared error mapping and client setup see it
+#: (:mod:`~agentloop.activities.provider_common`); vLLM, llama.cpp, Ollama and
+#: LiteLLM servers answer through the same SDK and are mapped alike.
+OPENAI = Provider(
+    name="OpenAI",
+    key_variable="OPENAI_API_KEY",
+    base_url_variable="OPENAI_BASE_URL",
+    errors=SDKErrors.of(openai, base=openai.OpenAIError),
+    # OpenAI sends code=context_length_exceeded; vLLM and most proxies only say
+    # "maximum context length" in the message; llama.cpp uses exceed_context_size_error.
+    context_length_codes=frozenset({"context_length_exceeded", "exceed_context_size_error"}),
+    context_length_message=re.compile(
+        r"maximum context length|context length exceeded|context[_ ]length[_ ]exceeded"
+        r"|exceeds? the available context size|context window",
+        re.IGNORECASE,
+    ),
+    # A 429 for an exhausted quota: waiting does not refill it.
+    quota_codes=frozenset({"insufficient_quota"}),
+    access_scope="this model and endpoint",
+    missing_key_hint=", or set OPENAI_BASE_URL to use an OpenAI-compatible server",
+)
+
+
 def map_openai_error(exc: BaseException, *, mid_stream: bool = False) -> ApplicationError:
     """The Temporal error for an OpenAI SDK failure, saying whether to retry.
 
-    HTTP 408, 409, 429 and 5xx, connection failures and timeouts are retryable,
-    with the server's ``retry-after-ms``/``retry-after`` as the next delay.
-    Rate limits that are an exhausted quota (``insufficient_quota``) are not:
-    waiting does not refill them. 401/403 and other 4xx are not retryable; a
-    context-length error has its own type. Credentials are masked in every
-    message.
+    :meth:`Provider.map_error <agentloop.activities.provider_common.Provider.map_error>`
+    for :data:`OPENAI`: HTTP 408, 409, 429 and 5xx, connection failures and
+    timeouts are retryable, with the server's ``retry-after-ms``/``retry-after``
+    as the next delay. Rate limits that are an exhausted quota
+    (``insufficient_quota``) are not: waiting does not refill them. 401/403
+    and other 4xx are not retryable; a context-length error (by code or by
+    message, as vLLM and llama.cpp word it) has its own type. Credentials are
+    masked in every message.
 
     Args:
         exc: What the SDK raised (any exception is accepted).
         mid_stream: ``exc`` was raised while reading the answer's stream (the
             request itself was accepted): whatever it is, the answer is lost
             and the next attempt may well succeed.
-
-    Returns:
-        An :class:`ApplicationError` typed ``ModelRateLimited``,
-        ``ModelServerError``, ``ModelConnectionError``,
-        ``ModelAuthenticationError``, ``ModelContextLengthExceeded``,
-        ``ModelBadRequest`` or, for anything else, ``ModelError``; with
-        ``mid_stream``, always a retryable ``ModelStreamBroken``.
     """
-    secrets = _request_secrets(exc)
-    if mid_stream:
-        return _broken_stream_error(exc, secrets)
-
-    if isinstance(exc, openai.APIStatusError):
-        return _status_error(exc, secrets)
-    if isinstance(exc, openai.APITimeoutError):
-        return ApplicationError(
-            f"OpenAI request to {display_url(exc.request.url)} timed out",
-            type="ModelConnectionError",
-            non_retryable=False,
-            next_retry_delay=None,
-        )
-    if isinstance(exc, openai.APIConnectionError):
-        cause = f": {exc.__cause__}" if exc.__cause__ is not None else ""
-        return ApplicationError(
-            redact(
-                f"cannot reach OpenAI at {display_url(exc.request.url)}{cause}; check "
-                "OPENAI_BASE_URL and the network on the worker",
-                secrets,
-            ),
-            type="ModelConnectionError",
-            non_retryable=False,
-            next_retry_delay=None,
-        )
-    if isinstance(exc, openai.APIResponseValidationError):
-        return ApplicationError(
-            redact(f"OpenAI returned a response that does not fit its API ({exc.status_code})", secrets),
-            type="ModelServerError",
-            non_retryable=False,
-            next_retry_delay=None,
-        )
-    # Not an HTTP outcome: retryable, as Temporal would treat an unmapped error.
-    return ApplicationError(
-        redact(f"OpenAI call failed: {type(exc).__name__}: {exc}", secrets),
-        type="ModelError",
-        non_retryable=False,
-        next_retry_delay=None,
-    )
-
-
-def _request_secrets(exc: BaseException) -> list[str]:
-    if isinstance(exc, openai.APIError):
-        return credential_values(exc.request.headers)
-    try:
-        # httpx2 errors carry the request too, but raise when they have none.
-        request = getattr(exc, "request", None)
-    except RuntimeError:
-        return []
-    return credential_values(getattr(request, "headers", None))
-
-
-def _broken_stream_error(exc: BaseException, secrets: list[str]) -> ApplicationError:
-    if isinstance(exc, openai.APITimeoutError):
-        what = f"OpenAI's stream from {display_url(exc.request.url)} timed out mid-answer"
-    elif isinstance(exc, openai.APIConnectionError):
-        # The SDK's own message is a bare "Connection error."; the transport's
-        # reason is in the cause chain (and may be empty at its top).
-        reason = transport_reason(exc.__cause__) if exc.__cause__ is not None else "connection error"
-        what = f"OpenAI's stream from {display_url(exc.request.url)} broke off mid-answer: {reason}"
-    elif isinstance(exc, openai.APIError):
-        said = error_body_message(exc.body) or exc.message
-        kind = f" ({exc.code or exc.type})" if (exc.code or exc.type) else ""
-        what = f"OpenAI sent an error mid-answer{kind}: {said}"
-    else:
-        what = f"OpenAI's stream broke off mid-answer: {transport_reason(exc)}"
-    return ApplicationError(
-        redact(f"{what}; {retry_note()}", secrets),
-        type="ModelStreamBroken",
-        non_retryable=False,
-        next_retry_delay=None,
-    )
-
-
-def _status_error(exc: openai.APIStatusError, secrets: list[str]) -> ApplicationError:
-    status = exc.status_code
-    said = error_body_message(exc.body) or exc.message
-    suffix = f" [request id {exc.request_id}]" if exc.request_id else ""
-    delay = retry_after_delay(exc.response.headers)
-
-    def build(message: str, error_type: str, *, retryable: bool) -> ApplicationError:
-        return ApplicationError(
-            redact(message + suffix, secrets),
-            type=error_type,
-            non_retryable=not retryable,
-            next_retry_delay=delay if retryable else None,
-        )
-
-    if status == 401:
-        return build(
-            f"OpenAI rejected the API key (401): check OPENAI_API_KEY in the worker's "
-            f"environment (OpenAI said: {said})",
-            "ModelAuthenticationError",
-            retryable=False,
-        )
-    if status == 403:
-        return build(
-            f"OpenAI refused access (403): check that the key in OPENAI_API_KEY on the worker "
-            f"may use this model and endpoint (OpenAI said: {said})",
-            "ModelAuthenticationError",
-            retryable=False,
-        )
-    if status == 429:
-        if exc.code == "insufficient_quota":
-            return build(
-                f"OpenAI quota exhausted (429): check the plan and billing of the key in "
-                f"OPENAI_API_KEY (OpenAI said: {said})",
-                "ModelRateLimited",
-                retryable=False,
-            )
-        return build(f"OpenAI rate limit hit (429): {said}", "ModelRateLimited", retryable=True)
-    if status in (408, 409) or status >= 500 or status < 400:
-        return build(f"OpenAI server error ({status}): {said}", "ModelServerError", retryable=True)
-    if (
-        exc.code in _CONTEXT_LENGTH_CODES
-        or exc.type in _CONTEXT_LENGTH_CODES
-        or _CONTEXT_LENGTH_MESSAGE.search(said)
-    ):
-        return build(
-            f"the conversation does not fit the model's context window (OpenAI {status}): {said}",
-            "ModelContextLengthExceeded",
-            retryable=False,
-        )
-    return build(f"OpenAI rejected the request ({status}): {said}", "ModelBadRequest", retryable=False)
-
+    return OPENAI.map_error(exc, mid_stream=mid_stream)

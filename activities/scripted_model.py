@@ -22,6 +22,7 @@ from typing import Any, Union
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse
+from agentloop.errors import MODEL_CONFIGURATION_ERROR_TYPE, SCRIPT_EXHAUSTED_ERROR_TYPE
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.report import Usage
 from agentloop.streaming import message_deltas
@@ -103,7 +104,7 @@ class ScriptedChatModel:
                 raise ApplicationError(
                     f"the scripted model has {len(self.script)} steps and was asked for step "
                     f"{step + 1}; add steps to the script",
-                    type="ScriptExhausted",
+                    type=SCRIPT_EXHAUSTED_ERROR_TYPE,
                     non_retryable=True,
                 )
             entry = self.script[step]
@@ -155,7 +156,7 @@ def get_scripted_model(name: str) -> ScriptedChatModel:
             f"(registered: {', '.join(sorted(_scripted_models)) or 'none'}); register one with "
             "agentloop.register_scripted_model() in a module the worker imports "
             "(agentloop worker --import MODULE)",
-            type="ModelConfigurationError",
+            type=MODEL_CONFIGURATION_ERROR_TYPE,
             non_retryable=True,
         )
     return model

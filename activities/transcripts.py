@@ -35,6 +35,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.attempts import retry_note
 from agentloop.activity_io import ToolDefinition
+from agentloop.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
 from agentloop.messages import Message
 from agentloop.transcript import (
     EMPTY_HASH,
@@ -47,6 +48,7 @@ from agentloop.transcript import (
 
 FetchContext = Callable[[], Awaitable[ModelContext]]
 FetchPage = Callable[[TranscriptRange], Awaitable[TranscriptPage]]
+
 
 @dataclass(frozen=True)
 class QueryTimeouts:
@@ -78,9 +80,6 @@ class QueryTimeouts:
     reask: timedelta = timedelta(seconds=2)
     total: timedelta = timedelta(seconds=15)
 
-
-#: The ``ApplicationError`` type of a transcript the run did not hand over.
-TRANSCRIPT_UNAVAILABLE = "TranscriptUnavailable"
 
 _NO_ANSWER = (RPCStatusCode.CANCELLED, RPCStatusCode.DEADLINE_EXCEEDED)
 
@@ -155,7 +154,7 @@ def transcript_unavailable(
         what = f"its {query!r} query failed: {reason}"
     return ApplicationError(
         f"could not fetch the transcript of run {run_id}: {what}; {retry_note()}",
-        type=TRANSCRIPT_UNAVAILABLE,
+        type=TRANSCRIPT_UNAVAILABLE_ERROR_TYPE,
         non_retryable=False,
     )
 
@@ -233,7 +232,8 @@ class TranscriptCache:
                         raise ApplicationError(
                             f"the transcript fetched from run {key} does not match the step's "
                             f"reference ({ref.message_count} messages); retrying",
-                            type="TranscriptMismatch",
+                            type=TRANSCRIPT_MISMATCH_ERROR_TYPE,
+                            non_retryable=False,
                         )
             return run.context.system_prompt, list(run.context.tools), list(run.messages)
 
@@ -249,7 +249,8 @@ class TranscriptCache:
             if not page.messages:
                 raise ApplicationError(
                     f"the run has {page.total} messages, the step asked for {ref.message_count}; retrying",
-                    type="TranscriptMismatch",
+                    type=TRANSCRIPT_MISMATCH_ERROR_TYPE,
+                    non_retryable=False,
                 )
             previous = run.hashes[-1] if run.hashes else EMPTY_HASH
             for message in page.messages[: ref.message_count - len(run.messages)]:
