@@ -11,9 +11,10 @@ breaks off means the same to Temporal whichever provider it came from. The
 provider's own file keeps what differs: request and message conversion and
 stream parsing.
 
-The HTTP details the mapping reads (``retry-after-ms``/``retry-after``,
-credential headers, error bodies) and the redaction of secrets in messages
-are in :mod:`agentloop.activities.http_headers`, re-exported here.
+The mapping masks the key in every message and takes the server's
+``retry-after-ms``/``retry-after`` as the next delay; the HTTP details it
+reads for that (header forms, credential headers, error bodies) are in
+:mod:`agentloop.activities.http_headers`.
 """
 
 from __future__ import annotations
@@ -55,12 +56,6 @@ __all__ = [
     "SDKChatModel",
     "SDKErrors",
     "StreamReader",
-    "credential_values",
-    "display_url",
-    "error_body_message",
-    "redact",
-    "retry_after_delay",
-    "retry_note",
     "tool_declaration",
     "transport_reason",
 ]
