@@ -96,6 +96,17 @@ class StepReport(BaseModel):
     tool_total_ms: float = 0.0
 
 
+#: A run's status: ``running`` and the two waits while it goes on, then how it ended.
+RunStatus = Literal[
+    "running",
+    "awaiting_approval",
+    "requires_action",
+    "completed",
+    "failed",
+    "cancelled",
+    "stopped",
+]
+
 RunReason = Literal[
     "done",
     "error",

@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from agentloop.approvals import (
-    ApprovalDecision,
-    PendingAction,
-    PendingApproval,
-    StopRequest,
-    ToolGate,
-    ToolOutput,
-)
-from agentloop.context import TokenAnchor
+from agentloop.approvals import PendingAction, PendingApproval
 from agentloop.errors import describe_validation_error
 from agentloop.messages import Message, ToolCallPart
-from agentloop.report import AgentRunReport, RunReason, StepReport, Usage
+from agentloop.report import AgentRunReport, RunReason, RunStatus, Usage
 from agentloop.spec import AgentSpec
-
-RunStatus = Literal[
-    "running",
-    "awaiting_approval",
-    "requires_action",
-    "completed",
-    "failed",
-    "cancelled",
-    "stopped",
-]
-
+from agentloop.workflows.state import LoopState
 
 #: Most bytes of messages a run's Temporal result carries (see
 #: :attr:`AgentRunResult.messages`).
@@ -42,57 +23,9 @@ RESULT_MESSAGES_LIMIT = 64 * 1024
 MAX_ERROR_CHARS = 20_000
 
 
-class PendingStep(BaseModel):
-    """A step whose tool calls wait for people, carried across continue-as-new.
-
-    Attributes:
-        gates: The step's calls, in order, with what each waits for.
-        report: The step's report so far.
-    """
-
-    gates: list[ToolGate]
-    report: StepReport
-
-
-class RunCarry(BaseModel):
-    """What a run hands to its next Temporal run when it continues as new.
-    The run id stays the same; only Temporal's run id changes.
-
-    Attributes:
-        input_count: How many of the messages were the run's input.
-        step: Steps finished.
-        usage: Usage so far.
-        report: The report so far.
-        stream: The event stream (recent events and offsets).
-        continuations: Tool-call continuations since the last limit.
-        failed_tool_steps: Consecutive steps whose calls all failed.
-        stop: A stop request not yet acted on.
-        answered: Call ids already decided or answered (recent ones).
-        decisions: Decisions that arrived for calls of the pending step.
-        outputs: Client outputs that arrived for calls of the pending step.
-        announced: The last status published on the event stream.
-        anchor: The provider's last input-token count, for estimates.
-        verified: The verification prompt was already sent.
-        pending_step: A step waiting for people, resumed by the next run.
-        runs: How many times the run has continued as new.
-    """
-
-    input_count: int
-    step: int
-    usage: Usage
-    report: AgentRunReport
-    stream: WorkflowStreamState | None = None
-    continuations: int = 0
-    failed_tool_steps: int = 0
-    stop: StopRequest | None = None
-    answered: list[str] = Field(default_factory=list)
-    decisions: dict[str, ApprovalDecision] = Field(default_factory=dict)
-    outputs: dict[str, ToolOutput] = Field(default_factory=dict)
-    announced: str | None = None
-    anchor: TokenAnchor | None = None
-    verified: bool = False
-    pending_step: PendingStep | None = None
-    runs: int = 0
+#: What a run carries when it continues as new: its whole state (the name
+#: runs in flight know it by; see :class:`agentloop.workflows.state.LoopState`).
+RunCarry = LoopState
 
 
 #: The smallest valid run input, as JSON: what a failed run's message shows
@@ -118,7 +51,7 @@ class AgentRunInput(BaseModel):
 
     spec: AgentSpec
     messages: list[Message] = Field(min_length=1)
-    carry: RunCarry | None = None
+    carry: LoopState | None = None
 
 
 def _what_it_is(value: Any) -> str:

@@ -13,6 +13,7 @@ from agentloop.activity_io import ModelResponse, ToolDefinition
 from agentloop.approvals import (
     ApprovalDecision,
     PermissionRule,
+    ToolGate,
     ToolOutput,
     check_permission,
 )
@@ -43,7 +44,12 @@ from agentloop.workflows.loop_logic import (
     count_failed_steps,
     decide_after_tools,
     decide_next_step,
+    decision_of,
     gate_call,
+    gate_calls,
+    gate_of,
+    missing_tools_message,
+    pending_action,
     resolve_approval,
     resolve_output,
 )
@@ -323,7 +329,7 @@ def test_otherwise_continue() -> None:
 )
 def test_continue_as_new_due(steps: int, suggested: bool, every: int | None, size: int, expected: object) -> None:
     verdict = continue_as_new_due(
-        steps_this_run=steps, suggested=suggested, every=every, conversation_bytes=size, limit_bytes=1_000
+        steps_this_run=steps, suggested=suggested, every=every, conversation_bytes=lambda: size, limit_bytes=1_000
     )
     assert verdict == expected
 
@@ -364,3 +370,46 @@ def test_defaults_apply_when_no_rule_matches() -> None:
 def test_an_invalid_pattern_is_refused_when_the_rule_is_built() -> None:
     with pytest.raises(ValueError, match="not a valid regular expression"):
         PermissionRule(tool="x", action="allow", arguments={"command": "("})
+
+
+# gate_calls and the carried gate form ---------------------------------------------------
+
+
+def test_gate_calls_gates_each_call() -> None:
+    s = spec(permissions=[PermissionRule(tool="write_file", action="deny", reason="no")])
+    gates = gate_calls(RunTools([tool_call("read_file", "a"), tool_call("write_file", "b"), tool_call("x", "c")]),
+                       spec=s, tools=[READ, WRITE], step=2, now=NOW)
+    assert [decision_of(g).__class__ for g in gates] == [Execute, Answered, Answered]
+    assert [g.call.id for g in gates] == ["a", "b", "c"]
+
+
+def test_past_the_limit_every_call_goes_to_the_client() -> None:
+    gates = gate_calls(RequireAction([tool_call("read_file", "a")]), spec=spec(), tools=[READ], step=4, now=NOW)
+    assert gates[0].action is not None and gates[0].action.reason == "max_tool_call_continuations"
+    assert gates[0].action.step == 4
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        Answered(ToolResultPart(id="c1", name="x", content="no", is_error=True), failed=True),
+        Answered(ToolResultPart(id="c1", name="x", content="denied", is_error=True), failed=False,
+                 permission=check_permission(tool_call(), rules=[], default="deny", read_only=False)),
+        Execute(),
+        Execute(check_permission(tool_call(), rules=[], default="allow", read_only=False)),
+        AskApproval(
+            gate_call(tool_call("write_file"), spec=spec(), tools=[WRITE], step=1, now=NOW).approval,  # type: ignore[union-attr]
+            check_permission(tool_call("write_file"), rules=[], default="auto", read_only=False),
+        ),
+        AwaitClient(pending_action(tool_call(), step=1, now=NOW, reason="client_tool")),
+    ],
+    ids=["unknown", "denied", "execute", "execute-allowed", "ask", "client"],
+)
+def test_a_carried_gate_holds_its_decision(decision: object) -> None:
+    gate = gate_of(tool_call(), decision)  # type: ignore[arg-type]
+    assert decision_of(ToolGate.model_validate(gate.model_dump(mode="json"))) == decision
+
+
+def test_missing_tools_say_what_to_register() -> None:
+    message = missing_tools_message(["lookup_order"], ["read_file"])
+    assert "lookup_order" in message and "Available: read_file" in message and "--import" in message

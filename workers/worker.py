@@ -34,7 +34,8 @@ from agentloop.config import WORKER_ROLES, TemporalConfig, provider_keys_in
 from agentloop.errors import UserError
 from agentloop.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from agentloop.tools import ToolRegistry, default_registry
-from agentloop.workflows.agent_run import TOOL_QUEUE_SUFFIX, AgentRunWorkflow
+from agentloop.workflows.agent_run import AgentRunWorkflow
+from agentloop.workflows.versions import TOOL_QUEUE_SUFFIX
 
 log = logging.getLogger("agentloop.worker")
 

@@ -15,6 +15,7 @@ and the tests call it without a server (``tests/test_loop_logic.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Literal, Union
 
@@ -24,6 +25,7 @@ from agentloop.approvals import (
     PendingAction,
     PendingApproval,
     PermissionCheck,
+    ToolGate,
     ToolOutput,
     check_permission,
 )
@@ -254,6 +256,53 @@ def gate_call(
     return Execute(check)
 
 
+def gate_calls(
+    decision: RunTools | RequireAction,
+    *,
+    spec: AgentSpec,
+    tools: list[ToolDefinition],
+    step: int,
+    now: datetime,
+    hitl: bool = True,
+    strict_client_arguments: bool = True,
+) -> list[ToolGate]:
+    """The gates of a step's calls: each through :func:`gate_call`, or, past
+    the continuation limit (:class:`RequireAction`), every one to the client.
+    Arguments as for :func:`gate_call`."""
+    if isinstance(decision, RequireAction):
+        return [
+            ToolGate(call=c, action=pending_action(c, step=step, now=now, reason="max_tool_call_continuations"))
+            for c in decision.calls
+        ]
+    return [
+        gate_of(c, gate_call(c, spec=spec, tools=tools, step=step, now=now, hitl=hitl,
+                             strict_client_arguments=strict_client_arguments))
+        for c in decision.calls
+    ]
+
+
+def gate_of(call: ToolCallPart, decision: CallDecision) -> ToolGate:
+    """A call's decision in the form a step carries across continue-as-new."""
+    if isinstance(decision, Answered):
+        return ToolGate(call=call, permission=decision.permission, result=decision.result)
+    if isinstance(decision, AskApproval):
+        return ToolGate(call=call, permission=decision.permission, approval=decision.approval)
+    if isinstance(decision, AwaitClient):
+        return ToolGate(call=call, action=decision.action)
+    return ToolGate(call=call, permission=decision.permission)
+
+
+def decision_of(gate: ToolGate) -> CallDecision:
+    """The decision a carried gate holds (the inverse of :func:`gate_of`)."""
+    if gate.result is not None:
+        return Answered(gate.result, failed=gate.permission is None, permission=gate.permission)
+    if gate.action is not None:
+        return AwaitClient(gate.action)
+    if gate.approval is not None and gate.permission is not None:
+        return AskApproval(gate.approval, gate.permission)
+    return Execute(gate.permission)
+
+
 def pending_action(call: ToolCallPart, *, step: int, now: datetime, reason: str) -> PendingAction:
     """A call the client must run: a client tool, or any call past the
     continuation limit."""
@@ -300,15 +349,18 @@ def resolve_approval(
     """
     if timed_out:
         limit = spec.approval_timeout_seconds or 0
-        return Resolution("timeout", error_result(call, denied_message(call, f"no decision within {limit:g}s (approval timeout)")))
+        why = f"no decision within {limit:g}s (approval timeout)"
+        return Resolution("timeout", error_result(call, denied_message(call, why)))
     if decision is None:
         return Resolution("stopped", error_result(call, stopped_message(call)))
     by, reason = decision.by, decision.reason
     if decision.decision == "deny":
-        return Resolution("deny", error_result(call, denied_message(call, reason or "an operator denied it")), by, reason)
+        denied = error_result(call, denied_message(call, reason or "an operator denied it"))
+        return Resolution("deny", denied, by, reason)
     if decision.decision == "skip":
         content = clip_output(decision.result, spec.tool_output_limit) if decision.result else None
-        return Resolution("skip", ToolResultPart(id=call.id, name=call.name, content=content or skipped_message(call)), by, reason)
+        answer = ToolResultPart(id=call.id, name=call.name, content=content or skipped_message(call))
+        return Resolution("skip", answer, by, reason)
     if decision.result is not None:
         content = clip_output(decision.result, spec.tool_output_limit)
         return Resolution("override", ToolResultPart(id=call.id, name=call.name, content=content), by, reason)
@@ -404,18 +456,28 @@ def continue_as_new_due(
     steps_this_run: int,
     suggested: bool,
     every: int | None,
-    conversation_bytes: int,
+    conversation_bytes: Callable[[], int],
     limit_bytes: int,
 ) -> CarryVerdict:
     """Whether to hand over now: Temporal suggests it, or this Temporal run
     has taken ``every`` steps (count the step under way when it waits for
-    people). A run hands over at most once per step taken."""
+    people). A run hands over at most once per step taken.
+
+    Args:
+        steps_this_run: Steps taken in this Temporal run.
+        suggested: Temporal suggests continuing as new (history is large).
+        every: ``AgentSpec.continue_as_new_every_steps``.
+        conversation_bytes: The conversation's size as JSON, asked only when
+            a hand-over is due.
+        limit_bytes: Largest conversation the next run's input may carry.
+    """
     if steps_this_run == 0:
         return NotDue()
     if not (suggested or (every is not None and steps_this_run >= every)):
         return NotDue()
-    if conversation_bytes > limit_bytes:
-        return TooLargeToCarry(conversation_bytes, limit_bytes)
+    size = conversation_bytes()
+    if size > limit_bytes:
+        return TooLargeToCarry(size, limit_bytes)
     return ContinueAsNew()
 
 
@@ -425,6 +487,15 @@ def continue_as_new_due(
 def error_result(call: ToolCallPart, content: str) -> ToolResultPart:
     """An error result for ``call``."""
     return ToolResultPart(id=call.id, name=call.name, content=content, is_error=True)
+
+
+def missing_tools_message(missing: list[str], available: list[str]) -> str:
+    """Why a run whose spec names tools the worker lacks fails at once."""
+    return (
+        f"AgentSpec.tools names tools this worker does not have: {', '.join(missing)}. "
+        f"Available: {', '.join(available) or 'none'}. "
+        "Register them in a module the worker imports (agentloop worker --import MODULE)."
+    )
 
 
 def unknown_tool_message(name: str, available: list[ToolDefinition]) -> str:
@@ -477,5 +548,6 @@ def clip_output(text: str, limit: int) -> str:
     head = limit * 2 // 3
     tail = limit - head
     omitted = len(text) - head - tail
-    return f"{text[:head]}\n[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]\n{text[len(text) - tail:]}"
+    note = f"[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]"
+    return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}"
 

@@ -1,0 +1,182 @@
+"""How the run calls its activities: typed calls, and one options object per
+kind of activity (STYLE.md 14).
+
+Every LLM call (a step or a compaction summary) is a ``call_model`` activity
+with :func:`model_call_options`; every tool call an ``execute_tool`` activity
+with :func:`tool_call_options`; resolving the spec's tools a
+``resolve_tools`` activity with :func:`resolve_tools_options`. The calls go
+through the activity definitions (``workflow.execute_activity_method``), so
+names and types come from one place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.workflow import ActivityCancellationType
+
+with workflow.unsafe.imports_passed_through():
+    # The activity definitions, for their names and types only: the workflow
+    # never calls into them. Passed through, so the worker imports them once.
+    from agentloop.activities.agent_activities import AgentActivities
+    from agentloop.activity_io import (
+        CallModelInput,
+        CallModelResult,
+        ExecuteToolInput,
+        ExecuteToolResult,
+        ModelRequest,
+        ResolveToolsInput,
+        ResolveToolsResult,
+        TranscriptRef,
+    )
+    from agentloop.spec import AgentSpec
+    from agentloop.transcript import ModelContext
+    from agentloop.workflows.state import LoopState
+
+#: Extra time a tool activity gets beyond the tool's own limit, so the tool's
+#: timeout (a clean error result) fires before Temporal's.
+TOOL_TIMEOUT_GRACE = timedelta(seconds=30)
+
+#: How long resolving the spec's tools may take.
+RESOLVE_TOOLS_TIMEOUT = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class ActivityOptions:
+    """How Temporal runs one kind of activity.
+
+    Attributes:
+        start_to_close: Limit of one attempt.
+        heartbeat: How soon a lost worker is noticed (the activity heartbeats
+            every second, so a cancel reaches it then), or None.
+        retry: Retry policy; Temporal's default when None.
+        cancellation: On cancel, wait until the activity has stopped
+            (``WAIT_CANCELLATION_COMPLETED``: a cancelled run ends only once
+            its LLM call or tool has stopped, so nothing outlives it), or not.
+        task_queue: Where it runs; the run's own queue when None.
+    """
+
+    start_to_close: timedelta
+    heartbeat: timedelta | None = None
+    retry: RetryPolicy | None = None
+    cancellation: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL
+    task_queue: str | None = None
+
+    def kwargs(self) -> dict[str, Any]:
+        """These options as ``workflow.execute_activity`` keywords."""
+        return {
+            "start_to_close_timeout": self.start_to_close,
+            "heartbeat_timeout": self.heartbeat,
+            "retry_policy": self.retry,
+            "cancellation_type": self.cancellation,
+            "task_queue": self.task_queue,
+        }
+
+
+def model_call_options(spec: AgentSpec) -> ActivityOptions:
+    """An LLM call, a step or a compaction summary: the spec's timeout and
+    attempts, exponential backoff from 1 s to 60 s (a provider's
+    ``retry-after`` overrides the next delay)."""
+    return ActivityOptions(
+        start_to_close=timedelta(seconds=spec.llm_timeout_seconds),
+        heartbeat=timedelta(seconds=spec.heartbeat_timeout_seconds),
+        retry=RetryPolicy(
+            initial_interval=timedelta(seconds=1),
+            backoff_coefficient=2.0,
+            maximum_interval=timedelta(seconds=60),
+            maximum_attempts=spec.llm_max_attempts,
+        ),
+        cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    )
+
+
+def tool_call_options(spec: AgentSpec, tool_name: str, task_queue: str | None) -> ActivityOptions:
+    """One tool call: the tool's own limit plus a grace, so its clean timeout
+    result comes first. A tool's failures come back as results; only lost
+    workers and infrastructure errors reach Temporal's retries."""
+    return ActivityOptions(
+        start_to_close=timedelta(seconds=spec.timeout_for(tool_name)) + TOOL_TIMEOUT_GRACE,
+        heartbeat=timedelta(seconds=spec.heartbeat_timeout_seconds),
+        retry=RetryPolicy(maximum_attempts=spec.tool_max_attempts),
+        cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        task_queue=task_queue,
+    )
+
+
+def resolve_tools_options(task_queue: str | None) -> ActivityOptions:
+    """Looking up the spec's tools on a tools worker."""
+    return ActivityOptions(start_to_close=RESOLVE_TOOLS_TIMEOUT, task_queue=task_queue)
+
+
+def model_step_input(
+    run_id: str, spec: AgentSpec, state: LoopState, context: ModelContext, *, by_reference: bool
+) -> CallModelInput:
+    """The input of an LLM step's ``call_model``. By reference (every run
+    since patch ``agentloop-long-runs-1``), it names the transcript by length
+    and chained hash, and the worker fills in messages, system prompt and
+    tools from its cache and the run's queries: history holds each message
+    once. Older runs pass them by value."""
+    transcript = None
+    if by_reference:
+        request = ModelRequest(model=spec.model_name, messages=[], temperature=spec.temperature,
+                               max_tokens=spec.max_tokens, parallel_tool_calls=spec.parallel_tool_calls)
+        transcript = TranscriptRef(message_count=len(state.messages), transcript_hash=state.transcript_hashes()[-1],
+                                   context_hash=context.context_hash)
+    else:
+        request = ModelRequest(model=spec.model_name, system_prompt=spec.system_prompt, messages=list(state.messages),
+                               tools=context.tools, temperature=spec.temperature, max_tokens=spec.max_tokens,
+                               parallel_tool_calls=spec.parallel_tool_calls)
+    return CallModelInput(run_id=run_id, step=state.step, model=spec.model, request=request,
+                          stream_deltas=spec.stream_deltas, stream_batch_seconds=spec.stream_batch_seconds,
+                          transcript=transcript)
+
+
+async def call_model(input: CallModelInput, options: ActivityOptions, summary: str) -> CallModelResult:
+    """One LLM call (activity ``call_model``)."""
+    return await workflow.execute_activity_method(
+        AgentActivities.call_model, input, summary=summary, **options.kwargs()
+    )
+
+
+async def execute_tool(input: ExecuteToolInput, options: ActivityOptions, summary: str) -> ExecuteToolResult:
+    """One tool call (activity ``execute_tool``)."""
+    return await workflow.execute_activity_method(
+        AgentActivities.execute_tool, input, summary=summary, **options.kwargs()
+    )
+
+
+async def resolve_tools(input: ResolveToolsInput, options: ActivityOptions) -> ResolveToolsResult:
+    """The definitions of the spec's tools (activity ``resolve_tools``)."""
+    return await workflow.execute_activity_method(
+        AgentActivities.resolve_tools, input, summary="resolve tools", **options.kwargs()
+    )
+
+
+def reraise_cancel(err: ActivityError) -> None:
+    """An activity that ended because the run was cancelled ends the run too."""
+    if isinstance(err.cause, CancelledError):
+        raise asyncio.CancelledError() from err
+
+
+def failure_detail(err: ActivityError) -> str:
+    """What went wrong, in the activity's own words."""
+    cause = err.cause
+    return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+
+
+def failure_type(err: ActivityError) -> str | None:
+    """The ApplicationError type the activity failed with, if any."""
+    return err.cause.type if isinstance(err.cause, ApplicationError) else None
+
+
+def attempts_note(err: ActivityError, attempts: int) -> str:
+    """`` after N attempts`` when Temporal gave up because they ran out."""
+    if err.retry_state != RetryState.MAXIMUM_ATTEMPTS_REACHED:
+        return ""
+    return f" after {attempts} attempt{'' if attempts == 1 else 's'}"

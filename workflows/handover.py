@@ -1,0 +1,87 @@
+"""Continue-as-new: a run hands itself to a new Temporal run, with a fresh,
+short history, when Temporal suggests it or every
+``AgentSpec.continue_as_new_every_steps`` steps. The run id stays; the next
+run gets the conversation, the :class:`LoopState` (a step waiting for people
+included) and the event stream's recent events, with offsets that go on.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
+
+with workflow.unsafe.imports_passed_through():
+    # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.events import RunContinued
+    from agentloop.run import AgentRunInput
+    from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due
+    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.state import LoopState, PendingStep
+
+#: Events a run keeps in its stream when it continues as new.
+CARRIED_EVENTS = 1000
+
+#: Largest conversation a run hands to its next Temporal run (Temporal's
+#: payload limit is 2 MB; the report and event log travel too).
+CARRY_LIMIT_BYTES = 1_000_000
+
+
+class Handover:
+    """Continues one run as new when it is due.
+
+    Args:
+        stream: The run's event stream (carried along).
+        state: The run's state (carried along).
+        recorder: For the ``agent.run.continued`` event.
+        input: The run's input (its spec goes to the next run).
+        enabled: Runs started before continue-as-new existed never hand over.
+    """
+
+    def __init__(
+        self, stream: WorkflowStream, state: LoopState, recorder: RunRecorder, input: AgentRunInput, *, enabled: bool
+    ) -> None:
+        self.stream = stream
+        self.state = state
+        self.recorder = recorder
+        self.input = input
+        self.enabled = enabled
+        self._warned = False
+
+    async def when_due(self, pending: PendingStep | None) -> None:
+        """Hand over to a new Temporal run when it is due (counting the step
+        under way when it waits for people)."""
+        if not self.enabled:
+            return
+        state = self.state
+        verdict = continue_as_new_due(
+            steps_this_run=state.steps_this_run + (1 if pending else 0),
+            suggested=workflow.info().is_continue_as_new_suggested(),
+            every=self.input.spec.continue_as_new_every_steps,
+            conversation_bytes=lambda: sum(len(m.model_dump_json()) for m in state.messages),
+            limit_bytes=CARRY_LIMIT_BYTES,
+        )
+        match verdict:
+            case ContinueAsNew():
+                await self._hand_over(pending)
+            case TooLargeToCarry(size, limit) if not self._warned:
+                # The next run's input would pass Temporal's payload limit: go on
+                # in this run (AgentSpec.context keeps the conversation small).
+                workflow.logger.warning(
+                    "run %s: not continuing as new: its conversation is %d bytes, over %d; set "
+                    "AgentSpec.context.context_window_tokens so it is compacted", self.recorder.run_id, size, limit)
+                self._warned = True
+
+    async def _hand_over(self, pending: PendingStep | None) -> None:
+        """Hand the run to a new Temporal run with a fresh, short history."""
+        state = self.state
+        state.runs += 1
+        self.recorder.emit(RunContinued, runs=state.runs)
+        if pending is not None:
+            # Its report goes back in with the step when the next run resumes it.
+            state.report.steps = [s for s in state.report.steps if s is not pending.report]
+        # Keep the recent events: subscribers resume from their offset.
+        self.stream.truncate(max(0, self.stream._on_offset() - CARRIED_EVENTS))
+        spec = self.input.spec
+        await self.stream.continue_as_new(
+            lambda stream: [AgentRunInput(spec=spec, messages=state.messages, carry=state.carried(pending, stream))]
+        )

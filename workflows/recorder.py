@@ -1,0 +1,176 @@
+"""What the run tells the world: events on its stream, the run report, its
+status and its search attributes, and the result it ends with.
+
+The loop says what happened; the recorder publishes it. Deterministic: time
+is ``workflow.now()``; upserting search attributes is a workflow command, so
+:meth:`RunRecorder.index` runs at the same points on replay.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from temporalio import workflow
+from temporalio.contrib.workflow_streams import WorkflowStream
+
+with workflow.unsafe.imports_passed_through():
+    # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.approvals import cut_text
+    from agentloop.events import (
+        EVENTS_TOPIC,
+        RunCancelled,
+        RunCompleted,
+        RunFailed,
+        RunStatusChanged,
+        StepCreated,
+        ToolExecutionCompleted,
+    )
+    from agentloop.messages import ToolResultPart
+    from agentloop.report import RunReason, RunStatus, StepReport, ToolCallReport
+    from agentloop.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, AgentRunResult
+    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
+    from agentloop.workflows.state import LoopState
+
+
+def ms(delta: timedelta) -> float:
+    return delta.total_seconds() * 1000
+
+
+class RunRecorder:
+    """Publishes a run's events and keeps its report, status and search
+    attributes current.
+
+    Args:
+        stream: The run's Workflow Stream (events go on topic ``events``).
+        run_id: The run id (workflow id).
+        state: The run's state (status, pending calls, report).
+    """
+
+    def __init__(self, stream: WorkflowStream, run_id: str, state: LoopState) -> None:
+        self._events = stream.topic(EVENTS_TOPIC)
+        self.run_id = run_id
+        self.state = state
+        self._indexed: tuple[str, tuple[str, ...]] | None = None
+        self._search_attributes = False
+        self._name = self._model = ""
+
+    def configure(self, *, search_attributes: bool, name: str, model: str) -> None:
+        """Keep search attributes (runs started before them do not), for this agent."""
+        self._search_attributes = search_attributes
+        self._name, self._model = name, model
+
+    def emit(self, event_type: Any, **fields: Any) -> None:
+        """Publish one event on the run's stream."""
+        fields.setdefault("step", self.state.step)
+        self._events.publish(event_type(run_id=self.run_id, time=workflow.now(), **fields))
+
+    def index(self) -> None:
+        """Bring the status and the search attributes up to date with what the
+        run waits for, and announce a status change on the event stream."""
+        state = self.state
+        if state.status in ("running", "awaiting_approval", "requires_action"):
+            state.status = "awaiting_approval" if state.approvals else "requires_action" if state.actions else "running"
+        if state.status != state.announced:
+            self.emit(RunStatusChanged, status=state.status, previous=state.announced)
+            state.announced = state.status
+        if not self._search_attributes:
+            return
+        pending = tuple(sorted({a.tool_name for a in state.approvals.values()}
+                               | {a.tool_name for a in state.actions.values()}))
+        indexed = (state.status, pending)
+        if indexed == self._indexed:
+            return
+        updates = [AGENT_STATUS.value_set(state.status), AGENT_PENDING_TOOLS.value_set(list(pending))]
+        if self._indexed is None:
+            updates += [AGENT_NAME.value_set(self._name), AGENT_MODEL.value_set(self._model)]
+        workflow.upsert_search_attributes(updates)
+        self._indexed = indexed
+
+    # The report ----------------------------------------------------------------------
+
+    def step_started(self) -> StepReport:
+        """A new step's report, added to the run's; announces the step."""
+        step = self.state.step
+        report = StepReport(index=step, type="initial" if step == 0 else "tool_followup")
+        self.add_step(report)
+        self.emit(StepCreated)
+        return report
+
+    def add_step(self, report: StepReport) -> None:
+        self.state.report.steps.append(report)
+        self.state.report.step_count = len(self.state.report.steps)
+
+    def tool_finished(
+        self, step_report: StepReport, report: ToolCallReport, result: ToolResultPart, *, ran: bool, started: Any
+    ) -> None:
+        """A call's result is what the model will see: report and announce it."""
+        report.latency_ms = ms(workflow.now() - started)
+        report.result_size_bytes = len(result.content.encode())
+        report.error = result.content if result.is_error else None
+        report.skipped = not ran
+        step_report.tool_calls.append(report)
+        self.emit(ToolExecutionCompleted, result=result, ran=ran, latency_ms=report.latency_ms)
+
+    # The end -----------------------------------------------------------------------------
+
+    def finish(self, status: RunStatus, reason: RunReason, error: str | None, *, omit_long: bool) -> AgentRunResult:
+        """End the run's state and report; the run's result.
+
+        Args:
+            status: How it ended.
+            reason: Why.
+            error: What went wrong (cut to ``MAX_ERROR_CHARS``: it travels in
+                the result, the report and a failure's message).
+            omit_long: Leave messages over ``RESULT_MESSAGES_LIMIT`` out of
+                the result (they are in history once already; the client
+                fetches them by query). False for runs started before that.
+        """
+        state, report = self.state, self.state.report
+        error = cut_text(error, MAX_ERROR_CHARS) if error is not None else None
+        state.end(status, reason, error)
+        self.index()
+        now = workflow.now()
+        report.completed_at = now
+        report.total_ms = ms(now - report.started_at)
+        report.reason = reason
+        report.error = error
+        added = state.messages[state.input_count:]
+        omitted = 0
+        if omit_long and sum(len(m.model_dump_json()) for m in added) > RESULT_MESSAGES_LIMIT:
+            added, omitted = [], len(added)
+            report = report.model_copy(update={"steps": []})
+        return AgentRunResult(
+            run_id=self.run_id,
+            status=status,
+            reason=reason,
+            final_text=state.report.final_text,
+            error=error,
+            messages=added,
+            messages_omitted=omitted,
+            report_steps_omitted=bool(omitted),
+            usage=state.usage,
+            report=report,
+        )
+
+    def completed(self, *, omit_long: bool) -> AgentRunResult:
+        result = self.finish("completed", "done", None, omit_long=omit_long)
+        self.emit(RunCompleted, final_text=result.final_text, usage=self.state.usage)
+        return result
+
+    def stopped(self, note: str, *, omit_long: bool) -> AgentRunResult:
+        result = self.finish("stopped", "stopped", note, omit_long=omit_long)
+        self.emit(RunCompleted, status="stopped", reason="stopped", final_text=result.final_text,
+                  usage=self.state.usage, note=note)
+        return result
+
+    def failed(self, reason: RunReason, message: str, *, omit_long: bool) -> AgentRunResult:
+        result = self.finish("failed", reason, message, omit_long=omit_long)
+        self.emit(RunFailed, reason=reason, error=result.error or message, usage=self.state.usage)
+        return result
+
+    def cancelled(self) -> None:
+        self.state.approvals.clear()
+        self.state.actions.clear()
+        self.finish("cancelled", "cancelled", None, omit_long=False)
+        self.emit(RunCancelled, usage=self.state.usage)

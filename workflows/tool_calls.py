@@ -1,0 +1,165 @@
+"""Running one step's tool calls: each as it was gated (answered, executed,
+asked of an operator, or sent to the client), in parallel when the spec
+allows, results in call order.
+
+Workflow code: the waits are ``workflow.wait_condition``, the calls
+``execute_tool`` activities; what a decision or an output means comes from
+:mod:`~agentloop.workflows.loop_logic`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.activity_io import ExecuteToolInput
+    from agentloop.approvals import ToolGate
+    from agentloop.events import ApprovalResolved, ToolExecutionStarted
+    from agentloop.messages import ToolCallPart, ToolResultPart
+    from agentloop.report import StepReport, ToolCallReport
+    from agentloop.spec import AgentSpec
+    from agentloop.workflows import activity_calls as calls
+    from agentloop.workflows.loop_logic import (
+        Answered,
+        AskApproval,
+        AwaitClient,
+        Resolution,
+        decision_of,
+        error_result,
+        resolve_approval,
+        resolve_output,
+    )
+    from agentloop.workflows.recorder import RunRecorder, ms
+    from agentloop.workflows.state import LoopState
+    from agentloop.workflows.versions import Features
+
+
+@dataclass(frozen=True)
+class StepGates:
+    """A step whose model asked for tools: its calls, gated, and its report."""
+
+    gates: list[ToolGate]
+    report: StepReport
+
+
+class ToolRunner:
+    """Runs the tool calls of a run's steps.
+
+    Args:
+        state: The run's state (pending calls, decisions, outputs).
+        recorder: For the calls' events and reports.
+        run_id: The run id.
+        features: What the run does (its tools queue, approval clock).
+    """
+
+    def __init__(self, state: LoopState, recorder: RunRecorder, run_id: str, features: Features) -> None:
+        self.state = state
+        self.recorder = recorder
+        self.run_id = run_id
+        self.features = features
+
+    async def run_step(self, spec: AgentSpec, step: StepGates) -> list[tuple[ToolResultPart, bool]]:
+        """Run (or answer) every call of a step: results in call order, each
+        with whether it counts as a failed call."""
+        started, gates = workflow.now(), step.gates
+        if spec.parallel_tool_calls and len(gates) > 1:
+            results = list(await asyncio.gather(*(self._run_tool(spec, g, step.report) for g in gates)))
+        else:
+            results = [await self._run_tool(spec, g, step.report) for g in gates]
+        # Reports are appended as calls finish; keep them in call order like the results.
+        order = {g.call.id: i for i, g in enumerate(gates)}
+        step.report.tool_calls.sort(key=lambda r: order.get(r.call_id, len(order)))
+        step.report.tool_total_ms = ms(workflow.now() - started)
+        self.state.report.total_tool_time_ms += step.report.tool_total_ms
+        self.state.report.tool_call_count += len(gates)
+        return results
+
+    async def _run_tool(self, spec: AgentSpec, gate: ToolGate, step_report: StepReport) -> tuple[ToolResultPart, bool]:
+        call, started = gate.call, workflow.now()
+        report = ToolCallReport(call_id=call.id, tool_name=call.name, arguments=call.arguments,
+                                permission=gate.permission.action if gate.permission else None)
+        match decision_of(gate):
+            case Answered(result, failed):
+                return self._tool_done(call, step_report, report, result, failed=failed, started=started)
+            case AwaitClient():
+                result = await self._await_output(spec, call, report)
+                return self._tool_done(call, step_report, report, result, failed=False, started=started)
+            case AskApproval():
+                resolution = await self._await_approval(spec, gate, report)
+                if resolution.result is not None:
+                    return self._tool_done(call, step_report, report, resolution.result, failed=False, started=started)
+        # After any wait for a decision: "started" means the call runs now.
+        self.recorder.emit(ToolExecutionStarted, call=call)
+        result, failed = await self._execute(spec, call, report)
+        self.recorder.tool_finished(step_report, report, result, ran=True, started=started)
+        return result, failed
+
+    def _tool_done(self, call: ToolCallPart, step_report: StepReport, report: ToolCallReport, result: ToolResultPart,
+                   *, failed: bool, started: Any) -> tuple[ToolResultPart, bool]:
+        """A call answered without running (policy, operator, client)."""
+        self.recorder.emit(ToolExecutionStarted, call=call)
+        self.recorder.tool_finished(step_report, report, result, ran=False, started=started)
+        return result, failed
+
+    async def _execute(
+        self, spec: AgentSpec, call: ToolCallPart, report: ToolCallReport
+    ) -> tuple[ToolResultPart, bool]:
+        input = ExecuteToolInput(run_id=self.run_id, step=self.state.step, call_id=call.id, tool_name=call.name,
+                                 arguments=call.arguments, workspace=spec.workspace,
+                                 timeout_seconds=spec.timeout_for(call.name), output_limit=spec.tool_output_limit)
+        options = calls.tool_call_options(spec, call.name, self.features.tool_queue)
+        self.state.running_calls[call.id] = call
+        try:
+            result = await calls.execute_tool(input, options, f"tool {call.name}")
+        except ActivityError as err:
+            calls.reraise_cancel(err)
+            return error_result(call, f"Tool '{call.name}' could not complete: {calls.failure_detail(err)}"), True
+        finally:
+            self.state.running_calls.pop(call.id, None)
+        report.truncated, report.metrics = result.truncated, result.metrics
+        content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error)
+        return content, result.is_error
+
+    async def _await_approval(self, spec: AgentSpec, gate: ToolGate, report: ToolCallReport) -> Resolution:
+        """Wait for the operator's decision, the approval timeout, or a stop."""
+        call, state, started = gate.call, self.state, workflow.now()
+        timeout = spec.approval_timeout_seconds
+        if timeout and gate.approval and gate.approval.expires_at is not None and self.features.by_reference:
+            # The clock started when the call was asked about (as `pending`
+            # shows), not when its turn came in a sequential step.
+            timeout = max(0.0, (gate.approval.expires_at - started).total_seconds())
+        try:
+            await workflow.wait_condition(lambda: call.id in state.decisions or state.stop is not None, timeout=timeout,
+                                          timeout_summary=f"approval timeout {call.name}" if timeout else None)
+            timed_out = False
+        except asyncio.TimeoutError:
+            timed_out = True
+        report.waited_ms = ms(workflow.now() - started)
+        decision = None if timed_out else state.decisions.get(call.id)
+        resolution = resolve_approval(call, decision, spec=spec, timed_out=timed_out)
+        state.approvals.pop(call.id, None)
+        if timed_out:
+            state.mark_answered(call.id)
+        self.recorder.emit(ApprovalResolved, call_id=call.id, by=resolution.by, reason=resolution.reason,
+                           decision=decision.decision if decision else resolution.label)
+        self.recorder.index()
+        report.decision, report.decided_by = resolution.label, resolution.by
+        return resolution
+
+    async def _await_output(self, spec: AgentSpec, call: ToolCallPart, report: ToolCallReport) -> ToolResultPart:
+        """Wait for the client's output, or a stop."""
+        state, started = self.state, workflow.now()
+        await workflow.wait_condition(lambda: call.id in state.outputs or state.stop is not None)
+        report.waited_ms = ms(workflow.now() - started)
+        output = state.outputs.get(call.id)
+        self.recorder.index()
+        if output is None:
+            state.actions.pop(call.id, None)
+        report.decision = "client" if output is not None else "stopped"
+        return resolve_output(call, output, spec=spec)
