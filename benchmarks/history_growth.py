@@ -25,16 +25,9 @@ import asyncio
 import time
 import uuid
 
-from agentloop import (
-    AgentClient,
-    AgentSpec,
-    ToolRegistry,
-    call,
-    calls,
-    register_scripted_model,
-    reply,
-)
+from agentloop import AgentClient, AgentSpec, ToolRegistry
 from agentloop.devserver import DevServer
+from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
 TEXT = ("The next part of the plan is to check the output of the report tool and compare it with "

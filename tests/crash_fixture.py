@@ -14,8 +14,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from agentloop import ToolContext, call, calls, register_scripted_model, reply, tool
+from agentloop import ToolContext, tool
 from agentloop.activity_io import ModelRequest, ModelResponse
+from agentloop.testing import call, calls, register_scripted_model, reply
 
 
 async def _wait_at_gate(gate: Path, line: str) -> None:

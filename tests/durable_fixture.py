@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agentloop import ToolContext, call, calls, register_scripted_model, reply, tool
+from agentloop import ToolContext, tool
+from agentloop.testing import call, calls, register_scripted_model, reply
 
 
 @tool

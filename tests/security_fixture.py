@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from agentloop import ToolContext, call, calls, register_scripted_model, reply, tool
+from agentloop import ToolContext, tool
+from agentloop.testing import call, calls, register_scripted_model, reply
 
 _WORKER_PID = os.getpid()
 

@@ -26,11 +26,7 @@ from agentloop import (
     PermissionRule,
     ToolDefinition,
     ToolRegistry,
-    call,
-    calls,
-    reply,
 )
-from agentloop.activities.scripted_model import last_tool_results
 from agentloop.approvals import (
     MAX_BY_CHARS,
     MAX_CALL_ID_CHARS,
@@ -45,8 +41,8 @@ from agentloop.errors import (
 )
 from agentloop.messages import Message
 from agentloop.run import MAX_ERROR_CHARS, RunState
+from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.processes import processes_with_argument, unique_sleep, wait_until_running
-from tests.scripting import script
 
 
 def spec(model: str, **kw) -> AgentSpec:

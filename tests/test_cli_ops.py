@@ -30,14 +30,9 @@ from agentloop import (
     ModelRequest,
     ModelResponse,
     ToolDefinition,
-    call,
-    calls,
-    register_scripted_model,
-    reply,
 )
-from agentloop.activities.scripted_model import last_tool_results
 from agentloop.devserver import DevServer
-from tests.scripting import script
+from agentloop.testing import call, calls, last_tool_results, register_scripted_model, reply, script
 from tests.test_cli import ROOT, clean_env
 
 T = TypeVar("T")

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
+from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activity_io import StreamDelta
 from agentloop.approvals import PendingApproval
 from agentloop.devserver import DevServer
@@ -44,6 +44,7 @@ from agentloop.events import (
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.render import JsonlRenderer, PlainRenderer, RichRenderer
 from agentloop.report import Usage
+from agentloop.testing import call, calls, reply
 from tests import test_cli
 from tests.provider_servers import (
     OpenAIServer,

@@ -8,10 +8,10 @@ import asyncio
 from collections import Counter
 from pathlib import Path
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
+from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.models import ModelResolver
-from agentloop.activities.scripted_model import last_tool_results
 from agentloop.events import TERMINAL_EVENT_TYPES, MessageDelta
+from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.provider_servers import (
     OpenAIServer,
     openai_completion,
@@ -20,7 +20,6 @@ from tests.provider_servers import (
     openai_stream,
     openai_tool_call,
 )
-from tests.scripting import script
 
 
 def rendered_text(events) -> dict[str, str]:

@@ -13,22 +13,18 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentSpec,
-    Message,
-    ToolRegistry,
-    UserError,
-    call,
-    calls,
-    register_scripted_model,
-    reply,
-)
-from agentloop.activities.scripted_model import last_tool_results
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, Message, ToolRegistry, UserError
 from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.pricing import Budget, ModelPrice
-from tests.scripting import script, script_every_step
+from agentloop.testing import (
+    call,
+    calls,
+    last_tool_results,
+    register_scripted_model,
+    reply,
+    script,
+    script_every_step,
+)
 from tests.test_approvals import awaiting, wait_state
 
 

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from agentloop import AgentClient, AgentSpec, ToolContext, call, calls, reply
+from agentloop import AgentClient, AgentSpec, ToolContext
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activity_io import ExecuteToolResult
 from agentloop.devserver import DevServer
+from agentloop.testing import call, calls, reply, script
 from agentloop.tools import Tool, ToolRegistry
 from agentloop.workers.worker import build_worker, connect
-from tests.scripting import script
 
 #: Longer than the run's heartbeat timeout and than the worker's attempts to
 #: report the completion (it gives up after ~10-20 s): the result is lost and

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from agentloop.activities.scripted_model import ScriptedChatModel, call, calls, reply
 from agentloop.activity_io import ModelRequest, ModelResponse, StreamDelta
 from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from agentloop.report import Usage
@@ -16,6 +15,7 @@ from agentloop.streaming import (
     parse_tool_arguments,
     tool_call_part,
 )
+from agentloop.testing import ScriptedChatModel, call, calls, reply
 
 
 def recording() -> tuple[StepAccumulator, list[StreamDelta]]:

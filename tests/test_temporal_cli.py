@@ -12,18 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentSpec,
-    DecisionRejected,
-    calls,
-    reply,
-)
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected
 from agentloop.approvals import MAX_REASON_CHARS
 from agentloop.devserver import DevServer, find_temporal_binary
 from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
-from tests.scripting import script
+from agentloop.testing import calls, reply, script
 from tests.test_approvals import (
     awaiting,
     echo_results,

@@ -17,22 +17,12 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentSpec,
-    ToolContext,
-    ToolRegistry,
-    call,
-    calls,
-    reply,
-)
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolContext, ToolRegistry
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS
-from agentloop.activities.scripted_model import last_tool_results
 from agentloop.errors import ToolError, UserError
 from agentloop.isolation import IsolatedToolError
+from agentloop.testing import call, calls, last_tool_results, reply, script
 from agentloop.tools import Tool
-from tests.scripting import script
 
 # Python's re backtracks on (a+)+$ against a run of a's that does not end the
 # line: each extra character doubles the time, and the C matcher holds the GIL

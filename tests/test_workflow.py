@@ -19,13 +19,9 @@ from agentloop import (
     ToolContext,
     ToolError,
     ToolRegistry,
-    call,
-    calls,
-    reply,
 )
-from agentloop.activities.scripted_model import last_tool_results
 from agentloop.messages import Message, ToolCallPart
-from tests.scripting import script
+from agentloop.testing import call, calls, last_tool_results, reply, script
 
 
 def spec(model: str, **kw) -> AgentSpec:

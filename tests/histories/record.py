@@ -17,20 +17,12 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentSpec,
-    ToolRegistry,
-    call,
-    calls,
-    register_scripted_model,
-    reply,
-)
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.activity_io import ToolDefinition
 from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.devserver import DevServer
+from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
 HERE = Path(__file__).parent
