@@ -3,15 +3,13 @@
 Backend code imports this package only::
 
     from agentloop import AgentClient, AgentSpec
+
+A Temporal application of your own adds :class:`AgentLoopPlugin` to its
+Client and Worker, and runs agents inside its workflows with
+:func:`agentloop.workflow.run_agent`. Scripted models for tests are in
+:mod:`agentloop.testing`.
 """
 
-from agentloop.activities.scripted_model import (
-    ScriptedChatModel,
-    call,
-    calls,
-    register_scripted_model,
-    reply,
-)
 from agentloop.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.approvals import (
     ApprovalDecision,
@@ -26,10 +24,42 @@ from agentloop.client import AgentClient, AgentRunHandle, RunSummary
 from agentloop.context import ContextLayer, ContextPolicy
 from agentloop.errors import (
     AgentLoopError,
+    AgentRunCancelled,
     AgentRunFailed,
+    ContentFiltered,
+    CostLimitExceeded,
     DecisionRejected,
+    GuardrailTripped,
+    MaxStepsExceeded,
+    MaxToolCallContinuationsExceeded,
+    OutputLimitReached,
+    RunError,
     ToolError,
+    ToolStepFailed,
     UserError,
+    run_failed_class,
+)
+from agentloop.events import (
+    AgentEvent,
+    ApprovalRequested,
+    ApprovalResolved,
+    ContextManaged,
+    MessageCompleted,
+    MessageCreated,
+    MessageDelta,
+    MessageReset,
+    RequiresAction,
+    RunCancelled,
+    RunCompleted,
+    RunContinued,
+    RunCreated,
+    RunFailed,
+    RunStatusChanged,
+    StepCreated,
+    ToolCallCompletedByLLM,
+    ToolCallCreated,
+    ToolExecutionCompleted,
+    ToolExecutionStarted,
 )
 from agentloop.messages import (
     ContentPart,
@@ -40,15 +70,19 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
+from agentloop.plugin import AgentLoopPlugin
 from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import AgentRunReport, StepReport, ToolCallReport, Usage
+from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
 from agentloop.run import AgentRunInput, AgentRunResult, RunState, RunStatus
 from agentloop.spec import AgentSpec
 from agentloop.tools import Tool, ToolContext, ToolRegistry, default_registry, tool
 
 __all__ = [
     "AgentClient",
+    "AgentEvent",
     "AgentLoopError",
+    "AgentLoopPlugin",
+    "AgentRunCancelled",
     "AgentRunFailed",
     "AgentRunHandle",
     "AgentRunInput",
@@ -56,44 +90,68 @@ __all__ = [
     "AgentRunResult",
     "AgentSpec",
     "ApprovalDecision",
+    "ApprovalRequested",
+    "ApprovalResolved",
     "Budget",
     "ChatModel",
+    "ContentFiltered",
     "ContentPart",
     "ContextLayer",
+    "ContextManaged",
     "ContextPolicy",
+    "CostLimitExceeded",
     "DecisionAccepted",
     "DecisionRejected",
+    "GuardrailTripped",
     "ImagePart",
+    "MaxStepsExceeded",
+    "MaxToolCallContinuationsExceeded",
     "Message",
+    "MessageCompleted",
+    "MessageCreated",
+    "MessageDelta",
+    "MessageReset",
     "ModelPrice",
     "ModelRequest",
     "ModelResponse",
+    "OutputLimitReached",
     "PendingAction",
     "PendingApproval",
     "PendingWork",
     "PermissionRule",
+    "RequiresAction",
+    "RunCancelled",
+    "RunCompleted",
+    "RunContinued",
+    "RunCreated",
+    "RunError",
+    "RunFailed",
+    "RunReason",
     "RunState",
     "RunStatus",
+    "RunStatusChanged",
     "RunSummary",
-    "ScriptedChatModel",
+    "StepCreated",
     "StepReport",
     "TextPart",
     "ThinkingPart",
     "Tool",
+    "ToolCallCompletedByLLM",
+    "ToolCallCreated",
     "ToolCallPart",
     "ToolCallReport",
     "ToolContext",
     "ToolDefinition",
     "ToolError",
+    "ToolExecutionCompleted",
+    "ToolExecutionStarted",
     "ToolOutput",
     "ToolRegistry",
     "ToolResultPart",
+    "ToolStepFailed",
     "Usage",
     "UserError",
-    "call",
-    "calls",
     "default_registry",
-    "register_scripted_model",
-    "reply",
+    "run_failed_class",
     "tool",
 ]

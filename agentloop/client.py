@@ -25,10 +25,8 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.contrib.workflow_streams import PollInput, PollResult
-from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.approvals import (
@@ -42,17 +40,17 @@ from agentloop.approvals import (
 )
 from agentloop.config import TemporalConfig
 from agentloop.errors import (
-    RUN_FAILED_ERROR_TYPE,
     AgentRunFailed,
     DecisionRejected,
     UserError,
     describe_validation_error,
+    run_failed_from,
 )
 from agentloop.events import EVENT_ADAPTER, EVENTS_TOPIC, AgentEvent, is_terminal
 from agentloop.messages import Message
+from agentloop.plugin import AgentLoopPlugin
 from agentloop.report import AgentRunReport
 from agentloop.run import (
-    AgentRunInput,
     AgentRunResult,
     MessagesResult,
     RunState,
@@ -66,30 +64,12 @@ from agentloop.search_attributes import (
     create_commands,
 )
 from agentloop.spec import AgentSpec
-
-#: The workflow type name runs are started with.
-WORKFLOW_NAME = "AgentRunWorkflow"
-
-
-#: Largest run input :meth:`AgentClient.start` sends (Temporal's payload
-#: limit is 2 MB, and the run's first events carry the input again).
-MAX_INPUT_BYTES = 1_500_000
+from agentloop.workflow import MAX_INPUT_BYTES, WORKFLOW_NAME, run_input, start_search_attributes
 
 
 def new_run_id() -> str:
     """A fresh run id."""
     return f"run-{uuid.uuid4().hex[:16]}"
-
-
-def _as_messages(input: str | Message | Sequence[Message]) -> list[Message]:
-    if isinstance(input, str):
-        return [Message.user(input)]
-    if isinstance(input, Message):
-        return [input]
-    messages = list(input)
-    if not messages:
-        raise UserError("a run needs at least one input message")
-    return messages
 
 
 class AgentRunHandle:
@@ -114,6 +94,9 @@ class AgentRunHandle:
         Raises:
             AgentRunFailed: The run failed, was cancelled or terminated; its
                 ``result`` holds messages, usage and report when it failed.
+                The exception is the subclass of the run's reason
+                (``MaxStepsExceeded``, ``AgentRunCancelled``...; see
+                :func:`agentloop.errors.run_failed_class`).
         """
         try:
             result = await self._handle.result()
@@ -351,17 +334,7 @@ def runs_query(status: str | None = None, name: str | None = None, extra: str | 
 
 
 def _run_failed(run_id: str, err: WorkflowFailureError) -> AgentRunFailed:
-    cause = err.cause
-    if isinstance(cause, ApplicationError) and cause.type == RUN_FAILED_ERROR_TYPE:
-        result = AgentRunResult.model_validate(cause.details[0]) if cause.details else None
-        reason = result.reason if result else "error"
-        return AgentRunFailed(f"run {run_id} failed ({reason}): {result.error if result else cause.message}",
-                              reason=reason, result=result)
-    if isinstance(cause, CancelledError):
-        return AgentRunFailed(f"run {run_id} was cancelled", reason="cancelled")
-    if isinstance(cause, TerminatedError):
-        return AgentRunFailed(f"run {run_id} was terminated: {cause.message}", reason="error")
-    return AgentRunFailed(f"run {run_id} failed: {cause or err}", reason="error")
+    return run_failed_from(run_id, err.cause or err)
 
 
 class AgentClient:
@@ -393,11 +366,9 @@ class AgentClient:
                 "no Temporal address: pass one or set TEMPORAL_ADDRESS (`agentloop dev` starts "
                 "a local server and prints its address)"
             )
-        client = await Client.connect(
-            address,
-            namespace=namespace or config.namespace,
-            data_converter=pydantic_data_converter,
-        )
+        # With the plugin, Workers built from this client (AgentClient.temporal)
+        # run agents too, next to their own workflows.
+        client = await Client.connect(address, namespace=namespace or config.namespace, plugins=[AgentLoopPlugin()])
         return cls(client, task_queue=task_queue or config.task_queue)
 
     async def start(
@@ -416,29 +387,15 @@ class AgentClient:
             run_id: The run id to use; a fresh one when None. Starting a run
                 whose id is in use raises.
         """
-        run_input = AgentRunInput(spec=spec, messages=_as_messages(input))
-        size = len(run_input.model_dump_json())
-        if size > MAX_INPUT_BYTES:
-            raise UserError(
-                f"the run's input is {size / 1e6:.1f} MB; Temporal refuses payloads over 2 MB and "
-                f"agentloop starts runs with at most {MAX_INPUT_BYTES / 1e6:.1f} MB. Put large documents "
-                "in the workspace and let the agent read them with its tools, or send a shorter thread"
-            )
         try:
             handle = await self.temporal.start_workflow(
                 WORKFLOW_NAME,
-                run_input,
+                run_input(spec, input),
                 id=run_id or new_run_id(),
                 task_queue=self.task_queue,
                 static_summary=f"{spec.name} on {spec.model}",
                 result_type=AgentRunResult,
-                # Indexed from the start, so `temporal workflow list` finds the
-                # run at once; the run keeps them current from then on.
-                search_attributes=TypedSearchAttributes([
-                    SearchAttributePair(AGENT_STATUS, "running"),
-                    SearchAttributePair(AGENT_NAME, spec.name),
-                    SearchAttributePair(AGENT_MODEL, spec.model),
-                ]),
+                search_attributes=start_search_attributes(spec),
             )
         except RPCError as err:
             if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():

@@ -14,14 +14,14 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
-from agentloop import AgentClient, AgentSpec, reply
+from agentloop import AgentClient, AgentSpec
 from agentloop.activities.agent_activities import AgentActivities
 from agentloop.activities.transcripts import QueryTimeouts
 from agentloop.devserver import DevServer
+from agentloop.plugin import workflow_runner
+from agentloop.testing import reply, script
 from agentloop.tools import ToolRegistry
-from agentloop.workers.worker import workflow_runner
 from agentloop.workflows.agent_run import AgentRunWorkflow
-from tests.scripting import script
 
 ROOT = Path(__file__).resolve().parent.parent
 

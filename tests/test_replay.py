@@ -16,9 +16,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from agentloop.plugin import AgentLoopPlugin
 from agentloop.run import AgentRunInput, AgentRunResult
-from agentloop.workers.worker import workflow_runner
-from agentloop.workflows.agent_run import AgentRunWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -36,8 +35,8 @@ def test_histories_are_committed() -> None:
 
 @pytest.mark.parametrize("path", HISTORIES, ids=lambda p: p.stem)
 async def test_replay_committed_history(path: Path) -> None:
-    replayer = Replayer(workflows=[AgentRunWorkflow], data_converter=pydantic_data_converter,
-                        workflow_runner=workflow_runner())
+    # What a user's own Replayer needs: the plugin (converter, workflow, sandbox).
+    replayer = Replayer(workflows=[], plugins=[AgentLoopPlugin()])
     result = await replayer.replay_workflow(load(path))
     assert result.replay_failure is None
 

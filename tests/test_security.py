@@ -31,12 +31,14 @@ from pathlib import Path
 import pytest
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
+from temporalio.worker import Worker
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, call, calls, reply
+from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities import sandbox
 from agentloop.activities.shell_tool import shell_command
 from agentloop.devserver import DevServer
 from agentloop.errors import ToolError, UserError
+from agentloop.testing import call, calls, reply, script
 from agentloop.tools import ToolContext
 from agentloop.workers.worker import build_worker
 from tests.processes import (
@@ -45,7 +47,6 @@ from tests.processes import (
     wait_until_gone,
     wait_until_running,
 )
-from tests.scripting import script
 from tests.security_fixture import TRICKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -272,13 +273,20 @@ async def test_build_worker_for_tools_refuses_provider_keys(
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-x")
     with pytest.raises(UserError, match="ANTHROPIC_API_KEY is set"):
         build_worker(temporal_client, task_queue=queue(), role="tools")
+    def served(worker: Worker) -> tuple[str, list[str]]:
+        activities = worker.config(active_config=True)["activities"]
+        return worker.task_queue, sorted(fn.__name__ for fn in activities)
+
     q = queue()
-    assert [w.task_queue for w in build_worker(temporal_client, task_queue=q, role="models").workers] == [q]
+    assert served(build_worker(temporal_client, task_queue=q, role="models")) == (q, ["call_model"])
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
-    assert [w.task_queue for w in build_worker(temporal_client, task_queue=q, role="tools").workers] == [f"{q}-tools"]
+    assert served(build_worker(temporal_client, task_queue=q, role="tools")) == (
+        f"{q}-tools", ["execute_tool", "resolve_tools"])
+    # Role all: the run's queue (tool activities too, for runs from before the
+    # tools queue); the plugin serves <q>-tools beside it (tests/test_plugin.py).
     q = queue()
-    assert [w.task_queue for w in build_worker(temporal_client, task_queue=q).workers] == [q, f"{q}-tools"]
+    assert served(build_worker(temporal_client, task_queue=q)) == (q, ["call_model", "execute_tool", "resolve_tools"])
 
 
 # What a command sees -----------------------------------------------------------------

@@ -1,0 +1,237 @@
+"""AgentLoopPlugin in a user's own Temporal Client, Worker and Replayer, on
+the real dev server."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from temporalio import activity, workflow
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowHistory
+from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
+from temporalio.converter import (
+    CompositePayloadConverter,
+    DataConverter,
+    DefaultPayloadConverter,
+    PayloadCodec,
+)
+from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, ToolRegistry, UserError
+from agentloop.devserver import DevServer
+from agentloop.plugin import HEARTBEAT_THROTTLE, data_converter
+from agentloop.testing import call, calls, reply, script
+from agentloop.workflows.agent_run import AgentRunWorkflow
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+@activity.defn
+async def shout(text: str) -> str:
+    return text.upper() + "!"
+
+
+@workflow.defn
+class GreetingWorkflow:
+    """A user's own workflow, with nothing of agentloop in it."""
+
+    @workflow.run
+    async def run(self, name: str) -> str:
+        return await workflow.execute_activity(shout, f"hello {name}", start_to_close_timeout=timedelta(seconds=10))
+
+
+def activity_queues(history: WorkflowHistory) -> dict[str, set[str]]:
+    """The task queues each activity type was scheduled on."""
+    queues: dict[str, set[str]] = {}
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+            attrs = event.activity_task_scheduled_event_attributes
+            queues.setdefault(attrs.activity_type.name, set()).add(attrs.task_queue.name)
+    return queues
+
+
+def registered(worker: Worker) -> tuple[list[str], list[str]]:
+    config = worker.config(active_config=True)
+    return (sorted(w.__name__ for w in config["workflows"]), sorted(a.__name__ for a in config["activities"]))
+
+
+async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow(
+    dev_server: DevServer, temporal_client: Client, task_queue: str, registry: ToolRegistry, workspace: Path
+) -> None:
+    # The user's own client: the plugin alone sets the converter.
+    client = await Client.connect(
+        dev_server.address, plugins=[AgentLoopPlugin(registry=registry, workspace=workspace)]
+    )
+    assert client.data_converter is pydantic_data_converter
+    (workspace / "notes.txt").write_text("ship it")
+    # The user's own Worker: their workflow and activity; the client's plugin
+    # adds the agent's workflow and activities.
+    worker = Worker(client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout])
+    assert registered(worker) == (
+        ["AgentRunWorkflow", "GreetingWorkflow"], ["call_model", "execute_tool", "resolve_tools", "shout"]
+    )
+    model = script(calls(call("read_file", {"file_path": "notes.txt"})), reply("done"))
+    async with worker:
+        greeting = await client.execute_workflow(
+            GreetingWorkflow.run, "ada", id=f"greet-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+        )
+        handle = await AgentClient(client, task_queue=task_queue).start(AgentSpec(model=model, tools=["read_file"]), "go")
+        result = await handle.result()
+    assert greeting == "HELLO ADA!"
+    assert result.status == "completed" and result.final_text == "done"
+    assert "ship it" in result.messages[-2].tool_results[0].content
+    # Role all: the tool activities rode the tools queue, served by the
+    # plugin's second worker in this process.
+    queues = activity_queues(await handle.workflow_handle.fetch_history())
+    assert queues == {"resolve_tools": {f"{task_queue}-tools"}, "execute_tool": {f"{task_queue}-tools"},
+                      "call_model": {task_queue}}
+
+
+async def test_the_tools_queue_worker_starts_and_stops_with_the_users_worker(
+    temporal_client: Client, task_queue: str, registry: ToolRegistry, workspace: Path
+) -> None:
+    # The plugin on the Worker only (the client has the pydantic converter).
+    # Two workers one after the other on the same queue: each brings its own
+    # tools-queue worker, and leaving the block stops both.
+    plugin = AgentLoopPlugin(registry=registry, workspace=workspace)
+    agents = AgentClient(temporal_client, task_queue=task_queue)
+    for answer in ("one", "two"):
+        worker = Worker(temporal_client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout],
+                        plugins=[plugin])
+        async with worker:
+            result = await agents.run(
+                AgentSpec(model=script(calls(call("list_dir", {"path": "."})), reply(answer)), tools=["list_dir"]),
+                "go",
+            )
+        assert result.final_text == answer
+        assert worker.is_shutdown
+        assert plugin._running == set()  # no tools worker left running
+
+
+async def test_a_replayer_with_the_plugin_replays_a_committed_history_next_to_a_users_workflow() -> None:
+    replayer = Replayer(workflows=[GreetingWorkflow], plugins=[AgentLoopPlugin()])
+    history = WorkflowHistory.from_json("tools_parallel", (HISTORIES / "tools_parallel.json").read_text())
+    result = await replayer.replay_workflow(history)
+    assert result.replay_failure is None
+    config = replayer.config(active_config=True)
+    assert config["data_converter"] is pydantic_data_converter
+    assert [w.__name__ for w in config["workflows"]] == ["GreetingWorkflow", "AgentRunWorkflow"]
+
+
+class ShoutingPayloadConverter(CompositePayloadConverter):
+    """A payload converter of the user's own (not pydantic's)."""
+
+    def __init__(self) -> None:
+        super().__init__(*DefaultPayloadConverter.default_encoding_payload_converters)
+
+
+async def test_a_custom_converter_that_is_not_pydantic_is_refused_with_the_fix(temporal_client: Client,
+                                                                                 dev_server: DevServer) -> None:
+    custom = DataConverter(payload_converter_class=ShoutingPayloadConverter)
+    with pytest.raises(UserError) as info:
+        await Client.connect(dev_server.address, data_converter=custom, plugins=[AgentLoopPlugin()])
+    assert str(info.value) == (
+        "agentloop needs temporalio.contrib.pydantic.pydantic_data_converter, but this client's data converter "
+        "uses the payload converter tests.test_plugin.ShoutingPayloadConverter; leave data_converter unset "
+        "(AgentLoopPlugin sets it), pass pydantic_data_converter, or make your payload_converter_class subclass "
+        "temporalio.contrib.pydantic.PydanticPayloadConverter"
+    )
+    # A Worker given the plugin, on a client without the pydantic converter.
+    plain = await Client.connect(dev_server.address)
+    with pytest.raises(UserError, match=r"^this Worker's client does not use the pydantic data converter"):
+        Worker(plain, task_queue="q-plain", plugins=[AgentLoopPlugin()])
+
+
+class Rot13Codec(PayloadCodec):
+    async def encode(self, payloads):  # type: ignore[no-untyped-def]
+        return list(payloads)
+
+    async def decode(self, payloads):  # type: ignore[no-untyped-def]
+        return list(payloads)
+
+
+class MyPydanticConverter(PydanticPayloadConverter):
+    pass
+
+
+def test_converters_agentloop_can_use_are_kept_or_completed() -> None:
+    assert data_converter(None) is pydantic_data_converter
+    assert data_converter(DataConverter.default) is pydantic_data_converter
+    assert data_converter(pydantic_data_converter) is pydantic_data_converter
+    # A codec of the user's own stays, with the pydantic payload converter.
+    codec = Rot13Codec()
+    completed = data_converter(DataConverter(payload_codec=codec))
+    assert completed.payload_codec is codec and completed.payload_converter_class is PydanticPayloadConverter
+    # The user's own subclass of pydantic's is theirs to keep.
+    mine = DataConverter(payload_converter_class=MyPydanticConverter)
+    assert data_converter(mine) is mine
+
+
+async def test_the_plugin_composes_with_a_users_worker_options(temporal_client: Client, task_queue: str) -> None:
+    runner = SandboxedWorkflowRunner(restrictions=SandboxRestrictions.default.with_passthrough_modules("dataclasses"))
+    worker = Worker(temporal_client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout],
+                    workflow_runner=runner, workflow_failure_exception_types=[ArithmeticError],
+                    plugins=[AgentLoopPlugin()])
+    config = worker.config(active_config=True)
+    passthrough = config["workflow_runner"].restrictions.passthrough_modules  # type: ignore[attr-defined]
+    assert {"agentloop", "dataclasses"} <= passthrough
+    assert list(config["workflow_failure_exception_types"]) == [ArithmeticError, UserError, AgentRunFailed]
+    assert config["max_heartbeat_throttle_interval"] == HEARTBEAT_THROTTLE == timedelta(seconds=1)
+    # A throttle the user chose is theirs; an unsandboxed runner stays unsandboxed.
+    worker = Worker(temporal_client, task_queue=task_queue + "-b", workflows=[GreetingWorkflow],
+                    max_heartbeat_throttle_interval=timedelta(seconds=5),
+                    workflow_runner=UnsandboxedWorkflowRunner(), plugins=[AgentLoopPlugin()])
+    config = worker.config(active_config=True)
+    assert config["max_heartbeat_throttle_interval"] == timedelta(seconds=5)
+    assert isinstance(config["workflow_runner"], UnsandboxedWorkflowRunner)
+
+
+async def test_the_plugin_is_applied_once_per_worker(dev_server: DevServer, temporal_client: Client) -> None:
+    plugin = AgentLoopPlugin()
+    client = await Client.connect(dev_server.address, plugins=[plugin])
+    # The same plugin on the client and the worker: applied once (Temporal
+    # warns about the pair).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        worker = Worker(client, task_queue="q-twice", plugins=[plugin])
+    assert any("same plugin type" in str(w.message) for w in caught)
+    assert registered(worker) == (["AgentRunWorkflow"], ["call_model", "execute_tool", "resolve_tools"])
+    # Another one on the worker: the worker's own configures it (here, a
+    # models worker on a client whose plugin is role all).
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        worker = Worker(client, task_queue="q-models", plugins=[AgentLoopPlugin(role="models")])
+    assert registered(worker) == (["AgentRunWorkflow"], ["call_model"])
+    # A worker that registers AgentRunWorkflow itself keeps its own.
+    worker = Worker(client, task_queue="q-own", workflows=[AgentRunWorkflow])
+    assert registered(worker)[0] == ["AgentRunWorkflow"]
+
+
+async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UserError, match=r"^worker role 'shell' is not one of all, models, tools"):
+        AgentLoopPlugin(role="shell")
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    tools = Worker(temporal_client, task_queue=f"{queue}-tools", plugins=[AgentLoopPlugin(role="tools")])
+    assert registered(tools) == ([], ["execute_tool", "resolve_tools"])
+    with pytest.raises(UserError) as info:
+        Worker(temporal_client, task_queue=queue, plugins=[AgentLoopPlugin(role="tools")])
+    assert str(info.value) == (
+        f"a tools worker polls the tools queue of the runs' task queue, but this Worker's task queue is "
+        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} (agentloop.plugin.tool_task_queue)"
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    with pytest.raises(UserError, match="OPENAI_API_KEY is set"):
+        Worker(temporal_client, task_queue=f"{queue}-tools", plugins=[AgentLoopPlugin(role="tools")])
+
+
+def test_the_plugin_keeps_its_replayer_settings_when_given_the_workflow_too() -> None:
+    # A Replayer given AgentRunWorkflow and the plugin registers it once.
+    replayer = Replayer(workflows=[AgentRunWorkflow], plugins=[AgentLoopPlugin()])
+    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == ["AgentRunWorkflow"]
+    assert dataclasses.is_dataclass(replayer.config(active_config=True)["workflow_runner"])
