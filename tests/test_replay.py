@@ -30,6 +30,9 @@ def test_histories_are_committed() -> None:
     assert {p.stem for p in HISTORIES} >= {
         "tools_parallel", "failed_length", "max_steps", "hitl_approvals", "hitl_client_tool_stop",
         "long_compaction", "continue_as_new", "continue_as_new-2",
+        # Recorded after the run became an interpreter over one LoopState.
+        "state_tools_parallel", "state_approvals", "state_client_tool_stop", "state_compaction",
+        "state_continue_as_new", "state_continue_as_new-2", "state_verify", "state_approval_timeout",
     }
 
 

@@ -147,6 +147,40 @@ SCENARIOS = {
 }
 
 
+async def drive_approval_timeout_then_approve(handle) -> None:
+    # The first write times out (1 s); the second step's write is approved.
+    await wait_pending(handle, 1)
+    await wait_pending(handle, 0)
+    await wait_pending(handle, 1)
+    await handle.approve("call_1_0", by="ops")
+
+
+# Recorded after the run became an interpreter over one LoopState (the
+# workflows/ modules of agentloop 0.1's restructure): the same paths again,
+# plus self-verification and an approval timeout.
+SCENARIOS.update({
+    "state_tools_parallel": (SCENARIOS["tools_parallel"][0],
+                             dict(SCENARIOS["tools_parallel"][1], default_permission="allow")),
+    "state_approvals": SCENARIOS["hitl_approvals"],
+    "state_client_tool_stop": SCENARIOS["hitl_client_tool_stop"],
+    "state_compaction": SCENARIOS["long_compaction"],
+    "state_continue_as_new": SCENARIOS["continue_as_new"],
+    "state_verify": (
+        [reply("draft"), reply("checked: final")],
+        dict(verify_before_completing=True),
+    ),
+    "state_approval_timeout": (
+        [
+            calls(call("write_file", {"file_path": "t.txt", "content": "t"})),
+            calls(call("write_file", {"file_path": "u.txt", "content": "u"})),
+            reply("done"),
+        ],
+        dict(tools=["write_file"], approval_timeout_seconds=1, max_consecutive_failed_tool_steps=2),
+        drive_approval_timeout_then_approve,
+    ),
+})
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
