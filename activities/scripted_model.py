@@ -154,7 +154,7 @@ def get_scripted_model(name: str) -> ScriptedChatModel:
         raise ApplicationError(
             f"no scripted model named {name!r} is registered in this worker "
             f"(registered: {', '.join(sorted(_scripted_models)) or 'none'}); register one with "
-            "agentloop.register_scripted_model() in a module the worker imports "
+            "agentloop.testing.register_scripted_model() in a module the worker imports "
             "(agentloop worker --import MODULE)",
             type=MODEL_CONFIGURATION_ERROR_TYPE,
             non_retryable=True,
