@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 
 def unique_sleep(seconds: int = 301) -> str:
@@ -55,3 +56,29 @@ async def wait_until_running(argument: str, timeout: float = 30.0) -> list[int]:
             return found
         await asyncio.sleep(0.05)
     raise AssertionError(f"no process with argument {argument!r} started within {timeout:g}s")
+
+
+def process_gone(pid: int) -> bool:
+    """The process has exited (a zombie awaiting its reaper counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    # The state follows the parenthesised command name, which may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+async def wait_until(predicate: Any, timeout: float = 30.0) -> bool:
+    """Poll until ``predicate()`` holds; False if it never did within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        await asyncio.sleep(0.02)
+    return bool(predicate())
+
+
+async def wait_for_pid(pid_file: Path) -> int:
+    """The pid a test's process wrote to ``pid_file``, once it has."""
+    assert await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip()), f"{pid_file} never appeared"
+    return int(pid_file.read_text().strip())

@@ -58,32 +58,6 @@ async def run_error(name: str, ws: Path, ctx: ToolContext | None = None, **argum
     return str(info.value)
 
 
-def process_gone(pid: int) -> bool:
-    """The process has exited (a zombie awaiting its reaper counts as exited)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    # The state follows the parenthesised command name, which may hold spaces.
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-async def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return predicate()
-
-
-async def wait_for_pid(pid_file: Path) -> int:
-    assert await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip()), (
-        f"{pid_file} never appeared"
-    )
-    return int(pid_file.read_text().strip())
-
-
 # --------------------------------------------------------------------------
 # resolve_in_workspace
 

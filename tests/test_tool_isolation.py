@@ -23,6 +23,7 @@ from agentloop.errors import ToolError, UserError
 from agentloop.isolation import IsolatedToolError
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from agentloop.tools import Tool
+from tests.processes import process_gone, wait_for_pid, wait_until
 
 # Python's re backtracks on (a+)+$ against a run of a's that does not end the
 # line: each extra character doubles the time, and the C matcher holds the GIL
@@ -55,33 +56,6 @@ class HalfPicklable:
 
 def ctx_for(tmp_path: Path, **kwargs: Any) -> ToolContext:
     return ToolContext(workspace=tmp_path, **kwargs)
-
-
-def process_gone(pid: int) -> bool:
-    """The process has exited (a zombie awaiting its reaper counts as exited)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    # The state follows the parenthesised command name, which may hold spaces.
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-async def wait_until(predicate: Any, timeout: float = 30.0) -> bool:
-    """Poll until ``predicate()`` holds; False if it never did within ``timeout``."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while asyncio.get_running_loop().time() < deadline:
-        if predicate():
-            return True
-        await asyncio.sleep(0.02)
-    return bool(predicate())
-
-
-async def wait_for_pid(pid_file: Path) -> int:
-    assert await wait_until(lambda: pid_file.exists() and pid_file.read_text().strip()), (
-        f"{pid_file} never appeared"
-    )
-    return int(pid_file.read_text().strip())
 
 
 # --------------------------------------------------------------------------
