@@ -1,0 +1,5 @@
+"""``python -m agentloop.cli``."""
+
+from agentloop.cli import entrypoint
+
+entrypoint()

@@ -1,0 +1,91 @@
+"""What every ``agentloop`` command shares: constants, the home directory,
+the client of the ops commands and the helpers that wait for a worker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentloop.errors import AgentLoopError
+
+if TYPE_CHECKING:
+    from agentloop.client import AgentClient, AgentRunHandle
+
+T = TypeVar("T")
+
+#: Tools ``agentloop run`` offers the model unless told otherwise.
+DEFAULT_RUN_TOOLS = ["shell_command", "read_file", "write_file", "apply_patch", "grep_files", "list_dir"]
+
+#: The file in the data directory that holds the embedded server's address
+#: while a ``run`` or ``dev`` command keeps the server up.
+ADDRESS_FILE = "server.address"
+
+#: How long an ops command waits for a worker to answer a query or update.
+OPS_TIMEOUT_SECONDS = 15.0
+
+#: The statuses ``agentloop list --status`` filters on.
+RUN_STATUSES = ["running", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped"]
+
+
+class CommandFailed(AgentLoopError):
+    """The command could not do what was asked (unknown run, run ended, no
+    worker answered); the CLI prints the message and exits 1."""
+
+
+def agentloop_home() -> Path:
+    """Where the embedded server keeps its SQLite file and log."""
+    return Path(os.environ.get("AGENTLOOP_HOME") or Path.home() / ".agentloop")
+
+
+async def answer_within(request: Awaitable[T], what: str, run_id: str) -> T:
+    """Wait for a query or update that a worker must answer, with a limit."""
+    try:
+        return await asyncio.wait_for(request, OPS_TIMEOUT_SECONDS)
+    except TimeoutError:
+        raise CommandFailed(
+            f"no worker answered {what} for run {run_id} within {OPS_TIMEOUT_SECONDS:g}s, so nothing was "
+            "changed; start a worker for the run's task queue (`agentloop worker`, or `agentloop dev`) "
+            "and try again"
+        ) from None
+
+
+async def describe_run(client: AgentClient, run_id: str) -> Any:
+    """The run's Temporal description; CommandFailed when there is no such run."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    try:
+        return await client.temporal.get_workflow_handle(run_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CommandFailed(
+                f"no run {run_id!r} in namespace {client.temporal.namespace!r}; "
+                "`agentloop list` shows the runs there"
+            ) from None
+        raise
+
+
+def temporal_status(description: Any) -> str:
+    from temporalio.client import WorkflowExecutionStatus as S
+
+    return {
+        S.RUNNING: "running", S.COMPLETED: "completed", S.FAILED: "failed", S.CANCELED: "cancelled",
+        S.TERMINATED: "terminated", S.TIMED_OUT: "timed_out", S.CONTINUED_AS_NEW: "continued",
+    }.get(description.status, "unknown")
+
+
+async def running_handle(client: AgentClient, run_id: str, request: str) -> AgentRunHandle:
+    """The handle of a run that is still going; CommandFailed otherwise."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from agentloop.search_attributes import AGENT_STATUS
+
+    description = await describe_run(client, run_id)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        status = description.typed_search_attributes.get(AGENT_STATUS) or temporal_status(description)
+        if status in ("running", "awaiting_approval", "requires_action"):
+            status = temporal_status(description)
+        raise CommandFailed(f"run {run_id} has ended ({status}); it takes no {request} any more")
+    return client.get_handle(run_id)

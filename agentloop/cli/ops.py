@@ -1,0 +1,237 @@
+"""The ops commands: ``approve``, ``submit``, ``stop``, ``cancel``, ``list``
+and ``show``. They talk to runs on ``TEMPORAL_ADDRESS`` or the embedded
+server of a running command, and never start a server or a worker."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import json
+import sys
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from agentloop.cli.common import answer_within, describe_run, running_handle
+from agentloop.cli.embedded import ops_client
+from agentloop.errors import AgentRunFailed, UserError
+from agentloop.render import approve_commands, args_json, submit_command, when
+
+if TYPE_CHECKING:
+    from agentloop.client import AgentClient
+    from agentloop.run import AgentRunResult, RunState
+
+
+def _read_output(text: str, stdin_used: list[bool]) -> str:
+    if text != "-":
+        return text
+    if stdin_used:
+        raise UserError("only one OUTPUT can be '-' (stdin); give the others as text")
+    stdin_used.append(True)
+    return sys.stdin.read()
+
+
+def _default_by() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in this environment
+        return "cli"
+
+
+def _still_pending(ids: list[str]) -> str:
+    if not ids:
+        return "nothing else is pending; the run goes on"
+    return f"still pending: {', '.join(ids)}"
+
+
+async def cmd_approve(args: argparse.Namespace) -> int:
+    from agentloop.approvals import ApprovalDecision
+
+    if args.deny and args.result is not None:
+        raise UserError("--deny takes --reason, not --result; to answer the model with your own text "
+                        "instead of running the tool, use --skip --result TEXT (or --result TEXT alone "
+                        "to approve with an override)")
+    decision = "deny" if args.deny else "skip" if args.skip else "approve"
+    client = await ops_client()
+    handle = await running_handle(client, args.run, "decisions")
+    accepted = await answer_within(
+        handle.decide(ApprovalDecision(
+            call_id=args.call, decision=decision, reason=args.reason, result=args.result,
+            by=args.by or _default_by(),
+        )),
+        "the decision", args.run,
+    )
+    if decision == "deny":
+        done = f"denied {args.call} in run {args.run}" + (f" ({args.reason})" if args.reason else "")
+    elif decision == "skip":
+        done = f"skipped {args.call} in run {args.run}" + (
+            ": the model sees your --result" if args.result is not None else "")
+    elif args.result is not None:
+        done = (f"approved {args.call} in run {args.run} with an override: the tool does not run, the "
+                "model sees your --result")
+    else:
+        done = f"approved {args.call} in run {args.run}"
+    print(f"{done}; {_still_pending(accepted.still_pending)}")
+    return 0
+
+
+async def cmd_submit(args: argparse.Namespace) -> int:
+    from agentloop.approvals import ToolOutput
+
+    pairs: list[tuple[str, str]] = []
+    if args.call is not None:
+        if args.output_text is None:
+            raise UserError(f"give the output of {args.call} after it (or '-' to read it from stdin)")
+        pairs.append((args.call, args.output_text))
+    pairs += [tuple(p) for p in args.outputs]  # type: ignore[misc]
+    if not pairs:
+        raise UserError("give at least one output: agentloop submit RUN CALL OUTPUT "
+                        "[--output CALL OUTPUT ...]")
+    stdin_used: list[bool] = []
+    outputs = [ToolOutput(call_id=c, output=_read_output(o, stdin_used), is_error=args.error) for c, o in pairs]
+    client = await ops_client()
+    handle = await running_handle(client, args.run, "tool outputs")
+    accepted = await answer_within(handle.submit_tool_outputs(outputs), "the tool outputs", args.run)
+    kind = "error output" if args.error else "output"
+    print(f"submitted {kind} for {', '.join(accepted.call_ids)} in run {args.run}; "
+          f"{_still_pending(accepted.still_pending)}")
+    return 0
+
+
+async def cmd_stop(args: argparse.Namespace) -> int:
+    client = await ops_client()
+    handle = await running_handle(client, args.run, "stop request")
+    await handle.stop(args.reason)
+    print(f"asked run {args.run} to stop: it ends `stopped` once its current step is done "
+          "(calls waiting for a decision are answered as stopped)")
+    return 0
+
+
+async def cmd_cancel(args: argparse.Namespace) -> int:
+    client = await ops_client()
+    handle = await running_handle(client, args.run, "cancellation")
+    await handle.cancel()
+    print(f"cancelled run {args.run}: its running LLM calls and tools are cancelled and it ends "
+          f"`cancelled`; `agentloop show {args.run}` shows where it stopped")
+    return 0
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from agentloop.client import runs_query
+
+    client = await ops_client()
+    try:
+        runs = await client.list_runs(status=args.status, name=args.name, query=args.query, limit=args.limit)
+    except RPCError as err:
+        if err.status == RPCStatusCode.INVALID_ARGUMENT:
+            raise UserError(f"the server rejected the query {runs_query(args.status, args.name, args.query)!r}: "
+                            f"{err.message}; fix --query (Temporal's list filter syntax, e.g. "
+                            "'AgentModel=\"openai:gpt-4.1\"')") from None
+        raise
+    if args.json:
+        for run in runs:
+            print(run.model_dump_json())
+        return 0
+    if not runs:
+        print("no runs match", file=sys.stderr)
+        return 0
+    rows = [["RUN ID", "STATUS", "AGENT", "MODEL", "PENDING TOOLS", "STARTED"]]
+    rows += [[r.run_id, str(r.status), r.agent_name or "-", r.model or "-",
+              ",".join(r.pending_tools) or "-", when(r.started_at)] for r in runs]
+    print("\n".join(_table(rows)))
+    return 0
+
+
+async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str]:
+    """A finished run's state and final text, from its result (no worker needed)."""
+    from agentloop.run import RunState
+    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME
+
+    attrs = description.typed_search_attributes
+    state = RunState(run_id=run_id, status="failed", agent_name=attrs.get(AGENT_NAME) or "",
+                     model=attrs.get(AGENT_MODEL) or "")
+    result: AgentRunResult | None
+    try:
+        result = await client.get_handle(run_id).result()
+    except AgentRunFailed as failed:
+        result = failed.result
+        state.status = "cancelled" if failed.reason == "cancelled" else "failed"
+        state.reason = failed.reason  # type: ignore[assignment]
+        state.error = None if failed.reason == "cancelled" else str(failed)
+    if result is None:
+        return state, ""
+    state.status, state.reason, state.error = result.status, result.reason, result.error
+    state.step, state.usage = result.report.step_count, result.usage
+    return state, result.final_text
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    from temporalio.client import WorkflowExecutionStatus
+
+    client = await ops_client()
+    description = await describe_run(client, args.run)
+    final_text = ""
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        state = await answer_within(client.get_handle(args.run).state(), "the state query", args.run)
+    else:
+        state, final_text = await _ended_state(client, args.run, description)
+    if args.json:
+        print(json.dumps({**state.model_dump(mode="json"), "final_text": final_text}, ensure_ascii=False))
+        return 0
+    for line in describe_state(state, final_text, started=description.start_time, closed=description.close_time):
+        print(line)
+    return 0
+
+
+def describe_state(state: RunState, final_text: str = "", *, started: datetime | None = None,
+                   closed: datetime | None = None) -> list[str]:
+    """What ``agentloop show`` prints about a run."""
+    lines = [f"run {state.run_id}"]
+    if state.agent_name or state.model:
+        lines.append(f"  agent:    {state.agent_name or '-'} on {state.model or '-'}")
+    status = state.status + (f" ({state.reason})" if state.reason and state.reason not in ("done", state.status)
+                             else "")
+    if state.stop_requested and state.status not in ("stopped", "completed", "failed", "cancelled"):
+        status += ", stop requested"
+    lines.append(f"  status:   {status}")
+    if state.error:
+        lines.append(f"  error:    {state.error}")
+    if state.status in ("running", "awaiting_approval", "requires_action"):
+        # RunState.step counts the steps done; the one under way is the next.
+        lines.append(f"  step:     {state.step + 1} (under way)")
+    else:
+        lines.append(f"  steps:    {state.step}")
+    usage = state.usage
+    lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
+                 f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
+    if started:
+        lines.append(f"  started:  {when(started)}" + (f", ended {when(closed)}" if closed else ""))
+    for call in state.running_tool_calls:
+        lines.append(f"  running:  {call.name} {args_json(call.arguments, 100)} (call {call.id})")
+    if state.pending_approvals:
+        lines.append("\npending approvals:")
+        for a in state.pending_approvals:
+            lines.append(f"  {a.call_id}  {a.tool_name} {args_json(a.arguments)}")
+            lines.append(f"    step {a.step}, asked at {when(a.asked_at)}"
+                         + (f", denied automatically at {when(a.expires_at)}" if a.expires_at else ""))
+            if a.reason:
+                lines.append(f"    why: {a.reason}")
+            lines += [f"    {command}" for command in approve_commands(state.run_id, a.call_id)]
+    if state.pending_actions:
+        lines.append("\npending actions (the client runs these and submits their outputs):")
+        for action in state.pending_actions:
+            lines.append(f"  {action.call_id}  {action.tool_name} {args_json(action.arguments)}")
+            lines.append(f"    step {action.step}, asked at {when(action.asked_at)}, {action.reason}")
+        lines.append(f"    {submit_command(state.run_id, state.pending_actions)}   (OUTPUT '-' reads stdin)")
+    if state.rejected_signals:
+        lines.append("\nrejected signals (newest last):")
+        lines += [f"  {note}" for note in state.rejected_signals]
+    if final_text:
+        lines += ["\nfinal text:", final_text]
+    return lines

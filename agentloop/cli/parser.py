@@ -1,0 +1,118 @@
+"""The ``agentloop`` command line: subcommands and their options."""
+
+from __future__ import annotations
+
+import argparse
+
+from agentloop.cli.common import DEFAULT_RUN_TOOLS, RUN_STATUSES
+from agentloop.config import WORKER_ROLES
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agentloop", description="Durable LLM agent runs on Temporal.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def imports(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                       help="import MODULE first (it registers tools or scripted models); repeatable")
+
+    run = sub.add_parser("run", help="run an agent and print its steps as they happen")
+    run.add_argument("instruction", help="what the agent should do")
+    run.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
+    run.add_argument("--workspace", default=".", help="directory the tools work in (default: .)")
+    run.add_argument("--tool", action="append", help="tool the model may call; repeatable "
+                     f"(default: {', '.join(DEFAULT_RUN_TOOLS)})")
+    run.add_argument("--system", help="system prompt")
+    run.add_argument("--max-steps", type=int, default=16)
+    run.add_argument("--run-id", help="run id (default: generated)")
+    run.add_argument("--local-worker", action="store_true",
+                     help="with TEMPORAL_ADDRESS set, also run a worker in this process")
+    # Both flags append (action, tool) to one list, so rules keep the order given.
+    run.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
+                     type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable "
+                     "(a glob such as 'git_*' works)")
+    run.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
+                     type=lambda tool: ("ask", tool), help="ask before each call of TOOL, even a read-only "
+                     "one; repeatable")
+    run.add_argument("--yes", action="store_true", help="run every call without asking (tools named "
+                     "with --ask still ask); by default read-only tools run and others ask")
+    run.add_argument("--jsonl", action="store_true", help="print the run's events, one JSON object a line, "
+                     "and nothing else on stdout")
+    imports(run)
+
+    dev = sub.add_parser("dev", help="keep a local Temporal server and a worker running")
+    dev.add_argument("--port", type=int, default=7233)
+    dev.add_argument("--ui-port", type=int, default=8233)
+    dev.add_argument("--headless", action="store_true", help="no web UI")
+    dev.add_argument("--data-dir", help="where the SQLite file lives (default: $AGENTLOOP_HOME)")
+    dev.add_argument("--workspace", help="default workspace for runs that name none")
+    dev.add_argument("--role", choices=WORKER_ROLES, help="what its worker runs (default: "
+                     "$AGENTLOOP_WORKER_ROLE, else all); see `agentloop worker --help`")
+    imports(dev)
+
+    worker = sub.add_parser(
+        "worker", help="run a worker against $TEMPORAL_ADDRESS",
+        description="Run a worker. Role models polls the task queue (workflows and LLM calls: give it the "
+                    "provider keys); role tools polls <task queue>-tools (tool calls: it refuses to start "
+                    "with provider keys in its environment); role all does both in one process.",
+    )
+    worker.add_argument("--workspace", help="default workspace for runs that name none")
+    worker.add_argument("--role", choices=WORKER_ROLES,
+                        help="models, tools or all (default: $AGENTLOOP_WORKER_ROLE, else all)")
+    imports(worker)
+
+    approve = sub.add_parser(
+        "approve", help="decide a call waiting for approval (approve, --deny or --skip)",
+        description="Decide a call waiting for approval. `agentloop show RUN` lists the pending calls.",
+    )
+    approve.add_argument("run", help="run id")
+    approve.add_argument("call", help="the pending call's id")
+    choice = approve.add_mutually_exclusive_group()
+    choice.add_argument("--deny", action="store_true", help="do not run it; the model hears it was denied")
+    choice.add_argument("--skip", action="store_true",
+                        help="do not run it; the model gets --result, or a note that it was skipped")
+    approve.add_argument("--reason", help="why; a denial's reason reaches the model")
+    approve.add_argument("--result", help="answer the model with this text instead of running the tool")
+    approve.add_argument("--by", help="who decided, kept in the run report (default: your user name)")
+
+    submit = sub.add_parser(
+        "submit", help="submit the outputs of calls the client runs (requires_action)",
+        description="Answer every call the run waits for in one go. OUTPUT '-' reads it from stdin.",
+    )
+    submit.add_argument("run", help="run id")
+    submit.add_argument("call", nargs="?", help="a pending call's id")
+    submit.add_argument("output_text", nargs="?", metavar="output", help="its output ('-': read stdin)")
+    submit.add_argument("--output", dest="outputs", nargs=2, action="append", default=[],
+                        metavar=("CALL", "OUTPUT"), help="another call's output; repeatable")
+    submit.add_argument("--error", action="store_true", help="the outputs are errors (the calls failed)")
+
+    stop = sub.add_parser("stop", help="end a run `stopped` after its current step")
+    stop.add_argument("run", help="run id")
+    stop.add_argument("--reason", help="why, kept in the run's report")
+
+    cancel = sub.add_parser("cancel", help="cancel a run now (running tools are killed)")
+    cancel.add_argument("run", help="run id")
+
+    listing = sub.add_parser("list", help="list runs, newest first")
+    listing.add_argument("--status", choices=RUN_STATUSES)
+    listing.add_argument("--name", help="agent name (AgentSpec.name)")
+    listing.add_argument("--query", metavar="EXTRA",
+                         help="extra Temporal list filter, e.g. 'AgentModel=\"openai:gpt-4.1\"'")
+    listing.add_argument("--limit", type=int, default=50, help="most runs to show (default: 50)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+
+    watch = sub.add_parser(
+        "watch", help="follow a run's events until it ends (a finished run's are replayed)",
+        description="Show a run's events as `agentloop run` does, from its start or from an offset, until "
+                    "the run ends. Exits 0 when it completed or was stopped, 1 when it failed or was cancelled.",
+    )
+    watch.add_argument("run", help="run id")
+    watch.add_argument("--from", dest="from_offset", type=int, default=0, metavar="OFFSET",
+                       help="start at this offset of the stream (an event's seq; default: 0, the start)")
+    watch.add_argument("--jsonl", action="store_true", help="one JSON object per event and line, "
+                       "and nothing else on stdout")
+
+    show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
+    show.add_argument("run", help="run id")
+    show.add_argument("--json", action="store_true", help="the state as one JSON object")
+    return parser
