@@ -20,6 +20,7 @@ reads for that (header forms, credential headers, error bodies) are in
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,6 +28,7 @@ from types import ModuleType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 import httpx2
+from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.attempts import retry_note
@@ -259,11 +261,46 @@ class Provider:
         """Open the stream (``opening`` is the SDK's ``create(..., stream=True)``),
         pass each of its items to ``reader`` and return the reader's answer.
 
+        The stream is closed as soon as the call is cancelled (the run was
+        cancelled: Temporal cancels the activity on its next heartbeat) or,
+        in an activity, as soon as the worker begins to shut down. A worker
+        that shuts down stops polling, so the workflow may never get to
+        cancel the call: waiting for the model would hold the shutdown (and
+        the provider's connection) for the worker's whole graceful timeout,
+        while an answer cut short cannot be handed over anyway. The attempt
+        then fails retryably, so another worker takes the step again.
+
         Raises:
             ApplicationError: What the SDK raised, mapped by :meth:`map_error`;
                 a retryable ``ModelStreamBroken`` for whatever the transport or
-                SDK raised mid-answer, or for a stream that ended too soon.
+                SDK raised mid-answer, for a stream that ended too soon, or
+                for a worker that shut down mid-answer.
         """
+        answer = asyncio.ensure_future(self._read_answer(opening, reader))
+        if not activity.in_activity():
+            return await answer
+        shutdown = asyncio.ensure_future(activity.wait_for_worker_shutdown())
+        try:
+            await asyncio.wait((answer, shutdown), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            # Cancelled here (the run was cancelled) or the worker shuts down:
+            # stop reading now, and wait until the stream is closed.
+            shutdown.cancel()
+            if not answer.done():
+                answer.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await answer
+        if answer.cancelled():
+            raise _retryable(
+                f"the worker shut down while {self.name} was still answering, so the answer was "
+                f"stopped; {retry_note()}",
+                MODEL_STREAM_BROKEN_ERROR_TYPE,
+            )
+        return answer.result()
+
+    async def _read_answer(
+        self, opening: Awaitable[ChunkStream[ItemT]], reader: StreamReader[ItemT]
+    ) -> ModelResponse:
         try:
             stream = await opening
         except self.errors.base as exc:

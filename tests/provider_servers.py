@@ -30,10 +30,12 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "AnthropicServer",
@@ -42,6 +44,7 @@ __all__ = [
     "RecordedRequest",
     "ScriptedHTTPServer",
     "ScriptedResponse",
+    "StreamOutcome",
     "anthropic_block_events",
     "anthropic_error_body",
     "anthropic_event",
@@ -57,6 +60,7 @@ __all__ = [
     "openai_tool_call",
     "openai_usage",
     "rechunk",
+    "slow_openai_stream",
     "sse_event",
     "unused_port",
 ]
@@ -84,16 +88,38 @@ class ScriptedResponse:
         reset_stream: With ``body_chunks``: abort the connection with a TCP
             reset after the chunks (a peer that crashed or a proxy that gave
             up; the client's error carries no text of its own).
+        chunk_interval: Seconds to wait before each chunk (a slow model). With
+            an interval, ``body_chunks`` may be any iterable, e.g. a
+            generator of minutes of chunks; the server notes in
+            :attr:`ScriptedHTTPServer.stream_outcomes` whether the stream
+            ended or the client closed the connection first.
     """
 
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     json_body: Any = None
     raw_body: bytes | None = None
-    body_chunks: list[bytes] | None = None
+    body_chunks: Iterable[bytes] | None = None
     drop_connection: bool = False
     break_stream: bool = False
     reset_stream: bool = False
+    chunk_interval: float = 0.0
+
+
+@dataclass(frozen=True)
+class StreamOutcome:
+    """How a streamed response ended, seen from the server.
+
+    Attributes:
+        path: The request's path.
+        ended: ``finished`` when every chunk was sent; ``client_closed`` when
+            the client closed the connection while chunks were still to come.
+        chunks_sent: Chunks written before it ended.
+    """
+
+    path: str
+    ended: Literal["finished", "client_closed"]
+    chunks_sent: int
 
 
 @dataclass
@@ -175,6 +201,9 @@ class _Handler(BaseHTTPRequestHandler):
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
+            if response.chunk_interval:
+                self._send_slowly(recorded, response)
+                return
             for chunk in response.body_chunks or []:
                 if chunk:
                     self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
@@ -191,6 +220,26 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+
+    def _send_slowly(self, recorded: RecordedRequest, response: ScriptedResponse) -> None:
+        """Chunks ``chunk_interval`` apart; the outcome is noted either way."""
+        sent = 0
+        ended: Literal["finished", "client_closed"] = "finished"
+        try:
+            for chunk in response.body_chunks or []:
+                time.sleep(response.chunk_interval)
+                if chunk:
+                    self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+                    self.wfile.flush()
+                    sent += 1
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            # A write after the client closed its end fails (the first one
+            # may still land in the kernel's buffer; the next cannot).
+            ended = "client_closed"
+        self.close_connection = True
+        self.server.owner._stream_ended(StreamOutcome(recorded.path, ended, sent))
 
     def _send_whole(self, headers: dict[str, str], payload: bytes) -> None:
         headers["content-length"] = str(len(payload))
@@ -214,8 +263,10 @@ class ScriptedHTTPServer:
     def __init__(self, paths: set[str]) -> None:
         self.paths = set(paths)
         self.requests: list[RecordedRequest] = []
+        self.stream_outcomes: list[StreamOutcome] = []
         self._script: deque[ScriptedResponse] = deque()
         self._lock = threading.Lock()
+        self._outcome_seen = threading.Condition(self._lock)
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -246,6 +297,24 @@ class ScriptedHTTPServer:
         """Scripted responses not used yet."""
         with self._lock:
             return len(self._script)
+
+    def wait_for_stream_outcome(self, count: int = 1, timeout: float | None = None) -> StreamOutcome:
+        """Block until ``count`` slow streams (``chunk_interval``) have ended,
+        by their last chunk or by the client closing the connection, and
+        return the last of them.
+
+        Raises:
+            TimeoutError: Fewer ended within ``timeout`` seconds.
+        """
+        with self._outcome_seen:
+            if not self._outcome_seen.wait_for(lambda: len(self.stream_outcomes) >= count, timeout):
+                raise TimeoutError(f"{len(self.stream_outcomes)} of {count} streams ended")
+            return self.stream_outcomes[count - 1]
+
+    def _stream_ended(self, outcome: StreamOutcome) -> None:
+        with self._outcome_seen:
+            self.stream_outcomes.append(outcome)
+            self._outcome_seen.notify_all()
 
     def not_found_body(self, path: str) -> Any:
         """The JSON body of a 404 for ``path`` (subclasses use their provider's shape)."""
@@ -604,6 +673,22 @@ def openai_stream(
         break_stream=break_stream,
         reset_stream=reset_stream,
     )
+
+
+def slow_openai_stream(*, seconds: float, interval: float = 0.2, text: str = "la ") -> ScriptedResponse:
+    """A Chat Completions stream of ``text`` chunks, one every ``interval``
+    seconds, for ``seconds`` in all (a model that rambles on), then a normal
+    end. See :meth:`ScriptedHTTPServer.wait_for_stream_outcome`."""
+
+    def chunks() -> Iterator[bytes]:
+        yield sse_event(openai_chunk({"role": "assistant", "content": ""}))
+        for _ in range(max(1, int(seconds / interval))):
+            yield sse_event(openai_chunk({"content": text}))
+        yield sse_event(openai_chunk({}, finish_reason="stop"))
+        yield sse_event(openai_chunk(choices=False, usage=openai_usage()))
+        yield sse_event("[DONE]")
+
+    return ScriptedResponse(body_chunks=chunks(), chunk_interval=interval)
 
 
 # ---------------------------------------------------------------- Anthropic streams
