@@ -74,7 +74,8 @@ class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
         """Answer one request with one streamed Messages API call.
 
         Text, thinking and tool-call progress go to ``on_delta`` as the events
-        arrive; the whole answer is returned once the stream ends.
+        arrive; the whole answer is returned once the stream ends, with the
+        ``max_tokens`` the request was sent with.
 
         Raises:
             ApplicationError: Every failure, mapped by
@@ -88,10 +89,11 @@ class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
             params = to_anthropic_request(request)
         except ValueError as exc:
             raise ANTHROPIC.unsendable(exc) from exc
-        return await ANTHROPIC.stream_answer(
+        response = await ANTHROPIC.stream_answer(
             self.client.messages.create(**params, stream=True),
             _EventReader(StepAccumulator(on_delta)),
         )
+        return response.model_copy(update={"max_tokens": params["max_tokens"]})
 
 
 # ---------------------------------------------------------------- requests

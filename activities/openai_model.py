@@ -28,6 +28,15 @@ from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolC
 from agentloop.report import Usage
 from agentloop.streaming import StepAccumulator
 
+#: Output limit (``max_completion_tokens``) sent when the request sets none, as
+#: Anthropic's provider does: without one, a local model that rambles on
+#: generates until its context window is full (minutes per attempt, up to
+#: ``llm_timeout_seconds``, then again on every retry) instead of stopping
+#: with finish reason ``length``, which fails the run at once and names this
+#: limit. The same value as ``ContextPolicy.reserve_output_tokens``. Reasoning
+#: models count their reasoning in it: give them a larger ``AgentSpec.max_tokens``.
+DEFAULT_MAX_TOKENS = 4096
+
 #: Key sent to an ``OPENAI_BASE_URL`` server when ``OPENAI_API_KEY`` is unset:
 #: local servers ignore it, and the SDK refuses to build a client without one.
 LOCAL_SERVER_API_KEY = "agentloop-no-key"
@@ -74,7 +83,8 @@ class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
         """Answer one request with one streamed Chat Completions call.
 
         Text, reasoning and tool-call progress go to ``on_delta`` as the
-        chunks arrive; the whole answer is returned once the stream ends.
+        chunks arrive; the whole answer is returned once the stream ends, with the
+        ``max_completion_tokens`` the request was sent with (as ``max_tokens``).
 
         Raises:
             ApplicationError: Every failure, mapped by :func:`map_openai_error`
@@ -87,10 +97,11 @@ class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
             params = to_openai_request(request)
         except ValueError as exc:
             raise OPENAI.unsendable(exc) from exc
-        return await OPENAI.stream_answer(
+        response = await OPENAI.stream_answer(
             self.client.chat.completions.create(**params, stream=True, stream_options={"include_usage": True}),
             _ChunkReader(StepAccumulator(on_delta)),
         )
+        return response.model_copy(update={"max_tokens": params["max_completion_tokens"]})
 
 
 # ---------------------------------------------------------------- requests
@@ -99,9 +110,11 @@ class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
 def to_openai_request(request: ModelRequest) -> dict[str, Any]:
     """Keyword arguments of ``chat.completions.create`` for ``request`` (no ``stream``).
 
-    Optional settings are sent only when set, so the server's defaults apply
-    otherwise. The output limit goes in ``max_completion_tokens``: the SDK
-    marks ``max_tokens`` deprecated and reasoning models reject it.
+    The output limit goes in ``max_completion_tokens`` (the SDK marks
+    ``max_tokens`` deprecated and reasoning models reject it; vLLM and
+    llama.cpp's server read it too), :data:`DEFAULT_MAX_TOKENS` when the
+    request sets none. Other optional settings are sent only when set, so the
+    server's defaults apply otherwise.
 
     Raises:
         ValueError: The conversation holds something Chat Completions cannot
@@ -117,8 +130,7 @@ def to_openai_request(request: ModelRequest) -> dict[str, Any]:
         params["parallel_tool_calls"] = request.parallel_tool_calls
     if request.temperature is not None:
         params["temperature"] = request.temperature
-    if request.max_tokens is not None:
-        params["max_completion_tokens"] = request.max_tokens
+    params["max_completion_tokens"] = request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS
     return params
 
 

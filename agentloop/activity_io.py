@@ -86,6 +86,11 @@ class ModelResponse(BaseModel):
         finish_reason: Normalised finish reason.
         raw_finish_reason: The provider's own word for it.
         model: The model name the provider reported.
+        max_tokens: The output token limit the request was sent with (the
+            spec's, or the provider's default when the spec sets none), so a
+            ``length`` failure names the limit that applied; None when no
+            limit was sent (the server's own applied) or the model does not
+            say (scripted models, results recorded before this field).
     """
 
     message: Message
@@ -93,6 +98,7 @@ class ModelResponse(BaseModel):
     finish_reason: FinishReason
     raw_finish_reason: str | None = None
     model: str = ""
+    max_tokens: int | None = None
 
 
 class StreamDelta(BaseModel):
@@ -223,11 +229,14 @@ class ResolveToolsResult(BaseModel):
         tools: Definitions of the tools found, in the order asked.
         missing: Names not registered in the worker.
         available: Every tool name the worker has, for the error message.
+        served: False from ``resolve_tools_here`` on a worker that does not
+            run tools: ask the tools queue instead.
     """
 
     tools: list[ToolDefinition] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
     available: list[str] = Field(default_factory=list)
+    served: bool = True
 
 
 class ExecuteToolInput(_Compact):

@@ -118,6 +118,25 @@ def test_length_fails_with_the_limit_named() -> None:
     )
 
 
+def test_length_names_the_limit_the_provider_sent() -> None:
+    # The spec sets no limit; the provider sent its default (Anthropic's and
+    # OpenAI's 4096). Before, the message said "max_tokens=None".
+    cut = response("cut", finish="length").model_copy(update={"max_tokens": 4096})
+    decision = decide_next_step(cut, spec=spec(), continuations=0)
+    assert decision == FailRun(
+        "length",
+        "the model stopped because it reached its output token limit (max_tokens=4096, the provider's "
+        "default while AgentSpec.max_tokens is unset); raise AgentSpec.max_tokens (agentloop run "
+        "--max-tokens) or ask for less",
+    )
+    decision = decide_next_step(cut.model_copy(update={"max_tokens": 512}), spec=spec(max_tokens=512), continuations=0)
+    assert isinstance(decision, FailRun)
+    assert "(max_tokens=512, from AgentSpec.max_tokens)" in decision.message
+    decision = decide_next_step(response("cut", finish="length"), spec=spec(), continuations=0)
+    assert isinstance(decision, FailRun)
+    assert "(the server's own: no max_tokens was sent); set AgentSpec.max_tokens" in decision.message
+
+
 def test_content_filter_fails() -> None:
     decision = decide_next_step(response(finish="content_filter"), spec=spec(), continuations=0)
     assert isinstance(decision, FailRun) and decision.reason == "content_filter"

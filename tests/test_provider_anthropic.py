@@ -15,7 +15,7 @@ import pytest
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
-from agentloop import AgentRunFailed, AgentSpec
+from agentloop import AgentRunFailed, AgentSpec, OutputLimitReached
 from agentloop.activities.anthropic_model import (
     DEFAULT_MAX_TOKENS,
     AnthropicChatModel,
@@ -45,6 +45,7 @@ from tests.provider_servers import (
     anthropic_error_body,
     anthropic_message,
     anthropic_message_events,
+    anthropic_models,
     anthropic_stream,
     rechunk,
     unused_port,
@@ -1323,3 +1324,21 @@ async def test_a_broken_stream_says_whether_the_step_is_retried_and_why(agent_cl
     error = failed.value.result.error
     assert error == f"LLM step 1 failed after 2 attempts: {broke}; this was the last attempt (2 of 2), so the step fails"
     assert "retried" not in error
+
+
+async def test_a_length_failure_names_the_limit_that_was_sent(agent_client, worker) -> None:
+    # The spec sets no max_tokens: Anthropic's provider sent its 4096, and the
+    # run's error names it (it said "max_tokens=None" before).
+    with AnthropicServer() as server:
+        server.enqueue(ScriptedResponse(json_body=anthropic_message(
+            [{"type": "text", "text": "On and on"}], stop_reason="max_tokens")))
+        async with worker(models=anthropic_models(server)):
+            with pytest.raises(OutputLimitReached) as failed:
+                await agent_client.run(AgentSpec(model="anthropic:claude-test"), "ramble")
+    assert server.requests[0].json["max_tokens"] == DEFAULT_MAX_TOKENS == 4096
+    assert failed.value.result is not None
+    assert failed.value.result.error == (
+        "the model stopped because it reached its output token limit (max_tokens=4096, the provider's "
+        "default while AgentSpec.max_tokens is unset); raise AgentSpec.max_tokens (agentloop run "
+        "--max-tokens) or ask for less"
+    )

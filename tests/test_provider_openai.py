@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -14,7 +16,7 @@ import pytest
 from openai import AsyncOpenAI
 from temporalio.exceptions import ApplicationError
 
-from agentloop import AgentRunFailed, AgentSpec
+from agentloop import AgentRunFailed, AgentSpec, OutputLimitReached
 from agentloop.activities.http_headers import (
     credential_values,
     error_body_message,
@@ -22,7 +24,9 @@ from agentloop.activities.http_headers import (
     retry_after_delay,
 )
 from agentloop.activities.models import ModelResolver
+from agentloop.devserver import DevServer
 from agentloop.activities.openai_model import (
+    DEFAULT_MAX_TOKENS,
     LOCAL_SERVER_API_KEY,
     OpenAIChatModel,
     map_openai_error,
@@ -48,6 +52,7 @@ from tests.provider_servers import (
     openai_chunk,
     openai_completion,
     openai_error_body,
+    openai_models,
     openai_stream,
     openai_tool_call,
     openai_usage,
@@ -166,6 +171,7 @@ async def test_sends_the_whole_conversation_as_chat_completions(
     response = await model.complete(request)
 
     assert response.message.text == "It is sunny in both."
+    assert response.max_tokens == 256
     assert len(server.requests) == 1
     sent = server.requests[0]
     assert sent.method == "POST"
@@ -221,17 +227,24 @@ async def test_sends_the_whole_conversation_as_chat_completions(
     }
 
 
-async def test_unset_options_are_not_sent(server: OpenAIServer, model: OpenAIChatModel) -> None:
+async def test_unset_options_are_not_sent_but_an_output_limit_is(
+    server: OpenAIServer, model: OpenAIChatModel
+) -> None:
     server.enqueue(ScriptedResponse(json_body=openai_completion(content="Hi")))
 
-    await model.complete(simple_request())
+    response = await model.complete(simple_request())
 
+    # Without a limit a local model that rambles on generates until its
+    # context is full; the default bounds it, and the answer says what was sent.
     assert server.requests[0].json == {
         "model": "gpt-test",
         "stream": True,
         "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": "Hello"}],
+        "max_completion_tokens": DEFAULT_MAX_TOKENS,
     }
+    assert DEFAULT_MAX_TOKENS == 4096
+    assert response.max_tokens == DEFAULT_MAX_TOKENS
 
 
 async def test_parallel_tool_calls_sent_with_tools(server: OpenAIServer, model: OpenAIChatModel) -> None:
@@ -241,7 +254,7 @@ async def test_parallel_tool_calls_sent_with_tools(server: OpenAIServer, model: 
 
     body = server.requests[0].json
     assert body["parallel_tool_calls"] is True
-    assert "temperature" not in body and "max_completion_tokens" not in body and "max_tokens" not in body
+    assert "temperature" not in body and "max_tokens" not in body
 
 
 async def test_calls_only_assistant_message_has_null_content(
@@ -1419,3 +1432,40 @@ async def test_a_broken_stream_says_whether_the_step_is_retried_and_why(agent_cl
     error = failed.value.result.error
     assert error == f"LLM step 1 failed after 2 attempts: {broke}; this was the last attempt (2 of 2), so the step fails"
     assert "retried" not in error
+
+
+async def test_a_length_failure_names_the_limit_that_was_sent(agent_client, worker) -> None:
+    # The spec sets no max_tokens: the provider's default went out, and the
+    # run's error names it (it said "max_tokens=None" before).
+    with OpenAIServer() as server:
+        server.enqueue(ScriptedResponse(json_body=openai_completion(content="On and on", finish_reason="length")))
+        async with worker(models=openai_models(server)):
+            with pytest.raises(OutputLimitReached) as failed:
+                await agent_client.run(AgentSpec(model="openai:gpt-test"), "ramble")
+    assert server.requests[0].json["max_completion_tokens"] == DEFAULT_MAX_TOKENS
+    assert failed.value.result is not None
+    assert failed.value.result.error == (
+        "the model stopped because it reached its output token limit (max_tokens=4096, the provider's "
+        "default while AgentSpec.max_tokens is unset); raise AgentSpec.max_tokens (agentloop run "
+        "--max-tokens) or ask for less"
+    )
+
+
+async def test_agentloop_run_max_tokens_is_the_limit_sent_and_named(
+    tmp_path: Path, workspace: Path, dev_server: DevServer, task_queue: str
+) -> None:
+    from tests.test_cli import agentloop, clean_env
+
+    with OpenAIServer() as server:
+        server.enqueue(ScriptedResponse(json_body=openai_completion(content="On and", finish_reason="length")))
+        env = clean_env(
+            tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
+            OPENAI_API_KEY="sk-test-fake", OPENAI_BASE_URL=server.base_url,
+        )
+        proc = await asyncio.to_thread(
+            agentloop, "run", "Ramble", "--model", "openai:gpt-test", "--workspace", str(workspace),
+            "--max-tokens", "77", "--local-worker", env=env, cwd=tmp_path,
+        )
+    assert proc.returncode == 1, proc.stderr
+    assert server.requests[0].json["max_completion_tokens"] == 77
+    assert "(max_tokens=77, from AgentSpec.max_tokens); raise AgentSpec.max_tokens" in proc.stdout + proc.stderr

@@ -121,17 +121,39 @@ def decide_next_step(
             return Verify(spec.verification_prompt)
         return FinalAnswer(response.message.text)
     if reason == "length":
-        return FailRun(
-            "length",
-            "the model stopped because it reached its output token limit "
-            f"(max_tokens={spec.max_tokens}); raise AgentSpec.max_tokens or ask for less",
-        )
+        return FailRun("length", output_limit_message(response.max_tokens, spec.max_tokens))
     if reason == "content_filter":
         return FailRun("content_filter", "the provider's content filter stopped the model's answer")
     return FailRun(
         "error",
         f"the model stopped for an unexpected reason ({response.raw_finish_reason or reason})",
     )
+
+
+def output_limit_message(sent: int | None, spec_limit: int | None) -> str:
+    """Why a run failed with reason ``length``, naming the limit that applied.
+
+    Args:
+        sent: The output limit the provider sent with the request
+            (``ModelResponse.max_tokens``; its default when the spec sets
+            none), or None when it sent none or does not say.
+        spec_limit: ``AgentSpec.max_tokens``.
+    """
+    cause = "the model stopped because it reached its output token limit"
+    if sent is None:
+        if spec_limit is not None:
+            return f"{cause} (max_tokens={spec_limit}); raise AgentSpec.max_tokens or ask for less"
+        return (
+            f"{cause} (the server's own: no max_tokens was sent); set AgentSpec.max_tokens "
+            "(agentloop run --max-tokens) or ask for less"
+        )
+    if spec_limit is None:
+        limit = f"max_tokens={sent}, the provider's default while AgentSpec.max_tokens is unset"
+    elif spec_limit == sent:
+        limit = f"max_tokens={sent}, from AgentSpec.max_tokens"
+    else:
+        limit = f"max_tokens={sent} was sent; AgentSpec.max_tokens={spec_limit}"
+    return f"{cause} ({limit}); raise AgentSpec.max_tokens (agentloop run --max-tokens) or ask for less"
 
 
 # Budget ------------------------------------------------------------------------------

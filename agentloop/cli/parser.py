@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
                      f"(default: {', '.join(DEFAULT_RUN_TOOLS)})")
     run.add_argument("--system", help="system prompt")
     run.add_argument("--max-steps", type=int, default=16)
+    run.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step "
+                     "(AgentSpec.max_tokens; default: 4096, the providers' default)")
     run.add_argument("--run-id", help="run id (default: generated)")
     run.add_argument("--local-worker", action="store_true",
                      help="with TEMPORAL_ADDRESS set, also run a worker in this process")

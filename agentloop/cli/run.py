@@ -38,6 +38,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
             tools=args.tool or DEFAULT_RUN_TOOLS,
             system_prompt=args.system or "",
             max_steps=args.max_steps,
+            max_tokens=args.max_tokens,
             workspace=workspace,
             # In the order given: the first rule that matches a call decides.
             permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],
