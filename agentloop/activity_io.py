@@ -229,14 +229,11 @@ class ResolveToolsResult(BaseModel):
         tools: Definitions of the tools found, in the order asked.
         missing: Names not registered in the worker.
         available: Every tool name the worker has, for the error message.
-        served: False from ``resolve_tools_here`` on a worker that does not
-            run tools: ask the tools queue instead.
     """
 
     tools: list[ToolDefinition] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
     available: list[str] = Field(default_factory=list)
-    served: bool = True
 
 
 class ExecuteToolInput(_Compact):

@@ -718,6 +718,35 @@ async def test_cancel_during_a_long_llm_call(agent_client: AgentClient, worker, 
     assert [m.role for m in messages] == ["user", "assistant", "tool"]
 
 
+async def test_a_cancel_that_finds_the_llm_step_finishing_still_ends_the_run(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    # The cancel reaches the LLM step as it completes: the step returns its
+    # answer anyway (a call that needs approval). The run must not take the
+    # answer as a reason to go on and wait for an approval forever.
+    entered = asyncio.Event()
+
+    async def finish_despite_cancel(request):
+        entered.set()
+        try:
+            await asyncio.sleep(300)
+        except asyncio.CancelledError:
+            pass
+        return calls(call("write_file", {"file_path": "x.txt", "content": "x"}))
+
+    async with worker():
+        handle = await agent_client.start(spec(script(finish_despite_cancel)), "write it")
+        await asyncio.wait_for(entered.wait(), 30)
+        await handle.cancel()
+        # A guard against a hang, not a speed check: the run ends within
+        # seconds, or (before the fix) never.
+        with pytest.raises(AgentRunFailed) as info:
+            await asyncio.wait_for(handle.result(), 60)
+        assert info.value.reason == "cancelled"
+        assert (await handle.state()).status == "cancelled"
+    assert not (workspace / "x.txt").exists()
+
+
 async def test_cancel_during_a_long_shell_command_kills_it(
     agent_client: AgentClient, worker, workspace: Path
 ) -> None:

@@ -257,7 +257,8 @@ class AgentRunWorkflow:
             self._refuse_input()
         self._features = Features.of_this_run()
         spec = self._input.spec
-        self._recorder.configure(search_attributes=self._features.hitl, name=spec.name, model=spec.model)
+        self._recorder.configure(search_attributes=self._features.hitl, name=spec.name, model=spec.model,
+                                 trust_start_attributes=self._features.lean)
         self._keeper = ContextKeeper(self._state, self._recorder, spec)
         self._tools = ToolRunner(self._state, self._recorder, self._run_id, self._features)
         self._handover = Handover(self._stream, self._state, self._recorder, self._input,
@@ -274,6 +275,7 @@ class AgentRunWorkflow:
     async def _loop(self, spec: AgentSpec) -> AgentRunResult:
         tools = await self._prepare(spec)
         while True:
+            self._features.raise_if_cancelled()
             pending = self._state.pending_step
             if pending is not None:
                 # Resumed after continue-as-new: the step's calls wait for people.
@@ -296,6 +298,7 @@ class AgentRunWorkflow:
                         if any(g.approval is not None or g.action is not None for g in step.gates):
                             # Waiting for people may take days: hand over a short history first.
                             await self._handover.when_due(PendingStep(gates=step.gates, report=step.report))
+            self._features.raise_if_cancelled()
             results = await self._tools.run_step(spec, step)
             failed = count_failed_steps([f for _, f in results], self._state.failed_tool_steps)
             self._state.finish_step(results, failed_steps=failed)

@@ -55,10 +55,19 @@ class RunRecorder:
         self._search_attributes = False
         self._name = self._model = ""
 
-    def configure(self, *, search_attributes: bool, name: str, model: str) -> None:
-        """Keep search attributes (runs started before them do not), for this agent."""
+    def configure(
+        self, *, search_attributes: bool, name: str, model: str, trust_start_attributes: bool = False
+    ) -> None:
+        """Keep search attributes (runs started before them do not), for this
+        agent. With ``trust_start_attributes``, values the run already has
+        (set by the client at start, or carried by continue-as-new) are not
+        upserted again."""
         self._search_attributes = search_attributes
         self._name, self._model = name, model
+        if trust_start_attributes:
+            attrs = workflow.info().typed_search_attributes
+            if attrs.get(AGENT_NAME) == name and attrs.get(AGENT_MODEL) == model and attrs.get(AGENT_STATUS):
+                self._indexed = (attrs.get(AGENT_STATUS) or "", tuple(sorted(attrs.get(AGENT_PENDING_TOOLS) or [])))
 
     def emit(self, event_type: Any, **fields: Any) -> None:
         """Publish one event on the run's stream."""

@@ -135,8 +135,10 @@ class ToolRunner:
             # shows), not when its turn came in a sequential step.
             timeout = max(0.0, (gate.approval.expires_at - started).total_seconds())
         try:
-            await workflow.wait_condition(lambda: call.id in state.decisions or state.stop is not None, timeout=timeout,
-                                          timeout_summary=f"approval timeout {call.name}" if timeout else None)
+            await workflow.wait_condition(
+                lambda: call.id in state.decisions or state.stop is not None or self.features.cancel_requested(),
+                timeout=timeout, timeout_summary=f"approval timeout {call.name}" if timeout else None)
+            self.features.raise_if_cancelled()
             timed_out = False
         except asyncio.TimeoutError:
             timed_out = True
@@ -155,7 +157,9 @@ class ToolRunner:
     async def _await_output(self, spec: AgentSpec, call: ToolCallPart, report: ToolCallReport) -> ToolResultPart:
         """Wait for the client's output, or a stop."""
         state, started = self.state, workflow.now()
-        await workflow.wait_condition(lambda: call.id in state.outputs or state.stop is not None)
+        await workflow.wait_condition(
+            lambda: call.id in state.outputs or state.stop is not None or self.features.cancel_requested())
+        self.features.raise_if_cancelled()
         report.waited_ms = ms(workflow.now() - started)
         output = state.outputs.get(call.id)
         self.recorder.index()

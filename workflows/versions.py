@@ -8,6 +8,7 @@ order, at the start of every Temporal run.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from temporalio import workflow
@@ -34,6 +35,14 @@ TOOL_QUEUE_SUFFIX = "-tools"
 BOUNDED_SIGNALS_PATCH = "agentloop-bounded-signals-1"
 
 
+#: Patch marker of runs started lean: the one marker of a new run, standing
+#: for the three above (one marker and one ``TemporalChangeVersion`` upsert
+#: instead of three of each); no search-attribute upsert at the start when
+#: the client already set the same values; a cancel request that an activity
+#: consumed by completing anyway still ends the run.
+LEAN_PATCH = "agentloop-lean-1"
+
+
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run
@@ -44,17 +53,35 @@ class Features:
         by_reference: The transcript by reference; context management,
             budgets, verification, continue-as-new; long results left out.
         tool_queue: The queue tool activities go to (None: the run's own).
+        lean: One marker; no redundant start upsert; cancel checked after activities.
     """
 
     hitl: bool = False
     by_reference: bool = False
     tool_queue: str | None = None
+    lean: bool = False
+
+    def cancel_requested(self) -> bool:
+        """The run was asked to cancel (runs started lean look; older runs
+        rely on the cancelled task alone)."""
+        return self.lean and workflow.cancellation_reason() is not None
+
+    def raise_if_cancelled(self) -> None:
+        """End the run cancelled if a cancel request arrived but was consumed
+        by an activity that completed anyway (the cancel found it finishing):
+        without this the run would go on, and wait for people forever."""
+        if self.cancel_requested():
+            raise asyncio.CancelledError("the run was cancelled")
 
     @staticmethod
     def of_this_run() -> Features:
-        """The run's features (records the markers in a new run; reads them on replay)."""
+        """The run's features (records the marker in a new run; reads the
+        markers on replay)."""
+        tools_queue = workflow.info().task_queue + TOOL_QUEUE_SUFFIX
+        if workflow.patched(LEAN_PATCH):
+            return Features(hitl=True, by_reference=True, tool_queue=tools_queue, lean=True)
         return Features(
             hitl=workflow.patched(HITL_PATCH),
             by_reference=workflow.patched(LONG_RUNS_PATCH),
-            tool_queue=workflow.info().task_queue + TOOL_QUEUE_SUFFIX if workflow.patched(TOOL_QUEUE_PATCH) else None,
+            tool_queue=tools_queue if workflow.patched(TOOL_QUEUE_PATCH) else None,
         )

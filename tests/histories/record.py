@@ -181,6 +181,24 @@ SCENARIOS.update({
 })
 
 
+async def drive_cancel_while_waiting(handle) -> None:
+    await wait_pending(handle, 1)
+    await handle.cancel()
+
+
+# Recorded after runs started lean (patch agentloop-lean-1): one marker, no
+# redundant first upsert, the cancel checks.
+SCENARIOS.update({
+    "lean_tools": SCENARIOS["state_tools_parallel"],
+    "lean_approvals": SCENARIOS["hitl_approvals"],
+    "lean_cancel": (
+        [calls(call("write_file", {"file_path": "c.txt", "content": "c"}))],
+        dict(tools=["write_file"]),
+        drive_cancel_while_waiting,
+    ),
+})
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
