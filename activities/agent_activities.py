@@ -36,6 +36,7 @@ from agentloop.activity_io import (
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError
+from agentloop.messages import ToolResultPart
 from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
 from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
@@ -174,6 +175,10 @@ class AgentActivities:
             except BaseException:
                 activity.heartbeat(progress())  # sent with the failure: the next attempt counts it
                 raise
+        if input.transcript is not None and input.compaction is None:
+            # The run appends this message to its transcript: the next step
+            # finds it here instead of asking the run for it.
+            self.transcripts.record_response(input.run_id, response.message)
         return CallModelResult(
             response=response,
             latency_ms=(time.monotonic() - started) * 1000,
@@ -237,10 +242,20 @@ class AgentActivities:
                 "instead of running it again", input.tool_name, input.call_id, ran_in,
             )
             activity.heartbeat({"replayed_from_attempt": ran_in})
+            self._record_result(input, result)
             return result.model_copy(update={"metrics": {**result.metrics, "replayed_from_attempt": ran_in}})
         result = await self._execute_tool(input, key)
         self.tool_ledger.record(key, result, attempt=info.attempt)
+        self._record_result(input, result)
         return result
+
+    def _record_result(self, input: ExecuteToolInput, result: ExecuteToolResult) -> None:
+        # The run's next step starts with this result (in its call's place):
+        # the transcript cache predicts it instead of asking the run.
+        self.transcripts.record_result(
+            input.run_id,
+            ToolResultPart(id=input.call_id, name=input.tool_name, content=result.content, is_error=result.is_error),
+        )
 
     async def _execute_tool(self, input: ExecuteToolInput, key: str) -> ExecuteToolResult:
         started = time.monotonic()

@@ -7,6 +7,15 @@ A worker that never saw the run, or restarted, fetches the whole transcript
 once. A hash that does not match (the run pruned or compacted its history)
 refetches from the start.
 
+Most steps need no query at all: the messages a step adds are the assistant
+message this worker's ``call_model`` produced and the results its
+``execute_tool`` calls produced, so the worker records them as it produces
+them (:meth:`TranscriptCache.record_response`,
+:meth:`TranscriptCache.record_result`) and the next step checks the
+prediction against the step's chained hash. Only a step whose transcript
+differs from the prediction (a call answered by policy or an operator, a
+verification prompt, a summary, another worker's step) queries the run.
+
 Queries go where the run's workflow lives. After the worker that last ran
 it died, the server first offers a query to that worker's sticky queue, and
 hands it to the run's task queue only when the sticky queue's
@@ -36,14 +45,14 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentloop.activities.attempts import retry_note
 from agentloop.activity_io import ToolDefinition
 from agentloop.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
-from agentloop.messages import Message
+from agentloop.messages import Message, ToolResultPart
 from agentloop.transcript import (
     EMPTY_HASH,
     ModelContext,
     TranscriptPage,
     TranscriptRange,
     TranscriptRef,
-    chain_hash,
+    chain_hash_and_size,
 )
 
 FetchContext = Callable[[], Awaitable[ModelContext]]
@@ -164,6 +173,20 @@ class _Run:
     context: ModelContext | None = None
     messages: list[Message] = field(default_factory=list)
     hashes: list[str] = field(default_factory=list)
+    size: int = 0
+    #: What this worker produced since the run's last step: the assistant
+    #: message of its last LLM step, and the results of that message's calls.
+    produced: Message | None = None
+    results: dict[str, ToolResultPart] = field(default_factory=dict)
+
+    def append(self, message: Message) -> None:
+        digest, size = chain_hash_and_size(self.hashes[-1] if self.hashes else EMPTY_HASH, message)
+        self.messages.append(message)
+        self.hashes.append(digest)
+        self.size += size
+
+    def clear(self) -> None:
+        self.messages, self.hashes, self.size = [], [], 0
 
 
 @dataclass
@@ -174,24 +197,66 @@ class CacheStats:
     fetched_messages: int = 0
     full_fetches: int = 0
     context_fetches: int = 0
+    page_fetches: int = 0
+    predicted: int = 0
+
+    @property
+    def queries(self) -> int:
+        """Queries the cache sent to runs (transcript pages and model contexts)."""
+        return self.page_fetches + self.context_fetches
+
+
+#: Default bound of the cache: the messages' size as JSON, all runs together.
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 
 
 class TranscriptCache:
-    """Transcripts of the ``max_runs`` most recently used runs.
+    """Transcripts of the most recently used runs, bounded by size.
 
     Args:
-        max_runs: Runs kept; the least recently used is dropped first.
+        max_bytes: Most bytes of messages (as JSON) kept over all runs; the
+            least recently used runs are dropped first. A worker serving more
+            runs than fit fetches the transcripts of the dropped ones again.
+        max_runs: Most runs kept, whatever their size.
     """
 
-    def __init__(self, max_runs: int = 256) -> None:
+    def __init__(self, max_runs: int = 100_000, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_runs = max_runs
+        self.max_bytes = max_bytes
         self._runs: OrderedDict[str, _Run] = OrderedDict()
         self._locks: dict[str, asyncio.Lock] = {}
+        self._bytes = 0
         self.stats = CacheStats()
+
+    @property
+    def size(self) -> int:
+        """Bytes of messages held now, over all runs."""
+        return self._bytes
 
     def forget(self, key: str) -> None:
         """Drop a run's transcript."""
-        self._runs.pop(key, None)
+        run = self._runs.pop(key, None)
+        if run is not None:
+            self._bytes -= run.size
+
+    def record_response(self, key: str, message: Message) -> None:
+        """This worker's LLM step for run ``key`` produced ``message``: the
+        run's next step will most likely start with it."""
+        run = self._runs.get(key)
+        if run is not None:
+            run.produced, run.results = message, {}
+
+    def record_result(self, key: str, result: ToolResultPart) -> None:
+        """This worker ran a call of run ``key``'s last step: its result."""
+        run = self._runs.get(key)
+        if run is not None and run.produced is not None:
+            run.results[result.id] = result
+
+    def _evict(self) -> None:
+        while self._runs and (len(self._runs) > self.max_runs or self._bytes > self.max_bytes):
+            old, dropped = self._runs.popitem(last=False)
+            self._bytes -= dropped.size
+            self._locks.pop(old, None)
 
     async def resolve(
         self, key: str, ref: TranscriptRef, fetch_context: FetchContext, fetch_page: FetchPage
@@ -206,36 +271,67 @@ class TranscriptCache:
         async with lock:
             run = self._runs.pop(key, None) or _Run()
             self._runs[key] = run
-            while len(self._runs) > self.max_runs:
-                old, _ = self._runs.popitem(last=False)
-                self._locks.pop(old, None)
-
-            if run.context is None or run.context.context_hash != ref.context_hash:
-                run.context = await fetch_context()
-                self.stats.context_fetches += 1
-            if not self._matches_prefix(run, ref):
-                run.messages, run.hashes = [], []
-                self.stats.full_fetches += 1
-            elif len(run.messages) == ref.message_count:
-                self.stats.hits += 1
-            await self._fill(run, ref, fetch_page)
-            if not run.hashes or run.hashes[-1] != ref.transcript_hash:
-                if ref.message_count == 0 and ref.transcript_hash == EMPTY_HASH:
-                    pass
-                else:
-                    # Our copy diverged (e.g. the run rewrote its history): start over once.
-                    run.messages, run.hashes = [], []
-                    self.stats.full_fetches += 1
-                    await self._fill(run, ref, fetch_page)
-                    if not run.hashes or run.hashes[-1] != ref.transcript_hash:
-                        self.forget(key)
-                        raise ApplicationError(
-                            f"the transcript fetched from run {key} does not match the step's "
-                            f"reference ({ref.message_count} messages); retrying",
-                            type=TRANSCRIPT_MISMATCH_ERROR_TYPE,
-                            non_retryable=False,
-                        )
+            self._bytes -= run.size
+            try:
+                await self._resolve(run, key, ref, fetch_context, fetch_page)
+            finally:
+                self._bytes += run.size
+                self._evict()
+            assert run.context is not None
             return run.context.system_prompt, list(run.context.tools), list(run.messages)
+
+    async def _resolve(
+        self, run: _Run, key: str, ref: TranscriptRef, fetch_context: FetchContext, fetch_page: FetchPage
+    ) -> None:
+        if run.context is None or run.context.context_hash != ref.context_hash:
+            run.context = await fetch_context()
+            self.stats.context_fetches += 1
+        if not self._matches_prefix(run, ref):
+            run.clear()
+            self.stats.full_fetches += 1
+        elif len(run.messages) == ref.message_count:
+            self.stats.hits += 1
+        else:
+            self._take_produced(run, ref)
+        run.produced, run.results = None, {}
+        await self._fill(run, ref, fetch_page)
+        if not run.hashes or run.hashes[-1] != ref.transcript_hash:
+            if ref.message_count == 0 and ref.transcript_hash == EMPTY_HASH:
+                pass
+            else:
+                # Our copy diverged (e.g. the run rewrote its history): start over once.
+                run.clear()
+                self.stats.full_fetches += 1
+                await self._fill(run, ref, fetch_page)
+                if not run.hashes or run.hashes[-1] != ref.transcript_hash:
+                    # Forgotten: the next attempt starts cold, context included.
+                    run.clear()
+                    run.context = None
+                    raise ApplicationError(
+                        f"the transcript fetched from run {key} does not match the step's "
+                        f"reference ({ref.message_count} messages); retrying",
+                        type=TRANSCRIPT_MISMATCH_ERROR_TYPE,
+                        non_retryable=False,
+                    )
+
+    def _take_produced(self, run: _Run, ref: TranscriptRef) -> None:
+        """Extend the copy with what this worker produced since the last step
+        (the assistant message, then its calls' results in call order), when
+        that is exactly the transcript the step names: checked by its hash."""
+        if run.produced is None:
+            return
+        predicted = [run.produced]
+        calls = run.produced.tool_calls
+        if calls and all(c.id in run.results for c in calls):
+            predicted.append(Message(role="tool", content=[run.results[c.id] for c in calls]))
+        if len(run.messages) + len(predicted) != ref.message_count:
+            return
+        extended = _Run(messages=list(run.messages), hashes=list(run.hashes), size=run.size)
+        for message in predicted:
+            extended.append(message)
+        if extended.hashes[-1] == ref.transcript_hash:
+            run.messages, run.hashes, run.size = extended.messages, extended.hashes, extended.size
+            self.stats.predicted += 1
 
     @staticmethod
     def _matches_prefix(run: _Run, ref: TranscriptRef) -> bool:
@@ -246,15 +342,13 @@ class TranscriptCache:
     async def _fill(self, run: _Run, ref: TranscriptRef, fetch_page: FetchPage) -> None:
         while len(run.messages) < ref.message_count:
             page = await fetch_page(TranscriptRange(start=len(run.messages)))
+            self.stats.page_fetches += 1
             if not page.messages:
                 raise ApplicationError(
                     f"the run has {page.total} messages, the step asked for {ref.message_count}; retrying",
                     type=TRANSCRIPT_MISMATCH_ERROR_TYPE,
                     non_retryable=False,
                 )
-            previous = run.hashes[-1] if run.hashes else EMPTY_HASH
             for message in page.messages[: ref.message_count - len(run.messages)]:
-                previous = chain_hash(previous, message)
-                run.messages.append(message)
-                run.hashes.append(previous)
+                run.append(message)
                 self.stats.fetched_messages += 1

@@ -28,6 +28,7 @@ __all__ = [
     "TranscriptRef",
     "as_range",
     "chain_hash",
+    "chain_hash_and_size",
     "context_hash",
     "page",
     "transcript_hashes",
@@ -40,7 +41,14 @@ EMPTY_HASH = hashlib.sha256(b"agentloop-transcript").hexdigest()[:32]
 def chain_hash(previous: str, message: Message) -> str:
     """The transcript hash after appending ``message`` to a transcript whose
     hash is ``previous``."""
-    return hashlib.sha256((previous + message.model_dump_json()).encode()).hexdigest()[:32]
+    return chain_hash_and_size(previous, message)[0]
+
+
+def chain_hash_and_size(previous: str, message: Message) -> tuple[str, int]:
+    """:func:`chain_hash`, and the message's size as JSON (bytes), from one
+    serialisation."""
+    data = message.model_dump_json().encode()
+    return hashlib.sha256(previous.encode() + data).hexdigest()[:32], len(data)
 
 
 def transcript_hashes(messages: list[Message], start: str = EMPTY_HASH) -> list[str]:

@@ -429,3 +429,77 @@ async def test_an_unexpected_error_is_raised_as_is() -> None:
 
     with pytest.raises(TypeError, match="cannot decode the answer"):
         await query_run(handle, "transcript", result_type=TranscriptPage, timeouts=FAST)
+
+
+# What the worker produced: no query on the happy path ---------------------------------------
+
+
+def step_messages(step: int, results: dict[str, str]) -> tuple[Message, Message]:
+    """An assistant message asking for calls and the tool message of their results."""
+    from agentloop.messages import ToolCallPart, ToolResultPart
+
+    calls = [ToolCallPart(id=call_id, name="read_file", arguments={"path": call_id}) for call_id in results]
+    assistant = Message.assistant(f"step {step}", calls)
+    tool = Message(role="tool", content=[ToolResultPart(id=c, name="read_file", content=r) for c, r in results.items()])
+    return assistant, tool
+
+
+async def test_a_step_the_worker_produced_needs_no_query() -> None:
+    from agentloop.messages import ToolResultPart
+
+    run, cache = FakeRun(conversation(1)), TranscriptCache()
+    await resolve(cache, run, run.ref())
+    assistant, tool = step_messages(0, {"a": "alpha", "b": "beta"})
+    cache.record_response("run-1", assistant)
+    for part in reversed(tool.tool_results):  # results arrive in any order
+        cache.record_result("run-1", ToolResultPart(id=part.id, name=part.name, content=part.content))
+    run.messages += [assistant, tool]
+    pages_before, contexts_before = list(run.pages_asked), run.contexts_asked
+
+    _, _, messages = await resolve(cache, run, run.ref())
+
+    assert messages == run.messages
+    assert run.pages_asked == pages_before and run.contexts_asked == contexts_before
+    assert cache.stats.predicted == 1
+
+
+async def test_a_step_the_worker_did_not_fully_produce_asks_for_the_rest() -> None:
+    # One call was answered by the workflow (denied by policy): its result
+    # never passed through this worker, so the tool message is fetched.
+    from agentloop.messages import ToolResultPart
+
+    run, cache = FakeRun(conversation(1)), TranscriptCache()
+    await resolve(cache, run, run.ref())
+    assistant, tool = step_messages(0, {"a": "alpha", "b": "denied"})
+    cache.record_response("run-1", assistant)
+    cache.record_result("run-1", ToolResultPart(id="a", name="read_file", content="alpha"))
+    run.messages += [assistant, tool]
+
+    _, _, messages = await resolve(cache, run, run.ref())
+
+    assert messages == run.messages and cache.stats.predicted == 0
+    assert run.pages_asked[-1] == 1  # from the first message the worker did not have
+
+
+async def test_a_wrong_prediction_is_caught_by_the_hash() -> None:
+    from agentloop.messages import ToolResultPart
+
+    run, cache = FakeRun(conversation(1)), TranscriptCache()
+    await resolve(cache, run, run.ref())
+    assistant, tool = step_messages(0, {"a": "what the run recorded"})
+    cache.record_response("run-1", assistant)
+    cache.record_result("run-1", ToolResultPart(id="a", name="read_file", content="something else"))
+    run.messages += [assistant, tool]
+
+    _, _, messages = await resolve(cache, run, run.ref())
+
+    assert messages == run.messages and cache.stats.predicted == 0
+
+
+async def test_the_cache_is_bounded_by_bytes() -> None:
+    cache = TranscriptCache(max_bytes=10_000)
+    runs = {f"run-{i}": FakeRun([Message.user("x" * 3000)]) for i in range(5)}
+    for key, run in runs.items():
+        await cache.resolve(key, run.ref(), run.fetch_context, run.fetch_page)
+    assert cache.size <= 10_000
+    assert list(cache._runs) == ["run-2", "run-3", "run-4"]  # the least recently used went first
