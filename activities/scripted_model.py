@@ -13,6 +13,7 @@ the spec's model::
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -84,10 +85,15 @@ class ScriptedChatModel:
         script: One entry per step (a :class:`ModelResponse`, a function of the
             request, or an exception to raise), or a single function that
             answers every step.
+        delta_seconds: With ``on_delta``, the pause before each streamed
+            chunk, as a provider streaming slowly would pause (0: the whole
+            answer at once, which publishes no deltas; see
+            :mod:`agentloop.activities.stream_publisher`).
     """
 
-    def __init__(self, script: Sequence[ScriptStep] | ScriptFunction) -> None:
+    def __init__(self, script: Sequence[ScriptStep] | ScriptFunction, *, delta_seconds: float = 0.0) -> None:
         self.script = script
+        self.delta_seconds = delta_seconds
 
     async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
         """Play the script's entry for the request's step.
@@ -131,6 +137,8 @@ class ScriptedChatModel:
             response = response.model_copy(update={"usage": _estimate_usage(request, response)})
         if on_delta is not None:
             for delta in message_deltas(response.message):
+                if self.delta_seconds:
+                    await asyncio.sleep(self.delta_seconds)
                 on_delta(delta)
         return response
 
@@ -138,9 +146,12 @@ class ScriptedChatModel:
 _scripted_models: dict[str, ScriptedChatModel] = {}
 
 
-def register_scripted_model(name: str, script: Sequence[ScriptStep] | ScriptFunction) -> None:
-    """Make ``scripted:<name>`` play ``script`` in this worker process."""
-    _scripted_models[name] = ScriptedChatModel(script)
+def register_scripted_model(
+    name: str, script: Sequence[ScriptStep] | ScriptFunction, *, delta_seconds: float = 0.0
+) -> None:
+    """Make ``scripted:<name>`` play ``script`` in this worker process
+    (``delta_seconds``: see :class:`ScriptedChatModel`)."""
+    _scripted_models[name] = ScriptedChatModel(script, delta_seconds=delta_seconds)
 
 
 def get_scripted_model(name: str) -> ScriptedChatModel:

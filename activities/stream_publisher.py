@@ -1,10 +1,15 @@
 """Publishes an LLM step's deltas on the run's event stream, in batches.
 
-The first delta after a quiet spell goes out at once (time to first token);
-the rest wait at most ``batch_seconds`` and are merged (consecutive text of
-one kind, argument fragments of one call) so a batch is one signal with few
-items. Streaming is best effort: a failure to publish is logged and never
-fails the LLM step, whose result the workflow records anyway.
+Deltas wait at most ``batch_seconds`` and are merged (consecutive text of one
+kind, argument fragments of one call), so a batch is one signal with few
+items. Each signal is a workflow task of the run, so a step publishes only
+what is worth a signal: when the provider's answer is complete, deltas not
+published yet are dropped, since ``thread.message.completed`` carries the
+whole message and follows at once (a batch already on its way is delivered
+first, so deltas never come after their message). An answer that streams
+within one batch window therefore costs no signal at all. Streaming is best
+effort: a failure to publish is logged and never fails the LLM step, whose
+result the workflow records anyway.
 """
 
 from __future__ import annotations
@@ -82,6 +87,10 @@ class DeltaPublisher:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        # The answer is complete: deltas not handed to the stream yet are
+        # dropped (the completed message follows), except a reset, which
+        # tells subscribers to drop an earlier attempt's partial message.
+        self._pending = [e for e in self._pending if isinstance(e, MessageReset)]
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._flush(), FINAL_FLUSH_SECONDS)
 
@@ -115,9 +124,10 @@ class DeltaPublisher:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
+            # Gather the batch: a delta waits at most batch_seconds.
+            await asyncio.sleep(self.batch_seconds)
             self._wake.clear()
             await self._flush()
-            await asyncio.sleep(self.batch_seconds)
 
     async def _flush(self) -> None:
         # A flush cancelled half-way (the step ended) leaves its batch in the

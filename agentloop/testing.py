@@ -56,12 +56,13 @@ def _fresh_name() -> str:
     return f"t{uuid.uuid4().hex[:10]}"
 
 
-def script(*steps: Any) -> str:
+def script(*steps: Any, delta_seconds: float = 0.0) -> str:
     """Register one entry per step (replies from :func:`reply` or
     :func:`calls`, functions of the request, or exceptions to raise) under a
-    fresh name; return the model string, ``scripted:<name>``."""
+    fresh name; return the model string, ``scripted:<name>``.
+    ``delta_seconds`` paces the streamed chunks (see :class:`ScriptedChatModel`)."""
     name = _fresh_name()
-    register_scripted_model(name, list(steps))
+    register_scripted_model(name, list(steps), delta_seconds=delta_seconds)
     return f"scripted:{name}"
 
 

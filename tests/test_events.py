@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
@@ -22,14 +23,27 @@ from tests.provider_servers import (
 )
 
 
-def rendered_text(events) -> dict[str, str]:
-    """What a UI shows per message, applying deltas and resets."""
+def streamed_text(events) -> dict[str, str]:
+    """The text deltas published per message, applying resets."""
     shown: dict[str, str] = {}
     for event in events:
         if event.type == "thread.message.reset":
             shown[event.message_id] = ""
         elif isinstance(event, MessageDelta) and event.delta.kind == "text":
             shown[event.message_id] = shown.get(event.message_id, "") + event.delta.text
+    return shown
+
+
+def rendered_text(events) -> dict[str, str]:
+    """What a UI shows per message: the deltas as they come (after resets),
+    then, when the message completes, the rest of its text (the tail of a
+    stream not worth a signal of its own is carried by the completed message)."""
+    shown = streamed_text(events)
+    for event in events:
+        if event.type == "thread.message.completed":
+            text, streamed = event.message.text, shown.get(event.message_id, "")
+            assert text.startswith(streamed), (streamed, text)
+            shown[event.message_id] = text
     return shown
 
 
@@ -71,12 +85,15 @@ async def test_event_order_for_a_run_with_tools(agent_client: AgentClient, worke
     def answer(request):
         return reply("The files say: " + " / ".join(r.content for r in last_tool_results(request)))
 
+    # A slow stream: each chunk 50 ms after the last, batches of 20 ms.
     model = script(
         calls(call("read_file", {"file_path": "a.txt"}), call("list_dir", {"path": "."}), text="Reading both."),
         answer,
+        delta_seconds=0.05,
     )
     async with worker():
-        handle = await agent_client.start(AgentSpec(model=model, tools=["read_file", "list_dir"]), "read")
+        spec = AgentSpec(model=model, tools=["read_file", "list_dir"], stream_batch_seconds=0.02)
+        handle = await agent_client.start(spec, "read")
         events = await collect(agent_client, handle.run_id)
         result = await handle.result()
     check_invariants(events)
@@ -84,9 +101,12 @@ async def test_event_order_for_a_run_with_tools(agent_client: AgentClient, worke
     assert types[:4] == ["agent.run.created", "agent.run.status.changed", "agent.run.step.created", "thread.message.created"]
     assert types[-2:] == ["agent.run.status.changed", "thread.run.completed"]
     assert events[-1].final_text == result.final_text and events[-1].usage == result.usage
-    # Deltas carry the streamed text; joined they are the final message.
-    shown = rendered_text(events)
+    # Deltas carry the streamed text, a prefix of the final message; with the
+    # completed message a UI shows the whole text once.
     completed = [e for e in events if e.type == "thread.message.completed"]
+    streamed = streamed_text(events)
+    assert all(streamed.get(e.message_id) for e in completed)
+    shown = rendered_text(events)
     assert [shown[e.message_id] for e in completed] == [e.message.text for e in completed]
     assert completed[-1].message.text == result.final_text
     # The tool calls were announced while streaming, before the message completed.
@@ -151,11 +171,14 @@ async def test_stream_broken_mid_answer_is_retried_without_duplicated_text(
     answer = openai_completion(content=text)
     chunks = openai_completion_chunks(answer, pieces=6)
     with OpenAIServer() as server:
-        # First attempt: three chunks of text, then the connection drops.
-        server.enqueue(openai_stream(chunks[:4], break_stream=True), openai_stream(chunks))
+        # First attempt: three chunks of text, then the connection drops;
+        # chunks 50 ms apart, published in batches of 20 ms.
+        server.enqueue(replace(openai_stream(chunks[:4], break_stream=True), chunk_interval=0.05),
+                       replace(openai_stream(chunks), chunk_interval=0.05))
         async with worker(models=openai_models(server)):
             handle = await agent_client.start(
-                AgentSpec(model="openai:gpt-test", heartbeat_timeout_seconds=5), "what is the answer?"
+                AgentSpec(model="openai:gpt-test", heartbeat_timeout_seconds=5, stream_batch_seconds=0.02),
+                "what is the answer?",
             )
             events = await collect(agent_client, handle.run_id)
             result = await handle.result()
@@ -183,10 +206,14 @@ async def test_tool_call_arguments_stream_as_deltas(agent_client: AgentClient, w
                                finish_reason="tool_calls")
     final = openai_completion(content="done")
     with OpenAIServer() as server:
-        server.enqueue(openai_stream(openai_completion_chunks(answer, pieces=4)),
+        # Chunks 50 ms apart, published in batches of 20 ms; the last
+        # chunk (the finish reason) ends the message, so every fragment of
+        # the arguments is published before it.
+        server.enqueue(replace(openai_stream(openai_completion_chunks(answer, pieces=4)), chunk_interval=0.05),
                        openai_stream(openai_completion_chunks(final)))
         async with worker(models=openai_models(server)):
-            handle = await agent_client.start(AgentSpec(model="openai:gpt-test", tools=["read_file"]), "read")
+            spec = AgentSpec(model="openai:gpt-test", tools=["read_file"], stream_batch_seconds=0.02)
+            handle = await agent_client.start(spec, "read")
             events = await collect(agent_client, handle.run_id)
             await handle.result()
     check_invariants(events)
@@ -197,6 +224,21 @@ async def test_tool_call_arguments_stream_as_deltas(agent_client: AgentClient, w
     (llm_done,) = [e for e in events if e.type == "thread.run.step.tool_call.completed_by_llm"]
     assert created.call_id == llm_done.call.id == "call_x" and created.seq < llm_done.seq
     assert llm_done.call.arguments == {"file_path": "notes.txt"}
+
+
+async def test_an_answer_streamed_within_one_batch_costs_no_signal(agent_client: AgentClient, worker) -> None:
+    # Every chunk at once (the scripted model's default): by the time the
+    # batch window ends the message is complete, and it carries the text.
+    model = script(calls(call("list_dir", {"path": "."}), text="Looking."), reply("All done here."))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "go")
+        events = await collect(agent_client, handle.run_id)
+        result = await handle.result()
+    check_invariants(events)
+    assert not [e for e in events if e.type == "thread.message.delta"]
+    assert rendered_text(events)[f"{handle.run_id}:msg:1"] == result.final_text
+    history = await handle.workflow_handle.fetch_history()
+    assert not [e for e in history.events if e.HasField("workflow_execution_signaled_event_attributes")]
 
 
 async def test_stream_deltas_off_publishes_only_workflow_events(agent_client: AgentClient, worker) -> None:
