@@ -1,0 +1,183 @@
+"""Many runs at once on one worker, against a bare workflow at the same N.
+
+For each N (default 100, 300 and 1,000), in one process, on one embedded dev
+server (fast polling: transfer/timer MaxPollRPS=1000):
+
+* floor: N bare workflows started at once, each doing what an agent run does
+  here with plain activities: ``--steps`` times a model call then a tool
+  call, then a last model call. The model call sleeps ``--model-ms``.
+* agentloop: N agent runs started at once on one agentloop worker: a
+  scripted model that takes ``--model-ms`` per call and asks for one tool
+  call a step (``--steps`` of them), then answers; an async ``echo`` tool;
+  deltas streamed (the default; ``--no-deltas`` turns them off).
+
+Reports, per system and N: runs/s (N over the time from the first start to
+the last result), p50 and p95 of the gap between a run's consecutive model
+calls (minus the model's own time: what the loop adds per step), runs
+unfinished at ``--timeout``, the worker's RSS, and (agentloop) transcript
+queries per LLM step. Usage::
+
+    python -m benchmarks.concurrency [--runs 100,300,1000] [--model-ms 300] [--steps 3] [--no-deltas]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import time
+import uuid
+
+from temporalio import activity
+from temporalio.client import Client
+from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+
+from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ToolRegistry
+from agentloop.devserver import DevServer
+from agentloop.testing import call, calls, register_scripted_model, reply, step_of
+from agentloop.workers.worker import connect
+from benchmarks.floor_workflows import MODEL_CALLS as CALLS
+from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, floor_model, floor_tool
+
+
+async def scripted(request):  # type: ignore[no-untyped-def]
+    """The agent's model: ``MODEL_SECONDS`` per call, one echo per step."""
+    await asyncio.sleep(MODEL_SECONDS[0])
+    step = step_of(request)
+    if step < STEPS:
+        return calls(call("echo", {"text": f"step {step}"}))
+    return reply("done")
+
+
+STEPS = 3
+
+
+def rss_mb() -> tuple[float, float]:
+    """This process's resident set now and at its peak, in MB."""
+    now = 0.0
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                now = int(line.split()[1]) / 1024
+    return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def step_gaps(run_ids: list[str]) -> list[float]:
+    """Gaps between a run's consecutive model calls, less the model's time (ms)."""
+    gaps = []
+    for run_id in run_ids:
+        starts = CALLS.get(run_id, [])
+        gaps += [(b - a - MODEL_SECONDS[0]) * 1000 for a, b in zip(starts, starts[1:])]
+    return gaps
+
+
+def pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+    """Start every run at once; runs/s and how many did not finish in time."""
+    began = time.monotonic()
+    handles = await asyncio.gather(*(start(run_id) for run_id in ids))
+    results = await asyncio.wait([asyncio.ensure_future(h.result()) for h in handles], timeout=timeout)
+    done, pending = results
+    for task in pending:
+        task.cancel()
+    failed = sum(1 for t in done if t.exception() is not None)
+    if failed:
+        print(f"  ({failed} runs failed: {next(t.exception() for t in done if t.exception())})")
+    elapsed = time.monotonic() - began
+    return len(done) / elapsed, len(pending)
+
+
+async def measure(client: Client, n: int, deltas: bool, timeout: float) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    tag = uuid.uuid4().hex[:6]
+
+    floor_queue = f"floor-{tag}"
+    runner = SandboxedWorkflowRunner(
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
+    async with Worker(client, task_queue=floor_queue, workflows=[AgentShapedFloor],
+                      activities=[floor_model, floor_tool], workflow_runner=runner):
+        ids = [f"floor-{tag}-{i}" for i in range(n)]
+
+        async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
+            return await client.start_workflow(AgentShapedFloor.run, STEPS, id=run_id, task_queue=floor_queue)
+
+        rate, unfinished = await burst(start_floor, ids, timeout)
+        gaps = step_gaps(ids)
+        rows.append(dict(system="floor", n=n, rate=rate, unfinished=unfinished, p50=pct(gaps, 0.5),
+                         p95=pct(gaps, 0.95), rss=rss_mb()[0], queries=None))
+
+    queue = f"agents-{tag}"
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def echo(text: str) -> str:
+        """Return the text."""
+        return text
+
+    plugin = AgentLoopPlugin(registry=registry)
+    agents = AgentClient(client, task_queue=queue)
+    async with Worker(client, task_queue=queue, plugins=[plugin]):
+        spec = AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
+                         max_steps=STEPS + 2, stream_deltas=deltas)
+        ids = [f"agent-{tag}-{i}" for i in range(n)]
+        stats = plugin.agent_activities.transcripts.stats
+        queries_before = stats.queries
+
+        async def start_agent(run_id: str):  # type: ignore[no-untyped-def]
+            return (await agents.start(spec, "go", run_id=run_id)).workflow_handle
+
+        rate, unfinished = await burst(start_agent, ids, timeout)
+        gaps = step_gaps(ids)
+        llm_steps = sum(len(CALLS.get(i, [])) for i in ids) or 1
+        rows.append(dict(system="agentloop" + ("" if deltas else " (deltas off)"), n=n, rate=rate,
+                         unfinished=unfinished, p50=pct(gaps, 0.5), p95=pct(gaps, 0.95), rss=rss_mb()[0],
+                         queries=(stats.queries - queries_before) / llm_steps))
+    return rows
+
+
+async def main(runs: list[int], deltas: bool, timeout: float) -> None:
+    register_scripted_model("bench-concurrency", scripted)
+    original = scripted
+
+    async def counted(request):  # type: ignore[no-untyped-def]
+        # Runs are keyed by workflow id: the scripted model runs inside call_model.
+        CALLS[activity.info().workflow_id].append(time.monotonic())
+        return await original(request)
+
+    register_scripted_model("bench-concurrency", counted)
+    with DevServer() as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        print(f"dev server: fast polling; {STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, "
+              f"deltas {'on' if deltas else 'off'}")
+        print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
+              f"{'unfinished':>12}{'RSS MB':>9}{'queries/step':>14}")
+        for n in runs:
+            rows = await measure(client, n, deltas, timeout)
+            floor_rate = rows[0]["rate"]
+            for row in rows:
+                queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
+                print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
+                      f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['rss']:>9.0f}{queries:>14}",
+                      flush=True)
+        print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", default="100,300,1000", help="comma-separated N (runs at once)")
+    parser.add_argument("--model-ms", type=float, default=300)
+    parser.add_argument("--steps", type=int, default=3, help="tool steps per run")
+    parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
+    args = parser.parse_args()
+    MODEL_SECONDS[0] = args.model_ms / 1000
+    STEPS = args.steps
+    asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout))

@@ -1,0 +1,47 @@
+"""The bare-Temporal floors the benchmarks compare agentloop against.
+
+Kept in a module of its own with no agentloop imports, and passed through
+the workflow sandbox (as agentloop passes through its own package), so a
+floor run costs what Temporal itself costs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from datetime import timedelta
+
+from temporalio import activity, workflow
+
+#: When each run's model calls started, by workflow id.
+MODEL_CALLS: dict[str, list[float]] = defaultdict(list)
+
+#: How long a floor model call takes (set by the benchmark).
+MODEL_SECONDS = [0.3]
+
+
+@activity.defn(name="bench_model")
+async def floor_model(step: int) -> str:
+    MODEL_CALLS[activity.info().workflow_id].append(time.monotonic())
+    await asyncio.sleep(MODEL_SECONDS[0])
+    return f"call {step}"
+
+
+@activity.defn(name="bench_tool")
+async def floor_tool(text: str) -> str:
+    return text
+
+
+@workflow.defn(name="BenchConcurrencyFloor")
+class AgentShapedFloor:
+    """What an agent run does, with plain activities: ``steps`` times a model
+    call then a tool call, then a last model call."""
+
+    @workflow.run
+    async def run(self, steps: int) -> str:
+        options = dict(start_to_close_timeout=timedelta(seconds=60))
+        for step in range(steps):
+            text = await workflow.execute_activity(floor_model, step, **options)
+            await workflow.execute_activity(floor_tool, text, **options)
+        return await workflow.execute_activity(floor_model, steps, **options)
