@@ -10,6 +10,9 @@ Client and Worker, and runs agents inside its workflows with
 :mod:`agentloop.testing`.
 """
 
+# First: registers the exit hook that keeps scripts using Temporal's client
+# from crashing at interpreter exit (see agentloop/teardown.py).
+import agentloop.teardown  # noqa: F401  (isort: skip)
 from agentloop.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.approvals import (
     ApprovalDecision,
