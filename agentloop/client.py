@@ -25,8 +25,9 @@ from temporalio.client import (
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
+from temporalio.common import WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import PollInput, PollResult
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.approvals import (
@@ -38,7 +39,7 @@ from agentloop.approvals import (
     SubmitToolOutputs,
     ToolOutput,
 )
-from agentloop.config import TemporalConfig
+from agentloop.config import TemporalConfig, connect_client, task_queue_from_env
 from agentloop.errors import (
     AgentRunFailed,
     DecisionRejected,
@@ -70,6 +71,27 @@ from agentloop.workflow import MAX_INPUT_BYTES, WORKFLOW_NAME, run_input, start_
 def new_run_id() -> str:
     """A fresh run id."""
     return f"run-{uuid.uuid4().hex[:16]}"
+
+
+class RunIdInUse(UserError):
+    """A run with this id is running, or has ended and reusing its id was not
+    allowed (``AgentClient.start(..., allow_reuse=True)``).
+
+    Attributes:
+        run_id: The id asked for.
+        running: Whether the run with that id is still running.
+        status: Its status (``running``, ``completed``, ``cancelled``...).
+        closed_at: When it ended, if it has.
+    """
+
+    def __init__(self, run_id: str, *, running: bool, status: str, closed_at: datetime | None = None) -> None:
+        self.run_id, self.running, self.status, self.closed_at = run_id, running, status, closed_at
+        if running:
+            message = f"run {run_id} is already running; choose another run id, or follow that run"
+        else:
+            message = (f"a run with id {run_id} has already ended ({status}); choose another run id, or "
+                       "allow reusing it (allow_reuse=True) to start a new run under this id")
+        super().__init__(message)
 
 
 class AgentRunHandle:
@@ -347,7 +369,7 @@ class AgentClient:
 
     def __init__(self, client: Client, *, task_queue: str | None = None) -> None:
         self.temporal = client
-        self.task_queue = task_queue or TemporalConfig.from_env().task_queue
+        self.task_queue = task_queue or task_queue_from_env()
 
     @classmethod
     async def connect(
@@ -356,19 +378,39 @@ class AgentClient:
         *,
         namespace: str | None = None,
         task_queue: str | None = None,
+        **connect_options: Any,
     ) -> AgentClient:
-        """Connect; unset arguments come from ``TEMPORAL_ADDRESS``,
-        ``TEMPORAL_NAMESPACE`` and ``AGENTLOOP_TASK_QUEUE``."""
+        """Connect, with Temporal's environment configuration as the
+        ``temporal`` CLI reads it: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
+        ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``, over the profile
+        ``TEMPORAL_PROFILE`` of ``temporal.toml`` (see :mod:`agentloop.config`);
+        the task queue from ``AGENTLOOP_TASK_QUEUE``.
+
+        Args:
+            address: ``host:port``; overrides the configured address (TLS and
+                API key still come from the configuration unless given here).
+            namespace: Overrides the configured namespace.
+            task_queue: The queue agent workers poll.
+            connect_options: Passed to ``temporalio.client.Client.connect``
+                (``tls=``, ``api_key=``, ``rpc_metadata=``...), over the configuration.
+
+        Raises:
+            UserError: No address, a configuration that cannot be read, or a
+                connection that failed (the message says what to check).
+        """
         config = TemporalConfig.from_env()
-        address = address or config.address
-        if not address:
+        if address:
+            config.address, config.source = address, "the address argument"
+        if namespace:
+            config.namespace = namespace
+        if not config.address:
             raise UserError(
                 "no Temporal address: pass one or set TEMPORAL_ADDRESS (`agentloop dev` starts "
                 "a local server and prints its address)"
             )
         # With the plugin, Workers built from this client (AgentClient.temporal)
         # run agents too, next to their own workflows.
-        client = await Client.connect(address, namespace=namespace or config.namespace, plugins=[AgentLoopPlugin()])
+        client = await connect_client(config, plugins=[AgentLoopPlugin()], **connect_options)
         return cls(client, task_queue=task_queue or config.task_queue)
 
     async def start(
@@ -377,6 +419,7 @@ class AgentClient:
         input: str | Message | Sequence[Message],
         *,
         run_id: str | None = None,
+        allow_reuse: bool = False,
     ) -> AgentRunHandle:
         """Start a run and return its handle.
 
@@ -384,19 +427,30 @@ class AgentClient:
             spec: The agent.
             input: A user instruction, a message, or messages (a thread's
                 earlier messages first).
-            run_id: The run id to use; a fresh one when None. Starting a run
-                whose id is in use raises.
+            run_id: The run id to use; a fresh one when None.
+            allow_reuse: Start even if a run that has ended has this id (the
+                new run then replaces it under the id: handles, ``show`` and
+                ``watch`` see the new one). Never while a run with the id runs.
+
+        Raises:
+            RunIdInUse: A run with ``run_id`` is running, or has ended and
+                ``allow_reuse`` is False.
         """
+        run_id = run_id or new_run_id()
         try:
             handle = await self.temporal.start_workflow(
                 WORKFLOW_NAME,
                 run_input(spec, input),
-                id=run_id or new_run_id(),
+                id=run_id,
                 task_queue=self.task_queue,
                 static_summary=f"{spec.name} on {spec.model}",
                 result_type=AgentRunResult,
                 search_attributes=start_search_attributes(spec),
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if allow_reuse
+                else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
+        except WorkflowAlreadyStartedError:
+            raise await self._id_in_use(run_id) from None
         except RPCError as err:
             if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():
                 raise UserError(
@@ -405,6 +459,18 @@ class AgentClient:
                 ) from None
             raise
         return AgentRunHandle(handle)
+
+    async def _id_in_use(self, run_id: str) -> RunIdInUse:
+        try:
+            description = await self.temporal.get_workflow_handle(run_id).describe()
+        except RPCError:  # gone meanwhile, or not ours to describe
+            return RunIdInUse(run_id, running=True, status="running")
+        if description.status == WorkflowExecutionStatus.RUNNING:
+            return RunIdInUse(run_id, running=True, status="running")
+        status = description.typed_search_attributes.get(AGENT_STATUS)
+        if status in (None, "running", "awaiting_approval", "requires_action"):
+            status = _TEMPORAL_STATUS.get(description.status, "ended")
+        return RunIdInUse(run_id, running=False, status=status, closed_at=description.close_time)
 
     async def run(
         self,

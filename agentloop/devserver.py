@@ -9,6 +9,9 @@ both limits so a step costs milliseconds, not tenths of a second.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import errno
+import itertools
 import os
 import shutil
 import signal
@@ -16,8 +19,10 @@ import socket
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from agentloop.errors import UserError
 from agentloop.search_attributes import SEARCH_ATTRIBUTES
@@ -66,14 +71,123 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether something listens on (or holds) ``host:port``: binding it fails.
+
+    Binds as the server will (``SO_REUSEADDR``), so a port with only closed
+    connections lingering in TIME_WAIT counts as free."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+#: Arguments that say an agentloop command started a server (see
+#: :meth:`DevServer.command`): one left running is an orphan of ours, safe to
+#: stop once no agentloop command holds its data directory.
+OUR_MARKS = tuple(f"{key}={value}" for key, value in FAST_POLLING.items())
+
+
+def servers_using(db_file: str | Path) -> list[tuple[int, bool]]:
+    """Live processes that serve Temporal from ``db_file`` (``--db-filename``),
+    found in ``/proc``: ``(pid, started_by_agentloop)`` for each. Empty where
+    there is no ``/proc``."""
+    wanted = Path(db_file).resolve()
+    found = []
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = Path(entry.path, "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        for flag, value in itertools.pairwise(argv):
+            if flag in (b"--db-filename", b"-f") and _names(value, wanted, entry.path):
+                pid = int(entry.name)
+                if not process_gone(pid):
+                    ours = b"start-dev" in argv and all(mark.encode() in argv for mark in OUR_MARKS)
+                    found.append((pid, ours))
+                break
+    return found
+
+
+def _names(arg: bytes, wanted: Path, proc_dir: str) -> bool:
+    """Whether ``arg`` (maybe relative to the process's working directory) is ``wanted``."""
+    try:
+        path = Path(os.fsdecode(arg))
+        if not path.is_absolute():
+            path = Path(proc_dir, "cwd").resolve() / path
+        return path.resolve() == wanted
+    except (OSError, ValueError):
+        return False
+
+
+def process_gone(pid: int) -> bool:
+    """The process has exited (a zombie awaiting its reaper counts as exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc here
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    # The state follows the parenthesised command name, which may hold spaces.
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def stop_process(pid: int, timeout: float = 10.0) -> bool:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; True once it is gone."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if process_gone(pid):
+                return True
+            time.sleep(0.05)
+    return process_gone(pid)
+
+
+try:
+    _prctl: Any = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
+except (OSError, AttributeError):
+    _prctl = None
+
+
+def _die_with_parent() -> None:  # runs in the child, between fork and exec
+    """SIGTERM the child when the thread that started it ends, so a killed
+    command (even by SIGKILL) never leaves its server behind. glibc keeps
+    this call safe after fork."""
+    _prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+
+
 class DevServer:
     """A local Temporal dev server process.
 
+    A server started from the main thread gets SIGTERM when this process
+    ends, however it ends (Linux: ``PR_SET_PDEATHSIG``).
+
     Args:
         db_file: SQLite file for persistence; in-memory when None.
-        port: gRPC port; a free one when None.
+        port: gRPC port; a free one when None or 0.
         ui: Serve the web UI (on ``ui_port``).
-        ui_port: Web UI port; a free one when None.
+        ui_port: Web UI port; a free one when None or 0.
         namespace: Namespace to create.
         log_file: Where the server's output goes; discarded when None.
     """
@@ -95,6 +209,7 @@ class DevServer:
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
 
     @property
     def address(self) -> str:
@@ -105,6 +220,12 @@ class DevServer:
     def ui_url(self) -> str | None:
         """The web UI's URL, when it is served."""
         return f"http://127.0.0.1:{self.ui_port}" if self.ui else None
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs."""
+        return self._proc.pid if self._proc is not None else None
+
 
     def command(self) -> list[str]:
         """The command line that starts the server."""
@@ -133,46 +254,99 @@ class DevServer:
         return cmd
 
     def start(self, timeout: float = 30.0) -> DevServer:
-        """Start the server and wait until it accepts connections."""
+        """Start the server and wait until it accepts connections.
+
+        Raises:
+            UserError: A port it needs is taken, or it exited at start (the
+                message quotes its last lines), or it did not start in time.
+        """
+        self._check_ports()
+        command = self.command()
+        if self.log_file:
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
-        self._proc = subprocess.Popen(
-            self.command(),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # Ctrl-C in a terminal should reach us, not the server
-        )
+        in_main_thread = threading.current_thread() is threading.main_thread()
+        try:
+            self._proc = subprocess.Popen(
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # Ctrl-C in a terminal should reach us, not the server
+                # Only prctl runs between fork and exec, and glibc's fork keeps that safe with threads.
+                preexec_fn=_die_with_parent if _prctl is not None and in_main_thread else None,  # noqa: PLW1509
+            )
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                hint = f"; see {self.log_file}" if self.log_file else ""
-                raise UserError(
-                    f"the Temporal dev server exited with code {self._proc.returncode} at start"
-                    f"{hint} (is port {self.port} in use, or the database file locked by "
-                    "another server?)"
-                )
+            self._check_alive()
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     pass
-                return self
             except OSError:
                 time.sleep(0.05)
+                continue
+            self._check_alive()
+            return self
         self.stop()
         raise UserError(f"the Temporal dev server did not start within {timeout:.0f}s")
 
+    def _check_ports(self) -> None:
+        ports = [("gRPC", self.port, "--port")] + ([("web UI", self.ui_port, "--ui-port")] if self.ui else [])
+        for what, port, flag in ports:
+            if port_in_use(port):
+                raise UserError(
+                    f"cannot start the Temporal dev server: its {what} port 127.0.0.1:{port} is in use (by "
+                    f"another Temporal server, e.g. `temporal server start-dev`?); stop that, or choose another "
+                    f"port ({flag} N, or {flag} 0 for a free one)"
+                )
+
+    def _check_alive(self) -> None:
+        """Raise, quoting the server's last lines, if it has exited."""
+        if self._proc is None or self._proc.poll() is None:
+            return
+        code, lines = self._proc.returncode, self._last_lines()
+        self._proc = None
+        said = ("; it said:\n  " + "\n  ".join(lines)) if lines else ""
+        where = f"\n(its whole output is in {self.log_file})" if self.log_file else ""
+        raise UserError(f"the Temporal dev server exited with code {code} at start{said}{where}")
+
+    def _last_lines(self, count: int = 5) -> list[str]:
+        """The last lines the server wrote since :meth:`start`, each cut short."""
+        if not self.log_file:
+            return []
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(self._log_offset)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return []
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return [line if len(line) <= 300 else line[:297] + "..." for line in lines[-count:]]
+
     async def wait_ready(self, timeout: float = 30.0) -> None:
-        """Wait until the namespace answers (the port opens a little earlier)."""
+        """Wait until the namespace answers (the port opens a little earlier).
+
+        Raises:
+            UserError: The server exited meanwhile, or did not get ready.
+        """
         from temporalio.client import Client
 
         deadline = time.monotonic() + timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
+            self._check_alive()
             try:
                 client = await Client.connect(self.address, namespace=self.namespace)
                 await client.count_workflows()
-                return
             except Exception as exc:  # the server answers errors until ready
                 last = exc
                 await asyncio.sleep(0.1)
+                continue
+            self._check_alive()  # it was this server that answered, not one that took the port
+            return
         raise UserError(f"the Temporal dev server did not become ready: {last}")
 
     def stop(self) -> None:

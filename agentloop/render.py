@@ -139,6 +139,12 @@ def describe_compaction(event: Any) -> str:
             f"{event.tokens_after} input tokens{why}")
 
 
+def describe_retry(event: MessageReset, reason: str | None) -> str:
+    """The line about an LLM attempt that failed and is retried, with why when known."""
+    why = f" ({short(reason, 200)})" if reason else ""
+    return f"the LLM call failed{why}; retrying (attempt {event.attempt})"
+
+
 #: How an approval's decision reads, by ``ApprovalResolved.decision``.
 DECISION_WORDS = {
     "approve": "approved", "deny": "denied", "skip": "skipped",
@@ -175,14 +181,18 @@ class EventRenderer(abc.ABC):
         self.steps = 0
         self.tool_calls = 0
         self._from_start: bool | None = None
+        self._reason: str | None = None
 
-    def render(self, event: AgentEvent, *, stop_reason: str | None = None) -> None:
+    def render(self, event: AgentEvent, *, stop_reason: str | None = None, reason: str | None = None) -> None:
         """Show one event.
 
         Args:
             event: The next event of the stream.
             stop_reason: For a run that ended ``stopped``, why; the terminal
                 event's ``note`` when not given.
+            reason: For a ``thread.message.reset``, why the attempt before
+                failed (the provider's mapped error); the CLI reads it from
+                the run's pending LLM activity.
         """
         if stop_reason is None and isinstance(event, RunCompleted):
             stop_reason = event.note
@@ -198,6 +208,7 @@ class EventRenderer(abc.ABC):
             self.pending.pop(event.call_id, None)
         elif is_terminal(event):
             self.pending.clear()
+        self._reason = reason
         self._show(event, stop_reason)
 
     @abc.abstractmethod
@@ -255,7 +266,7 @@ class PlainRenderer(EventRenderer):
         if isinstance(event, MessageCompleted):
             self._print(*describe_message(event.message, step))
         elif isinstance(event, MessageReset):
-            self._print(f"[step {step}] the LLM call failed while answering; retrying (attempt {event.attempt})")
+            self._print(f"[step {step}] {describe_retry(event, self._reason)}")
         elif isinstance(event, ToolExecutionCompleted):
             self._print(describe_result(event.result, step))
         elif isinstance(event, ApprovalRequested):
@@ -347,7 +358,8 @@ class RichRenderer(EventRenderer):
             self._attempt[event.message_id] = event.attempt
             self._shown[event.message_id] = ""
             self._streamed.discard(event.message_id)
-            self._line((f"(retrying step {step})", "yellow"))
+            why = f": {short(self._reason, 200)}" if self._reason else ""
+            self._line((f"(retrying step {step}, attempt {event.attempt}{why})", "yellow"))
         elif isinstance(event, MessageCompleted):
             self._completed(event)
         elif isinstance(event, ToolCallCompletedByLLM):

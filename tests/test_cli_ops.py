@@ -440,3 +440,30 @@ async def test_run_that_is_cancelled_exits_1(workspace: Path, env: dict[str, str
             await run.wait()
     assert run.returncode == 1
     assert f"run {run_id} was cancelled" in err.decode()
+
+
+async def test_show_a_cancelled_run_gives_its_steps_and_usage(
+    agent_client: AgentClient, worker, env: dict[str, str]
+) -> None:
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=write_script(), tools=["write_file"]), "write it")
+        await wait_status(handle, "awaiting_approval")
+        await handle.cancel()
+        with pytest.raises(AgentRunFailed):
+            await handle.result()
+        state = await handle.state()  # what the run knows, read by query
+        show = await agentloop("show", handle.run_id, env=env)
+        shown = json.loads((await agentloop("show", handle.run_id, "--json", env=env)).out)
+    no_worker = await agentloop("show", handle.run_id, env=env)
+    assert state.usage.requests == 1 and state.usage.input_tokens > 0
+    assert show.code == 0, show.err
+    assert "status:   cancelled\n" in show.out
+    assert f"steps:    {state.step}\n" in show.out
+    assert (f"usage:    {state.usage.input_tokens} in / {state.usage.output_tokens} out tokens, 1 LLM request\n"
+            in show.out)
+    assert (shown["status"], shown["step"], shown["usage"]) == ("cancelled", state.step,
+                                                                state.usage.model_dump(mode="json"))
+    # Without a worker nothing can read them: say so instead of showing zeros.
+    assert no_worker.code == 0, no_worker.err
+    assert "steps:    ? (steps and usage unknown: a cancelled run keeps them in its workflow state" in no_worker.out
+    assert "usage:" not in no_worker.out

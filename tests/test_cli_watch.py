@@ -11,6 +11,8 @@ import os
 import pty
 import re
 import sys
+import threading
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from io import StringIO
 from pathlib import Path
@@ -48,10 +50,13 @@ from agentloop.testing import call, calls, reply
 from tests import test_cli
 from tests.provider_servers import (
     OpenAIServer,
+    ScriptedResponse,
     openai_completion,
     openai_completion_chunks,
+    openai_error_body,
     openai_models,
     openai_stream,
+    sse_event,
 )
 from tests.test_cli import ROOT, clean_env
 from tests.test_cli_ops import agentloop, read_until, script, wait_status, write_script
@@ -220,10 +225,49 @@ async def test_watch_on_a_terminal_shows_a_retried_answer_once(
                     await watch.wait()
                 os.close(master)
     assert watch.returncode == 0
-    assert "\x1b[" not in shown and "(retrying step 1)" in shown  # a rich view, escapes stripped
-    before, after = shown.split("(retrying step 1)")
+    assert "\x1b[" not in shown and "(retrying step 1, attempt 2)" in shown  # a rich view, escapes stripped
+    before, after = shown.split("(retrying step 1, attempt 2)")
     assert text not in before and after.count(text) == 1
     assert "✓ completed · 1 step, 0 tool calls" in after
+
+
+async def test_run_says_why_an_llm_attempt_is_retried(workspace: Path, env: dict[str, str]) -> None:
+    release = threading.Event()
+
+    def held_answer() -> Iterator[bytes]:
+        release.wait(60)  # the second attempt answers once the test saw the retry line
+        for chunk in openai_completion_chunks(openai_completion(content="Recovered."), pieces=2):
+            yield sse_event(chunk)
+        yield sse_event("[DONE]")
+
+    with OpenAIServer() as server:
+        server.enqueue(
+            ScriptedResponse(status=503, json_body=openai_error_body("The engine is currently overloaded",
+                                                                     type="server_error")),
+            ScriptedResponse(body_chunks=held_answer(), chunk_interval=0.001),
+        )
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "agentloop.cli", "run", "answer", "--model", "openai:gpt-test",
+            "--workspace", str(workspace), "--tool", "read_file", "--local-worker", cwd=ROOT,
+            env={**env, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        try:
+            assert run.stdout is not None
+            shown = await read_until(run.stdout, "retrying (attempt 2)\n")
+            release.set()
+            out, err = await asyncio.wait_for(run.communicate(), 60)
+        finally:
+            release.set()
+            if run.returncode is None:
+                run.kill()
+                await run.wait()
+    assert run.returncode == 0, err.decode()
+    (line,) = [line for line in shown.splitlines() if "retrying" in line]
+    assert line.startswith("[step 1] the LLM call failed (")
+    assert "503" in line and "The engine is currently overloaded" in line  # the provider's error, mapped
+    assert line.endswith("); retrying (attempt 2)")
+    assert out.decode().endswith("Recovered.\n")
 
 
 # `--jsonl` on `agentloop run` ------------------------------------------------------
@@ -312,7 +356,7 @@ def test_plain_renderer_lines() -> None:
         f"  deny:    agentloop approve {RUN} call_0_0 --deny --reason '...'",
         "[step 1] call_0_0 approved by alice",
         "[step 1] tool result write_file (ok): Wrote 2 bytes to out.txt",
-        "[step 2] the LLM call failed while answering; retrying (attempt 2)",
+        "[step 2] the LLM call failed; retrying (attempt 2)",
         "",
         "All written: out.txt holds hi.",  # once, whole, at the end
     ]
@@ -359,7 +403,7 @@ def test_rich_renderer_streams_text_and_highlights_approvals() -> None:
     shown = plain_text(buffer.getvalue())
     assert "call_0_0 approved by alice" in shown and "✓ write_file  Wrote 2 bytes to out.txt" in shown
     # The broken attempt's text stays above the note; the answer shows once, below it.
-    before, after = shown.split("(retrying step 2)")
+    before, after = shown.split("(retrying step 2, attempt 2)")
     assert before.rstrip().endswith("All wri")
     assert after.count("All written: out.txt holds hi.") == 1
     assert "✓ completed · 2 steps, 1 tool call, 42 in / 16 out tokens" in after

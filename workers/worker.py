@@ -28,7 +28,7 @@ from temporalio.worker import Worker
 
 from agentloop.activities import sandbox
 from agentloop.activities.models import ModelResolver
-from agentloop.config import TemporalConfig
+from agentloop.config import TemporalConfig, connect_client
 from agentloop.errors import UserError
 from agentloop.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
 from agentloop.search_attributes import SEARCH_ATTRIBUTES, create_commands
@@ -39,6 +39,7 @@ __all__ = [
     "check_role",
     "check_tools_environment",
     "connect",
+    "describe_worker",
     "import_modules",
     "missing_search_attributes",
     "protect_process",
@@ -49,11 +50,12 @@ __all__ = [
 log = logging.getLogger("agentloop.worker")
 
 
-async def connect(address: str, namespace: str = "default") -> Client:
+async def connect(address: str, namespace: str = "default", **options: Any) -> Client:
     """A Temporal client with the pydantic data converter (use it on both
     sides). It carries no plugin: workers built from it get theirs from
-    :func:`build_worker`, and bare Workers built from it stay bare."""
-    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter)
+    :func:`build_worker`, and bare Workers built from it stay bare.
+    ``options`` (``tls``, ``api_key``...) go to ``Client.connect``."""
+    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter, **options)
 
 
 def import_modules(modules: list[str]) -> None:
@@ -153,17 +155,19 @@ async def missing_search_attributes(client: Client) -> list[str] | None:
 
 
 async def run_worker(config: TemporalConfig, *, workspace: str | None = None) -> None:
-    """Run a worker of ``config.role`` until SIGINT or SIGTERM, then shut down
-    gracefully."""
+    """Run a worker of ``config.role`` until SIGINT, SIGTERM or SIGHUP, then
+    shut down gracefully. Prints one line on stderr when it polls (where, which
+    queues, which tools) and one when it has stopped."""
     if not config.address:
-        raise UserError("TEMPORAL_ADDRESS is not set: point the worker at a Temporal server")
+        raise UserError("no Temporal server to work for: set TEMPORAL_ADDRESS (or an address in a profile "
+                        "of Temporal's temporal.toml), or run `agentloop dev` for a local server and a worker")
     role = check_role(config.role)
     if role == "tools":
         check_tools_environment()
     else:
         protect_process()
     import_modules(config.imports)
-    client = await connect(config.address, config.namespace)
+    client = await connect_client(config, data_converter=pydantic_data_converter)
     if role != "tools":
         missing = await missing_search_attributes(client)
         if missing:
@@ -175,14 +179,31 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
     worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
-    tools_queue = tool_task_queue(config.task_queue)
-    queues = {"all": f"{config.task_queue} and {tools_queue}", "models": config.task_queue,
-              "tools": tools_queue}[role]
-    log.info("%s worker polling %s on %s (%s)", role, queues, config.address, config.namespace)
-    if role != "models":
-        log.info("%s", sandbox.describe())
+    sandbox_line = sandbox.describe() if role != "models" else None
     async with worker:
+        print(f"agentloop worker: {describe_worker(config, role)}", file=sys.stderr, flush=True)
+        if sandbox_line:
+            log.info("%s", sandbox_line)
         await stop.wait()
-        log.info("shutting down: letting in-flight activities finish")
+        print("agentloop worker: stopping; in-flight activities may finish (up to 30 s)", file=sys.stderr,
+              flush=True)
+    print("agentloop worker: stopped", file=sys.stderr, flush=True)
+
+
+def describe_worker(config: TemporalConfig, role: str) -> str:
+    """What a worker of ``role`` polls, where, and which tools it runs: one line, no secrets."""
+    tools_queue = tool_task_queue(config.task_queue)
+    queues = {"all": f"task queues {config.task_queue!r} and {tools_queue!r}",
+              "models": f"task queue {config.task_queue!r}", "tools": f"task queue {tools_queue!r}"}[role]
+    if role == "models":
+        tools = f"tools run by a tools worker on {tools_queue!r}"
+    else:
+        from agentloop.activities.builtin_tools import register_builtin_tools
+        from agentloop.tools import default_registry
+
+        register_builtin_tools(default_registry)
+        tools = "tools " + ", ".join(sorted(default_registry.names()))
+    return (f"role {role}, polling {queues} on {config.address} (namespace {config.namespace!r}, "
+            f"{config.describe_security()}); {tools}")

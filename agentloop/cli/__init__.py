@@ -11,7 +11,17 @@ The ops commands (``approve``, ``submit``, ``stop``, ``cancel``, ``list``,
 embedded server another ``agentloop`` command is running; they never start a
 server or a worker. Exit codes: 0 done, 1 the run refused the request or was
 not found, 2 usage or configuration error; ``run`` and ``watch`` exit 0 when
-the run completed or was stopped and 1 when it failed or was cancelled.
+the run completed or was stopped and 1 when it failed or was cancelled;
+128 + the signal's number when Ctrl-C (130), SIGTERM (143) or SIGHUP (129)
+ended the command, after it stopped what it had started (``run`` cancels its
+run first).
+
+Modules: :mod:`~agentloop.cli.parser` (the command line),
+:mod:`~agentloop.cli.run` (``run``, ``watch``), :mod:`~agentloop.cli.follow`
+(rendering a run and asking its approvals), :mod:`~agentloop.cli.ops` (the ops
+commands), :mod:`~agentloop.cli.serve` (``dev``, ``worker``),
+:mod:`~agentloop.cli.embedded` (the embedded server and finding a server),
+:mod:`~agentloop.cli.common`.
 
 ``run`` and ``watch`` render the run's event stream (``agentloop.render``):
 a live view on a terminal, ``[step N] ...`` lines otherwise, or with
@@ -20,12 +30,15 @@ a live view on a terminal, ``[step N] ...`` lines otherwise, or with
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
+from collections.abc import Awaitable, Callable
 
-from agentloop.cli.common import CommandFailed
+from agentloop.cli.common import CommandFailed, say
 from agentloop.cli.ops import cmd_approve, cmd_cancel, cmd_list, cmd_show, cmd_stop, cmd_submit
 from agentloop.cli.parser import build_parser
 from agentloop.cli.run import cmd_run, cmd_watch
@@ -35,7 +48,45 @@ from agentloop.errors import DecisionRejected, UserError
 __all__ = ["CommandFailed", "build_parser", "entrypoint", "main"]
 
 
+#: Signals that end a command the way Ctrl-C does: what it started is stopped first.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_command(command: Callable[[argparse.Namespace], Awaitable[int]], args: argparse.Namespace) -> int:
+    """Run a command's coroutine; Ctrl-C, SIGTERM and SIGHUP cancel it, so
+    its cleanup (cancel the run, stop the worker and the embedded server)
+    runs before the process exits with 128 + the signal's number. A second
+    signal cancels again: it cuts a wait in the cleanup short, not the cleanup."""
+    received: list[int] = []
+
+    async def cancellable() -> int:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(signum: int) -> None:
+            received.append(signum)
+            task.cancel()
+
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, on_signal, sig)
+        try:
+            return await command(args)
+        finally:
+            for sig in STOP_SIGNALS:
+                loop.remove_signal_handler(sig)
+
+    try:
+        return asyncio.run(cancellable())
+    except asyncio.CancelledError:
+        if received:
+            return 128 + received[0]
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
+    from temporalio.service import RPCError
+
     args = build_parser().parse_args(argv)
     level = os.environ.get("AGENTLOOP_LOG_LEVEL")
     logging.basicConfig(level=level or "WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -51,12 +102,15 @@ def main(argv: list[str] | None = None) -> int:
         "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show, "watch": cmd_watch,
     }[args.command]
     try:
-        return asyncio.run(command(args))
+        return run_command(command, args)
     except UserError as exc:
-        print(f"agentloop: {exc}", file=sys.stderr)
+        say(f"agentloop: {exc}")
         return 2
     except (DecisionRejected, CommandFailed) as exc:
-        print(f"agentloop: {exc}", file=sys.stderr)
+        say(f"agentloop: {exc}")
+        return 1
+    except RPCError as err:
+        say(f"agentloop: {describe_rpc_error(err)}")
         return 1
     except KeyboardInterrupt:
         return 130
@@ -65,6 +119,27 @@ def main(argv: list[str] | None = None) -> int:
         # quietly, and let nothing write to the closed pipe again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+
+
+def describe_rpc_error(err: Exception) -> str:
+    """A sentence for a request the Temporal server refused or could not take."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    assert isinstance(err, RPCError)
+    message = " ".join(err.message.split())
+    message = message if len(message) <= 300 else message[:297] + "..."
+    status = err.status
+    if status == RPCStatusCode.NOT_FOUND and "namespace" in message.lower():
+        return (f"the Temporal server has no such namespace ({message}); set TEMPORAL_NAMESPACE to one it "
+                "has, or create it (`temporal operator namespace create`)")
+    if status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
+        return (f"the Temporal server refused this client ({status.name}: {message}); check TEMPORAL_API_KEY "
+                "or the client certificate (TEMPORAL_TLS_CLIENT_CERT_PATH), and the namespace")
+    if status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        return (f"lost the connection to the Temporal server ({status.name}: {message}); check that it is "
+                "running, then try again")
+    name = status.name if status is not None else "error"
+    return f"the Temporal server refused the request ({name}: {message})"
 
 
 def entrypoint() -> None:
@@ -78,8 +153,11 @@ def entrypoint() -> None:
     """
     code = main()
     logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed terminal (SIGHUP) or pipe
+            pass
     os._exit(code)
 
 

@@ -1,15 +1,16 @@
 """What every ``agentloop`` command shares: constants, the home directory,
-the client of the ops commands and the helpers that wait for a worker."""
+notes on stderr, and the helpers that find runs and wait for a worker."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentloop.errors import AgentLoopError
+from agentloop.errors import AgentLoopError, UserError
 
 if TYPE_CHECKING:
     from agentloop.client import AgentClient, AgentRunHandle
@@ -33,6 +34,29 @@ RUN_STATUSES = ["running", "awaiting_approval", "requires_action", "completed", 
 class CommandFailed(AgentLoopError):
     """The command could not do what was asked (unknown run, run ended, no
     worker answered); the CLI prints the message and exits 1."""
+
+
+def say(text: str) -> None:
+    """A line for the person on stderr; nothing when stderr is gone (a
+    closed terminal after SIGHUP), so cleanup goes on regardless."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def existing_workspace(path: str | None, flag: str = "--workspace") -> str | None:
+    """``path`` made absolute, when it is a directory.
+
+    Raises:
+        UserError: It is not a directory.
+    """
+    if path is None:
+        return None
+    resolved = Path(path).resolve()
+    if not resolved.is_dir():
+        raise UserError(f"{flag} {path} is not a directory")
+    return str(resolved)
 
 
 def agentloop_home() -> Path:
@@ -59,7 +83,7 @@ async def describe_run(client: AgentClient, run_id: str) -> Any:
     try:
         return await client.temporal.get_workflow_handle(run_id).describe()
     except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
+        if err.status == RPCStatusCode.NOT_FOUND and "namespace" not in err.message.lower():
             raise CommandFailed(
                 f"no run {run_id!r} in namespace {client.temporal.namespace!r}; "
                 "`agentloop list` shows the runs there"

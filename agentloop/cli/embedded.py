@@ -1,23 +1,35 @@
 """The embedded Temporal dev server of ``agentloop run`` and ``agentloop
-dev``: the data directory's lock, ``server.address``, and :func:`session`,
-which connects to Temporal (or starts the embedded server) and runs a worker."""
+dev``, and how every command finds a server.
+
+A command that starts the embedded server holds ``server.lock`` in the data
+directory (``$AGENTLOOP_HOME``) for as long as the server runs; the lock file
+says which command holds it (``run`` or ``dev``, its pid, and once the server
+is up its address, namespace and task queue), and ``server.address`` holds the
+address for ops commands in other terminals. A server that outlived its
+command (killed before it could stop it) is found by its data file and
+stopped by the next command that takes the lock.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from agentloop.cli.common import ADDRESS_FILE, agentloop_home
-from agentloop.config import TemporalConfig
+from agentloop.cli.common import ADDRESS_FILE, agentloop_home, say
+from agentloop.config import TemporalConfig, connect_client
 from agentloop.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client import AgentClient
+
+#: The data directory's lock file: held by the command that runs the embedded server.
+LOCK_FILE = "server.lock"
 
 
 @dataclass
@@ -29,21 +41,107 @@ class Session:
     ui_url: str | None = None
 
 
+@dataclass
+class Holder:
+    """The command that holds a data directory's lock, as its lock file says.
+
+    Attributes:
+        command: ``run`` or ``dev``; None when the file does not say (an
+            older agentloop, or a command that is just starting).
+        pid: That command's process id.
+        address: Its server's address, once the server is up.
+        namespace: Its server's namespace.
+        task_queue: The task queue its worker polls.
+    """
+
+    command: str | None = None
+    pid: int | None = None
+    address: str | None = None
+    namespace: str | None = None
+    task_queue: str | None = None
+
+    def describe(self) -> str:
+        who = f"`agentloop {self.command}`" if self.command else "another agentloop command"
+        return who + (f" (pid {self.pid})" if self.pid else "")
+
+
+def lock_held(data_dir: Path) -> bool:
+    """Whether a ``run`` or ``dev`` command holds the data directory's lock now."""
+    try:
+        lock = open(data_dir / LOCK_FILE, "a")  # noqa: SIM115
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        lock.close()  # closing releases the lock if we took it
+    return False
+
+
+def read_holder(data_dir: Path) -> Holder | None:
+    """The command holding the data directory's lock; None when none does."""
+    try:
+        text = (data_dir / LOCK_FILE).read_text()
+    except OSError:
+        text = ""
+    if not lock_held(data_dir):
+        return None
+    try:
+        info = json.loads(text)
+        holder = Holder(**{k: info.get(k) for k in ("command", "pid", "namespace", "task_queue")})
+    except (ValueError, TypeError, AttributeError):  # written by an older agentloop, or being written
+        holder = Holder()
+    with contextlib.suppress(OSError):
+        holder.address = (data_dir / ADDRESS_FILE).read_text().strip() or None
+    return holder
+
+
+def _write_lock_info(lock: IO[str], info: dict[str, Any]) -> None:
+    lock.seek(0)
+    lock.truncate()
+    lock.write(json.dumps(info) + "\n")
+    lock.flush()
+
+
+def busy_message(data_dir: Path, holder: Holder | None) -> str:
+    """Why a command cannot start the embedded server in ``data_dir``, and what to do."""
+    holder = holder or Holder()
+    elsewhere = "or set AGENTLOOP_HOME to another directory for a server of your own"
+    if holder.command == "run":
+        at = f" at {holder.address}" if holder.address else ""
+        return (f"{holder.describe()} is using the embedded Temporal server in {data_dir}{at}, and stops it when "
+                f"its run ends; wait for it to end, or keep a server up with `agentloop dev` in another terminal "
+                f"(`agentloop run` then uses it), {elsewhere}")
+    if holder.command == "dev":
+        at = f" at {holder.address}" if holder.address else ""
+        return (f"{holder.describe()} is already serving {data_dir}{at}; use that one "
+                f"(export TEMPORAL_ADDRESS={holder.address or '...'}), {elsewhere}")
+    return f"{holder.describe()} is using the embedded Temporal server in {data_dir}; wait for it to end, {elsewhere}"
+
+
 @contextlib.contextmanager
-def data_dir_lock(data_dir: Path) -> Any:
-    data_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(data_dir / "server.lock", "w")  # noqa: SIM115
+def data_dir_lock(data_dir: Path, command: str) -> Iterator[IO[str]]:
+    """Hold the data directory for ``command`` (``run`` or ``dev``).
+
+    Raises:
+        UserError: Another command holds it; the message names it and its address.
+    """
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        lock = open(data_dir / LOCK_FILE, "a+")  # noqa: SIM115 - "a+": a refused open must not wipe the holder's note
+    except OSError as exc:
+        raise UserError(f"cannot keep the embedded server's data in {data_dir}: {exc.strerror}; set AGENTLOOP_HOME "
+                        "(or `agentloop dev --data-dir`) to a directory you can write") from None
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         lock.close()
-        raise UserError(
-            f"another agentloop command is using the embedded server in {data_dir}; connect to "
-            "it instead (`agentloop dev` prints its address: export TEMPORAL_ADDRESS=...), or "
-            "set AGENTLOOP_HOME to another directory"
-        ) from None
+        raise UserError(busy_message(data_dir, read_holder(data_dir))) from None
     try:
-        yield
+        _write_lock_info(lock, {"command": command, "pid": os.getpid()})
+        yield lock
     finally:
         lock.close()
 
@@ -54,19 +152,28 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def lock_held(data_dir: Path) -> bool:
-    """Whether a ``run`` or ``dev`` command holds the data directory's lock now."""
-    try:
-        lock = open(data_dir / "server.lock", "a")  # noqa: SIM115
-    except OSError:
-        return False
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        lock.close()  # closing releases the lock if we took it
-    return False
+def stop_stale_servers(db_file: Path) -> None:
+    """Stop a Temporal server an earlier agentloop command left running on
+    ``db_file`` (its command was killed before it could stop it). Call with
+    the data directory's lock held: then no live command owns such a server.
+
+    Raises:
+        UserError: A server agentloop did not start uses the file, or one
+            would not stop.
+    """
+    from agentloop.devserver import servers_using, stop_process
+
+    for pid, ours in servers_using(db_file):
+        if not ours:
+            raise UserError(
+                f"a Temporal server that agentloop did not start (pid {pid}) is using {db_file}; stop it "
+                f"(kill {pid}) and try again, or set AGENTLOOP_HOME to another directory"
+            )
+        say(f"agentloop: stopping the Temporal server (pid {pid}) that an earlier agentloop command left "
+            f"running on {db_file}")
+        if not stop_process(pid):
+            raise UserError(f"the Temporal server (pid {pid}) left running on {db_file} did not stop; "
+                            f"kill it (kill -9 {pid}) and try again")
 
 
 def embedded_server_address(data_dir: Path | None = None) -> str:
@@ -94,22 +201,35 @@ def embedded_server_address(data_dir: Path | None = None) -> str:
     return address
 
 
+def running_dev_server(data_dir: Path | None = None) -> Holder | None:
+    """The ``agentloop dev`` serving the data directory, when one is up.
+
+    Raises:
+        UserError: Another ``agentloop run`` holds the directory (its
+            server stops with it); the message gives its address.
+    """
+    data_dir = data_dir or agentloop_home()
+    holder = read_holder(data_dir)
+    if holder is None:
+        return None
+    if holder.command == "dev" and holder.address:
+        return holder
+    raise UserError(busy_message(data_dir, holder))
+
+
 async def ops_client() -> AgentClient:
-    """A client for the ops commands: ``TEMPORAL_ADDRESS``, or the embedded
-    server of a running ``agentloop run``/``dev``. Never starts anything."""
+    """A client for the ops commands: Temporal's environment configuration
+    (``TEMPORAL_ADDRESS``...), or the embedded server of a running
+    ``agentloop run``/``dev``. Never starts anything."""
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
     from agentloop.client import AgentClient
-    from agentloop.workers.worker import connect
 
     config = TemporalConfig.from_env()
-    if config.address:
-        address, where = config.address, "TEMPORAL_ADDRESS"
-    else:
-        address, where = embedded_server_address(), f"{agentloop_home() / ADDRESS_FILE}"
-    try:
-        client = await connect(address, config.namespace)
-    except Exception as exc:  # the SDK raises RuntimeError with the transport's reason
-        raise UserError(f"cannot connect to Temporal at {address} (from {where}): {exc}; check that "
-                        "the server is running and the address is right") from None
+    if not config.address:
+        config = config.for_address(embedded_server_address())
+        config.source = str(agentloop_home() / ADDRESS_FILE)
+    client = await connect_client(config, data_converter=pydantic_data_converter)
     return AgentClient(client, task_queue=config.task_queue)
 
 
@@ -118,6 +238,7 @@ async def session(
     config: TemporalConfig,
     *,
     with_worker: bool,
+    command: str = "run",
     workspace: str | None = None,
     ui: bool = False,
     port: int | None = None,
@@ -125,19 +246,22 @@ async def session(
     data_dir: Path | None = None,
     role: str = "all",
 ) -> AsyncIterator[Session]:
-    """Connect to ``config.address``, or start the embedded server; optionally
-    run a worker of ``role`` in this process for as long as the block runs.
+    """Connect to ``config.address``, or start the embedded server for
+    ``command``; optionally run a worker of ``role`` in this process for as
+    long as the block runs. Everything started is stopped when the block
+    ends, however it ends (an error, or a signal that cancels the command).
 
     A process that runs models holds the provider keys: it makes itself
     non-dumpable (see :func:`agentloop.workers.worker.protect_process`); shell commands
     run in the worker's sandbox (:mod:`agentloop.activities.sandbox`), checked here
     before anything starts.
     """
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
     from agentloop.workers.worker import (
         build_worker,
         check_role,
         check_tools_environment,
-        connect,
         import_modules,
         protect_process,
     )
@@ -159,7 +283,7 @@ async def session(
             from agentloop.devserver import DevServer
 
             data_dir = data_dir or agentloop_home()
-            stack.enter_context(data_dir_lock(data_dir))
+            lock = stack.enter_context(data_dir_lock(data_dir, command))
             server = DevServer(
                 db_file=data_dir / "temporal.db",
                 log_file=data_dir / "temporal.log",
@@ -168,27 +292,21 @@ async def session(
                 ui_port=ui_port,
                 namespace=config.namespace,
             )
-            server.start()
+            stop_stale_servers(server.db_file)  # type: ignore[arg-type]
             stack.callback(server.stop)
+            server.start()
             await server.wait_ready()
             # Ops commands in other terminals find the server here; removed
             # before the server stops (callbacks run last in, first out).
             address_file = data_dir / ADDRESS_FILE
             write_atomically(address_file, server.address + "\n")
             stack.callback(address_file.unlink, missing_ok=True)
-            config = TemporalConfig(
-                address=server.address,
-                namespace=config.namespace,
-                task_queue=config.task_queue,
-                imports=config.imports,
-                role=config.role,
-            )
+            _write_lock_info(lock, {"command": command, "pid": os.getpid(), "namespace": config.namespace,
+                                    "task_queue": config.task_queue, "server_pid": server.pid})
+            config = config.for_address(server.address)
             ui_url = server.ui_url
-        client = await connect(config.address, config.namespace)  # type: ignore[arg-type]
+        client = await connect_client(config, data_converter=pydantic_data_converter)
         if with_worker:
             worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
             await stack.enter_async_context(worker)
         yield Session(client=client, config=config, ui_url=ui_url)
-
-
-# Following a run -----------------------------------------------------------------

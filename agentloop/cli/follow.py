@@ -10,8 +10,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from temporalio.service import RPCError
+
 from agentloop.errors import AgentRunFailed, DecisionRejected
-from agentloop.events import AgentEvent, ApprovalRequested, RunCompleted, is_terminal
+from agentloop.events import AgentEvent, ApprovalRequested, MessageReset, RunCompleted, is_terminal
 from agentloop.render import EventRenderer, args_json
 
 if TYPE_CHECKING:
@@ -189,7 +191,8 @@ async def follow(
                     if event is end:
                         await pump_task  # raises what reading the stream raised
                         return terminal
-                    renderer.render(event)
+                    reason = await retry_reason(handle, event) if isinstance(event, MessageReset) else None
+                    renderer.render(event, reason=reason)
                     if is_terminal(event):
                         terminal = event
                     elif prompter is not None and isinstance(event, ApprovalRequested):
@@ -205,6 +208,21 @@ async def follow(
                 task.cancel()
         if prompter is not None:
             prompter.answers.close()
+
+
+async def retry_reason(handle: AgentRunHandle, event: MessageReset) -> str | None:
+    """Why the LLM attempt before ``event.attempt`` failed: the last failure
+    of the run's pending ``call_model`` activity while that attempt runs.
+    None once the attempt is over (e.g. a finished run being replayed)."""
+    try:
+        description = await handle.workflow_handle.describe()
+    except RPCError:
+        return None
+    for activity in description.raw_description.pending_activities:
+        if (activity.activity_type.name == "call_model" and activity.attempt == event.attempt
+                and activity.HasField("last_failure")):
+            return activity.last_failure.message or None
+    return None
 
 
 async def exit_code(handle: AgentRunHandle, terminal: AgentEvent | None) -> int:

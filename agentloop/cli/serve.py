@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from pathlib import Path
 
+from agentloop.cli.common import existing_workspace, say
 from agentloop.cli.embedded import session
 from agentloop.config import TemporalConfig
 from agentloop.errors import UserError
@@ -16,13 +16,13 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     config = TemporalConfig.from_env()
     config.imports += args.imports
     if config.address:
-        raise UserError("TEMPORAL_ADDRESS is set: `agentloop dev` starts its own server; unset it, "
-                        "or run `agentloop worker` against that server")
+        raise UserError(f"{config.source} names a Temporal server ({config.address}), but `agentloop dev` starts "
+                        "its own: unset it, or run `agentloop worker` against that server")
     data_dir = Path(args.data_dir) if args.data_dir else None
     role = args.role or config.role
     async with session(
-        config, with_worker=True, workspace=args.workspace, ui=not args.headless,
-        port=args.port, ui_port=args.ui_port, data_dir=data_dir, role=role,
+        config, with_worker=True, workspace=existing_workspace(args.workspace), ui=not args.headless,
+        port=args.port, ui_port=args.ui_port, data_dir=data_dir, role=role, command="dev",
     ) as s:
         from agentloop.activities.sandbox import describe
         from agentloop.workers.worker import tool_task_queue
@@ -39,14 +39,13 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         print(f"\n  export TEMPORAL_ADDRESS={s.config.address}", flush=True)
         print("\nRuns waiting for you (from another terminal):  agentloop list --status awaiting_approval",
               flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        import signal
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
-        print("stopping", file=sys.stderr)
+        try:
+            await asyncio.Event().wait()  # until Ctrl-C, SIGTERM or SIGHUP cancels the command
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            say("stopping the worker and the Temporal server")
     return 0
 
 
@@ -57,5 +56,5 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     config.imports += args.imports
     if args.role:
         config.role = args.role
-    await run_worker(config, workspace=args.workspace)
+    await run_worker(config, workspace=existing_workspace(args.workspace))
     return 0
