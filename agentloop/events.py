@@ -209,6 +209,55 @@ class RunContinued(_Event):
     runs: int
 
 
+class SubAgentInvocationStarted(_Event):
+    """``agent.sub_agent.invocation.started``: the run delegated a task to a
+    sub-agent, whose run (a child workflow) has started.
+
+    Attributes:
+        call_id: The tool call that delegated.
+        name: The sub-agent's name.
+        child_run_id: The sub-agent's run id: follow it with
+            ``AgentClient.get_handle(child_run_id)`` or ``agentloop watch``.
+        task: The task it was given.
+        history: ``none`` or ``fork`` (it got a copy of the conversation).
+    """
+
+    type: Literal["agent.sub_agent.invocation.started"] = "agent.sub_agent.invocation.started"
+    call_id: str
+    name: str
+    child_run_id: str
+    task: str = ""
+    history: Literal["none", "fork"] = "none"
+
+
+class SubAgentInvocationCompleted(_Event):
+    """``agent.sub_agent.invocation.completed``: the sub-agent's run ended;
+    ``final_text`` (or ``error``) is what the delegating model sees.
+
+    Attributes:
+        call_id: The tool call that delegated.
+        name: The sub-agent's name.
+        child_run_id: The sub-agent's run id.
+        status: How it ended (``completed``, ``failed``, ``stopped``, ``cancelled``).
+        reason: Why.
+        final_text: Its last answer.
+        error: What went wrong, when it did not complete.
+        usage: Its usage, its own sub-agents' included.
+        cost_usd: Its cost, when its model's price is known.
+    """
+
+    type: Literal["agent.sub_agent.invocation.completed"] = "agent.sub_agent.invocation.completed"
+    call_id: str
+    name: str
+    child_run_id: str
+    status: str
+    reason: RunReason | None = None
+    final_text: str = ""
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+
+
 class RunCompleted(_Event):
     """``thread.run.completed``: the run ended ``completed`` or ``stopped``
     (then ``note`` says why, e.g. ``stopped: <the stop request's reason>``)."""
@@ -255,6 +304,8 @@ AgentEvent = Annotated[
         RequiresAction,
         ContextManaged,
         RunContinued,
+        SubAgentInvocationStarted,
+        SubAgentInvocationCompleted,
         RunCompleted,
         RunFailed,
         RunCancelled,

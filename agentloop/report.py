@@ -36,6 +36,14 @@ class Usage(BaseModel):
             requests=self.requests + other.requests,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens - other.input_tokens,
+            output_tokens=self.output_tokens - other.output_tokens,
+            cached_input_tokens=self.cached_input_tokens - other.cached_input_tokens,
+            requests=self.requests - other.requests,
+        )
+
 
 class ToolCallReport(BaseModel):
     """How one tool call went.
@@ -56,6 +64,7 @@ class ToolCallReport(BaseModel):
             when the client ran the call and submitted its output.
         decided_by: Who decided, when they said.
         waited_ms: Time spent waiting for the decision or the client's output.
+        sub_run_id: The sub-agent run the call started, for a delegation.
     """
 
     call_id: str
@@ -71,6 +80,7 @@ class ToolCallReport(BaseModel):
     decision: Literal["approve", "deny", "skip", "override", "timeout", "client", "stopped"] | None = None
     decided_by: str | None = None
     waited_ms: float = 0.0
+    sub_run_id: str | None = None
 
 
 class StepReport(BaseModel):
@@ -85,6 +95,10 @@ class StepReport(BaseModel):
             ``length``, ``content_filter``, ``other``).
         tool_calls: One report per tool call, in call order.
         tool_total_ms: Wall time of this step's tool phase.
+        sub_agent_usage: Usage of the sub-agent runs this step delegated to
+            (their own sub-agents included); the run's ``total_usage``
+            includes it, ``usage`` does not.
+        sub_agent_cost_usd: Their cost.
     """
 
     index: int
@@ -94,6 +108,8 @@ class StepReport(BaseModel):
     finish_reason: str = ""
     tool_calls: list[ToolCallReport] = Field(default_factory=list)
     tool_total_ms: float = 0.0
+    sub_agent_usage: Usage = Field(default_factory=Usage)
+    sub_agent_cost_usd: float = 0.0
 
 
 #: A run's status: ``running`` and the two waits while it goes on, then how it ended.
@@ -122,6 +138,32 @@ RunReason = Literal[
 ]
 
 
+class SubRunReport(BaseModel):
+    """A sub-agent run a run delegated to (``AgentSpec.sub_agents``).
+
+    Attributes:
+        name: The sub-agent's name (the tool the model called).
+        run_id: The sub-agent's run id (its workflow id).
+        call_id: The tool call that started it.
+        step: The delegating step, zero-based.
+        status: ``running``, then how it ended.
+        reason: Why it ended.
+        usage: Its usage, its own sub-agents' included.
+        cost_usd: Its cost (None when its model's price is unknown).
+        error: What went wrong, when it did not complete.
+    """
+
+    name: str
+    run_id: str
+    call_id: str
+    step: int = 0
+    status: RunStatus = "running"
+    reason: RunReason | None = None
+    usage: Usage = Field(default_factory=Usage)
+    cost_usd: float | None = None
+    error: str | None = None
+
+
 class AgentRunReport(BaseModel):
     """Everything about one run, available by query at any time.
 
@@ -142,7 +184,10 @@ class AgentRunReport(BaseModel):
         total_llm_time_ms: Time in LLM activities.
         total_tool_time_ms: Time in tool phases.
         total_cost_usd: Cost of the run's usage at the model's price
-            (``agentloop.pricing``); None when the price is unknown.
+            (``agentloop.pricing``); None when the price is unknown. With
+            sub-agents, their cost is included, each at its model's price.
+        sub_runs: The sub-agent runs this run delegated to, in start order
+            (their usage is in ``total_usage``).
     """
 
     id: str
@@ -161,3 +206,4 @@ class AgentRunReport(BaseModel):
     total_llm_time_ms: float = 0.0
     total_tool_time_ms: float = 0.0
     total_cost_usd: float | None = None
+    sub_runs: list[SubRunReport] = Field(default_factory=list)

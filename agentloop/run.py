@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentloop.approvals import PendingAction, PendingApproval
 from agentloop.errors import describe_validation_error
 from agentloop.messages import Message, ToolCallPart
 from agentloop.report import AgentRunReport, RunReason, RunStatus, Usage
-from agentloop.spec import AgentSpec
+from agentloop.spec import AgentSpec, depth_problem
 from agentloop.workflows.state import LoopState
 
 #: Most bytes of messages a run's Temporal result carries (see
@@ -36,6 +36,28 @@ RUN_INPUT_EXAMPLE = (
 )
 
 
+class SubRunLink(BaseModel):
+    """What a sub-agent's run knows of the run that delegated to it.
+
+    Attributes:
+        parent_run_id: The delegating run.
+        root_run_id: The top run of the tree.
+        name: The sub-agent's name in the parent's spec (its tool's name).
+        call_id: The parent's tool call that started this run.
+        depth: 1 for a sub-agent of a top run, 2 below that...
+        max_depth: The top agent's ``max_depth``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    parent_run_id: str
+    root_run_id: str
+    name: str
+    call_id: str
+    depth: int = Field(ge=1)
+    max_depth: int = Field(ge=1)
+
+
 class AgentRunInput(BaseModel):
     """The input of :class:`AgentRunWorkflow`.
 
@@ -45,6 +67,7 @@ class AgentRunInput(BaseModel):
             of a thread may come first.
         carry: Set only when a run continues as new: its state so far (then
             ``messages`` is the conversation so far).
+        parent: Set only on a sub-agent's run: the run that delegated to it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -52,6 +75,16 @@ class AgentRunInput(BaseModel):
     spec: AgentSpec
     messages: list[Message] = Field(min_length=1)
     carry: LoopState | None = None
+    parent: SubRunLink | None = None
+
+    @model_validator(mode="after")
+    def _check_depth(self) -> AgentRunInput:
+        link = self.parent
+        problem = depth_problem(self.spec, depth=link.depth if link else 0,
+                                max_depth=link.max_depth if link else None)
+        if problem is not None:
+            raise ValueError(problem)
+        return self
 
 
 def _what_it_is(value: Any) -> str:
@@ -155,6 +188,9 @@ class RunState(BaseModel):
             characters ...``); newest last.
         agent_name: ``AgentSpec.name``.
         model: ``AgentSpec.model``.
+        waiting_on: The sub-agent runs under way, e.g. ``waiting on
+            researcher (run ...)`` (also the workflow's current details,
+            which the Temporal UI shows); empty when none.
     """
 
     run_id: str
@@ -171,6 +207,7 @@ class RunState(BaseModel):
     rejected_signals: list[str] = Field(default_factory=list)
     agent_name: str = ""
     model: str = ""
+    waiting_on: str = ""
 
 
 class MessagesResult(BaseModel):

@@ -19,6 +19,11 @@ AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
 AGENT_MODEL = SearchAttributeKey.for_keyword("AgentModel")
 #: Names of the tools whose calls wait for approval or client outputs.
 AGENT_PENDING_TOOLS = SearchAttributeKey.for_keyword_list("AgentPendingTools")
+#: A sub-agent's run: the run that delegated to it.
+AGENT_PARENT_RUN = SearchAttributeKey.for_keyword("AgentParentRun")
+#: A sub-agent's run: the top run of its tree (``AgentRootRun="<run id>"``
+#: finds every run below it).
+AGENT_ROOT_RUN = SearchAttributeKey.for_keyword("AgentRootRun")
 
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
@@ -26,6 +31,8 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_NAME.name: "Keyword",
     AGENT_MODEL.name: "Keyword",
     AGENT_PENDING_TOOLS.name: "KeywordList",
+    AGENT_PARENT_RUN.name: "Keyword",
+    AGENT_ROOT_RUN.name: "Keyword",
 }
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentloop.activity_io import ToolDefinition
 from agentloop.approvals import DefaultPermission, PermissionRule
 from agentloop.context import ContextLayer, ContextPolicy, compose_system_prompt
-from agentloop.pricing import Budget, validate_budget
+from agentloop.pricing import Budget, price_for, validate_budget
 
 #: What the model is asked before a run completes, with
 #: ``verify_before_completing``.
@@ -16,6 +19,12 @@ DEFAULT_VERIFICATION_PROMPT = (
     "missing or wrong, fix it now (use tools if needed). If everything is done, reply with "
     "your final answer again."
 )
+
+#: How deep sub-agents may nest by default (``AgentSpec.max_depth``).
+DEFAULT_MAX_DEPTH = 3
+
+#: What a sub-agent's name (its tool's name) may be.
+_SUB_AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 #: Providers a model string may name, as ``provider:model``.
 KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
@@ -105,6 +114,14 @@ class AgentSpec(BaseModel):
         verify_before_completing: Before completing, ask the model once to
             check its work (``verification_prompt``); it may confirm or go on.
         verification_prompt: The question asked.
+        sub_agents: Agents this one may delegate to, by name: the model sees
+            one tool per sub-agent, named after it, taking ``{"task": ...}``;
+            each call runs the sub-agent as a child workflow (README
+            "Sub-agents").
+        max_depth: How deep sub-agents may nest below the run's top agent
+            (its sub-agents are level 1, theirs level 2...). A run whose
+            spec nests deeper is refused at start; a sub-agent's runs keep
+            the top agent's limit.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -139,6 +156,8 @@ class AgentSpec(BaseModel):
     continue_as_new_every_steps: int | None = Field(default=None, ge=1)
     verify_before_completing: bool = False
     verification_prompt: str = DEFAULT_VERIFICATION_PROMPT
+    sub_agents: dict[str, SubAgent] = Field(default_factory=dict)
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=10)
 
     @field_validator("model")
     @classmethod
@@ -173,6 +192,31 @@ class AgentSpec(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _check_sub_agents(self) -> AgentSpec:
+        for name in self.sub_agents:
+            if not _SUB_AGENT_NAME.match(name):
+                raise ValueError(
+                    f"sub-agent name {name!r} is not allowed: the model calls it as a tool, so use "
+                    "1-64 letters, digits, '_' or '-'"
+                )
+        clash = sorted(set(self.sub_agents) & (set(self.tools) | {t.name for t in self.client_tools}))
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} is both a sub-agent (sub_agents) and a tool (tools or client_tools); "
+                "the model calls sub-agents as tools, so give them different names"
+            )
+        if self.budget.cost_limit_usd is not None:
+            for name, sub in self.sub_agents.items():
+                prices = Budget(prices={**self.budget.prices, **sub.spec.budget.prices})
+                if price_for(sub.spec.model, prices) is None:
+                    raise ValueError(
+                        f"budget.cost_limit_usd is set, and it holds for the sub-agents too, but the price of "
+                        f"sub-agent {name}'s model {sub.spec.model!r} is unknown; add it to budget.prices, or "
+                        "limit tokens with max_total_tokens instead"
+                    )
+        return self
+
     @property
     def provider(self) -> str:
         """The provider half of ``model``."""
@@ -186,3 +230,51 @@ class AgentSpec(BaseModel):
     def timeout_for(self, tool_name: str) -> float:
         """The time limit, in seconds, for one call of ``tool_name``."""
         return self.tool_timeouts.get(tool_name, self.tool_timeout_seconds)
+
+
+class SubAgent(BaseModel):
+    """An agent another agent may delegate to (``AgentSpec.sub_agents``).
+
+    Attributes:
+        spec: The sub-agent.
+        description: One line for the model: what the sub-agent is for
+            (the description of its tool).
+        history: ``none``: the sub-agent sees only the task. ``fork``: it
+            sees a copy of the delegating agent's conversation so far, then
+            the task.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: AgentSpec
+    description: str = ""
+    history: Literal["none", "fork"] = "none"
+
+
+AgentSpec.model_rebuild()
+
+
+def deepest_path(spec: AgentSpec) -> list[str]:
+    """Names along the deepest chain of sub-agents, ``spec``'s own first
+    (``["lead"]`` for an agent without sub-agents)."""
+    best: list[str] = []
+    for name, sub in spec.sub_agents.items():
+        below = deepest_path(sub.spec)
+        if len(below) >= len(best):
+            best = [name, *below[1:]]
+    return [spec.name, *best]
+
+
+def depth_problem(spec: AgentSpec, *, depth: int = 0, max_depth: int | None = None) -> str | None:
+    """Why a run of ``spec`` at ``depth`` (0 for a top-level run) may not
+    start, or None: its sub-agents nest past ``max_depth`` (``spec.max_depth``
+    when None)."""
+    limit = spec.max_depth if max_depth is None else max_depth
+    path = deepest_path(spec)
+    if depth + len(path) - 1 <= limit:
+        return None
+    where = f" below a run at depth {depth}" if depth else ""
+    return (
+        f"sub-agents nest {depth + len(path) - 1} levels deep ({' -> '.join(path)}{where}), past "
+        f"max_depth={limit}; flatten the team or raise AgentSpec.max_depth (at most 10) on the top agent"
+    )

@@ -47,7 +47,7 @@ from agentloop.errors import UserError, run_failed_from
 from agentloop.messages import Message
 from agentloop.run import AgentRunInput, AgentRunResult
 from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
-from agentloop.spec import AgentSpec
+from agentloop.spec import AgentSpec, depth_problem
 
 __all__ = ["WORKFLOW_NAME", "agent_result", "run_agent", "run_input", "start_agent"]
 
@@ -81,6 +81,9 @@ def run_input(spec: AgentSpec, input: str | Message | Sequence[Message]) -> Agen
     Raises:
         UserError: No message, or more than :data:`MAX_INPUT_BYTES` in all.
     """
+    problem = depth_problem(spec)
+    if problem is not None:
+        raise UserError(problem)
     built = AgentRunInput(spec=spec, messages=as_messages(input))
     size = len(built.model_dump_json())
     if size > MAX_INPUT_BYTES:

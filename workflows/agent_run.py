@@ -77,6 +77,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.workflows.recorder import RunRecorder, ms
     from agentloop.workflows.state import LoopState, PendingStep
+    from agentloop.workflows.delegation import sub_agent_tools, waiting_on
+    from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
 
@@ -138,6 +140,7 @@ class AgentRunWorkflow:
             pending_approvals=list(s.approvals.values()), pending_actions=list(s.actions.values()),
             stop_requested=s.stop is not None, rejected_signals=list(s.rejected_signals),
             agent_name=spec.name if spec else "", model=spec.model if spec else "",
+            waiting_on=waiting_on(s.running_subs) if s.running_subs else "",
         )
 
     @workflow.query(name="messages")
@@ -260,7 +263,9 @@ class AgentRunWorkflow:
         self._recorder.configure(search_attributes=self._features.hitl, name=spec.name, model=spec.model,
                                  trust_start_attributes=self._features.lean)
         self._keeper = ContextKeeper(self._state, self._recorder, spec)
-        self._tools = ToolRunner(self._state, self._recorder, self._run_id, self._features)
+        delegate = SubAgentRunner(self._state, self._recorder, self._run_id, self._input).delegate
+        self._tools = ToolRunner(self._state, self._recorder, self._run_id, self._features,
+                                 delegate=delegate if spec.sub_agents else None)
         self._handover = Handover(self._stream, self._state, self._recorder, self._input,
                                   enabled=self._features.by_reference)
         if self._input.carry is None:
@@ -302,6 +307,8 @@ class AgentRunWorkflow:
             results = await self._tools.run_step(spec, step)
             failed = count_failed_steps([f for _, f in results], self._state.failed_tool_steps)
             self._state.finish_step(results, failed_steps=failed)
+            if spec.sub_agents:
+                self._check_tree_budget(spec)
             match decide_after_tools([r for r, _ in results], spec=spec, step=self._state.step,
                                      failed_tool_steps=failed, stop_requested=self._state.stop is not None):
                 case Continue():
@@ -321,6 +328,7 @@ class AgentRunWorkflow:
             if resolved.missing:
                 self._fail("error", missing_tools_message(resolved.missing, resolved.available))
             tools = resolved.tools
+        tools = tools + sub_agent_tools(spec)
         model_tools = tools + (spec.client_tools if self._features.hitl else [])
         system_prompt = spec.composed_system_prompt
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,
@@ -346,7 +354,7 @@ class AgentRunWorkflow:
             return result
         self._take_response(result.response, msg_id)
         if features.by_reference:
-            budget = check_run_budget(state.usage, spec)
+            budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
             state.report.total_cost_usd = budget.cost_usd
             if isinstance(budget, OverBudget):
                 return FailRun("cost_limit", budget.message)
@@ -427,6 +435,15 @@ class AgentRunWorkflow:
                             finish_reason=response.finish_reason)
         for tool_call in response.message.tool_calls:
             self._recorder.emit(ToolCallCompletedByLLM, call=tool_call)
+
+    def _check_tree_budget(self, spec: AgentSpec) -> None:
+        """After a step that may have delegated: the run and its sub-agents
+        together against the budget (one budget for the whole tree)."""
+        state = self._state
+        budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
+        state.report.total_cost_usd = budget.cost_usd
+        if isinstance(budget, OverBudget):
+            self._fail("cost_limit", f"with its sub-agents, {budget.message}")
 
     # The end ----------------------------------------------------------------------------------
 

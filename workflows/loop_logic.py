@@ -178,10 +178,23 @@ class OverBudget:
 BudgetVerdict = Union[WithinBudget, OverBudget]
 
 
-def check_run_budget(usage: Usage, spec: AgentSpec) -> BudgetVerdict:
+def check_run_budget(
+    usage: Usage, spec: AgentSpec, *, sub_usage: Usage | None = None, sub_cost_usd: float | None = 0.0
+) -> BudgetVerdict:
     """The run's totals against ``spec.budget`` (checked after each LLM step,
-    so a run may overshoot by one step's usage)."""
-    cost = run_cost(usage, spec.model, spec.budget)
+    and after each step that delegated to sub-agents, so a run may overshoot
+    by one step's usage).
+
+    Args:
+        usage: The run's usage, its sub-agents' included.
+        spec: The agent.
+        sub_usage: The part of ``usage`` its sub-agents used.
+        sub_cost_usd: What they cost, each at its own model's price (None
+            when one's price is unknown: the cost is then unknown too).
+    """
+    cost = run_cost(usage - sub_usage if sub_usage is not None else usage, spec.model, spec.budget)
+    if sub_usage is not None and cost is not None:
+        cost = None if sub_cost_usd is None else cost + sub_cost_usd
     over = check_budget(usage, cost, spec.budget)
     return OverBudget(cost, over) if over is not None else WithinBudget(cost)
 

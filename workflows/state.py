@@ -70,6 +70,8 @@ class LoopState(BaseModel):
         pending_step: A step waiting for people, resumed by the next run.
         runs: How many times the run has continued as new.
         rejected_signals: Why recent signals were refused or cut, newest last.
+        sub_usage: The part of ``usage`` the run's sub-agents used.
+        sub_cost_usd: What they cost (None once one's price is unknown).
         messages: The conversation (carried as the next run's ``messages``).
         status: The run's status now.
         reason: Why it ended, once it has.
@@ -78,6 +80,7 @@ class LoopState(BaseModel):
         actions: Calls waiting for the client's outputs.
         running_calls: Tool calls executing now.
         steps_this_run: Steps taken in this Temporal run.
+        running_subs: Sub-agent runs under way, ``{call id: (name, run id)}``.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -99,6 +102,8 @@ class LoopState(BaseModel):
     pending_step: PendingStep | None = None
     runs: int = 0
     rejected_signals: list[str] = Field(default_factory=list)
+    sub_usage: Usage = Field(default_factory=Usage)
+    sub_cost_usd: float | None = 0.0
 
     messages: list[Message] = Field(default_factory=list, exclude=True)
     status: RunStatus = Field(default="running", exclude=True)
@@ -108,6 +113,7 @@ class LoopState(BaseModel):
     actions: dict[str, PendingAction] = Field(default_factory=dict, exclude=True)
     running_calls: dict[str, ToolCallPart] = Field(default_factory=dict, exclude=True)
     steps_this_run: int = Field(default=0, exclude=True)
+    running_subs: dict[str, tuple[str, str]] = Field(default_factory=dict, exclude=True)
 
     _answered: set[str] = PrivateAttr(default_factory=set)
     _hashes: list[str] = PrivateAttr(default_factory=list)
@@ -171,6 +177,13 @@ class LoopState(BaseModel):
         self.usage = self.usage + usage
         self.report.total_usage = self.usage
         return usage
+
+    def add_sub_usage(self, usage: Usage, cost_usd: float | None) -> None:
+        """Count a sub-agent run's usage and cost (its own sub-agents' included)."""
+        self.sub_usage = self.sub_usage + usage
+        self.sub_cost_usd = None if cost_usd is None or self.sub_cost_usd is None else self.sub_cost_usd + cost_usd
+        self.usage = self.usage + usage
+        self.report.total_usage = self.usage
 
     def wait_for(self, gates: list[ToolGate]) -> None:
         """The step's calls that ask an operator or the client start waiting."""

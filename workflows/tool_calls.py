@@ -10,6 +10,7 @@ Workflow code: the waits are ``workflow.wait_condition``, the calls
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,10 @@ class StepGates:
     report: StepReport
 
 
+#: Runs one delegation call: (spec, call, its report, the step's report) -> (result, failed).
+Delegate = Callable[[AgentSpec, ToolCallPart, ToolCallReport, StepReport], Awaitable[tuple[ToolResultPart, bool]]]
+
+
 class ToolRunner:
     """Runs the tool calls of a run's steps.
 
@@ -56,13 +61,17 @@ class ToolRunner:
         recorder: For the calls' events and reports.
         run_id: The run id.
         features: What the run does (its tools queue, approval clock).
+        delegate: Runs a call to a sub-agent (``SubAgentRunner.delegate``);
+            None for a run without sub-agents.
     """
 
-    def __init__(self, state: LoopState, recorder: RunRecorder, run_id: str, features: Features) -> None:
+    def __init__(self, state: LoopState, recorder: RunRecorder, run_id: str, features: Features,
+                 delegate: Delegate | None = None) -> None:
         self.state = state
         self.recorder = recorder
         self.run_id = run_id
         self.features = features
+        self.delegate = delegate
 
     async def run_step(self, spec: AgentSpec, step: StepGates) -> list[tuple[ToolResultPart, bool]]:
         """Run (or answer) every call of a step: results in call order, each
@@ -96,7 +105,10 @@ class ToolRunner:
                     return self._tool_done(call, step_report, report, resolution.result, failed=False, started=started)
         # After any wait for a decision: "started" means the call runs now.
         self.recorder.emit(ToolExecutionStarted, call=call)
-        result, failed = await self._execute(spec, call, report)
+        if self.delegate is not None and call.name in spec.sub_agents:
+            result, failed = await self.delegate(spec, call, report, step_report)
+        else:
+            result, failed = await self._execute(spec, call, report)
         self.recorder.tool_finished(step_report, report, result, ran=True, started=started)
         return result, failed
 

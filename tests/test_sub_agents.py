@@ -1,0 +1,262 @@
+"""Sub-agents as child workflows, on the real dev server with scripted models:
+delegation and its answer, parallel delegations, forked history, depth,
+failing children, one budget for the tree, cancel and stop, an approval in a
+child decided with the temporal CLI, a worker killed while a child runs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import WorkflowExecutionStatus
+
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, UserError
+from agentloop.activity_io import ModelRequest
+from agentloop.pricing import Budget
+from agentloop.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
+from agentloop.spec import SubAgent
+from agentloop.testing import call, calls, last_tool_results, reply, script, script_every_step
+from tests.processes import processes_with_argument, unique_sleep, wait_until_running
+
+
+def echo_results(request: ModelRequest):
+    """A final step that repeats what the tools (here: sub-agents) answered."""
+    return reply(" | ".join(f"{r.name}:{'ERR ' if r.is_error else ''}{r.content}" for r in last_tool_results(request)))
+
+
+def lead(model: str, subs: dict[str, SubAgent], **kw) -> AgentSpec:
+    kw.setdefault("heartbeat_timeout_seconds", 5)
+    return AgentSpec(model=model, name="lead", sub_agents=subs, **kw)
+
+
+def helper(model: str, name: str = "helper", **kw) -> SubAgent:
+    history = kw.pop("history", "none")
+    return SubAgent(spec=AgentSpec(model=model, name=name, heartbeat_timeout_seconds=5, **kw),
+                    description=f"The {name}.", history=history)
+
+
+async def wait_for(predicate, what: str, timeout: float = 30.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        assert asyncio.get_running_loop().time() < deadline, f"never happened: {what}"
+        await asyncio.sleep(0.05)
+
+
+async def test_delegate_and_read_the_childs_answer(agent_client: AgentClient, worker) -> None:
+    seen: list[ModelRequest] = []
+
+    def child_model(request: ModelRequest):
+        seen.append(request)
+        return reply("Paris is the capital of France.")
+
+    parent_seen: list[ModelRequest] = []
+
+    def first(request: ModelRequest):
+        parent_seen.append(request)
+        return calls(call("researcher", {"task": "What is the capital of France?"}))
+
+    model = script(first, echo_results)
+    spec = lead(model, {"researcher": helper(script(child_model), "researcher")})
+    async with worker():
+        handle = await agent_client.start(spec, "Find the capital of France.")
+        result = await handle.result()
+        events = [e async for e in handle.events()]
+        child_result = await agent_client.get_handle(f"{handle.run_id}-sub-call_0_0").result()
+    child_id = f"{handle.run_id}-sub-call_0_0"
+    assert result.status == "completed"
+    assert result.final_text == "researcher:Paris is the capital of France."
+    # The model saw one tool named after the sub-agent, taking a task.
+    (tool,) = parent_seen[0].tools
+    assert tool.name == "researcher" and tool.description == "The researcher."
+    assert tool.parameters["required"] == ["task"]
+    # The child saw only the task.
+    assert [m.text for m in seen[0].messages] == ["What is the capital of France?"]
+    # The child is its own run, with its own result and report.
+    assert child_result.final_text == "Paris is the capital of France."
+    # Usage rolls up: the parent's total is its own two steps plus the child's.
+    report = result.report
+    own = report.steps[0].usage + report.steps[1].usage
+    assert report.total_usage == own + child_result.usage
+    assert result.usage == report.total_usage
+    assert report.steps[0].sub_agent_usage == child_result.usage
+    (sub,) = report.sub_runs
+    assert (sub.name, sub.run_id, sub.call_id, sub.status, sub.reason) == (
+        "researcher", child_id, "call_0_0", "completed", "done")
+    assert sub.usage == child_result.usage and sub.cost_usd == 0.0
+    assert report.steps[0].tool_calls[0].sub_run_id == child_id
+    # Events in the parent's stream carry the child's run id, usage and answer.
+    started = next(e for e in events if e.type == "agent.sub_agent.invocation.started")
+    completed = next(e for e in events if e.type == "agent.sub_agent.invocation.completed")
+    assert (started.child_run_id, started.name, started.task) == (child_id, "researcher", "What is the capital of France?")
+    assert completed.child_run_id == child_id and completed.status == "completed"
+    assert completed.final_text == "Paris is the capital of France." and completed.usage == child_result.usage
+    # Search attributes: the child names its parent and root.
+    described = await agent_client.temporal.get_workflow_handle(child_id).describe()
+    attrs = described.typed_search_attributes
+    assert attrs.get(AGENT_PARENT_RUN) == handle.run_id and attrs.get(AGENT_ROOT_RUN) == handle.run_id
+    assert described.parent_id == handle.run_id
+
+
+async def test_two_parallel_delegates_run_at_once(agent_client: AgentClient, worker) -> None:
+    # Each child waits until the other has started: only parallel children finish.
+    started: set[str] = set()
+
+    def child(name: str):
+        async def answer(request: ModelRequest):
+            started.add(name)
+            for _ in range(600):
+                if len(started) == 2:
+                    return reply(f"{name} done")
+                await asyncio.sleep(0.05)
+            return reply(f"{name} ran alone")
+        return script(answer)
+
+    model = script(calls(call("alpha", {"task": "a"}), call("beta", {"task": "b"})), echo_results)
+    spec = lead(model, {"alpha": helper(child("alpha"), "alpha"), "beta": helper(child("beta"), "beta")})
+    async with worker():
+        result = await (await agent_client.start(spec, "both")).result()
+    assert result.final_text == "alpha:alpha done | beta:beta done"
+    assert [s.name for s in result.report.sub_runs] == ["alpha", "beta"]
+
+
+async def test_a_forked_history_reaches_the_child(agent_client: AgentClient, worker) -> None:
+    seen: list[ModelRequest] = []
+
+    def child_model(request: ModelRequest):
+        seen.append(request)
+        return reply("the number was 7")
+
+    model = script(
+        calls(call("list_dir", {"path": "."}), text="Looking first."),
+        calls(call("recall", {"task": "Which number did the user give?"})),
+        echo_results,
+    )
+    spec = lead(model, {"recall": helper(script_every_step(child_model), "recall", history="fork")},
+                tools=["list_dir"])
+    async with worker():
+        result = await (await agent_client.start(spec, "Remember the number 7.")).result()
+    assert result.final_text == "recall:the number was 7"
+    messages = seen[0].messages
+    # The parent's conversation (its input, its first step and that step's
+    # results), then the task; not the delegating message itself.
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "user"]
+    assert messages[0].text == "Remember the number 7."
+    assert messages[1].tool_calls[0].name == "list_dir"
+    assert messages[-1].text == "Which number did the user give?"
+
+
+def nested(depth: int, model: str, **top) -> AgentSpec:
+    spec = AgentSpec(model=model, name=f"level{depth}")
+    for level in range(depth - 1, -1, -1):
+        spec = AgentSpec(model=model, name=f"level{level}",
+                         sub_agents={f"level{level + 1}": SubAgent(spec=spec, description="deeper")},
+                         **(top if level == 0 else {}))
+    return spec
+
+
+async def test_nesting_past_max_depth_is_refused_with_a_sentence(agent_client: AgentClient, worker) -> None:
+    model = script(reply("x"))
+    with pytest.raises(UserError) as info:
+        await agent_client.start(nested(4, model), "deep")
+    assert str(info.value) == (
+        "sub-agents nest 4 levels deep (level0 -> level1 -> level2 -> level3 -> level4), past max_depth=3; "
+        "flatten the team or raise AgentSpec.max_depth (at most 10) on the top agent"
+    )
+    with pytest.raises(UserError, match="past max_depth=1"):
+        await agent_client.start(nested(2, model, max_depth=1), "deep")
+    # At the limit, a tree of three levels runs: each level delegates once.
+    answer = script(calls(call("level1", {"task": "go"})), echo_results)
+    middle = script(calls(call("level2", {"task": "go"})), echo_results)
+    leaf = script(calls(call("level3", {"task": "go"})), echo_results)
+    bottom = script(reply("bottom"))
+    spec = AgentSpec(model=answer, name="level0", sub_agents={"level1": SubAgent(spec=AgentSpec(
+        model=middle, name="level1", sub_agents={"level2": SubAgent(spec=AgentSpec(
+            model=leaf, name="level2", sub_agents={"level3": SubAgent(spec=AgentSpec(model=bottom, name="level3"))}))}))})
+    async with worker():
+        handle = await agent_client.start(spec, "deep")
+        result = await handle.result()
+    assert result.final_text == "level1:level2:level3:bottom"
+    leaf_id = f"{handle.run_id}-sub-call_0_0-sub-call_0_0-sub-call_0_0"
+    attrs = (await agent_client.temporal.get_workflow_handle(leaf_id).describe()).typed_search_attributes
+    assert attrs.get(AGENT_ROOT_RUN) == handle.run_id
+    assert attrs.get(AGENT_PARENT_RUN) == f"{handle.run_id}-sub-call_0_0-sub-call_0_0"
+
+
+def test_sub_agent_names_are_checked() -> None:
+    with pytest.raises(ValueError, match="sub-agent name 'two words' is not allowed"):
+        AgentSpec(model="scripted:demo", sub_agents={"two words": SubAgent(spec=AgentSpec(model="scripted:demo"))})
+    with pytest.raises(ValueError, match="list_dir is both a sub-agent"):
+        AgentSpec(model="scripted:demo", tools=["list_dir"],
+                  sub_agents={"list_dir": SubAgent(spec=AgentSpec(model="scripted:demo"))})
+
+
+async def test_a_failing_child_is_an_error_result_not_a_crashed_parent(agent_client: AgentClient, worker) -> None:
+    looping = script(*[calls(call("list_dir", {"path": "."})) for _ in range(3)])
+    model = script(calls(call("flaky", {"task": "loop"}), call("flaky", {})), echo_results)
+    spec = lead(model, {"flaky": helper(looping, "flaky", tools=["list_dir"], max_steps=2)})
+    async with worker():
+        handle = await agent_client.start(spec, "try")
+        result = await handle.result()
+    child_id = f"{handle.run_id}-sub-call_0_0"
+    assert result.status == "completed"
+    first, second = result.final_text.split(" | ")
+    assert first.startswith(f"flaky:ERR The sub-agent 'flaky' (run {child_id}) did not finish: max_steps: the run used all 2 steps")
+    assert second.startswith("flaky:ERR The call to sub-agent 'flaky' needs one argument, task")
+    (sub,) = result.report.sub_runs
+    assert (sub.status, sub.reason) == ("failed", "max_steps")
+    # The failed child's usage still counts.
+    assert sub.usage.requests == 2 and result.report.total_usage.requests == 4
+
+
+async def test_two_parallel_children_together_exceed_the_parents_budget(agent_client: AgentClient, worker) -> None:
+    # Each child's answer costs about 250 output tokens: within what remains
+    # of the parent's 400 when it starts, over it together.
+    long_answer = "word " * 200
+    model = script(calls(call("alpha", {"task": "a"}), call("beta", {"task": "b"})), reply("unreachable"))
+    spec = lead(model, {"alpha": helper(script(reply(long_answer)), "alpha"),
+                        "beta": helper(script(reply(long_answer)), "beta")},
+                budget=Budget(max_output_tokens=400))
+    async with worker():
+        handle = await agent_client.start(spec, "spend")
+        with pytest.raises(AgentRunFailed) as info:
+            await handle.result()
+        report = await handle.report()
+    assert info.value.reason == "cost_limit"
+    alpha, beta = report.sub_runs
+    assert alpha.status == beta.status == "completed"
+    own = report.steps[0].usage.output_tokens
+    assert alpha.usage.output_tokens < 400 - own and beta.usage.output_tokens < 400 - own
+    assert report.total_usage.output_tokens == own + alpha.usage.output_tokens + beta.usage.output_tokens > 400
+    assert str(info.value).endswith(
+        f"with its sub-agents, the run used {report.total_usage.output_tokens:,} output tokens, over "
+        "AgentSpec.budget.max_output_tokens=400; raise the limit or narrow the task")
+    # Each child started with what remained of the parent's budget.
+    child = await agent_client.get_handle(alpha.run_id).workflow_handle.describe()
+    assert child.status == WorkflowExecutionStatus.COMPLETED
+
+
+async def test_a_child_over_what_remains_ends_cost_limit_and_so_does_the_parent(
+    agent_client: AgentClient, worker
+) -> None:
+    model = script(calls(call("spender", {"task": "a"})), reply("unreachable"))
+    spec = lead(model, {"spender": helper(script(reply("word " * 1000)), "spender")},
+                budget=Budget(max_output_tokens=100))
+    async with worker():
+        handle = await agent_client.start(spec, "spend")
+        with pytest.raises(AgentRunFailed) as info:
+            await handle.result()
+        report = await handle.report()
+        (sub,) = report.sub_runs
+        child = await agent_client.get_handle(sub.run_id).report()
+    assert info.value.reason == "cost_limit"
+    assert (sub.status, sub.reason) == ("failed", "cost_limit")
+    # The child started with what remained of the parent's budget.
+    remaining = 100 - report.steps[0].usage.output_tokens
+    assert child.error is not None and f"max_output_tokens={remaining}" in child.error
