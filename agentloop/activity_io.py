@@ -33,10 +33,25 @@ class _Compact(BaseModel):
         data = handler(self)
         if not isinstance(data, dict):
             return data
-        for name, field in type(self).model_fields.items():
-            if name in data and not field.is_required() and getattr(self, name) == field.get_default(call_default_factory=True):
+        for name, default, factory in _optional_fields(type(self)):
+            if name in data and getattr(self, name) == (factory() if factory is not None else default):
                 del data[name]
         return data
+
+
+_OPTIONAL_FIELDS: dict[type, list[tuple[str, Any, Any]]] = {}
+
+
+def _optional_fields(cls: type[BaseModel]) -> list[tuple[str, Any, Any]]:
+    """A model's fields that have a default: name, default, default factory
+    (read once per class: pydantic's ``get_default`` inspects the factory's
+    signature on every call, and these models are dumped at every step)."""
+    found = _OPTIONAL_FIELDS.get(cls)
+    if found is None:
+        found = [(name, field.default, field.default_factory)
+                 for name, field in cls.model_fields.items() if not field.is_required()]
+        _OPTIONAL_FIELDS[cls] = found
+    return found
 
 
 class ToolDefinition(BaseModel):

@@ -25,6 +25,7 @@ unless registered with ``isolated=False``.
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import re
 from collections.abc import Awaitable, Callable
@@ -98,6 +99,7 @@ class Tool:
         isolated: bool | None = None,
     ) -> None:
         self.fn = fn
+        self._schema: dict[str, Any] | None = None
         self.name = name or fn.__name__
         if not _NAME_RE.match(self.name):
             raise UserError(
@@ -138,12 +140,14 @@ class Tool:
 
     @property
     def parameters(self) -> dict[str, Any]:
-        """The JSON schema of the arguments."""
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return schema
+        """The JSON schema of the arguments (generated once; a copy each time)."""
+        if self._schema is None:
+            schema = self.args_model.model_json_schema()
+            schema.pop("title", None)
+            for prop in schema.get("properties", {}).values():
+                prop.pop("title", None)
+            self._schema = schema
+        return copy.deepcopy(self._schema)
 
     def definition(self) -> ToolDefinition:
         """The tool as the model sees it."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import resource
 import time
 import uuid
@@ -68,7 +69,7 @@ def step_gaps(run_ids: list[str]) -> list[float]:
     gaps = []
     for run_id in run_ids:
         starts = CALLS.get(run_id, [])
-        gaps += [(b - a - MODEL_SECONDS[0]) * 1000 for a, b in zip(starts, starts[1:])]
+        gaps += [(b - a - MODEL_SECONDS[0]) * 1000 for a, b in itertools.pairwise(starts)]
     return gaps
 
 
@@ -94,10 +95,16 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
     return len(done) / elapsed, len(pending)
 
 
-async def measure(client: Client, n: int, deltas: bool, timeout: float) -> list[dict[str, object]]:
+async def measure(client: Client, n: int, deltas: bool, timeout: float, floor: bool = True) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
+    if floor:
+        rows.append(await measure_floor(client, n, tag, timeout))
+    rows.append(await measure_agentloop(client, n, tag, deltas, timeout))
+    return rows
 
+
+async def measure_floor(client: Client, n: int, tag: str, timeout: float) -> dict[str, object]:
     floor_queue = f"floor-{tag}"
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
@@ -110,9 +117,11 @@ async def measure(client: Client, n: int, deltas: bool, timeout: float) -> list[
 
         rate, unfinished = await burst(start_floor, ids, timeout)
         gaps = step_gaps(ids)
-        rows.append(dict(system="floor", n=n, rate=rate, unfinished=unfinished, p50=pct(gaps, 0.5),
-                         p95=pct(gaps, 0.95), rss=rss_mb()[0], queries=None))
+        return {"system": "floor", "n": n, "rate": rate, "unfinished": unfinished, "p50": pct(gaps, 0.5),
+                "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
 
+
+async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float) -> dict[str, object]:
     queue = f"agents-{tag}"
     registry = ToolRegistry()
 
@@ -136,13 +145,12 @@ async def measure(client: Client, n: int, deltas: bool, timeout: float) -> list[
         rate, unfinished = await burst(start_agent, ids, timeout)
         gaps = step_gaps(ids)
         llm_steps = sum(len(CALLS.get(i, [])) for i in ids) or 1
-        rows.append(dict(system="agentloop" + ("" if deltas else " (deltas off)"), n=n, rate=rate,
-                         unfinished=unfinished, p50=pct(gaps, 0.5), p95=pct(gaps, 0.95), rss=rss_mb()[0],
-                         queries=(stats.queries - queries_before) / llm_steps))
-    return rows
+        return {"system": "agentloop" + ("" if deltas else " (deltas off)"), "n": n, "rate": rate,
+                "unfinished": unfinished, "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0],
+                "queries": (stats.queries - queries_before) / llm_steps}
 
 
-async def main(runs: list[int], deltas: bool, timeout: float) -> None:
+async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -160,8 +168,8 @@ async def main(runs: list[int], deltas: bool, timeout: float) -> None:
         print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
               f"{'unfinished':>12}{'RSS MB':>9}{'queries/step':>14}")
         for n in runs:
-            rows = await measure(client, n, deltas, timeout)
-            floor_rate = rows[0]["rate"]
+            rows = await measure(client, n, deltas, timeout, floor)
+            floor_rate = rows[0]["rate"] if floor else float("nan")
             for row in rows:
                 queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
                 print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
@@ -177,7 +185,8 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=3, help="tool steps per run")
     parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
+    parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
-    asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout))
+    asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor))
