@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import uuid
+import signal
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, UserError
@@ -21,6 +21,7 @@ from agentloop.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
 from agentloop.spec import SubAgent
 from agentloop.testing import call, calls, last_tool_results, reply, script, script_every_step
 from tests.processes import processes_with_argument, unique_sleep, wait_until_running
+from tests.test_durability import spawn_worker  # noqa: F401  (fixture)
 
 
 def echo_results(request: ModelRequest):
@@ -260,3 +261,136 @@ async def test_a_child_over_what_remains_ends_cost_limit_and_so_does_the_parent(
     # The child started with what remained of the parent's budget.
     remaining = 100 - report.steps[0].usage.output_tokens
     assert child.error is not None and f"max_output_tokens={remaining}" in child.error
+
+
+# Cancel and stop -----------------------------------------------------------------
+
+
+async def test_cancelling_the_parent_kills_a_childs_shell_command(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    tag = unique_sleep(300)
+    member = script(calls(call("shell_command", {"command": f"exec sleep {tag}", "timeout_seconds": 600})),
+                    reply("x"))
+    model = script(calls(call("sleeper", {"task": "sleep"})), reply("unreachable"))
+    spec = lead(model, {"sleeper": helper(member, "sleeper", tools=["shell_command"], default_permission="allow",
+                                          tool_timeout_seconds=900)})
+    async with worker():
+        handle = await agent_client.start(spec, "sleep")
+        await wait_until_running(tag)  # the child's command started
+        state = await handle.state()
+        child_id = f"{handle.run_id}-sub-call_0_0"
+        assert state.waiting_on == f"waiting on sleeper (run {child_id})"
+        await handle.cancel()
+        with pytest.raises(AgentRunFailed) as info:
+            await handle.result()
+        assert info.value.reason == "cancelled"
+        # The parent ended only after its child had stopped, and the child's command with it.
+        assert processes_with_argument(tag) == []
+        child = await agent_client.temporal.get_workflow_handle(child_id).describe()
+        assert child.status == WorkflowExecutionStatus.CANCELED
+        assert (await agent_client.get_handle(child_id).state()).status == "cancelled"
+
+
+async def test_stop_on_the_parent_stops_the_children_after_their_step(agent_client: AgentClient, worker) -> None:
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def member_step(request: ModelRequest):
+        entered.set()
+        await release.wait()
+        return calls(call("list_dir", {"path": "."}), text="half way")
+
+    member = script(member_step, reply("unreachable"))
+    model = script(calls(call("member", {"task": "work"})), reply("unreachable"))
+    spec = lead(model, {"member": helper(member, "member", tools=["list_dir"])})
+    async with worker():
+        handle = await agent_client.start(spec, "work")
+        await asyncio.wait_for(entered.wait(), 30)
+        await handle.stop("enough")
+        child = agent_client.get_handle(f"{handle.run_id}-sub-call_0_0")
+
+        async def child_asked_to_stop() -> bool:
+            return (await child.state()).stop_requested
+
+        await wait_for(child_asked_to_stop, "the stop passed on to the child")
+        release.set()
+        result = await handle.result()
+        child_result = await child.result()
+    assert child_result.status == "stopped" and child_result.report.step_count == 1
+    assert child_result.error == f"stopped: the parent run {handle.run_id} was stopped: enough"
+    assert result.status == "stopped"
+    (sub,) = result.report.sub_runs
+    assert sub.status == "stopped"
+    delegation = result.messages[-1].content[0]
+    assert delegation.content.startswith("half way\n[the sub-agent 'member' was stopped before it finished")
+
+
+# Operators ---------------------------------------------------------------------------
+
+
+async def test_an_approval_inside_a_child_is_decided_with_the_temporal_cli(
+    agent_client: AgentClient, worker, dev_server, workspace: Path
+) -> None:
+    from tests.test_temporal_cli import run_temporal
+
+    member = script(calls(call("write_file", {"file_path": "out.txt", "content": "hi"})), reply("written"))
+    model = script(calls(call("writer", {"task": "write it"})), echo_results)
+    spec = lead(model, {"writer": helper(member, "writer", tools=["write_file"])})
+    async with worker():
+        handle = await agent_client.start(spec, "write")
+        child_id = f"{handle.run_id}-sub-call_0_0"
+        query = f'AgentStatus="awaiting_approval" AND AgentRootRun="{handle.run_id}"'
+
+        async def listed() -> list[str]:
+            out = await run_temporal(dev_server, "workflow", "list", "--query", query, "--output", "json")
+            assert out.returncode == 0, out.stderr
+            return [w["execution"]["workflowId"] for w in json.loads(out.stdout or "[]")]
+
+        assert await wait_for(listed, "the child listed as awaiting approval") == [child_id]
+        assert (await handle.state()).waiting_on == f"waiting on writer (run {child_id})"
+        signalled = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", child_id, "--name",
+                                       "approve", "--input", json.dumps({"call_id": "call_0_0", "decision": "approve"}))
+        assert signalled.returncode == 0, signalled.stderr
+        result = await handle.result()
+        assert (await handle.state()).waiting_on == ""
+    assert result.final_text == "writer:written"
+    assert (workspace / "out.txt").read_text() == "hi"
+
+
+async def test_a_worker_killed_while_a_child_runs_starts_no_second_child_and_runs_no_tool_twice(
+    agent_client: AgentClient, workspace: Path, spawn_worker
+) -> None:
+    calls_log = workspace / "calls.log"
+    first = spawn_worker("tests.sub_agents_fixture")
+    member = AgentSpec(model="scripted:sub-member", name="member", tools=["record", "block"],
+                       workspace=str(workspace), heartbeat_timeout_seconds=2, default_permission="allow")
+    spec = AgentSpec(model="scripted:sub-lead", name="lead", heartbeat_timeout_seconds=2,
+                     sub_agents={"member": SubAgent(spec=member)})
+    handle = await agent_client.start(spec, "delegate")
+    deadline = asyncio.get_running_loop().time() + 60
+    while not (calls_log.exists() and "block-start" in calls_log.read_text()):
+        assert asyncio.get_running_loop().time() < deadline, f"the child's tool never started ({spawn_worker.log})"
+        await asyncio.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    (workspace / "release").touch()
+    spawn_worker("tests.sub_agents_fixture")
+    result = await asyncio.wait_for(handle.result(), timeout=90)
+    assert result.final_text == "lead heard: member survived"
+    # The completed tool ran once; only the one in flight at the kill ran again.
+    assert calls_log.read_text().splitlines() == ["a", "block-start", "block-start"]
+    history = await handle.workflow_handle.fetch_history()
+    starts = [e for e in history.events
+              if e.event_type == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED]
+    assert len(starts) == 1
+
+    async def children() -> list[str]:
+        return [w.id async for w in agent_client.temporal.list_workflows(f'AgentParentRun="{handle.run_id}"')]
+
+    child_id = f"{handle.run_id}-sub-call_0_0"
+    await wait_for(lambda: _equals(children(), [child_id]), "the child indexed")
+    assert await children() == [child_id]
+
+
+async def _equals(found, expected) -> bool:
+    return await found == expected
