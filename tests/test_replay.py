@@ -33,6 +33,8 @@ def test_histories_are_committed() -> None:
         # Recorded after the run became an interpreter over one LoopState.
         "state_tools_parallel", "state_approvals", "state_client_tool_stop", "state_compaction",
         "state_continue_as_new", "state_continue_as_new-2", "state_verify", "state_approval_timeout",
+        # Sub-agents: the parent and its two children.
+        "sub_agents", "sub_agents-sub-1", "sub_agents-sub-2",
     }
 
 

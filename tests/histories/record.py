@@ -22,6 +22,7 @@ from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.activity_io import ToolDefinition
 from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.devserver import DevServer
+from agentloop.spec import SubAgent
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
@@ -199,6 +200,28 @@ SCENARIOS.update({
 })
 
 
+# Sub-agents (no patch: only runs with sub_agents reach the code): two
+# delegations in parallel, one with a forked history, one failing (max_steps);
+# the children's histories are recorded too (NAME-sub-N.json).
+register_scripted_model("record-sub_agents-researcher", [reply("the answer is 42")])
+register_scripted_model("record-sub_agents-critic", [calls(call("list_dir", {"path": "."})) for _ in range(3)])
+SCENARIOS.update({
+    "sub_agents": (
+        [
+            calls(call("researcher", {"task": "find the answer"}), call("critic", {"task": "check it"})),
+            reply("done"),
+        ],
+        dict(sub_agents={
+            "researcher": SubAgent(spec=AgentSpec(model="scripted:record-sub_agents-researcher", name="researcher"),
+                                   description="Finds answers."),
+            "critic": SubAgent(spec=AgentSpec(model="scripted:record-sub_agents-critic", name="critic",
+                                              tools=["list_dir"], max_steps=2),
+                               description="Checks answers.", history="fork"),
+        }),
+    ),
+})
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
@@ -228,6 +251,13 @@ async def main() -> None:
                     run = client.get_workflow_handle(handle.run_id, run_id=execution.run_id)
                     history = await run.fetch_history()
                     out = HERE / (f"{name}.json" if index == 0 else f"{name}-{index + 1}.json")
+                    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+                    print(f"wrote {out} ({len(history.events)} events)")
+                children = [w async for w in client.list_workflows(f'AgentRootRun="{handle.run_id}"')]
+                children.sort(key=lambda w: w.id)
+                for index, execution in enumerate(children):
+                    history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+                    out = HERE / f"{name}-sub-{index + 1}.json"
                     out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
                     print(f"wrote {out} ({len(history.events)} events)")
 
