@@ -174,9 +174,14 @@ def get_scripted_model(name: str) -> ScriptedChatModel:
 
 
 def _demo(request: ModelRequest) -> ModelResponse:
-    """The offline demo: look around the workspace, read a file, report."""
+    """The offline demo: look around the workspace, read a file, report. An
+    agent with sub-agents hands the instruction to each of them, then reports
+    what they said."""
     step = step_of(request)
     instruction = next((m.text for m in request.messages if m.role == "user"), "")
+    team = [t.name for t in request.tools if t.parameters.get("required") == ["task"]]
+    if team:
+        return _demo_lead(request, team, instruction)
     if step == 0:
         return calls(call("list_dir", {"path": ".", "depth": 1}), text="Let me look at the workspace.")
     results = last_tool_results(request)
@@ -199,6 +204,15 @@ def _demo(request: ModelRequest) -> ModelResponse:
         f"You asked: {instruction!r}. I listed the workspace and read one file; its first "
         f"line is: {json.dumps(first)}. (scripted demo model: no LLM was called)"
     )
+
+
+def _demo_lead(request: ModelRequest, team: list[str], instruction: str) -> ModelResponse:
+    """The demo with sub-agents: delegate to all, in parallel, then report."""
+    results = last_tool_results(request)
+    if not results:
+        return calls(*(call(name, {"task": instruction}) for name in team), text="I will ask my team.")
+    said = "; ".join(f"{r.name}{' (failed)' if r.is_error else ''}: {r.content}" for r in results)
+    return reply(f"My team reported. {said} (scripted demo model: no LLM was called)")
 
 
 register_scripted_model("demo", _demo)

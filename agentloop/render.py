@@ -42,6 +42,8 @@ from agentloop.events import (
     RunFailed,
     RunStatusChanged,
     StepCreated,
+    SubAgentInvocationCompleted,
+    SubAgentInvocationStarted,
     ToolCallCompletedByLLM,
     ToolExecutionCompleted,
     is_terminal,
@@ -150,6 +152,17 @@ DECISION_WORDS = {
     "approve": "approved", "deny": "denied", "skip": "skipped",
     "timeout": "denied (no decision in time)", "stopped": "not run (the run was stopped)",
 }
+
+
+def describe_sub_agent(event: SubAgentInvocationStarted | SubAgentInvocationCompleted) -> str:
+    """A delegation's start or end, naming the sub-agent's run (``agentloop watch RUN`` follows it)."""
+    if isinstance(event, SubAgentInvocationStarted):
+        forked = ", with a copy of the conversation" if event.history == "fork" else ""
+        return f"⇢ {event.name} started (run {event.child_run_id}{forked}): {short(event.task, 160)}"
+    tokens = f"{event.usage.total_tokens:,} tokens"
+    if event.status in ("completed", "stopped"):
+        return f"⇠ {event.name} {event.status} ({tokens}): {short(event.final_text, 160)}"
+    return f"⇠ {event.name} {event.status} ({event.reason}, {tokens}): {short(event.error or '', 160)}"
 
 
 def describe_decision(event: ApprovalResolved) -> str:
@@ -277,6 +290,8 @@ class PlainRenderer(EventRenderer):
             self._print(*describe_actions(event.run_id, event.actions))
         elif event.type == "agent.context.compacted":
             self._print(f"[step {step}] {describe_compaction(event)}")
+        elif isinstance(event, (SubAgentInvocationStarted, SubAgentInvocationCompleted)):
+            self._print(f"[step {step}] {describe_sub_agent(event)}")
         elif isinstance(event, (RunCompleted, RunFailed, RunCancelled)):
             if ending := self.ending(event, stop_reason):
                 self._print(ending, err=True)
@@ -387,6 +402,9 @@ class RichRenderer(EventRenderer):
                        ("   (OUTPUT '-' reads stdin)", "dim"), indent=2)
         elif event.type == "agent.context.compacted":
             self._line((describe_compaction(event), "dim"))
+        elif isinstance(event, (SubAgentInvocationStarted, SubAgentInvocationCompleted)):
+            failed = isinstance(event, SubAgentInvocationCompleted) and event.status not in ("completed", "stopped")
+            self._line((describe_sub_agent(event), "red" if failed else "magenta"), indent=2)
         elif isinstance(event, RunStatusChanged):
             # Only the waits and their end: the run's start and end have their own lines.
             if event.previous is not None and event.status in ("running", "awaiting_approval", "requires_action"):

@@ -63,12 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run an agent and print its steps as they happen")
     run.add_argument("instruction", help="what the agent should do")
+    run.add_argument("--spec", metavar="FILE", help="the agent's AgentSpec in a JSON or YAML file (sub-agents "
+                     "included, e.g. examples/team.yaml); the flags below override its fields")
     run.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
-    run.add_argument("--workspace", default=".", help="directory the tools work in (default: .)")
+    run.add_argument("--workspace", help="directory the tools work in (default: the spec file's, else .)")
     run.add_argument("--tool", action="append", help="tool the model may call; repeatable "
-                     f"(default: {', '.join(DEFAULT_RUN_TOOLS)})")
+                     f"(default: {', '.join(DEFAULT_RUN_TOOLS)}; with --spec, the file's)")
     run.add_argument("--system", help="system prompt")
-    run.add_argument("--max-steps", type=int, default=16)
+    run.add_argument("--max-steps", type=int, help="most LLM steps (default: 16)")
     run.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step "
                      "(AgentSpec.max_tokens; default: 4096, the providers' default)")
     run.add_argument("--run-id", type=run_id, help="run id (default: generated); refused while a run with this id runs")

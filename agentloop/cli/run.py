@@ -29,35 +29,13 @@ CANCEL_WAIT_SECONDS = 10.0
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from agentloop.approvals import PermissionRule
     from agentloop.client import AgentClient, RunIdInUse
-    from agentloop.spec import AgentSpec
 
-    model = args.model or os.environ.get("AGENTLOOP_MODEL")
-    if not model:
-        raise UserError(
-            "choose a model: --model openai:gpt-4.1-mini, --model anthropic:claude-sonnet-4-5, "
-            "or --model scripted:demo to try it offline (or set AGENTLOOP_MODEL)"
-        )
     if not args.instruction.strip():
         raise UserError("the instruction is empty: say what the agent should do, e.g. "
                         "agentloop run \"Summarise this project\" --model scripted:demo")
-    workspace = existing_workspace(args.workspace)
-    assert workspace is not None
-    try:
-        spec = AgentSpec(
-            model=model,
-            tools=args.tool or DEFAULT_RUN_TOOLS,
-            system_prompt=args.system or "",
-            max_steps=args.max_steps,
-            max_tokens=args.max_tokens,
-            workspace=workspace,
-            # In the order given: the first rule that matches a call decides.
-            permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],
-            default_permission="allow" if args.yes else "auto",
-        )
-    except ValidationError as exc:
-        raise UserError(describe_validation_error(exc)) from None
+    spec = spec_of_run(args)
+    model, workspace = spec.model, spec.workspace
     config = TemporalConfig.from_env()
     config.imports += args.imports
     dev = running_dev_server() if config.address is None else None
@@ -95,6 +73,38 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await cancel_run(handle, embedded=embedded, task_queue=s.config.task_queue)
             raise
         return await exit_code(handle, terminal)
+
+
+def spec_of_run(args: argparse.Namespace):
+    """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
+    from agentloop.approvals import PermissionRule
+    from agentloop.cli.spec_file import spec_from_file
+    from agentloop.spec import AgentSpec
+
+    model = args.model or os.environ.get("AGENTLOOP_MODEL")
+    if args.spec:
+        return spec_from_file(args.spec, args, default_model=model,
+                              workspace=existing_workspace(args.workspace) if args.workspace else None)
+    if not model:
+        raise UserError(
+            "choose a model: --model openai:gpt-4.1-mini, --model anthropic:claude-sonnet-4-5, "
+            "or --model scripted:demo to try it offline (or set AGENTLOOP_MODEL)"
+        )
+    workspace = existing_workspace(args.workspace or ".")
+    try:
+        return AgentSpec(
+            model=model,
+            tools=args.tool or DEFAULT_RUN_TOOLS,
+            system_prompt=args.system or "",
+            max_steps=args.max_steps or 16,
+            max_tokens=args.max_tokens,
+            workspace=workspace,
+            # In the order given: the first rule that matches a call decides.
+            permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],
+            default_permission="allow" if args.yes else "auto",
+        )
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(exc)) from None
 
 
 def run_id_in_use(err: RunIdInUse) -> str:
