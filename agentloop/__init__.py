@@ -59,6 +59,8 @@ from agentloop.events import (
     RunFailed,
     RunStatusChanged,
     StepCreated,
+    SubAgentInvocationCompleted,
+    SubAgentInvocationStarted,
     ToolCallCompletedByLLM,
     ToolCallCreated,
     ToolExecutionCompleted,
@@ -75,9 +77,9 @@ from agentloop.messages import (
 )
 from agentloop.plugin import AgentLoopPlugin
 from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import AgentRunReport, RunReason, StepReport, ToolCallReport, Usage
+from agentloop.report import AgentRunReport, RunReason, StepReport, SubRunReport, ToolCallReport, Usage
 from agentloop.run import AgentRunInput, AgentRunResult, RunState, RunStatus
-from agentloop.spec import AgentSpec
+from agentloop.spec import AgentSpec, SubAgent
 from agentloop.tools import Tool, ToolContext, ToolRegistry, default_registry, tool
 
 __all__ = [
@@ -136,6 +138,10 @@ __all__ = [
     "RunSummary",
     "StepCreated",
     "StepReport",
+    "SubAgent",
+    "SubAgentInvocationCompleted",
+    "SubAgentInvocationStarted",
+    "SubRunReport",
     "TextPart",
     "ThinkingPart",
     "Tool",
