@@ -47,7 +47,14 @@ from agentloop.errors import (
     describe_validation_error,
     run_failed_from,
 )
-from agentloop.events import EVENT_ADAPTER, EVENTS_TOPIC, AgentEvent, is_terminal
+from agentloop.events import (
+    EVENT_ADAPTER,
+    EVENTS_TOPIC,
+    AgentEvent,
+    SubAgentInvocationCompleted,
+    SubAgentInvocationStarted,
+    is_terminal,
+)
 from agentloop.messages import Message
 from agentloop.plugin import AgentLoopPlugin
 from agentloop.report import AgentRunReport
@@ -151,7 +158,9 @@ class AgentRunHandle:
         """The run report, up to now."""
         return await self._handle.query("report", result_type=AgentRunReport)
 
-    async def events(self, from_offset: int = 0, *, poll_interval: float = 0.05) -> AsyncIterator[AgentEvent]:
+    async def events(
+        self, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False
+    ) -> AsyncIterator[AgentEvent]:
         """The run's events from ``from_offset`` on, live, ending with the
         run's terminal event (or when the run closes without one).
 
@@ -162,7 +171,63 @@ class AgentRunHandle:
         its long-poll update: a query leaves nothing in the run's history, so
         watching a run does not make it grow. ``poll_interval`` is the wait
         between reads once caught up.
+
+        With ``include_children``, the events of the sub-agent runs it
+        delegates to (and theirs) are interleaved as they come, each with its
+        own ``run_id`` (and ``seq`` in its own stream): a child's events
+        come after its ``agent.sub_agent.invocation.started`` and before its
+        ``agent.sub_agent.invocation.completed``, and the stream still ends
+        with this run's terminal event. Children started before
+        ``from_offset`` are not followed.
         """
+        source = self._tree_events(from_offset, poll_interval) if include_children else \
+            self._own_events(from_offset, poll_interval)
+        async for event in source:
+            yield event
+
+    async def _tree_events(self, from_offset: int, poll_interval: float) -> AsyncIterator[AgentEvent]:
+        """This run's events and its sub-agents', merged (see :meth:`events`)."""
+        queue: asyncio.Queue[Any] = asyncio.Queue()
+        followers: dict[str, asyncio.Task[None]] = {}
+        done = object()
+        client = self._handle._client
+
+        async def settle() -> None:
+            # Followers may start more followers (grandchildren) while we wait.
+            while pending := [t for t in followers.values() if not t.done()]:
+                await asyncio.gather(*pending, return_exceptions=True)
+
+        async def follow(handle: AgentRunHandle, offset: int, top: bool) -> None:
+            async for event in handle._own_events(offset, poll_interval):
+                if isinstance(event, SubAgentInvocationStarted) and event.child_run_id not in followers:
+                    child = AgentRunHandle(client.get_workflow_handle(event.child_run_id))
+                    followers[event.child_run_id] = asyncio.create_task(follow(child, 0, False))
+                elif isinstance(event, SubAgentInvocationCompleted) and event.child_run_id in followers:
+                    await asyncio.gather(followers[event.child_run_id], return_exceptions=True)
+                if top and is_terminal(event):
+                    await settle()
+                await queue.put(event)
+
+        async def top() -> None:
+            try:
+                await follow(self, from_offset, True)
+                await settle()
+                await queue.put(done)
+            except BaseException as err:  # handed to the reader
+                await queue.put(err)
+
+        main = asyncio.create_task(top())
+        try:
+            while (item := await queue.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in [main, *followers.values()]:
+                task.cancel()
+
+    async def _own_events(self, from_offset: int, poll_interval: float) -> AsyncIterator[AgentEvent]:
+        """This run's events only (see :meth:`events`)."""
         converter = self._handle._client.data_converter.payload_converter
         offset = from_offset
         quiet_polls = 0
@@ -512,9 +577,13 @@ class AgentClient:
             )
         return runs
 
-    def events(self, run_id: str, from_offset: int = 0, *, poll_interval: float = 0.05) -> AsyncIterator[AgentEvent]:
-        """The events of run ``run_id`` (see :meth:`AgentRunHandle.events`)."""
-        return self.get_handle(run_id).events(from_offset, poll_interval=poll_interval)
+    def events(
+        self, run_id: str, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False
+    ) -> AsyncIterator[AgentEvent]:
+        """The events of run ``run_id`` (see :meth:`AgentRunHandle.events`;
+        ``include_children`` interleaves its sub-agents' events)."""
+        return self.get_handle(run_id).events(from_offset, poll_interval=poll_interval,
+                                              include_children=include_children)
 
     def get_handle(self, run_id: str) -> AgentRunHandle:
         """The handle of an existing run."""

@@ -394,3 +394,30 @@ async def test_a_worker_killed_while_a_child_runs_starts_no_second_child_and_run
 
 async def _equals(found, expected) -> bool:
     return await found == expected
+
+
+async def test_events_with_children_interleave_the_tree(agent_client: AgentClient, worker) -> None:
+    leaf = AgentSpec(model=script(reply("leaf answer")), name="leaf")
+    middle = AgentSpec(model=script(calls(call("leaf", {"task": "deeper"})), echo_results), name="middle",
+                       sub_agents={"leaf": SubAgent(spec=leaf)})
+    model = script(calls(call("middle", {"task": "go"}), call("other", {"task": "also"})), echo_results)
+    spec = lead(model, {"middle": SubAgent(spec=middle), "other": helper(script(reply("other answer")), "other")})
+    async with worker():
+        handle = await agent_client.start(spec, "tree")
+        merged = [e async for e in agent_client.events(handle.run_id, include_children=True)]
+        own = {run: [e async for e in agent_client.events(run)] for run in
+               [handle.run_id, f"{handle.run_id}-sub-call_0_0", f"{handle.run_id}-sub-call_0_1",
+                f"{handle.run_id}-sub-call_0_0-sub-call_0_0"]}
+    # Every event of every run of the tree, once, each tagged with its run.
+    for run, events in own.items():
+        assert [(e.type, e.seq) for e in merged if e.run_id == run] == [(e.type, e.seq) for e in events], run
+    assert len(merged) == sum(len(events) for events in own.values())
+    # The top run's terminal event ends the stream.
+    assert merged[-1].run_id == handle.run_id and merged[-1].type == "thread.run.completed"
+    # A child's events come between its start and its completion in its parent's stream.
+    for started in [e for e in merged if e.type == "agent.sub_agent.invocation.started"]:
+        child = started.child_run_id
+        positions = [i for i, e in enumerate(merged) if e.run_id == child]
+        completed = next(i for i, e in enumerate(merged)
+                         if e.type == "agent.sub_agent.invocation.completed" and e.child_run_id == child)
+        assert merged.index(started) < positions[0] and positions[-1] < completed
