@@ -67,7 +67,9 @@ from agentloop.run import (
 from agentloop.search_attributes import (
     AGENT_MODEL,
     AGENT_NAME,
+    AGENT_PARENT_RUN,
     AGENT_PENDING_TOOLS,
+    AGENT_ROOT_RUN,
     AGENT_STATUS,
     create_commands,
 )
@@ -381,6 +383,8 @@ class RunSummary(BaseModel):
         pending_tools: Tools whose calls wait for approval or outputs.
         started_at: When the run started.
         closed_at: When it ended, if it has.
+        parent_run_id: For a sub-agent's run, the run that delegated to it.
+        root_run_id: For a sub-agent's run, the top run of its tree.
     """
 
     run_id: str
@@ -390,6 +394,8 @@ class RunSummary(BaseModel):
     pending_tools: list[str] = Field(default_factory=list)
     started_at: datetime | None = None
     closed_at: datetime | None = None
+    parent_run_id: str | None = None
+    root_run_id: str | None = None
 
 
 _TEMPORAL_STATUS: dict[Any, str] = {
@@ -573,6 +579,8 @@ class AgentClient:
                     pending_tools=list(attrs.get(AGENT_PENDING_TOOLS) or []),
                     started_at=execution.start_time,
                     closed_at=execution.close_time,
+                    parent_run_id=attrs.get(AGENT_PARENT_RUN),
+                    root_run_id=attrs.get(AGENT_ROOT_RUN),
                 )
             )
         return runs

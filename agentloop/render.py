@@ -165,6 +165,33 @@ def describe_sub_agent(event: SubAgentInvocationStarted | SubAgentInvocationComp
     return f"⇠ {event.name} {event.status} ({event.reason}, {tokens}): {short(event.error or '', 160)}"
 
 
+def describe_child_event(event: AgentEvent, label: str) -> list[str]:
+    """A sub-agent's event in its parent's view (``watch --tree``): what it
+    said, its tool calls and results, its approvals and its end, each line
+    prefixed with ``[label]``; nothing for the rest (deltas, status...)."""
+    step = event.step + 1
+    if isinstance(event, MessageCompleted):
+        lines = describe_message(event.message, step)
+    elif isinstance(event, ToolExecutionCompleted):
+        lines = [describe_result(event.result, step)]
+    elif isinstance(event, ApprovalRequested):
+        lines = describe_approval(event.run_id, event.approval)
+    elif isinstance(event, ApprovalResolved):
+        lines = [f"[step {step}] {describe_decision(event)}"]
+    elif isinstance(event, (SubAgentInvocationStarted, SubAgentInvocationCompleted)):
+        lines = [f"[step {step}] {describe_sub_agent(event)}"]
+    elif isinstance(event, RunFailed):
+        lines = [f"run {event.run_id} failed ({event.reason}): {short(event.error)}"]
+    elif isinstance(event, RunCancelled):
+        lines = [f"run {event.run_id} was cancelled"]
+    elif isinstance(event, RunCompleted):
+        said = f": {short(event.final_text)}" if event.final_text else ""
+        lines = [f"run {event.run_id} {event.status} ({event.usage.total_tokens:,} tokens){said}"]
+    else:
+        lines = []
+    return [f"  [{label}] {line}" for text in lines for line in text.splitlines()]
+
+
 def describe_decision(event: ApprovalResolved) -> str:
     """What became of a call that waited for a decision."""
     line = f"{event.call_id} {DECISION_WORDS.get(event.decision, event.decision)}"
@@ -223,6 +250,12 @@ class EventRenderer(abc.ABC):
             self.pending.clear()
         self._reason = reason
         self._show(event, stop_reason)
+
+    def render_child(self, event: AgentEvent, label: str) -> None:
+        """Show a sub-agent's event (``watch --tree``), labelled with its
+        name; it changes nothing this renderer counts for the run."""
+        for line in describe_child_event(event, label):
+            self.note(line)
 
     @abc.abstractmethod
     def note(self, text: str) -> None:
@@ -310,6 +343,9 @@ class JsonlRenderer(EventRenderer):
 
     def note(self, text: str) -> None:
         print(text, file=self.err, flush=True)
+
+    def render_child(self, event: AgentEvent, label: str) -> None:
+        self._show(event, None)  # every event, tagged by its run_id
 
     def _show(self, event: AgentEvent, stop_reason: str | None) -> None:
         self.out.write(json.dumps(event.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":")) + "\n")

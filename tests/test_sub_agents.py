@@ -421,3 +421,53 @@ async def test_events_with_children_interleave_the_tree(agent_client: AgentClien
         completed = next(i for i, e in enumerate(merged)
                          if e.type == "agent.sub_agent.invocation.completed" and e.child_run_id == child)
         assert merged.index(started) < positions[0] and positions[-1] < completed
+
+
+async def test_watch_tree_and_list_tree(agent_client: AgentClient, worker, dev_server, tmp_path: Path,
+                                        task_queue: str) -> None:
+    from tests.test_cli import clean_env
+    from tests.test_cli_ops import agentloop
+
+    env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue)
+    leaf = AgentSpec(model=script(reply("leaf answer")), name="leaf")
+    middle = AgentSpec(model=script(calls(call("leaf", {"task": "deeper"})), echo_results), name="middle",
+                       sub_agents={"leaf": SubAgent(spec=leaf)})
+    model = script(calls(call("middle", {"task": "go"}), call("other", {"task": "also"})), echo_results)
+    spec = lead(model, {"middle": SubAgent(spec=middle), "other": helper(script(reply("other answer")), "other")})
+    async with worker():
+        handle = await agent_client.start(spec, "tree")
+        await handle.result()
+        run = handle.run_id
+        watched = await agentloop("watch", run, "--tree", env=env)
+        jsonl = await agentloop("watch", run, "--tree", "--jsonl", env=env)
+        query = f'AgentRootRun="{run}" OR WorkflowId="{run}"'
+
+        async def listed():
+            out = await agentloop("list", "--tree", "--query", query, env=env)
+            return out if out.out.count(run) == 4 else None
+
+        listing = await wait_for(listed, "the tree's four runs indexed")
+    assert watched.code == 0, watched.err
+    lines = watched.out.splitlines()
+    middle_id, leaf_id = f"{run}-sub-call_0_0", f"{run}-sub-call_0_0-sub-call_0_0"
+    assert f"[step 1] ⇢ middle started (run {middle_id}): go" in lines
+    assert f"  [middle] [step 1] ⇢ leaf started (run {leaf_id}): deeper" in lines
+    assert f"  [middle] [step 1] tool result leaf (ok): leaf answer" in lines
+    leaf_done = next(i for i, line in enumerate(lines) if line.startswith(f"  [middle/leaf] run {leaf_id} completed ("))
+    middle_done = next(i for i, line in enumerate(lines) if line.startswith(f"  [middle] run {middle_id} completed ("))
+    assert lines[leaf_done].endswith(": leaf answer") and lines[middle_done].endswith(": leaf:leaf answer")
+    assert any(line.startswith(f"  [other] run {run}-sub-call_0_1 completed (") for line in lines)
+    # A child's lines come before its parent hears its answer, and before the lead's end.
+    heard = next(i for i, line in enumerate(lines) if line.startswith("[step 1] ⇠ middle completed ("))
+    assert leaf_done < middle_done < heard
+    assert "middle:leaf:leaf answer | other:other answer" in watched.out
+    runs_in_jsonl = {json.loads(line)["run_id"] for line in jsonl.out.splitlines()}
+    assert runs_in_jsonl == {run, middle_id, leaf_id, f"{run}-sub-call_0_1"}
+    rows = listing.out.splitlines()[1:]
+    assert rows[0].startswith(f"{run} ") and "completed" in rows[0]
+    # The children under the lead (siblings in start order), the leaf right under the middle.
+    children = [row.split()[1] for row in rows[1:]]
+    assert sorted(children) == sorted([middle_id, leaf_id, f"{run}-sub-call_0_1"])
+    middle_row = children.index(middle_id) + 1
+    assert rows[middle_row].startswith(f"└ {middle_id} ") and rows[middle_row + 1].startswith(f"  └ {leaf_id} ")
+    assert rows[children.index(f"{run}-sub-call_0_1") + 1].startswith(f"└ {run}-sub-call_0_1 ")

@@ -13,7 +13,14 @@ from typing import IO, TYPE_CHECKING, Any
 from temporalio.service import RPCError
 
 from agentloop.errors import AgentRunFailed, DecisionRejected
-from agentloop.events import AgentEvent, ApprovalRequested, MessageReset, RunCompleted, is_terminal
+from agentloop.events import (
+    AgentEvent,
+    ApprovalRequested,
+    MessageReset,
+    RunCompleted,
+    SubAgentInvocationStarted,
+    is_terminal,
+)
 from agentloop.render import EventRenderer, args_json
 
 if TYPE_CHECKING:
@@ -137,11 +144,14 @@ async def follow(
     *,
     from_offset: int = 0,
     prompter: Prompter | None = None,
+    tree: bool = False,
 ) -> AgentEvent | None:
     """Render the run's events from ``from_offset`` until it ends.
 
     With a ``prompter`` (stdin is a terminal), each approval is also asked
-    there and the answer sent.
+    there and the answer sent (the run's own; a sub-agent's is shown with
+    the command that decides it). With ``tree``, the sub-agents' events are
+    shown too, each line labelled with the sub-agent's name.
 
     Returns:
         The run's terminal event; None when the stream ended without one (a
@@ -152,11 +162,12 @@ async def follow(
 
     async def pump() -> None:
         try:
-            async for event in handle.events(from_offset):
+            async for event in handle.events(from_offset, include_children=tree):
                 events.put_nowait(event)
         finally:
             events.put_nowait(end)
 
+    labels = TreeLabels()
     pump_task = asyncio.ensure_future(pump())
     next_event: asyncio.Future[Any] | None = None
     line_task: asyncio.Future[str | None] | None = None
@@ -191,6 +202,10 @@ async def follow(
                     if event is end:
                         await pump_task  # raises what reading the stream raised
                         return terminal
+                    if event.run_id != handle.run_id:
+                        renderer.render_child(event, labels.label(event))
+                        continue
+                    labels.label(event)
                     reason = await retry_reason(handle, event) if isinstance(event, MessageReset) else None
                     renderer.render(event, reason=reason)
                     if is_terminal(event):
@@ -208,6 +223,21 @@ async def follow(
                 task.cancel()
         if prompter is not None:
             prompter.answers.close()
+
+
+class TreeLabels:
+    """Names of a tree's runs for ``--tree`` views: a sub-agent's run is
+    labelled by the names along its path, e.g. ``researcher/fact_checker``."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def label(self, event: AgentEvent) -> str:
+        """The label of the event's run; learns the children it starts."""
+        own = self.names.get(event.run_id, "")
+        if isinstance(event, SubAgentInvocationStarted):
+            self.names[event.child_run_id] = f"{own}/{event.name}" if own else event.name
+        return own or event.run_id
 
 
 async def retry_reason(handle: AgentRunHandle, event: MessageReset) -> str | None:

@@ -19,7 +19,7 @@ from agentloop.errors import AgentRunFailed, UserError
 from agentloop.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentClient
+    from agentloop.client import AgentClient, RunSummary
     from agentloop.run import AgentRunResult, RunState
 
 
@@ -136,18 +136,42 @@ async def cmd_list(args: argparse.Namespace) -> int:
                             f"{err.message}; fix --query (Temporal's list filter syntax, e.g. "
                             "'AgentModel=\"openai:gpt-4.1\"')") from None
         raise
+    placed = tree_order(runs) if args.tree else [(0, run) for run in runs]
     if args.json:
-        for run in runs:
+        for _, run in placed:
             print(run.model_dump_json())
         return 0
     if not runs:
         print("no runs match", file=sys.stderr)
         return 0
     rows = [["RUN ID", "STATUS", "AGENT", "MODEL", "PENDING TOOLS", "STARTED"]]
-    rows += [[r.run_id, str(r.status), r.agent_name or "-", r.model or "-",
-              ",".join(r.pending_tools) or "-", when(r.started_at)] for r in runs]
+    rows += [[("  " * (depth - 1) + "└ " if depth else "") + r.run_id, str(r.status), r.agent_name or "-",
+              r.model or "-", ",".join(r.pending_tools) or "-", when(r.started_at)] for depth, r in placed]
     print("\n".join(_table(rows)))
     return 0
+
+
+def tree_order(runs: list[RunSummary]) -> list[tuple[int, RunSummary]]:
+    """Runs as a tree, each with its depth: every run listed whose parent is
+    not (a top run, or a child whose parent is past --limit) in the order
+    given, each followed by its children, oldest first, recursively."""
+    listed = {r.run_id for r in runs}
+    children: dict[str, list[RunSummary]] = {}
+    for run in runs:
+        if run.parent_run_id in listed:
+            children.setdefault(run.parent_run_id, []).append(run)
+    placed: list[tuple[int, RunSummary]] = []
+
+    def place(run: RunSummary, depth: int) -> None:
+        placed.append((depth, run))
+        kids = children.get(run.run_id, [])
+        for child in sorted(kids, key=lambda r: (r.started_at is None, r.started_at or 0, r.run_id)):
+            place(child, depth + 1)
+
+    for run in runs:
+        if run.parent_run_id not in listed:
+            place(run, 0)
+    return placed
 
 
 async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str, str | None]:

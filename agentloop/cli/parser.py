@@ -152,6 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="extra Temporal list filter, e.g. 'AgentModel=\"openai:gpt-4.1\"'")
     listing.add_argument("--limit", type=positive, default=50, help="most runs to show (default: 50)")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.add_argument("--tree", action="store_true", help="sub-agents' runs under the run that delegated "
+                         "to them (top runs newest first)")
 
     watch = sub.add_parser(
         "watch", help="follow a run's events until it ends (a finished run's are replayed)",
@@ -163,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="start at this offset of the stream (an event's seq; default: 0, the start)")
     watch.add_argument("--jsonl", action="store_true", help="one JSON object per event and line, "
                        "and nothing else on stdout")
+    watch.add_argument("--tree", action="store_true", help="follow its sub-agents' runs too, in one view "
+                       "(each line labelled with the sub-agent's name; with --jsonl, their events too)")
 
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
     show.add_argument("run", type=run_id, help="run id")

@@ -63,7 +63,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         if stdin_is_terminal():
             prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note)
         try:
-            terminal = await follow(handle, renderer, prompter=prompter)
+            terminal = await follow(handle, renderer, prompter=prompter, tree=bool(spec.sub_agents))
         except asyncio.CancelledError:
             # Ctrl-C, SIGTERM or SIGHUP: cancel the run for real while this
             # process's worker (if any) still runs, then stop what we started.
@@ -170,7 +170,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
         status = description.typed_search_attributes.get(AGENT_STATUS) or status
     print(f"watching run {args.run} ({status}) from offset {args.from_offset}; "
           "Ctrl-C stops watching, not the run", file=sys.stderr, flush=True)
-    terminal = await follow(handle, make_renderer(jsonl=args.jsonl), from_offset=args.from_offset)
+    terminal = await follow(handle, make_renderer(jsonl=args.jsonl), from_offset=args.from_offset, tree=args.tree)
     return await exit_code(handle, terminal)
 
 
