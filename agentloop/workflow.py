@@ -35,7 +35,9 @@ Everything here is deterministic: no I/O, clocks or randomness beyond
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
@@ -43,13 +45,14 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from agentloop.errors import UserError, run_failed_from
+from agentloop.errors import AgentRunFailed, UserError, run_failed_from
 from agentloop.messages import Message
 from agentloop.run import AgentRunInput, AgentRunResult
 from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.spec import AgentSpec, depth_problem
 
-__all__ = ["WORKFLOW_NAME", "agent_result", "run_agent", "run_input", "start_agent"]
+__all__ = ["WORKFLOW_NAME", "Consolidated", "agent_result", "chain", "consolidate", "run_agent", "run_input",
+           "start_agent"]
 
 #: The workflow type name agent runs are started with.
 WORKFLOW_NAME = "AgentRunWorkflow"
@@ -191,3 +194,89 @@ async def run_agent(
         spec, input, id=id, task_queue=task_queue, parent_close_policy=parent_close_policy, **child_options
     )
     return await agent_result(handle)
+
+
+async def chain(
+    specs: Sequence[AgentSpec], input: str | Message | Sequence[Message], **child_options: Any
+) -> AgentRunResult:
+    """Run agents one after another, each on the previous one's final text
+    (the first on ``input``); the last one's result. Each is a child
+    workflow, as with :func:`run_agent` (``child_options`` go to each).
+
+    Raises:
+        AgentRunFailed: One of them did not complete (the rest do not run).
+        UserError: No agents, or the input is empty or too large.
+    """
+    if not specs:
+        raise UserError("chain needs at least one AgentSpec")
+    result: AgentRunResult | None = None
+    for spec in specs:
+        result = await run_agent(spec, input if result is None else result.final_text, **child_options)
+    assert result is not None
+    return result
+
+
+@dataclass
+class Consolidated:
+    """What :func:`consolidate` returns.
+
+    Attributes:
+        results: Each agent's outcome, in the order of the specs: its result,
+            or the :class:`~agentloop.AgentRunFailed` it ended with.
+        merged: The summariser's run, whose final text merges the answers.
+    """
+
+    results: list[AgentRunResult | AgentRunFailed]
+    merged: AgentRunResult
+
+    @property
+    def final_text(self) -> str:
+        """The merged answer."""
+        return self.merged.final_text
+
+
+def merge_prompt(task: str, names: Sequence[str], outcomes: Sequence[AgentRunResult | AgentRunFailed]) -> str:
+    """What the summariser of :func:`consolidate` is asked."""
+    parts = [f"Several agents worked on this task:\n\n{task}\n\nTheir answers:"]
+    for index, (name, outcome) in enumerate(zip(names, outcomes), 1):
+        body = outcome.final_text if isinstance(outcome, AgentRunResult) else f"(did not finish: {outcome})"
+        parts.append(f"--- answer {index} ({name}) ---\n{body}")
+    parts.append("Merge them into one answer: keep what they agree on, resolve or flag where they differ, "
+                 "and leave out what a failed one did not provide.")
+    return "\n\n".join(parts)
+
+
+async def consolidate(
+    specs: Sequence[AgentSpec],
+    input: str,
+    *,
+    summariser: AgentSpec,
+    **child_options: Any,
+) -> Consolidated:
+    """Run agents in parallel on the same ``input``, then one LLM step of
+    ``summariser`` that merges their answers (its tools and sub-agents are
+    dropped and ``max_steps`` is 1). Each run is a child workflow, as with
+    :func:`run_agent` (``child_options`` go to each).
+
+    An agent that fails is reported to the summariser as such; the merge
+    runs while at least one answered.
+
+    Raises:
+        AgentRunFailed: Every agent failed (the first one's failure), or the
+            summariser did not complete.
+        UserError: No agents, or the input is empty or too large.
+    """
+    if not specs:
+        raise UserError("consolidate needs at least one AgentSpec")
+    runs = [run_agent(spec, input, **child_options) for spec in specs]
+    outcomes = list(await asyncio.gather(*runs, return_exceptions=True))
+    for outcome in outcomes:
+        if not isinstance(outcome, (AgentRunResult, AgentRunFailed)):
+            raise outcome  # cancelled, or a bug: not an agent's failure
+    if not any(isinstance(o, AgentRunResult) for o in outcomes):
+        raise outcomes[0]
+    merger = summariser.model_copy(update={"tools": [], "client_tools": [], "sub_agents": {}, "max_steps": 1,
+                                           "verify_before_completing": False})
+    prompt = merge_prompt(input, [s.name for s in specs], outcomes)
+    merged = await run_agent(merger, prompt, **child_options)
+    return Consolidated(results=outcomes, merged=merged)

@@ -471,3 +471,42 @@ async def test_watch_tree_and_list_tree(agent_client: AgentClient, worker, dev_s
     middle_row = children.index(middle_id) + 1
     assert rows[middle_row].startswith(f"└ {middle_id} ") and rows[middle_row + 1].startswith(f"  └ {leaf_id} ")
     assert rows[children.index(f"{run}-sub-call_0_1") + 1].startswith(f"└ {run}-sub-call_0_1 ")
+
+
+# Helpers for user workflows ------------------------------------------------------------
+
+
+async def test_chain_and_consolidate_in_a_user_workflow(agent_client: AgentClient, worker, task_queue: str) -> None:
+    from tests.chain_workflows import ChainWorkflow, ConsolidateWorkflow
+
+    seen: list[str] = []
+
+    def stage(suffix: str) -> str:
+        def answer(request: ModelRequest):
+            seen.append(request.messages[-1].text)
+            return reply(request.messages[-1].text + suffix)
+        return script(answer)
+
+    merged_prompts: list[ModelRequest] = []
+
+    def merge(request: ModelRequest):
+        merged_prompts.append(request)
+        return reply("merged: blue")
+
+    looping = script(calls(call("list_dir", {"path": "."})), reply("unreachable"))
+    async with worker(workflows=[ChainWorkflow, ConsolidateWorkflow]):
+        chained = await agent_client.temporal.execute_workflow(
+            ChainWorkflow.run, [stage(" -> a"), stage(" -> b"), stage(" -> c")],
+            id=f"chain-{task_queue}", task_queue=task_queue)
+        consolidated = await agent_client.temporal.execute_workflow(
+            ConsolidateWorkflow.run, [script(reply("blue")), script(reply("navy blue")), looping, script(merge)],
+            id=f"consolidate-{task_queue}", task_queue=task_queue)
+    # Each agent received the previous one's output.
+    assert seen == ["start", "start -> a", "start -> a -> b"]
+    assert chained == "start -> a -> b -> c"
+    assert consolidated == ["merged: blue", "AgentRunResult", "AgentRunResult", "ToolStepFailed"]  # no such tool
+    (request,) = merged_prompts
+    prompt = request.messages[-1].text
+    assert "Which colour?" in prompt and "--- answer 1 (expert0) ---\nblue" in prompt
+    assert "--- answer 2 (expert1) ---\nnavy blue" in prompt and "--- answer 3 (expert2) ---\n(did not finish:" in prompt
+    assert request.tools == []  # one LLM step, without tools
