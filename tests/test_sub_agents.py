@@ -347,7 +347,17 @@ async def test_an_approval_inside_a_child_is_decided_with_the_temporal_cli(
             return [w["execution"]["workflowId"] for w in json.loads(out.stdout or "[]")]
 
         assert await wait_for(listed, "the child listed as awaiting approval") == [child_id]
-        assert (await handle.state()).waiting_on == f"waiting on writer (run {child_id})"
+        waiting = f"waiting on writer (run {child_id})"
+        assert (await handle.state()).waiting_on == waiting
+        # The workflow's current details say so too (what the Temporal UI shows), and so does `agentloop show`.
+        from temporalio.api.sdk.v1 import WorkflowMetadata
+        metadata = await handle.workflow_handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert metadata.current_details == waiting
+        from tests.test_cli import clean_env
+        from tests.test_cli_ops import agentloop
+        shown = await agentloop("show", handle.run_id, env=clean_env(
+            workspace.parent, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE="unused"))
+        assert f"  {waiting}" in shown.out.splitlines(), shown.out + shown.err
         signalled = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", child_id, "--name",
                                        "approve", "--input", json.dumps({"call_id": "call_0_0", "decision": "approve"}))
         assert signalled.returncode == 0, signalled.stderr

@@ -243,6 +243,8 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
     if state.stop_requested and state.status not in ("stopped", "completed", "failed", "cancelled"):
         status += ", stop requested"
     lines.append(f"  status:   {status}")
+    if state.waiting_on:
+        lines.append(f"  {state.waiting_on}")
     if state.error:
         lines.append(f"  error:    {state.error}")
     if unknown:
