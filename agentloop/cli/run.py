@@ -96,7 +96,7 @@ def spec_of_run(args: argparse.Namespace):
             model=model,
             tools=args.tool or DEFAULT_RUN_TOOLS,
             system_prompt=args.system or "",
-            max_steps=args.max_steps or 16,
+            max_steps=16 if args.max_steps is None else args.max_steps,
             max_tokens=args.max_tokens,
             workspace=workspace,
             # In the order given: the first rule that matches a call decides.
