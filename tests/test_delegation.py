@@ -19,6 +19,7 @@ from agentloop.workflows.delegation import (
     child_messages,
     child_run_id,
     delegation_result,
+    input_problem,
     sub_agent_tools,
     task_of,
     waiting_on,
@@ -108,3 +109,13 @@ def test_depth() -> None:
     link = SubRunLink(parent_run_id="p", root_run_id="p", name="mid", call_id="c", depth=2, max_depth=2)
     with pytest.raises(ValueError, match="nest 3 levels deep .* below a run at depth 2"):
         AgentRunInput(spec=mid, messages=[Message.user("x")], parent=link)
+
+
+def test_a_child_input_over_the_payload_limit_is_refused_with_a_sentence() -> None:
+    spec = AgentSpec(model="scripted:demo")
+    small = AgentRunInput(spec=spec, messages=[Message.user("task")])
+    assert input_problem("critic", small) is None
+    forked = AgentRunInput(spec=spec, messages=[Message.user("x" * 2_000_000), Message.user("task")])
+    assert input_problem("critic", forked) == (
+        "The sub-agent 'critic' cannot start: its input (a forked copy of the conversation) is 2.0 MB, over the "
+        "1.5 MB a run starts with. Give it a shorter task, or declare it with history \"none\".")

@@ -19,7 +19,9 @@ from agentloop.activity_io import ToolDefinition
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.pricing import Budget, run_cost
 from agentloop.report import RunReason, RunStatus, Usage
+from agentloop.run import AgentRunInput
 from agentloop.spec import AgentSpec, SubAgent
+from agentloop.workflow import MAX_INPUT_BYTES
 
 #: Longest call id a child run id carries (provider ids are far shorter).
 MAX_CALL_ID_IN_RUN_ID = 128
@@ -91,6 +93,19 @@ def child_messages(sub: SubAgent, conversation: list[Message], task: str) -> lis
     if before and before[-1].role == "assistant" and before[-1].tool_calls:
         before.pop()
     return [*before, Message.user(task)]
+
+
+def input_problem(name: str, child: AgentRunInput, limit: int = MAX_INPUT_BYTES) -> str | None:
+    """Why the child run cannot start with this input, or None: Temporal
+    refuses payloads over 2 MB, and a forked conversation can pass that."""
+    size = len(child.model_dump_json())
+    if size <= limit:
+        return None
+    fork = " (a forked copy of the conversation)" if len(child.messages) > 1 else ""
+    return (
+        f"The sub-agent '{name}' cannot start: its input{fork} is {size / 1e6:.1f} MB, over the "
+        f"{limit / 1e6:.1f} MB a run starts with. Give it a shorter task, or declare it with history \"none\"."
+    )
 
 
 def child_budget(parent: AgentSpec, usage: Usage, cost_usd: float | None, child: AgentSpec) -> Budget:

@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         child_messages,
         child_run_id,
         delegation_result,
+        input_problem,
         task_of,
         waiting_on,
     )
@@ -83,6 +84,8 @@ class SubAgentRunner:
             child = self._child_input(spec, call, task.text)
         except ValueError as err:  # e.g. a grandchild's model unpriced under a cost limit
             return error_result(call, f"The sub-agent '{call.name}' cannot start: {describe_validation_error(err)}"), False
+        if (too_large := input_problem(call.name, child)) is not None:
+            return error_result(call, too_large), False
         child_id = report.sub_run_id = child_run_id(self.run_id, call.id)
         sub_report = SubRunReport(name=call.name, run_id=child_id, call_id=call.id, step=self.state.step)
         self.state.report.sub_runs.append(sub_report)
