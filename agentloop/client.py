@@ -76,6 +76,10 @@ from agentloop.search_attributes import (
 from agentloop.spec import AgentSpec
 from agentloop.workflow import MAX_INPUT_BYTES, WORKFLOW_NAME, run_input, start_search_attributes
 
+#: How long a sub-agent's events are waited for when its parent has announced
+#: it but the server has not created its run yet, in seconds.
+CHILD_START_WAIT_SECONDS = 10.0
+
 
 def new_run_id() -> str:
     """A fresh run id."""
@@ -200,7 +204,9 @@ class AgentRunHandle:
                 await asyncio.gather(*pending, return_exceptions=True)
 
         async def follow(handle: AgentRunHandle, offset: int, top: bool) -> None:
-            async for event in handle._own_events(offset, poll_interval):
+            # A child's started event is published as its start is
+            # requested: the server creates the child a moment later.
+            async for event in handle._own_events(offset, poll_interval, wait_to_exist=not top):
                 if isinstance(event, SubAgentInvocationStarted) and event.child_run_id not in followers:
                     child = AgentRunHandle(client.get_workflow_handle(event.child_run_id))
                     followers[event.child_run_id] = asyncio.create_task(follow(child, 0, False))
@@ -228,8 +234,12 @@ class AgentRunHandle:
             for task in [main, *followers.values()]:
                 task.cancel()
 
-    async def _own_events(self, from_offset: int, poll_interval: float) -> AsyncIterator[AgentEvent]:
-        """This run's events only (see :meth:`events`)."""
+    async def _own_events(
+        self, from_offset: int, poll_interval: float, *, wait_to_exist: bool = False
+    ) -> AsyncIterator[AgentEvent]:
+        """This run's events only (see :meth:`events`). With ``wait_to_exist``
+        (a sub-agent announced by its parent), a run the server does not know
+        yet is waited for, up to :data:`CHILD_START_WAIT_SECONDS`."""
         converter = self._handle._client.data_converter.payload_converter
         offset = from_offset
         quiet_polls = 0
@@ -243,7 +253,12 @@ class AgentRunHandle:
                 )
             except RPCError as err:
                 if err.status == RPCStatusCode.NOT_FOUND:
-                    raise UserError(f"no run {self.run_id}: {err.message}") from None
+                    waited = failures * max(poll_interval, 0.2)
+                    if not wait_to_exist or waited >= CHILD_START_WAIT_SECONDS:
+                        raise UserError(f"no run {self.run_id}: {err.message}") from None
+                    failures += 1
+                    await asyncio.sleep(max(poll_interval, 0.2))
+                    continue
                 failures += 1
                 if "no poller" in err.message and failures >= 3:
                     raise UserError(

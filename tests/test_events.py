@@ -5,6 +5,7 @@ mid-answer (retry without duplicated text)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -301,3 +302,28 @@ async def test_tokens_of_a_failed_attempt_are_counted(agent_client: AgentClient,
     # for the broken attempt plus the 8 of the answer; two requests.
     assert (usage.input_tokens, usage.output_tokens, usage.requests) == (2000, 9, 2)
     assert result.usage == usage
+
+
+async def test_a_sub_agents_events_are_awaited_until_the_server_has_created_its_run(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    # A parent announces a child as it asks the server to start it; a viewer
+    # that asks for the child's events at once may find no run yet. It waits
+    # for the run instead of giving up (before: "no run ...", and the tree
+    # view silently lost the child's lines).
+    run_id = f"late-{uuid.uuid4().hex[:8]}"
+    handle = agent_client.get_handle(run_id)
+    seen: list[str] = []
+
+    async def read() -> None:
+        async for event in handle._own_events(0, 0.05, wait_to_exist=True):
+            seen.append(event.type)
+
+    async with worker():
+        reader = asyncio.create_task(read())
+        await asyncio.sleep(1)  # the reader has asked at least once and found nothing
+        assert not reader.done()
+        started = await agent_client.start(AgentSpec(model=script(reply("hi"))), "go", run_id=run_id)
+        await started.result()
+        await asyncio.wait_for(reader, 30)
+    assert seen[0] == "agent.run.created" and seen[-1] == "thread.run.completed"
