@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 from temporalio import activity
 
+from agentloop.activities import guardrail_activities
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
@@ -36,6 +37,7 @@ from agentloop.activity_io import (
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError
+from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
 from agentloop.messages import ToolResultPart
 from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
@@ -131,6 +133,17 @@ class AgentActivities:
             else:
                 tools.append(tool.definition())
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names())
+
+    @activity.defn(name="resolve_guardrails")
+    async def resolve_guardrails(self, input: ResolveGuardrailsInput) -> ResolveGuardrailsResult:
+        """Stages and kinds of the spec's guardrails, and which ones this worker lacks."""
+        return guardrail_activities.resolve_guardrails(self.registry, input)
+
+    @activity.defn(name="run_guardrail")
+    async def run_guardrail(self, input: RunGuardrailInput) -> GuardrailResult:
+        """One guardrail's verdict (a function on this worker, or an LLM judge)."""
+        async with keep_heartbeating():
+            return await guardrail_activities.run_guardrail(self.registry, self.models, input)
 
     @activity.defn(name="call_model")
     async def call_model(self, input: CallModelInput) -> CallModelResult:

@@ -47,6 +47,7 @@ from agentloop.events import (
     ApprovalRequested,
     ApprovalResolved,
     ContextManaged,
+    GuardrailTriggered,
     MessageCompleted,
     MessageCreated,
     MessageDelta,
@@ -66,6 +67,7 @@ from agentloop.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
+from agentloop.guardrails import GuardrailContext, GuardrailResult, guardrail, llm_judge
 from agentloop.messages import (
     ContentPart,
     ImagePart,
@@ -107,6 +109,9 @@ __all__ = [
     "CostLimitExceeded",
     "DecisionAccepted",
     "DecisionRejected",
+    "GuardrailContext",
+    "GuardrailResult",
+    "GuardrailTriggered",
     "GuardrailTripped",
     "ImagePart",
     "MaxStepsExceeded",
@@ -161,6 +166,8 @@ __all__ = [
     "Usage",
     "UserError",
     "default_registry",
+    "guardrail",
+    "llm_judge",
     "run_failed_class",
     "tool",
 ]

@@ -258,6 +258,26 @@ class SubAgentInvocationCompleted(_Event):
     cost_usd: float | None = None
 
 
+class GuardrailTriggered(_Event):
+    """``agent.guardrail.triggered``: a guardrail did not pass. With
+    ``tripwire`` the run ends (reason ``guardrail``); without, it goes on.
+
+    Attributes:
+        name: The guardrail.
+        stage: ``input`` or ``output``.
+        tripwire: It ends the run.
+        reason: Why.
+        severity: ``info``, ``low``, ``medium``, ``high`` or ``critical``.
+    """
+
+    type: Literal["agent.guardrail.triggered"] = "agent.guardrail.triggered"
+    name: str
+    stage: Literal["input", "output"]
+    tripwire: bool = False
+    reason: str = ""
+    severity: str = "info"
+
+
 class RunCompleted(_Event):
     """``thread.run.completed``: the run ended ``completed`` or ``stopped``
     (then ``note`` says why, e.g. ``stopped: <the stop request's reason>``)."""
@@ -306,6 +326,7 @@ AgentEvent = Annotated[
         RunContinued,
         SubAgentInvocationStarted,
         SubAgentInvocationCompleted,
+        GuardrailTriggered,
         RunCompleted,
         RunFailed,
         RunCancelled,

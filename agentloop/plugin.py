@@ -286,8 +286,9 @@ class AgentLoopPlugin(SimplePlugin):
                 workflows.append(AgentRunWorkflow)
             config["workflows"] = workflows
         ours = {
-            "all": [acts.call_model, acts.resolve_tools, acts.execute_tool],
-            "models": [acts.call_model],
+            "all": [acts.call_model, acts.resolve_tools, acts.execute_tool, acts.resolve_guardrails,
+                    acts.run_guardrail],
+            "models": [acts.call_model, acts.resolve_guardrails, acts.run_guardrail],
             "tools": [acts.resolve_tools, acts.execute_tool],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]

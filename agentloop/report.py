@@ -83,6 +83,24 @@ class ToolCallReport(BaseModel):
     sub_run_id: str | None = None
 
 
+class GuardrailReport(BaseModel):
+    """A guardrail that did not pass (``agentloop.guardrails``).
+
+    Attributes:
+        name: The guardrail.
+        stage: ``input`` (before the step's LLM call) or ``output`` (after it).
+        tripwire: It ended the run.
+        reason: Why it did not pass.
+        severity: ``info``, ``low``, ``medium``, ``high`` or ``critical``.
+    """
+
+    name: str
+    stage: Literal["input", "output"]
+    tripwire: bool = False
+    reason: str = ""
+    severity: str = "info"
+
+
 class StepReport(BaseModel):
     """How one step (an LLM call and the tool calls it asked for) went.
 
@@ -99,6 +117,7 @@ class StepReport(BaseModel):
             (their own sub-agents included); the run's ``total_usage``
             includes it, ``usage`` does not.
         sub_agent_cost_usd: Their cost.
+        guardrails: The guardrails that did not pass at this step.
     """
 
     index: int
@@ -110,6 +129,7 @@ class StepReport(BaseModel):
     tool_total_ms: float = 0.0
     sub_agent_usage: Usage = Field(default_factory=Usage)
     sub_agent_cost_usd: float = 0.0
+    guardrails: list[GuardrailReport] = Field(default_factory=list)
 
 
 #: A run's status: ``running`` and the two waits while it goes on, then how it ended.

@@ -122,6 +122,10 @@ class AgentSpec(BaseModel):
             (its sub-agents are level 1, theirs level 2...). A run whose
             spec nests deeper is refused at start; a sub-agent's runs keep
             the top agent's limit.
+        guardrails: Guardrails registered on the worker (function guardrails
+            and LLM judges, ``agentloop.guardrails``), by name: input ones run
+            before each LLM step, output ones after its response; a tripwire
+            ends the run with reason ``guardrail``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -158,6 +162,7 @@ class AgentSpec(BaseModel):
     verification_prompt: str = DEFAULT_VERIFICATION_PROMPT
     sub_agents: dict[str, SubAgent] = Field(default_factory=dict)
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=10)
+    guardrails: list[str] = Field(default_factory=list)
 
     @field_validator("model")
     @classmethod
@@ -216,6 +221,16 @@ class AgentSpec(BaseModel):
                         "limit tokens with max_total_tokens instead"
                     )
         return self
+
+    @field_validator("guardrails")
+    @classmethod
+    def _check_guardrails(cls, value: list[str]) -> list[str]:
+        duplicates = sorted({n for n in value if value.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"guardrails names {', '.join(duplicates)} more than once")
+        if any(not n.strip() for n in value):
+            raise ValueError("guardrails holds an empty name; name guardrails registered on the worker")
+        return value
 
     @property
     def provider(self) -> str:

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.context import make_anchor
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, MODEL_CONTEXT_LENGTH_ERROR_TYPE, RUN_FAILED_ERROR_TYPE
+    from agentloop.guardrails import GuardrailStage, messages_to_check
     from agentloop.events import (
         ApprovalRequested,
         MessageCompleted,
@@ -50,6 +51,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallCompletedByLLM,
         message_id,
     )
+    from agentloop.messages import Message
     from agentloop.report import AgentRunReport, RunReason, StepReport
     from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
     from agentloop.spec import AgentSpec
@@ -78,6 +80,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.recorder import RunRecorder, ms
     from agentloop.workflows.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
+    from agentloop.workflows.guardrails import GuardrailRunner
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
@@ -268,6 +271,8 @@ class AgentRunWorkflow:
                                  delegate=delegate if spec.sub_agents else None)
         self._handover = Handover(self._stream, self._state, self._recorder, self._input,
                                   enabled=self._features.by_reference)
+        # Only runs whose spec names guardrails schedule their activities.
+        self._guards = GuardrailRunner(self._state, self._recorder, self._run_id, spec) if spec.guardrails else None
         if self._input.carry is None:
             self._recorder.emit(RunCreated, agent_name=spec.name, model=spec.model, input=list(self._input.messages))
         self._recorder.index()
@@ -328,6 +333,10 @@ class AgentRunWorkflow:
             if resolved.missing:
                 self._fail("error", missing_tools_message(resolved.missing, resolved.available))
             tools = resolved.tools
+        if self._guards is not None:
+            failed = await self._guards.prepare()
+            if failed is not None:
+                self._fail(failed.reason, failed.message)
         tools = tools + sub_agent_tools(spec)
         model_tools = tools + (spec.client_tools if self._features.hitl else [])
         system_prompt = spec.composed_system_prompt
@@ -342,16 +351,21 @@ class AgentRunWorkflow:
         """One LLM step and what follows it: the run's end, one more step, or
         the step's calls, gated."""
         state, features = self._state, self._features
-        # Seam for input guardrails.
         managed = await self._manage_context("threshold")
         if managed is not None:
             return managed
         report = self._recorder.step_started()
+        blocked = await self._guard("input", messages_to_check(state.messages), report)
+        if blocked is not None:
+            return blocked
         msg_id = message_id(self._run_id, state.step)
         self._recorder.emit(MessageCreated, message_id=msg_id)
         result = await self._call_model_fitting(spec, report)
         if isinstance(result, FailRun):
             return result
+        blocked = await self._guard("output", [result.response.message], report)
+        if blocked is not None:
+            return blocked  # a response that trips a guardrail does not join the conversation
         self._take_response(result.response, msg_id)
         if features.by_reference:
             budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
@@ -370,6 +384,12 @@ class AgentRunWorkflow:
             case _:
                 return decision
         return self._gated(gates, report)
+
+    async def _guard(self, stage: GuardrailStage, messages: list[Message], report: StepReport) -> FailRun | None:
+        """The stage's guardrails on ``messages`` (runs with guardrails only)."""
+        if self._guards is None:
+            return None
+        return await self._guards.check(stage, messages, report)
 
     def _gated(self, gates: list[ToolGate], report: StepReport) -> StepGates:
         """The step's calls that ask someone start waiting; say so."""

@@ -17,7 +17,16 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolRegistry
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentSpec,
+    GuardrailContext,
+    GuardrailResult,
+    ToolRegistry,
+    guardrail,
+    llm_judge,
+)
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.activity_io import ToolDefinition
 from agentloop.context import ContextPolicy, is_summary_message
@@ -222,9 +231,34 @@ SCENARIOS.update({
 })
 
 
+# Guardrails (no patch: only runs whose spec names guardrails reach the
+# code): an input guardrail that fails without a tripwire, an LLM judge that
+# passes, and an output guardrail whose tripwire ends the run.
+def register_guardrails(registry: ToolRegistry) -> None:
+    def record_input_note(ctx: GuardrailContext) -> GuardrailResult:
+        return GuardrailResult.fail("input noted", severity="low") if ctx.step == 0 else GuardrailResult.ok()
+
+    def record_no_secrets(ctx: GuardrailContext) -> GuardrailResult:
+        return GuardrailResult.trip("the answer tells a secret") if "secret" in ctx.text else GuardrailResult.ok()
+
+    register_scripted_model("record-judge", lambda request: reply('{"pass": true, "reason": "fine"}'))
+    guardrail(record_input_note, stage="input", registry=registry)
+    guardrail(record_no_secrets, stage="output", registry=registry)
+    llm_judge("record_judge", stage="output", model="scripted:record-judge", prompt="Judge.", registry=registry)
+
+
+SCENARIOS.update({
+    "guardrails": (
+        [calls(call("list_dir", {"path": "."})), reply("the secret is 42")],
+        dict(tools=["list_dir"], guardrails=["record_input_note", "record_judge", "record_no_secrets"]),
+    ),
+})
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
+    register_guardrails(registry)
     with tempfile.TemporaryDirectory() as ws, DevServer() as server:
         (Path(ws) / "a.txt").write_text("alpha\n")
         (Path(ws) / "big.txt").write_text("x" * 6000)

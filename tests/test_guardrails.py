@@ -1,0 +1,219 @@
+"""Guardrails (AgentSpec.guardrails): pure decisions, and runs on a real dev
+server with function guardrails and LLM judges (scripted models)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentSpec,
+    GuardrailContext,
+    GuardrailResult,
+    GuardrailTripped,
+    ToolRegistry,
+    guardrail,
+    llm_judge,
+)
+from agentloop.errors import UserError
+from agentloop.guardrails import (
+    Verdict,
+    first_tripwire,
+    guardrails_of,
+    judge_request_text,
+    messages_to_check,
+    parse_judge_reply,
+)
+from agentloop.messages import Message, ToolResultPart
+from agentloop.testing import call, calls, reply, script, script_every_step
+
+
+def spec(model: str, **kw) -> AgentSpec:
+    kw.setdefault("heartbeat_timeout_seconds", 5)
+    kw.setdefault("default_permission", "allow")
+    return AgentSpec(model=model, **kw)
+
+
+async def events_of(agent_client: AgentClient, run_id: str) -> list:
+    return [e async for e in agent_client.events(run_id)]
+
+
+# Pure decisions ---------------------------------------------------------------------
+
+
+def test_input_guardrails_check_what_is_new_since_the_model_spoke() -> None:
+    first = [Message.user("hi")]
+    assert messages_to_check(first) == first
+    result = Message(role="tool", content=[ToolResultPart(id="c", name="t", content="out")])
+    convo = [Message.user("hi"), Message.assistant("calling"), result]
+    assert messages_to_check(convo) == [result]
+    assert messages_to_check([Message.user("hi"), Message.assistant("done")]) == []
+
+
+def test_judge_reply_parsing() -> None:
+    verdict = parse_judge_reply('Sure. {"pass": false, "tripwire": true, "reason": "rude", "severity": "high"}')
+    assert (verdict.passed, verdict.tripwire, verdict.reason, verdict.severity) == (False, True, "rude", "high")
+    assert parse_judge_reply('{"passed": true}').passed
+    assert parse_judge_reply('{"pass": false, "severity": "whatever"}').severity == "medium"
+    for bad in ("no json here", '{"pass": tru', '{"reason": "x"}'):
+        with pytest.raises(ValueError):
+            parse_judge_reply(bad)
+    assert "the agent's response" in judge_request_text("output", [Message.assistant("hello")])
+
+
+def test_tripwire_implies_failure_and_the_first_one_wins() -> None:
+    assert GuardrailResult(tripwire=True).passed is False
+    verdicts = [Verdict("a", "input", GuardrailResult.fail("meh")), Verdict("b", "input", GuardrailResult.trip("no")),
+                Verdict("c", "input", GuardrailResult.trip("also no"))]
+    assert first_tripwire(verdicts).name == "b"
+    assert first_tripwire(verdicts[:1]) is None
+
+
+def test_registration_and_spec_refuse_bad_input() -> None:
+    registry = ToolRegistry()
+    with pytest.raises(UserError, match="stage must be 'input' or 'output'"):
+        guardrail(lambda ctx: GuardrailResult.ok(), stage="before", name="x", registry=registry)
+    with pytest.raises(UserError, match="not allowed"):
+        guardrail(lambda ctx: GuardrailResult.ok(), stage="input", name="bad name", registry=registry)
+    with pytest.raises(UserError, match="LLM judge 'j'.*provider:model"):
+        llm_judge("j", stage="output", model="gpt-4", prompt="x", registry=registry)
+    guardrail(lambda ctx: GuardrailResult.ok(), stage="input", name="dup", registry=registry)
+    with pytest.raises(UserError, match="already registered"):
+        guardrail(lambda ctx: GuardrailResult.fail("x"), stage="input", name="dup", registry=registry)
+    with pytest.raises(ValidationError, match="guardrails names dup more than once"):
+        AgentSpec(model="scripted:demo", guardrails=["dup", "dup"])
+
+
+# Runs --------------------------------------------------------------------------------
+
+
+async def test_input_tripwire_ends_the_run_before_the_model_is_asked(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    seen: list[GuardrailContext] = []
+
+    @guardrail(stage="input", registry=registry)
+    def no_card_numbers(ctx: GuardrailContext) -> GuardrailResult:
+        seen.append(ctx)
+        if "4111 1111 1111 1111" in ctx.text:
+            return GuardrailResult.trip("the message holds a card number", severity="critical")
+        return GuardrailResult.ok()
+
+    model = script(reply("never said"))
+    async with worker():
+        handle = await agent_client.start(spec(model, name="payments", guardrails=["no_card_numbers"]),
+                                          "charge 4111 1111 1111 1111 please")
+        with pytest.raises(GuardrailTripped) as caught:
+            await handle.result()
+        events = await events_of(agent_client, handle.run_id)
+    result = caught.value.result
+    assert caught.value.reason == "guardrail" and result.reason == "guardrail"
+    assert result.final_text == "the message holds a card number"
+    assert "guardrail no_card_numbers (input) tripped: the message holds a card number" in result.error
+    assert result.usage.requests == 0  # the model was never asked
+    (triggered,) = [e for e in events if e.type == "agent.guardrail.triggered"]
+    assert (triggered.name, triggered.stage, triggered.tripwire, triggered.severity) == (
+        "no_card_numbers", "input", True, "critical")
+    assert events[-1].type == "thread.run.failed" and events[-1].reason == "guardrail"
+    assert result.report.steps[0].guardrails[0].tripwire
+    assert seen[0].agent_name == "payments" and seen[0].model == model and seen[0].step == 0
+
+
+async def test_failures_without_tripwire_are_events_and_report_entries(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    checked: list[tuple[str, str]] = []
+
+    @guardrail(stage="output", registry=registry)
+    async def no_shouting(ctx: GuardrailContext) -> GuardrailResult:
+        checked.append(("output", ctx.text))
+        if ctx.messages[0].text.isupper():
+            return GuardrailResult.fail("the answer shouts", severity="low")
+        return GuardrailResult.ok()
+
+    @guardrail(stage="input", registry=registry)
+    def note_input(ctx: GuardrailContext) -> GuardrailResult:
+        checked.append(("input", ctx.text))
+        return GuardrailResult.ok()
+
+    model = script(calls(call("list_dir", {"path": "."}), text="LOOKING"), reply("All done."))
+    async with worker():
+        handle = await agent_client.start(spec(model, tools=["list_dir"], guardrails=["note_input", "no_shouting"]),
+                                          "look around")
+        result = await handle.result()
+        events = await events_of(agent_client, handle.run_id)
+    assert result.status == "completed" and result.final_text == "All done."
+    first, second = result.report.steps
+    assert [(g.name, g.stage, g.tripwire, g.reason, g.severity) for g in first.guardrails] == [
+        ("no_shouting", "output", False, "the answer shouts", "low")]
+    assert second.guardrails == []
+    triggered = [e for e in events if e.type == "agent.guardrail.triggered"]
+    assert [(e.name, e.tripwire, e.step) for e in triggered] == [("no_shouting", False, 0)]
+    # Input guardrails saw the input, then the tool results; output ones each response.
+    stages = [s for s, _ in checked]
+    assert stages == ["input", "output", "input", "output"]
+    assert checked[0][1] == "user: look around"
+    assert checked[2][1].startswith("tool: [tool result list_dir]")
+
+
+async def test_llm_judge_tripwire_on_the_response(agent_client: AgentClient, worker, registry: ToolRegistry) -> None:
+    asked: list[str] = []
+
+    def judge(request):
+        asked.append(request.messages[0].text)
+        if "idiot" in request.messages[0].text:
+            return reply('{"pass": false, "tripwire": true, "reason": "the answer insults the user", '
+                         '"severity": "high"}')
+        return reply('{"pass": true, "tripwire": false, "reason": "", "severity": "info"}')
+
+    llm_judge("polite", stage="output", model=script_every_step(judge), prompt="Fail rude answers.",
+              registry=registry)
+    model = script(reply("Only an idiot would ask that."))
+    async with worker():
+        handle = await agent_client.start(spec(model, guardrails=["polite"]), "what is 2+2?")
+        with pytest.raises(GuardrailTripped) as caught:
+            await handle.result()
+        messages = await handle.messages()
+    result = caught.value.result
+    assert result.final_text == "the answer insults the user"
+    assert "guardrail polite (output) tripped" in result.error
+    assert len(asked) == 1 and "Only an idiot" in asked[0]
+    # The response that tripped did not join the conversation.
+    assert [m.role for m in messages] == ["user"]
+
+
+async def test_a_judge_that_fails_is_retried_then_the_run_fails_clearly(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    attempts: list[int] = []
+
+    def broken_judge(request):
+        attempts.append(1)
+        return reply("I would rather not say.")  # not the JSON asked for
+
+    llm_judge("strict", stage="input", model=script_every_step(broken_judge), prompt="Judge.", registry=registry)
+    model = script(reply("unreachable"))
+    async with worker():
+        handle = await agent_client.start(spec(model, guardrails=["strict"], llm_max_attempts=2), "hello")
+        with pytest.raises(AgentRunFailed) as caught:
+            await handle.result()
+    assert caught.value.reason == "error"
+    error = caught.value.result.error
+    assert error.startswith("guardrail strict (input) could not run after 2 attempts: LLM judge strict")
+    assert "holds no JSON object" in error
+    assert len(attempts) == 2
+    assert caught.value.result.usage.requests == 0
+
+
+async def test_a_guardrail_the_worker_lacks_fails_the_run_with_a_sentence(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    guardrail(lambda ctx: GuardrailResult.ok(), stage="input", name="known", registry=registry)
+    async with worker():
+        with pytest.raises(AgentRunFailed) as caught:
+            await agent_client.run(spec(script(reply("x")), guardrails=["known", "typo"]), "hi")
+    error = caught.value.result.error
+    assert "the spec names guardrail 'typo' that the worker does not have (it has: known)" in error
+    assert guardrails_of(registry).keys() == {"known"}
