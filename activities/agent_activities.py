@@ -18,9 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from agentloop.activities import guardrail_activities
 from agentloop.activities.heartbeat import keep_heartbeating
+from agentloop.activities.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
@@ -36,7 +38,7 @@ from agentloop.activity_io import (
     StreamDelta,
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
-from agentloop.errors import ToolError
+from agentloop.errors import ToolError, UserError
 from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
 from agentloop.messages import ToolResultPart
 from agentloop.report import Usage
@@ -97,6 +99,8 @@ class AgentActivities:
             (paths separated by ``:``).
         tool_ledger: Results of the tool calls this worker completed, so a
             retried call is not run again; a fresh in-memory ledger if None.
+        mcp_servers: The MCP servers this worker reaches, by name; from the
+            file ``AGENTLOOP_MCP_SERVERS`` names when None.
 
     Attributes:
         transcript_timeouts: How long a step waits for the run to hand over
@@ -110,6 +114,7 @@ class AgentActivities:
         workspace: str | Path | None = None,
         workspace_roots: list[str | Path] | None = None,
         tool_ledger: ToolLedger | None = None,
+        mcp_servers: McpServers | None = None,
     ) -> None:
         self.registry = registry
         self.models = models or ModelResolver()
@@ -121,10 +126,19 @@ class AgentActivities:
         self.transcripts = TranscriptCache()
         self.transcript_timeouts = QueryTimeouts()
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
+        self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
-        """Definitions of the spec's tools, and which ones this worker lacks."""
+        """Definitions of the spec's tools, and which ones this worker lacks;
+        the tools of the spec's MCP servers, listed now (once per run: the
+        result is in the run's history).
+
+        Raises:
+            ApplicationError: Non-retryable ``McpServerUnavailable`` when an
+                MCP server is not configured here, cannot be reached, or
+                answers the listing with an error: the run fails with it.
+        """
         tools, missing = [], []
         for name in input.names:
             tool = self.registry.get(name)
@@ -132,7 +146,29 @@ class AgentActivities:
                 missing.append(name)
             else:
                 tools.append(tool.definition())
+        for server in input.mcp_servers:
+            tools.extend(await self._list_mcp_tools(server))
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names())
+
+    async def _list_mcp_tools(self, server: str) -> list[Any]:
+        from mcp.shared.exceptions import MCPError
+
+        if server not in self.mcp:
+            known = ", ".join(self.mcp.names()) or "none"
+            problem = (f"the MCP server {server!r} is not configured on the worker (configured: {known}); add it "
+                       "to the file AGENTLOOP_MCP_SERVERS names, or to AgentLoopPlugin(mcp_servers=...)")
+        else:
+            try:
+                async with keep_heartbeating():
+                    return await self.mcp.list_tools(server)
+            except McpUnavailable as exc:
+                problem = f"{exc}; start it (or fix its settings on the worker) and run again"
+            except MCPError as exc:
+                problem = f"the MCP server {server!r} refused to list its tools: error {exc.code}: {exc.message}"
+            except UserError as exc:
+                problem = f"the MCP server {server!r} cannot be started: {exc}"
+        raise ApplicationError(f"cannot list the tools of MCP server {server!r}: {problem}",
+                               type=MCP_UNAVAILABLE_ERROR_TYPE, non_retryable=True)
 
     @activity.defn(name="resolve_guardrails")
     async def resolve_guardrails(self, input: ResolveGuardrailsInput) -> ResolveGuardrailsResult:
@@ -222,7 +258,7 @@ class AgentActivities:
             return await query_run(handle, "transcript", wanted, result_type=TranscriptPage, timeouts=timeouts)
 
         system_prompt, tools, messages = await self.transcripts.resolve(
-            input.run_id, ref, fetch_context, fetch_page
+            input.run_id, ref, fetch_context, fetch_page, seed=input.seed
         )
         if input.compaction is not None:
             # Summarise part of the transcript: the request is built here, so
@@ -286,6 +322,8 @@ class AgentActivities:
             )
 
         tool = self.registry.get(input.tool_name)
+        if tool is None and self.mcp.owns(input.tool_name):
+            return await self._call_mcp_tool(input, result)
         if tool is None:
             return result(
                 f"Unknown tool '{input.tool_name}'. Available tools: "
@@ -335,3 +373,20 @@ class AgentActivities:
             activity.logger.warning("tool %s raised %r", input.tool_name, exc)
             return result(f"Tool '{input.tool_name}' raised {type(exc).__name__}: {exc}", is_error=True)
         return result(format_tool_output(value), is_error=False)
+
+    async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any) -> ExecuteToolResult:
+        """A call of an MCP server's tool: its errors are results; a server
+        that cannot be reached fails the attempt, and Temporal retries it."""
+        try:
+            async with keep_heartbeating():
+                text, is_error = await asyncio.wait_for(
+                    self.mcp.call(input.tool_name, input.arguments), input.timeout_seconds)
+        except McpUnavailable as exc:
+            raise ApplicationError(str(exc), type=MCP_UNAVAILABLE_ERROR_TYPE) from None
+        except UserError as exc:
+            return result(f"Error: {exc}", is_error=True)
+        except asyncio.TimeoutError:
+            return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s and was "
+                          "stopped; try a smaller task or raise its timeout (AgentSpec.tool_timeouts).",
+                          is_error=True)
+        return result(text, is_error=is_error)

@@ -43,7 +43,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.attempts import retry_note
-from agentloop.activity_io import ToolDefinition
+from agentloop.activity_io import ToolDefinition, TranscriptSeed
 from agentloop.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
 from agentloop.messages import Message, ToolResultPart
 from agentloop.transcript import (
@@ -53,6 +53,7 @@ from agentloop.transcript import (
     TranscriptRange,
     TranscriptRef,
     chain_hash_and_size,
+    context_hash,
 )
 
 FetchContext = Callable[[], Awaitable[ModelContext]]
@@ -199,6 +200,7 @@ class CacheStats:
     context_fetches: int = 0
     page_fetches: int = 0
     predicted: int = 0
+    seeded: int = 0
 
     @property
     def queries(self) -> int:
@@ -259,9 +261,12 @@ class TranscriptCache:
             self._locks.pop(old, None)
 
     async def resolve(
-        self, key: str, ref: TranscriptRef, fetch_context: FetchContext, fetch_page: FetchPage
+        self, key: str, ref: TranscriptRef, fetch_context: FetchContext, fetch_page: FetchPage,
+        seed: TranscriptSeed | None = None,
     ) -> tuple[str, list[ToolDefinition], list[Message]]:
-        """System prompt, tools and messages of the transcript ``ref`` names.
+        """System prompt, tools and messages of the transcript ``ref`` names
+        (a ``seed``, the same by value, spares a cold cache the queries when
+        it matches the reference's hashes).
 
         Raises:
             ApplicationError: Retryable, when the run's transcript does not
@@ -273,6 +278,8 @@ class TranscriptCache:
             self._runs[key] = run
             self._bytes -= run.size
             try:
+                if seed is not None:
+                    self._plant(run, ref, seed)
                 await self._resolve(run, key, ref, fetch_context, fetch_page)
             finally:
                 self._bytes += run.size
@@ -313,6 +320,21 @@ class TranscriptCache:
                         type=TRANSCRIPT_MISMATCH_ERROR_TYPE,
                         non_retryable=False,
                     )
+
+    def _plant(self, run: _Run, ref: TranscriptRef, seed: TranscriptSeed) -> None:
+        """Take a first step's transcript by value, for what the copy lacks,
+        if it is exactly what the reference names (both hashes)."""
+        if run.context is None or run.context.context_hash != ref.context_hash:
+            if context_hash(seed.system_prompt, seed.tools) == ref.context_hash:
+                run.context = ModelContext(system_prompt=seed.system_prompt, tools=list(seed.tools),
+                                           context_hash=ref.context_hash)
+        if not run.messages and len(seed.messages) == ref.message_count:
+            planted = _Run()
+            for message in seed.messages:
+                planted.append(message)
+            if planted.hashes and planted.hashes[-1] == ref.transcript_hash:
+                run.messages, run.hashes, run.size = planted.messages, planted.hashes, planted.size
+                self.stats.seeded += 1
 
     def _take_produced(self, run: _Run, ref: TranscriptRef) -> None:
         """Extend the copy with what this worker produced since the last step

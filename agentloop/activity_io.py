@@ -166,6 +166,8 @@ class CallModelInput(_Compact):
         transcript: The conversation by reference; when set, ``request``
             carries no messages, tools or system prompt, and the worker
             fills them in from its cache and the run's queries.
+        seed: With ``transcript``, on a run's first step: the same
+            transcript by value, so the worker asks the run nothing.
         compaction: With ``transcript``: this call summarises
             ``messages[head:end]`` of that transcript (for context
             compaction) instead of answering it; ``request`` carries the
@@ -180,6 +182,7 @@ class CallModelInput(_Compact):
     stream_batch_seconds: float = 0.1
     transcript: TranscriptRef | None = None
     compaction: CompactionRef | None = None
+    seed: TranscriptSeed | None = None
 
 
 class CallModelResult(BaseModel):
@@ -197,6 +200,18 @@ class CallModelResult(BaseModel):
     latency_ms: float = 0.0
     attempt: int = 1
     failed_attempts_usage: Usage = Field(default_factory=Usage)
+
+
+class TranscriptSeed(BaseModel):
+    """A run's first LLM step, by value as well as by reference: the system
+    prompt, tools and messages that ``transcript`` names, so a worker that
+    has never seen the run need not ask it for them (checked against the
+    reference's hashes; ignored if they differ). Only small first steps carry
+    one (see ``agentloop.workflows.activity_calls.SEED_MAX_BYTES``)."""
+
+    system_prompt: str = ""
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    messages: list[Message] = Field(default_factory=list)
 
 
 class TranscriptRef(BaseModel):
@@ -232,9 +247,11 @@ CallModelInput.model_rebuild()
 
 
 class ResolveToolsInput(BaseModel):
-    """Input of the ``resolve_tools`` activity: tool names from the spec."""
+    """Input of the ``resolve_tools`` activity: tool names from the spec,
+    and the MCP servers whose tools the run uses (``AgentSpec.mcp_servers``)."""
 
     names: list[str] = Field(default_factory=list)
+    mcp_servers: list[str] = Field(default_factory=list)
 
 
 class ResolveToolsResult(BaseModel):

@@ -21,6 +21,7 @@ from agentloop.devserver import DevServer
 from agentloop.plugin import workflow_runner
 from agentloop.testing import reply, script
 from agentloop.tools import ToolRegistry
+from agentloop.workflows.activity_calls import SEED_MAX_BYTES
 from agentloop.workflows.agent_run import AgentRunWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -242,7 +243,9 @@ async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unava
     steps.transcript_timeouts = QueryTimeouts(reask=timedelta(seconds=0.2), total=timedelta(seconds=1))
 
     async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], workflow_runner=workflow_runner()):
-        handle = await agent_client.start(spec, "hello")
+        # Past SEED_MAX_BYTES: even the first step names its transcript by
+        # reference only, and the worker must ask the run for it.
+        handle = await agent_client.start(spec, "hello " + "x" * SEED_MAX_BYTES)
         await wait_until_scheduled(handle, "call_model")
     async with Worker(temporal_client, task_queue=task_queue, activities=[steps.call_model]):
         failure = await wait_for_attempt_failure(handle)

@@ -361,3 +361,25 @@ async def test_oversized_submission_is_refused_by_the_client(agent_client: Agent
             await handle.submit_tool_outputs({"call_0_0": "a" * 900_000, "call_0_1": "b" * 900_000})
         await handle.submit_tool_outputs({"call_0_0": "a", "call_0_1": "b"})
         assert (await handle.result()).status == "completed"
+
+
+async def test_a_run_on_one_worker_asks_itself_nothing_for_its_transcript(
+    temporal_client, agent_client: AgentClient, task_queue: str, registry: ToolRegistry, workspace: Path
+) -> None:
+    # The first step carries its small transcript by value; every later step
+    # is what this worker produced (the assistant message, then the tool
+    # results), predicted and checked by the chained hash: no query at all.
+    from temporalio.worker import Worker
+
+    from agentloop import AgentLoopPlugin
+
+    (workspace / "a.txt").write_text("alpha")
+    plugin = AgentLoopPlugin(registry=registry, workspace=workspace)
+    model = script(calls(call("read_file", {"file_path": "a.txt"})),
+                   calls(call("list_dir", {"path": "."}), call("read_file", {"file_path": "a.txt"})), reply("done"))
+    async with Worker(temporal_client, task_queue=task_queue, plugins=[plugin]):
+        result = await agent_client.run(AgentSpec(model=model, tools=["read_file", "list_dir"],
+                                                  default_permission="allow"), "look")
+    assert result.final_text == "done"
+    stats = plugin.agent_activities.transcripts.stats
+    assert (stats.seeded, stats.predicted, stats.queries) == (1, 2, 0)

@@ -4,7 +4,7 @@ checks of what people send a run, without a server."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from agentloop.transcript import transcript_hashes
 from agentloop.workflows import requests
 from agentloop.workflows.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 
-NOW = datetime(2026, 11, 23, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
 
 def state(**fields: object) -> LoopState:
@@ -216,3 +216,19 @@ def test_transcript_ranges_are_clamped() -> None:
     assert (wanted.start, wanted.max_bytes) == (0, requests.TRANSCRIPT_PAGE_BYTES)
     with pytest.raises(ValueError, match="takes one argument"):
         requests.transcript_range(({}, {}))
+
+
+def test_only_a_small_first_step_carries_its_transcript_by_value() -> None:
+    from agentloop.activity_io import ToolDefinition
+    from agentloop.transcript import ModelContext
+    from agentloop.workflows.activity_calls import SEED_MAX_BYTES, transcript_seed
+
+    context = ModelContext(system_prompt="Be brief.", tools=[ToolDefinition(name="read_file")], context_hash="h")
+    first = state()
+    seed = transcript_seed(first, context)
+    assert seed is not None and seed.messages == first.messages and seed.tools == context.tools
+    first.advance()  # a later step names its transcript by reference only
+    assert transcript_seed(first, context) is None
+    big = state()
+    big.messages = [Message.user("x" * SEED_MAX_BYTES)]
+    assert transcript_seed(big, context) is None

@@ -23,7 +23,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.activity_io import ToolDefinition, TranscriptRef
+from agentloop.activity_io import ToolDefinition, TranscriptRef, TranscriptSeed
 from agentloop.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
 from agentloop.messages import Message
 from agentloop.transcript import (
@@ -503,3 +503,24 @@ async def test_the_cache_is_bounded_by_bytes() -> None:
         await cache.resolve(key, run.ref(), run.fetch_context, run.fetch_page)
     assert cache.size <= 10_000
     assert list(cache._runs) == ["run-2", "run-3", "run-4"]  # the least recently used went first
+
+
+async def test_a_first_step_seed_spares_a_cold_cache_every_query() -> None:
+    run = FakeRun(conversation(1))
+    cache = TranscriptCache()
+    seed = TranscriptSeed(system_prompt=run.system_prompt, tools=run.tools, messages=run.messages)
+    prompt, tools, messages = await cache.resolve("r", run.ref(), run.fetch_context, run.fetch_page, seed=seed)
+    assert (prompt, tools, messages) == (run.system_prompt, run.tools, run.messages)
+    assert (run.contexts_asked, run.pages_asked) == (0, [])
+    assert cache.stats.seeded == 1 and cache.stats.queries == 0
+
+
+async def test_a_seed_that_does_not_match_its_reference_is_ignored() -> None:
+    run = FakeRun(conversation(1))
+    cache = TranscriptCache()
+    wrong = TranscriptSeed(system_prompt="You are verbose.", tools=[], messages=conversation(1, tag="!"))
+    prompt, tools, messages = await cache.resolve("r", run.ref(), run.fetch_context, run.fetch_page, seed=wrong)
+    # The run's own transcript, asked for as if there were no seed.
+    assert (prompt, tools, messages) == (run.system_prompt, run.tools, run.messages)
+    assert (run.contexts_asked, len(run.pages_asked)) == (1, 1)
+    assert cache.stats.seeded == 0

@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         ResolveToolsInput,
         ResolveToolsResult,
         TranscriptRef,
+        TranscriptSeed,
     )
     from agentloop.spec import AgentSpec
     from agentloop.transcript import ModelContext
@@ -114,8 +115,25 @@ def resolve_tools_options(task_queue: str | None) -> ActivityOptions:
     return ActivityOptions(start_to_close=RESOLVE_TOOLS_TIMEOUT, task_queue=task_queue)
 
 
+#: Most bytes (as JSON) of system prompt, tools and messages a run's first
+#: LLM step carries by value beside its reference (runs started lean): the
+#: worker then asks the run nothing for it. History holds them once more;
+#: a larger first step is by reference only.
+SEED_MAX_BYTES = 64_000
+
+
+def transcript_seed(state: LoopState, context: ModelContext) -> TranscriptSeed | None:
+    """The first step's transcript by value, if this is the conversation's
+    first LLM call and it is small (:data:`SEED_MAX_BYTES`)."""
+    if state.step != 0 or state.steps_this_run != 0:
+        return None
+    seed = TranscriptSeed(system_prompt=context.system_prompt, tools=context.tools, messages=list(state.messages))
+    return seed if len(seed.model_dump_json()) <= SEED_MAX_BYTES else None
+
+
 def model_step_input(
-    run_id: str, spec: AgentSpec, state: LoopState, context: ModelContext, *, by_reference: bool
+    run_id: str, spec: AgentSpec, state: LoopState, context: ModelContext, *, by_reference: bool,
+    seed: bool = False,
 ) -> CallModelInput:
     """The input of an LLM step's ``call_model``. By reference (every run
     since patch ``agentloop-long-runs-1``), it names the transcript by length
@@ -134,7 +152,8 @@ def model_step_input(
                                parallel_tool_calls=spec.parallel_tool_calls)
     return CallModelInput(run_id=run_id, step=state.step, model=spec.model, request=request,
                           stream_deltas=spec.stream_deltas, stream_batch_seconds=spec.stream_batch_seconds,
-                          transcript=transcript)
+                          transcript=transcript,
+                          seed=transcript_seed(state, context) if by_reference and seed else None)
 
 
 async def call_model(input: CallModelInput, options: ActivityOptions, summary: str) -> CallModelResult:

@@ -327,9 +327,16 @@ class AgentRunWorkflow:
         """Resolve the spec's tools (a run naming tools the worker lacks fails)
         and fix what every LLM request of the run carries."""
         tools: list[ToolDefinition] = []
-        if spec.tools:
+        if spec.tools or spec.mcp_servers:
             options = calls.resolve_tools_options(self._features.tool_queue)
-            resolved = await calls.resolve_tools(ResolveToolsInput(names=spec.tools), options)
+            try:
+                resolved = await calls.resolve_tools(
+                    ResolveToolsInput(names=spec.tools, mcp_servers=spec.mcp_servers), options)
+            except ActivityError as err:
+                if not spec.mcp_servers:
+                    raise
+                calls.reraise_cancel(err)
+                self._fail("error", calls.failure_detail(err))
             if resolved.missing:
                 self._fail("error", missing_tools_message(resolved.missing, resolved.available))
             tools = resolved.tools
@@ -424,7 +431,7 @@ class AgentRunWorkflow:
     async def _call_model(self, spec: AgentSpec, report: StepReport) -> CallModelResult | ContextTooLong | FailRun:
         step, started = self._state.step + 1, workflow.now()
         input = calls.model_step_input(self._run_id, spec, self._state, self._model_context,
-                                       by_reference=self._features.by_reference)
+                                       by_reference=self._features.by_reference, seed=self._features.lean)
         try:
             result = await calls.call_model(input, calls.model_call_options(spec), f"LLM step {step}")
         except ActivityError as err:
