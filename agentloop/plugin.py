@@ -195,6 +195,9 @@ class AgentLoopPlugin(SimplePlugin):
         workspace: Workspace of runs whose spec names none; from
             ``AGENTLOOP_WORKSPACE`` or the current directory when None.
         role: ``all``, ``models`` or ``tools`` (see above).
+        mcp_servers: The MCP servers tool workers reach, by name
+            (``{name: McpServer or its settings}``, or an ``McpServers``);
+            from the file ``AGENTLOOP_MCP_SERVERS`` names when None.
 
     Raises:
         UserError: An unknown role. When a worker is built: a tools worker
@@ -210,8 +213,10 @@ class AgentLoopPlugin(SimplePlugin):
         models: ModelResolver | None = None,
         workspace: str | Path | None = None,
         role: str = "all",
+        mcp_servers: Any = None,
     ) -> None:
         self.role = check_role(role)
+        self.mcp_servers = mcp_servers
         self.registry = registry
         self.models = models
         self.workspace = workspace
@@ -237,7 +242,12 @@ class AgentLoopPlugin(SimplePlugin):
             if registry is None:
                 registry = default_registry
                 register_builtin_tools(registry)
-            self._activities = AgentActivities(registry, self.models, self.workspace)
+            from agentloop.activities.mcp_tools import McpServers
+
+            mcp = self.mcp_servers
+            if mcp is not None and not isinstance(mcp, McpServers):
+                mcp = McpServers(mcp)
+            self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp)
         return self._activities
 
     def _configures(self, client: temporalio.client.Client, worker_plugins: Sequence[Any]) -> bool:

@@ -61,6 +61,9 @@ class AgentSpec(BaseModel):
         name: The agent's name, shown in reports and to operators.
         system_prompt: Instructions sent as the system prompt on every step.
         tools: Names of tools registered in the worker that the model may call.
+        mcp_servers: Names of MCP servers configured on the worker whose
+            tools the model may call, each as ``server__tool`` (README
+            "Tools from MCP servers"); listed once, at the run's start.
         max_steps: Most LLM steps a run may take; at least one always runs.
         max_tool_call_continuations: Most LLM steps that may follow tool
             results; ``None`` leaves only ``max_steps`` in force.
@@ -134,6 +137,7 @@ class AgentSpec(BaseModel):
     name: str = "agent"
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
+    mcp_servers: list[str] = Field(default_factory=list)
     max_steps: int = Field(default=16, ge=1)
     max_tool_call_continuations: int | None = Field(default=None, ge=0)
     max_consecutive_failed_tool_steps: int = Field(default=1, ge=1)

@@ -79,6 +79,7 @@ def build_worker(
     models: ModelResolver | None = None,
     workspace: str | Path | None = None,
     role: str = "all",
+    mcp_servers: Any = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     **worker_options: Any,
 ) -> Worker:
@@ -97,6 +98,8 @@ def build_worker(
             ``call_model``) or ``tools`` (the tools queue: ``resolve_tools``
             and ``execute_tool``; refuses to build while provider keys are in
             the environment).
+        mcp_servers: MCP servers by name (see :class:`~agentloop.plugin.AgentLoopPlugin`);
+            from the file ``AGENTLOOP_MCP_SERVERS`` names when None.
         graceful_shutdown_timeout: On shutdown, how long in-flight activities
             may finish before they are cancelled.
         worker_options: Passed on to :class:`temporalio.worker.Worker`.
@@ -106,7 +109,8 @@ def build_worker(
             environment, or a shell sandbox setting that is invalid or cannot
             work here.
     """
-    plugin = AgentLoopPlugin(registry=registry, models=models, workspace=workspace, role=role)
+    plugin = AgentLoopPlugin(registry=registry, models=models, workspace=workspace, role=role,
+                             mcp_servers=mcp_servers)
     with warnings.catch_warnings():
         # A client from AgentClient.connect carries a plugin too: this
         # worker's own takes precedence (see AgentLoopPlugin), as intended.
