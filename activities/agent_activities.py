@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities import guardrail_activities
+from agentloop.activities import guardrail_activities, tool_hooks
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
 from agentloop.activities.models import ModelResolver
@@ -40,6 +40,7 @@ from agentloop.activity_io import (
 from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError, UserError
 from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
+from agentloop.hooks import hooks_of
 from agentloop.messages import ToolResultPart
 from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
@@ -148,7 +149,10 @@ class AgentActivities:
                 tools.append(tool.definition())
         for server in input.mcp_servers:
             tools.extend(await self._list_mcp_tools(server))
-        return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names())
+        hooks = hooks_of(self.registry)
+        return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
+                                  missing_hooks=[h for h in input.hooks if h not in hooks],
+                                  available_hooks=sorted(hooks) if input.hooks else [])
 
     async def _list_mcp_tools(self, server: str) -> list[Any]:
         from mcp.shared.exceptions import MCPError
@@ -293,7 +297,10 @@ class AgentActivities:
             activity.heartbeat({"replayed_from_attempt": ran_in})
             self._record_result(input, result)
             return result.model_copy(update={"metrics": {**result.metrics, "replayed_from_attempt": ran_in}})
-        result = await self._execute_tool(input, key)
+        if input.hooks:
+            result = await tool_hooks.execute_with_hooks(self, input, key)
+        else:
+            result = await self._execute_tool(input, key)
         self.tool_ledger.record(key, result, attempt=info.attempt)
         self._record_result(input, result)
         return result
@@ -355,6 +362,8 @@ class AgentActivities:
             metrics=metrics,
             heartbeat=activity.heartbeat,
             idempotency_key=key,
+            agent_name=input.agent_name,
+            model=input.model,
         )
         try:
             async with keep_heartbeating():

@@ -68,6 +68,7 @@ from agentloop.events import (
     ToolExecutionStarted,
 )
 from agentloop.guardrails import GuardrailContext, GuardrailResult, guardrail, llm_judge
+from agentloop.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
 from agentloop.messages import (
     ContentPart,
     ImagePart,
@@ -109,6 +110,8 @@ __all__ = [
     "CostLimitExceeded",
     "DecisionAccepted",
     "DecisionRejected",
+    "EndRun",
+    "Fallback",
     "GuardrailContext",
     "GuardrailResult",
     "GuardrailTriggered",
@@ -125,6 +128,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "OutputLimitReached",
+    "Override",
     "PendingAction",
     "PendingApproval",
     "PendingWork",
@@ -141,6 +145,7 @@ __all__ = [
     "RunStatus",
     "RunStatusChanged",
     "RunSummary",
+    "Skip",
     "StepCreated",
     "StepReport",
     "SubAgent",
@@ -152,6 +157,7 @@ __all__ = [
     "Tool",
     "ToolCallCompletedByLLM",
     "ToolCallCreated",
+    "ToolCallInfo",
     "ToolCallPart",
     "ToolCallReport",
     "ToolContext",
@@ -165,9 +171,11 @@ __all__ = [
     "ToolStepFailed",
     "Usage",
     "UserError",
+    "before_tool_call",
     "default_registry",
     "guardrail",
     "llm_judge",
+    "on_tool_error",
     "run_failed_class",
     "tool",
 ]

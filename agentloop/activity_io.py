@@ -251,6 +251,7 @@ class ResolveToolsInput(BaseModel):
     and the MCP servers whose tools the run uses (``AgentSpec.mcp_servers``)."""
 
     names: list[str] = Field(default_factory=list)
+    hooks: list[str] = Field(default_factory=list)
     mcp_servers: list[str] = Field(default_factory=list)
 
 
@@ -266,6 +267,8 @@ class ResolveToolsResult(BaseModel):
     tools: list[ToolDefinition] = Field(default_factory=list)
     missing: list[str] = Field(default_factory=list)
     available: list[str] = Field(default_factory=list)
+    missing_hooks: list[str] = Field(default_factory=list)
+    available_hooks: list[str] = Field(default_factory=list)
 
 
 class ExecuteToolInput(_Compact):
@@ -280,6 +283,9 @@ class ExecuteToolInput(_Compact):
         workspace: Workspace root for built-in tools, or None for the worker's.
         timeout_seconds: The tool's time limit.
         output_limit: Most characters of output the model sees.
+        hooks: The spec's tool hooks (``AgentSpec.tool_hooks``), in order.
+        agent_name: The spec's name (``ToolContext.agent_name``).
+        model: The spec's model (``ToolContext.model``).
     """
 
     run_id: str
@@ -290,6 +296,9 @@ class ExecuteToolInput(_Compact):
     workspace: str | None = None
     timeout_seconds: float = 120.0
     output_limit: int = 16_000
+    hooks: list[str] = Field(default_factory=list)
+    agent_name: str = ""
+    model: str = ""
 
 
 class ExecuteToolResult(BaseModel):
@@ -302,6 +311,7 @@ class ExecuteToolResult(BaseModel):
         truncated: The output was cut to ``output_limit``.
         latency_ms: Time the tool ran.
         metrics: Tool-reported metrics.
+        end_run: An ``on_tool_error`` hook ended the run, saying this.
     """
 
     call_id: str
@@ -310,3 +320,4 @@ class ExecuteToolResult(BaseModel):
     truncated: bool = False
     latency_ms: float = 0.0
     metrics: dict[str, Any] = Field(default_factory=dict)
+    end_run: str | None = None

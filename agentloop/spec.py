@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from agentloop.activity_io import ToolDefinition
 from agentloop.approvals import DefaultPermission, PermissionRule
@@ -129,6 +129,10 @@ class AgentSpec(BaseModel):
             and LLM judges, ``agentloop.guardrails``), by name: input ones run
             before each LLM step, output ones after its response; a tripwire
             ends the run with reason ``guardrail``.
+        tool_hooks: Tool hooks registered on the tools worker
+            (``agentloop.hooks``), by name, in order: ``before_tool_call``
+            ones may skip a call or give its result, ``on_tool_error`` ones
+            a fallback result or the run's end (reason ``tool_error``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -167,6 +171,7 @@ class AgentSpec(BaseModel):
     sub_agents: dict[str, SubAgent] = Field(default_factory=dict)
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=10)
     guardrails: list[str] = Field(default_factory=list)
+    tool_hooks: list[str] = Field(default_factory=list)
 
     @field_validator("model")
     @classmethod
@@ -226,14 +231,14 @@ class AgentSpec(BaseModel):
                     )
         return self
 
-    @field_validator("guardrails")
+    @field_validator("guardrails", "tool_hooks")
     @classmethod
-    def _check_guardrails(cls, value: list[str]) -> list[str]:
+    def _check_worker_names(cls, value: list[str], info: ValidationInfo) -> list[str]:
         duplicates = sorted({n for n in value if value.count(n) > 1})
         if duplicates:
-            raise ValueError(f"guardrails names {', '.join(duplicates)} more than once")
+            raise ValueError(f"{info.field_name} names {', '.join(duplicates)} more than once")
         if any(not n.strip() for n in value):
-            raise ValueError("guardrails holds an empty name; name guardrails registered on the worker")
+            raise ValueError(f"{info.field_name} holds an empty name; name ones registered on the worker")
         return value
 
     @property

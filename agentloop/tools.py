@@ -58,6 +58,8 @@ class ToolContext:
         idempotency_key: The same string on every attempt of this call, and
             different for every other call: pass it to services that
             deduplicate requests, so a retried call does not act twice.
+        agent_name: The name of the agent whose model called the tool.
+        model: That agent's model, ``provider:model``.
     """
 
     workspace: Path
@@ -68,6 +70,8 @@ class ToolContext:
     metrics: dict[str, Any] = field(default_factory=dict)
     heartbeat: Callable[..., None] = lambda *details: None
     idempotency_key: str = ""
+    agent_name: str = ""
+    model: str = ""
 
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]

@@ -41,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.context import make_anchor
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, MODEL_CONTEXT_LENGTH_ERROR_TYPE, RUN_FAILED_ERROR_TYPE
     from agentloop.guardrails import GuardrailStage, messages_to_check
+    from agentloop.hooks import missing_hooks_message
     from agentloop.events import (
         ApprovalRequested,
         MessageCompleted,
@@ -312,6 +313,8 @@ class AgentRunWorkflow:
             results = await self._tools.run_step(spec, step)
             failed = count_failed_steps([f for _, f in results], self._state.failed_tool_steps)
             self._state.finish_step(results, failed_steps=failed)
+            if self._tools.end_run is not None:
+                self._fail("tool_error", self._tools.end_run)
             if spec.sub_agents:
                 self._check_tree_budget(spec)
             match decide_after_tools([r for r, _ in results], spec=spec, step=self._state.step,
@@ -331,7 +334,7 @@ class AgentRunWorkflow:
             options = calls.resolve_tools_options(self._features.tool_queue)
             try:
                 resolved = await calls.resolve_tools(
-                    ResolveToolsInput(names=spec.tools, mcp_servers=spec.mcp_servers), options)
+                    ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers), options)
             except ActivityError as err:
                 if not spec.mcp_servers:
                     raise
@@ -340,6 +343,8 @@ class AgentRunWorkflow:
             if resolved.missing:
                 self._fail("error", missing_tools_message(resolved.missing, resolved.available))
             tools = resolved.tools
+            if resolved.missing_hooks:
+                self._fail("error", missing_hooks_message(resolved.missing_hooks, resolved.available_hooks))
         if self._guards is not None:
             failed = await self._guards.prepare()
             if failed is not None:

@@ -72,6 +72,8 @@ class ToolRunner:
         self.run_id = run_id
         self.features = features
         self.delegate = delegate
+        #: Why an ``on_tool_error`` hook ended the run, once one did.
+        self.end_run: str | None = None
 
     async def run_step(self, spec: AgentSpec, step: StepGates) -> list[tuple[ToolResultPart, bool]]:
         """Run (or answer) every call of a step: results in call order, each
@@ -124,7 +126,8 @@ class ToolRunner:
     ) -> tuple[ToolResultPart, bool]:
         input = ExecuteToolInput(run_id=self.run_id, step=self.state.step, call_id=call.id, tool_name=call.name,
                                  arguments=call.arguments, workspace=spec.workspace,
-                                 timeout_seconds=spec.timeout_for(call.name), output_limit=spec.tool_output_limit)
+                                 timeout_seconds=spec.timeout_for(call.name), output_limit=spec.tool_output_limit,
+                                 hooks=spec.tool_hooks, agent_name=spec.name, model=spec.model)
         options = calls.tool_call_options(spec, call.name, self.features.tool_queue)
         self.state.running_calls[call.id] = call
         try:
@@ -135,6 +138,8 @@ class ToolRunner:
         finally:
             self.state.running_calls.pop(call.id, None)
         report.truncated, report.metrics = result.truncated, result.metrics
+        if result.end_run is not None:
+            self.end_run = f"a tool hook ended the run after {call.name} failed: {result.end_run}"
         content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error)
         return content, result.is_error
 
