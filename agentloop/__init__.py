@@ -82,6 +82,7 @@ from agentloop.plugin import AgentLoopPlugin
 from agentloop.pricing import Budget, ModelPrice
 from agentloop.report import AgentRunReport, RunReason, StepReport, SubRunReport, ToolCallReport, Usage
 from agentloop.run import AgentRunInput, AgentRunResult, RunState, RunStatus
+from agentloop.activity_tools import ActivityTool, activity_as_tool
 from agentloop.spec import AgentSpec, SubAgent
 from agentloop.tools import Tool, ToolContext, ToolRegistry, default_registry, tool
 
@@ -96,6 +97,7 @@ __all__ = [
     "AgentRunInput",
     "AgentRunReport",
     "AgentRunResult",
+    "ActivityTool",
     "AgentSpec",
     "ApprovalDecision",
     "ApprovalRequested",
@@ -172,6 +174,7 @@ __all__ = [
     "Usage",
     "UserError",
     "before_tool_call",
+    "activity_as_tool",
     "default_registry",
     "guardrail",
     "llm_judge",

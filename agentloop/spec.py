@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from agentloop.activity_io import ToolDefinition
+from agentloop.activity_tools import ActivityTool
 from agentloop.approvals import DefaultPermission, PermissionRule
 from agentloop.context import ContextLayer, ContextPolicy, compose_system_prompt
 from agentloop.pricing import Budget, price_for, validate_budget
@@ -64,6 +65,9 @@ class AgentSpec(BaseModel):
         mcp_servers: Names of MCP servers configured on the worker whose
             tools the model may call, each as ``server__tool`` (README
             "Tools from MCP servers"); listed once, at the run's start.
+        activity_tools: Tools that are Temporal activities on their own task
+            queues, called directly by the run (README "Activities as
+            tools"; :func:`~agentloop.activity_tools.activity_as_tool`).
         max_steps: Most LLM steps a run may take; at least one always runs.
         max_tool_call_continuations: Most LLM steps that may follow tool
             results; ``None`` leaves only ``max_steps`` in force.
@@ -142,6 +146,7 @@ class AgentSpec(BaseModel):
     system_prompt: str = ""
     tools: list[str] = Field(default_factory=list)
     mcp_servers: list[str] = Field(default_factory=list)
+    activity_tools: list[ActivityTool] = Field(default_factory=list)
     max_steps: int = Field(default=16, ge=1)
     max_tool_call_continuations: int | None = Field(default=None, ge=0)
     max_consecutive_failed_tool_steps: int = Field(default=1, ge=1)
@@ -204,6 +209,18 @@ class AgentSpec(BaseModel):
                 f"{', '.join(clash)} is both a worker tool (tools) and a client tool (client_tools); "
                 "keep it in one list"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _check_activity_tools(self) -> AgentSpec:
+        names = [t.name for t in self.activity_tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"activity_tools declares {', '.join(duplicates)} more than once")
+        clash = sorted(set(names) & (set(self.tools) | {t.name for t in self.client_tools} | set(self.sub_agents)))
+        if clash:
+            raise ValueError(f"{', '.join(clash)} is both an activity tool (activity_tools) and a tool or sub-agent "
+                             "(tools, client_tools or sub_agents); keep it in one list")
         return self
 
     @model_validator(mode="after")

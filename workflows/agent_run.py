@@ -349,7 +349,7 @@ class AgentRunWorkflow:
             failed = await self._guards.prepare()
             if failed is not None:
                 self._fail(failed.reason, failed.message)
-        tools = tools + sub_agent_tools(spec)
+        tools = tools + sub_agent_tools(spec) + [t.definition() for t in spec.activity_tools]
         model_tools = tools + (spec.client_tools if self._features.hitl else [])
         system_prompt = spec.composed_system_prompt
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,

@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.report import StepReport, ToolCallReport
     from agentloop.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
+    from agentloop.workflows.activity_tools import activity_tool_named, run_activity_tool
     from agentloop.workflows.loop_logic import (
         Answered,
         AskApproval,
@@ -109,6 +110,12 @@ class ToolRunner:
         self.recorder.emit(ToolExecutionStarted, call=call)
         if self.delegate is not None and call.name in spec.sub_agents:
             result, failed = await self.delegate(spec, call, report, step_report)
+        elif (activity_tool := activity_tool_named(spec, call.name)) is not None:
+            self.state.running_calls[call.id] = call
+            try:
+                result, failed = await run_activity_tool(activity_tool, spec, call, self.state.step, report)
+            finally:
+                self.state.running_calls.pop(call.id, None)
         else:
             result, failed = await self._execute(spec, call, report)
         self.recorder.tool_finished(step_report, report, result, ran=True, started=started)

@@ -1,0 +1,137 @@
+"""Temporal activities as tools: the run schedules the activity itself, on
+its own task queue, served by a second worker process that knows only its
+activities (tests/activity_tool_worker.py), not agentloop."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from agentloop import ActivityTool, AgentClient, AgentSpec, activity_as_tool
+from agentloop.activity_tools import activity_arguments, call_idempotency_key, result_text
+from agentloop.devserver import DevServer
+from agentloop.testing import call, calls, reply, script
+from tests.activity_tool_worker import charge_card
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Payments:
+    def __init__(self, queue: str, ledger: Path) -> None:
+        self.queue, self.ledger = queue, ledger
+
+    def entries(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.ledger.read_text().splitlines()]
+
+
+@pytest.fixture
+def payments(dev_server: DevServer, tmp_path: Path) -> Iterator[Payments]:
+    """The second worker process, on a queue of its own."""
+    queue, ledger = f"payments-{uuid.uuid4().hex[:8]}", tmp_path / "ledger.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "tests.activity_tool_worker", dev_server.address, queue,
+                                str(ledger)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline().strip() == "ready"
+        yield Payments(queue, ledger)
+    finally:
+        process.terminate()
+        process.wait(15)
+
+
+def tools_for(queue: str) -> list[ActivityTool]:
+    account = {"type": "object", "properties": {"account": {"type": "string"}}, "required": ["account"]}
+    return [
+        activity_as_tool(charge_card, task_queue=queue, initial_interval_seconds=0.2),
+        ActivityTool(name="lookup_account", description="An account's balance.", parameters=account,
+                     activity="lookup_account", task_queue=queue, read_only=True),
+        ActivityTool(name="close_account", parameters=account, activity="close_account", task_queue=queue),
+    ]
+
+
+async def test_activities_on_another_queue_are_tools(worker: Any, agent_client: AgentClient,
+                                                     payments: Payments) -> None:
+    model = script(
+        calls(call("charge_card", {"account": "acct-1", "amount_cents": 1250}, id="c1"),
+              call("lookup_account", {"account": "acct-1"}, id="l1"),
+              call("close_account", {"account": "acct-1"}, id="x1")),
+        reply("charged"),
+    )
+    spec = AgentSpec(model=model, activity_tools=tools_for(payments.queue), default_permission="allow")
+    async with worker():  # agentloop's worker: it does not know these activities
+        handle = await agent_client.start(spec, "charge acct-1 12.50")
+        result = await handle.result()
+    assert result.final_text == "charged"
+    results = {r.name: r for m in result.messages for r in m.tool_results}
+    assert json.loads(results["charge_card"].content) == {"account": "acct-1", "charged_cents": 1250,
+                                                          "currency": "EUR"}
+    assert not results["charge_card"].is_error
+    assert results["lookup_account"].content.startswith("account acct-1: balance 1200 EUR (key ")
+    assert results["close_account"].is_error
+    assert results["close_account"].content == (
+        f"Tool 'close_account' (activity close_account on {payments.queue}) failed: "
+        "account acct-1 has a pending charge")
+    # The failed first attempt and the retry carried the same key; it charged once.
+    charges = [e for e in payments.entries()]
+    assert [e["attempt"] for e in charges] == [1, 2]
+    assert charges[0]["key"] == charges[1]["key"] and charges[0]["key"].startswith(f"{handle.run_id}/")
+    assert charges[0]["key"].endswith("/c1") and [e["charged"] for e in charges] == [False, True]
+    report = next(r for s in result.report.steps for r in s.tool_calls if r.tool_name == "charge_card")
+    assert report.metrics["activity"] == "charge_card" and report.metrics["idempotency_key"] == charges[0]["key"]
+
+
+async def test_an_activity_that_keeps_failing_is_an_error_result_after_its_attempts(
+        worker: Any, agent_client: AgentClient, payments: Payments) -> None:
+    tool = activity_as_tool(charge_card, task_queue=payments.queue, max_attempts=1)
+    spec = AgentSpec(model=script(calls(call("charge_card", {"account": "a", "amount_cents": 1})), reply("sorry")),
+                     activity_tools=[tool], default_permission="allow", max_consecutive_failed_tool_steps=2)
+    async with worker():
+        result = await agent_client.run(spec, "charge")
+    (charged,) = [r for m in result.messages for r in m.tool_results]
+    assert charged.is_error and charged.content == (
+        f"Tool 'charge_card' (activity charge_card on {payments.queue}) failed after 1 attempt: "
+        "the card network timed out")
+
+
+def test_activity_as_tool_takes_the_schema_from_the_signature() -> None:
+    tool = activity_as_tool(charge_card, task_queue="payments")
+    assert (tool.name, tool.activity, tool.description) == ("charge_card", "charge_card", "Charge an account.")
+    assert tool.arguments == ["account", "amount_cents", "idempotency_key", "currency"]
+    assert tool.parameters["required"] == ["account", "amount_cents"]
+    assert set(tool.parameters["properties"]) == {"account", "amount_cents", "currency"}  # no key
+    assert tool.parameters["properties"]["currency"]["default"] == "EUR"
+    assert tool.parameters["properties"]["account"]["description"] == 'The account id, e.g. "acct-1".'
+    with pytest.raises(ValueError, match="is not a named @activity.defn function"):
+        activity_as_tool(lambda: None, task_queue="q")
+
+
+def test_arguments_by_position_and_as_one_object() -> None:
+    tool = activity_as_tool(charge_card, task_queue="q")
+    assert activity_arguments(tool, {"account": "a", "amount_cents": 5}, "K") == ["a", 5, "K", "EUR"]
+    assert activity_arguments(tool, {"account": "a"}, "K").startswith(
+        "Invalid arguments for tool 'charge_card': amount_cents is required.")
+    assert activity_arguments(tool, {"account": "a", "amount_cents": 5, "x": 1}, "K").startswith(
+        "Invalid arguments for tool 'charge_card': unexpected x.")
+    lookup = ActivityTool(name="lookup", activity="Lookup", task_queue="go")
+    assert activity_arguments(lookup, {"account": "a"}, "K") == [{"account": "a", "idempotency_key": "K"}]
+    quiet = ActivityTool(name="lookup", activity="Lookup", task_queue="go", idempotency_key=None)
+    assert activity_arguments(quiet, {"account": "a"}, "K") == [{"account": "a"}]
+    assert call_idempotency_key("run", "r1", 3, "c9") == "run/r1/3/c9"
+    assert result_text({"a": 1}) == '{"a": 1}' and result_text(None) == "" and result_text("x") == "x"
+
+
+def test_the_spec_refuses_clashing_names() -> None:
+    tool = ActivityTool(name="lookup", activity="Lookup", task_queue="go")
+    with pytest.raises(ValidationError, match="lookup is both an activity tool"):
+        AgentSpec(model="scripted:demo", tools=["lookup"], activity_tools=[tool])
+    with pytest.raises(ValidationError, match="activity_tools declares lookup more than once"):
+        AgentSpec(model="scripted:demo", activity_tools=[tool, tool])
+    with pytest.raises(ValidationError, match="activity tool name 'a b' is not allowed"):
+        ActivityTool(name="a b", activity="x", task_queue="q")
