@@ -247,6 +247,9 @@ class AgentLoopPlugin(SimplePlugin):
             mcp = self.mcp_servers
             if mcp is not None and not isinstance(mcp, McpServers):
                 mcp = McpServers(mcp)
+            from agentloop.activities.openapi_tools import register_openapi_from_env
+
+            register_openapi_from_env(registry)  # the APIs of AGENTLOOP_OPENAPI, if set
             self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp)
         return self._activities
 
