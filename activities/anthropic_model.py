@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
 from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.model_settings import anthropic_tool_choice
 from agentloop.report import Usage
 from agentloop.streaming import StepAccumulator
 
@@ -132,9 +133,16 @@ def to_anthropic_request(request: ModelRequest) -> dict[str, Any]:
         tools = to_anthropic_tools(request.tools)
         tools[-1]["cache_control"] = cache_breakpoint()
         params["tools"] = tools
-        if not request.parallel_tool_calls:
-            params["tool_choice"] = {"type": "auto", "disable_parallel_tool_use": True}
+        choice = anthropic_tool_choice(request.tool_choice, parallel=request.parallel_tool_calls)
+        if choice is not None:
+            params["tool_choice"] = choice
     mark_conversation_tail(messages)
+    if request.thinking is not None:
+        budget = request.thinking.anthropic_budget
+        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        if params["max_tokens"] <= budget:
+            # The budget counts against max_tokens: leave room for the answer.
+            params["max_tokens"] = budget + DEFAULT_MAX_TOKENS
     if request.temperature is not None:
         params["extra_body"] = {"temperature": request.temperature}
     return params

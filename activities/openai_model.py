@@ -25,6 +25,7 @@ from temporalio.exceptions import ApplicationError
 from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
 from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.model_settings import openai_tool_choice
 from agentloop.report import Usage
 from agentloop.streaming import StepAccumulator
 
@@ -128,6 +129,10 @@ def to_openai_request(request: ModelRequest) -> dict[str, Any]:
         params["tools"] = to_openai_tools(request.tools)
         # Only meaningful with tools; some servers reject it without them.
         params["parallel_tool_calls"] = request.parallel_tool_calls
+        if request.tool_choice is not None:
+            params["tool_choice"] = openai_tool_choice(request.tool_choice)
+    if request.thinking is not None:
+        params["reasoning_effort"] = request.thinking.openai_effort
     if request.temperature is not None:
         params["temperature"] = request.temperature
     params["max_completion_tokens"] = request.max_tokens if request.max_tokens is not None else DEFAULT_MAX_TOKENS

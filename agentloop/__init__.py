@@ -69,6 +69,7 @@ from agentloop.events import (
 )
 from agentloop.guardrails import GuardrailContext, GuardrailResult, guardrail, llm_judge
 from agentloop.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
+from agentloop.model_settings import ThinkingConfig
 from agentloop.messages import (
     ContentPart,
     ImagePart,
@@ -155,6 +156,7 @@ __all__ = [
     "SubAgentInvocationStarted",
     "SubRunReport",
     "TextPart",
+    "ThinkingConfig",
     "ThinkingPart",
     "Tool",
     "ToolCallCompletedByLLM",

@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from agentloop.messages import Message
+from agentloop.model_settings import ThinkingConfig
 from agentloop.report import Usage
 
 #: Normalised finish reasons.
@@ -81,6 +82,9 @@ class ModelRequest(_Compact):
         temperature: Sampling temperature, or None for the provider default.
         max_tokens: Output token limit, or None for the provider default.
         parallel_tool_calls: Whether the model may ask for several calls at once.
+        tool_choice: ``required``, ``none`` or a tool's name; None for the
+            provider's default (``auto``).
+        thinking: Extended thinking / reasoning effort, or None.
     """
 
     model: str
@@ -90,6 +94,8 @@ class ModelRequest(_Compact):
     temperature: float | None = None
     max_tokens: int | None = None
     parallel_tool_calls: bool = True
+    tool_choice: str | None = None
+    thinking: ThinkingConfig | None = None
 
 
 class ModelResponse(BaseModel):

@@ -11,6 +11,7 @@ from agentloop.activity_io import ToolDefinition
 from agentloop.activity_tools import ActivityTool
 from agentloop.approvals import DefaultPermission, PermissionRule
 from agentloop.context import ContextLayer, ContextPolicy, compose_system_prompt
+from agentloop.model_settings import ThinkingConfig, check_tool_choice
 from agentloop.pricing import Budget, price_for, validate_budget
 
 #: What the model is asked before a run completes, with
@@ -137,6 +138,13 @@ class AgentSpec(BaseModel):
             (``agentloop.hooks``), by name, in order: ``before_tool_call``
             ones may skip a call or give its result, ``on_tool_error`` ones
             a fallback result or the run's end (reason ``tool_error``).
+        tool_choice: ``auto`` (the model decides; nothing is sent),
+            ``required`` (it must call a tool), ``none`` (it may not), or a
+            tool's name (it must call that one). Named and ``required`` keep
+            the model from answering: pair them with ``max_steps``.
+        thinking: Extended thinking (Anthropic's ``budget_tokens``) or
+            reasoning effort (OpenAI's ``effort``); either derives the other.
+            Not with ``temperature``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -177,6 +185,8 @@ class AgentSpec(BaseModel):
     max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=10)
     guardrails: list[str] = Field(default_factory=list)
     tool_hooks: list[str] = Field(default_factory=list)
+    tool_choice: str = "auto"
+    thinking: ThinkingConfig | None = None
 
     @field_validator("model")
     @classmethod
@@ -246,6 +256,23 @@ class AgentSpec(BaseModel):
                         f"sub-agent {name}'s model {sub.spec.model!r} is unknown; add it to budget.prices, or "
                         "limit tokens with max_total_tokens instead"
                     )
+        return self
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _check_tool_choice(cls, value: str) -> str:
+        return check_tool_choice(value)
+
+    @model_validator(mode="after")
+    def _check_thinking(self) -> AgentSpec:
+        if self.thinking is None:
+            return self
+        if self.temperature is not None:
+            raise ValueError("thinking and temperature cannot be set together (reasoning models take the default "
+                             "temperature); unset one of them")
+        if self.provider == "anthropic" and self.tool_choice not in ("auto", "none"):
+            raise ValueError(f"Anthropic's extended thinking takes tool_choice 'auto' or 'none' only, not "
+                             f"{self.tool_choice!r}; unset thinking or tool_choice")
         return self
 
     @field_validator("guardrails", "tool_hooks")

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptRef,
         TranscriptSeed,
     )
+    from agentloop.model_settings import request_tool_choice
     from agentloop.spec import AgentSpec
     from agentloop.transcript import ModelContext
     from agentloop.workflows.state import LoopState
@@ -143,13 +144,15 @@ def model_step_input(
     transcript = None
     if by_reference:
         request = ModelRequest(model=spec.model_name, messages=[], temperature=spec.temperature,
-                               max_tokens=spec.max_tokens, parallel_tool_calls=spec.parallel_tool_calls)
+                               max_tokens=spec.max_tokens, parallel_tool_calls=spec.parallel_tool_calls,
+                               tool_choice=request_tool_choice(spec.tool_choice), thinking=spec.thinking)
         transcript = TranscriptRef(message_count=len(state.messages), transcript_hash=state.transcript_hashes()[-1],
                                    context_hash=context.context_hash)
     else:
         request = ModelRequest(model=spec.model_name, system_prompt=spec.system_prompt, messages=list(state.messages),
                                tools=context.tools, temperature=spec.temperature, max_tokens=spec.max_tokens,
-                               parallel_tool_calls=spec.parallel_tool_calls)
+                               parallel_tool_calls=spec.parallel_tool_calls,
+                               tool_choice=request_tool_choice(spec.tool_choice), thinking=spec.thinking)
     return CallModelInput(run_id=run_id, step=state.step, model=spec.model, request=request,
                           stream_deltas=spec.stream_deltas, stream_batch_seconds=spec.stream_batch_seconds,
                           transcript=transcript,

@@ -42,6 +42,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, MODEL_CONTEXT_LENGTH_ERROR_TYPE, RUN_FAILED_ERROR_TYPE
     from agentloop.guardrails import GuardrailStage, messages_to_check
     from agentloop.hooks import missing_hooks_message
+    from agentloop.model_settings import tool_choice_problem
     from agentloop.events import (
         ApprovalRequested,
         MessageCompleted,
@@ -351,6 +352,9 @@ class AgentRunWorkflow:
                 self._fail(failed.reason, failed.message)
         tools = tools + sub_agent_tools(spec) + [t.definition() for t in spec.activity_tools]
         model_tools = tools + (spec.client_tools if self._features.hitl else [])
+        problem = tool_choice_problem(spec.tool_choice, [t.name for t in model_tools])
+        if problem is not None:
+            self._fail("error", problem)
         system_prompt = spec.composed_system_prompt
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,
                                            context_hash=context_hash(system_prompt, model_tools))
