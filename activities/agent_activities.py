@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities import guardrail_activities, tool_hooks
+from agentloop.activities import context_activities, guardrail_activities, tool_hooks
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
 from agentloop.activities.models import ModelResolver
@@ -39,6 +39,7 @@ from agentloop.activity_io import (
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError, UserError
+from agentloop.context_providers import LoadContextInput, LoadContextResult
 from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
 from agentloop.hooks import hooks_of
 from agentloop.messages import ToolResultPart
@@ -173,6 +174,16 @@ class AgentActivities:
                 problem = f"the MCP server {server!r} cannot be started: {exc}"
         raise ApplicationError(f"cannot list the tools of MCP server {server!r}: {problem}",
                                type=MCP_UNAVAILABLE_ERROR_TYPE, non_retryable=True)
+
+    @activity.defn(name="load_context")
+    async def load_context(self, input: LoadContextInput) -> LoadContextResult:
+        """The run's context from this worker: its context providers' layers,
+        the workspace's AGENTS.md, the workspace listing."""
+        workspace = Path(input.workspace) if input.workspace else self.workspace
+        allowed = not self.workspace_roots or any(
+            workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
+        async with keep_heartbeating():
+            return await context_activities.load_context(self.registry, workspace, allowed, input)
 
     @activity.defn(name="resolve_guardrails")
     async def resolve_guardrails(self, input: ResolveGuardrailsInput) -> ResolveGuardrailsResult:

@@ -67,6 +67,7 @@ from agentloop.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
+from agentloop.context_providers import ContextRequest, context_provider
 from agentloop.guardrails import GuardrailContext, GuardrailResult, guardrail, llm_judge
 from agentloop.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
 from agentloop.model_settings import ThinkingConfig
@@ -110,6 +111,7 @@ __all__ = [
     "ContextLayer",
     "ContextManaged",
     "ContextPolicy",
+    "ContextRequest",
     "CostLimitExceeded",
     "DecisionAccepted",
     "DecisionRejected",
@@ -176,6 +178,7 @@ __all__ = [
     "Usage",
     "UserError",
     "before_tool_call",
+    "context_provider",
     "activity_as_tool",
     "default_registry",
     "guardrail",

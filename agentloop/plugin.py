@@ -300,9 +300,9 @@ class AgentLoopPlugin(SimplePlugin):
             config["workflows"] = workflows
         ours = {
             "all": [acts.call_model, acts.resolve_tools, acts.execute_tool, acts.resolve_guardrails,
-                    acts.run_guardrail],
+                    acts.run_guardrail, acts.load_context],
             "models": [acts.call_model, acts.resolve_guardrails, acts.run_guardrail],
-            "tools": [acts.resolve_tools, acts.execute_tool],
+            "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]
         if config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE) == SDK_DEFAULT_HEARTBEAT_THROTTLE:
@@ -350,7 +350,7 @@ class AgentLoopPlugin(SimplePlugin):
         return Worker(
             client,
             task_queue=tool_task_queue(worker.task_queue),
-            activities=[acts.resolve_tools, acts.execute_tool],
+            activities=[acts.resolve_tools, acts.execute_tool, acts.load_context],
             **options,
         )
 

@@ -145,6 +145,13 @@ class AgentSpec(BaseModel):
         thinking: Extended thinking (Anthropic's ``budget_tokens``) or
             reasoning effort (OpenAI's ``effort``); either derives the other.
             Not with ``temperature``.
+        context_providers: Context providers registered on the tools worker
+            (``agentloop.context_provider``), by name: each adds a system
+            layer at the run's start or before each step.
+        agents_md: Make the workspace root's ``AGENTS.md``, when present, a
+            system layer (read on the tools worker at the run's start).
+        workspace_listing: Put a listing of the workspace (two levels) in
+            the run's first user turn.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -187,6 +194,9 @@ class AgentSpec(BaseModel):
     tool_hooks: list[str] = Field(default_factory=list)
     tool_choice: str = "auto"
     thinking: ThinkingConfig | None = None
+    context_providers: list[str] = Field(default_factory=list)
+    agents_md: bool = False
+    workspace_listing: bool = False
 
     @field_validator("model")
     @classmethod
@@ -275,7 +285,7 @@ class AgentSpec(BaseModel):
                              f"{self.tool_choice!r}; unset thinking or tool_choice")
         return self
 
-    @field_validator("guardrails", "tool_hooks")
+    @field_validator("guardrails", "tool_hooks", "context_providers")
     @classmethod
     def _check_worker_names(cls, value: list[str], info: ValidationInfo) -> list[str]:
         duplicates = sorted({n for n in value if value.count(n) > 1})

@@ -83,6 +83,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
     from agentloop.workflows.guardrails import GuardrailRunner
+    from agentloop.workflows.run_context import RunContext, system_prompt_with, wants_context
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
@@ -273,6 +274,9 @@ class AgentRunWorkflow:
                                  delegate=delegate if spec.sub_agents else None)
         self._handover = Handover(self._stream, self._state, self._recorder, self._input,
                                   enabled=self._features.by_reference)
+        # Only runs whose spec asks for context from the worker load it.
+        self._context = (RunContext(self._state, self._run_id, spec, self._features.tool_queue)
+                         if wants_context(spec) else None)
         # Only runs whose spec names guardrails schedule their activities.
         self._guards = GuardrailRunner(self._state, self._recorder, self._run_id, spec) if spec.guardrails else None
         if self._input.carry is None:
@@ -356,6 +360,11 @@ class AgentRunWorkflow:
         if problem is not None:
             self._fail("error", problem)
         system_prompt = spec.composed_system_prompt
+        if self._context is not None:
+            failed = await self._context.at_start(fresh=self._input.carry is None)
+            if failed is not None:
+                self._fail(failed.reason, failed.message)
+            system_prompt = system_prompt_with(spec, self._context.run_layers)
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,
                                            context_hash=context_hash(system_prompt, model_tools))
         self._keeper.use(self._model_context)
@@ -367,6 +376,9 @@ class AgentRunWorkflow:
         """One LLM step and what follows it: the run's end, one more step, or
         the step's calls, gated."""
         state, features = self._state, self._features
+        refreshed = await self._refresh_context()
+        if refreshed is not None:
+            return refreshed
         managed = await self._manage_context("threshold")
         if managed is not None:
             return managed
@@ -400,6 +412,21 @@ class AgentRunWorkflow:
             case _:
                 return decision
         return self._gated(gates, report)
+
+    async def _refresh_context(self) -> FailRun | None:
+        """The step's system prompt with the spec's per-step context layers
+        (runs with context providers only)."""
+        if self._context is None:
+            return None
+        prompt = await self._context.before_step()
+        if isinstance(prompt, FailRun):
+            return prompt
+        if prompt is not None and prompt != self._model_context.system_prompt:
+            tools = self._model_context.tools
+            self._model_context = ModelContext(system_prompt=prompt, tools=tools,
+                                               context_hash=context_hash(prompt, tools))
+            self._keeper.use(self._model_context)
+        return None
 
     async def _guard(self, stage: GuardrailStage, messages: list[Message], report: StepReport) -> FailRun | None:
         """The stage's guardrails on ``messages`` (runs with guardrails only)."""
