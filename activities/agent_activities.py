@@ -42,7 +42,7 @@ from agentloop.errors import ToolError, UserError
 from agentloop.context_providers import LoadContextInput, LoadContextResult
 from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
 from agentloop.hooks import hooks_of
-from agentloop.messages import ToolResultPart
+from agentloop.messages import ImagePart, ToolResultPart
 from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
 from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
@@ -321,7 +321,8 @@ class AgentActivities:
         # the transcript cache predicts it instead of asking the run.
         self.transcripts.record_result(
             input.run_id,
-            ToolResultPart(id=input.call_id, name=input.tool_name, content=result.content, is_error=result.is_error),
+            ToolResultPart(id=input.call_id, name=input.tool_name, content=result.content, is_error=result.is_error,
+                           images=result.images),
         )
 
     async def _execute_tool(self, input: ExecuteToolInput, key: str) -> ExecuteToolResult:
@@ -392,6 +393,9 @@ class AgentActivities:
         except Exception as exc:  # a tool's bug must not crash the run: the model hears of it
             activity.logger.warning("tool %s raised %r", input.tool_name, exc)
             return result(f"Tool '{input.tool_name}' raised {type(exc).__name__}: {exc}", is_error=True)
+        if isinstance(value, ImagePart):
+            return result(f"(the image {value.media_type or ''} is attached)", is_error=False).model_copy(
+                update={"images": [value]})
         return result(format_tool_output(value), is_error=False)
 
     async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any) -> ExecuteToolResult:

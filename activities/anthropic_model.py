@@ -257,7 +257,11 @@ def _blocks(message: Message) -> list[dict[str, Any]]:
                 if from_assistant:
                     raise ValueError("an assistant message cannot hold tool results")
                 result: dict[str, Any] = {"type": "tool_result", "tool_use_id": part.id}
-                if part.content:
+                if part.images:
+                    result["content"] = [*([{"type": "text", "text": part.content}] if part.content else []),
+                                         *({"type": "image", "source": anthropic_image_source(image)}
+                                           for image in part.images)]
+                elif part.content:
                     result["content"] = part.content
                 if part.is_error:
                     result["is_error"] = True

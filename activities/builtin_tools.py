@@ -1,7 +1,7 @@
 """Built-in tools of a coding agent, confined to the workspace root.
 
 ``shell_command``, ``read_file``, ``write_file``, ``apply_patch``,
-``grep_files`` and ``list_dir``. Every path argument goes through
+``grep_files``, ``list_dir`` and ``view_image``. Every path argument goes through
 :func:`~agentloop.activities.workspace.resolve_in_workspace`, so none of them reads or
 writes outside ``ToolContext.workspace``; files are opened without following
 symlinks, files with more than one hard link are not read, and writes
@@ -21,6 +21,7 @@ Register them with :func:`register_builtin_tools` (or take
 
 from agentloop.activities.file_tools import list_dir, read_file, write_file
 from agentloop.activities.grep_tool import grep_files
+from agentloop.activities.image_tool import view_image
 from agentloop.activities.patch_tool import apply_patch
 from agentloop.activities.shell_tool import shell_command
 from agentloop.tools import Tool, ToolRegistry
@@ -33,6 +34,7 @@ __all__ = [
     "read_file",
     "register_builtin_tools",
     "shell_command",
+    "view_image",
     "write_file",
 ]
 
@@ -48,6 +50,7 @@ BUILTIN_TOOLS: list[Tool] = [
     Tool(apply_patch, read_only=False, isolated=True),
     Tool(grep_files, read_only=True, isolated=True),
     Tool(list_dir, read_only=True, isolated=True),
+    Tool(view_image, read_only=True, isolated=True),
 ]
 
 

@@ -171,6 +171,7 @@ def _convert_message(message: Message) -> list[dict[str, Any]]:
     content: list[dict[str, Any]] = []
     tool_calls: list[dict[str, Any]] = []
     tool_messages: list[dict[str, Any]] = []
+    tool_images: list[dict[str, Any]] = []
     for part in message.content:
         match part:
             case TextPart():
@@ -190,6 +191,9 @@ def _convert_message(message: Message) -> list[dict[str, Any]]:
             case ToolResultPart():
                 tool_messages.append(
                     {"role": "tool", "tool_call_id": part.id, "content": part.content}
+                )
+                tool_images.extend(
+                    {"type": "image_url", "image_url": {"url": image_url(image)}} for image in part.images
                 )
             case _:
                 assert_never(part)
@@ -215,6 +219,11 @@ def _convert_message(message: Message) -> list[dict[str, Any]]:
         if has_images:
             raise ValueError("a system message can only hold text")
         return [{"role": "system", "content": "".join(c["text"] for c in content)}]
+    if tool_images:
+        # A tool message takes text only: the images the tools returned
+        # follow in a user message, right after the results.
+        tool_messages.append({"role": "user", "content": [
+            {"type": "text", "text": "The images the tool results above refer to:"}, *tool_images]})
     if role == "tool":
         if content:
             raise ValueError("a tool message can only hold tool results")

@@ -17,7 +17,7 @@ from pydantic import (
     model_serializer,
 )
 
-from agentloop.messages import Message
+from agentloop.messages import ImagePart, Message
 from agentloop.model_settings import ThinkingConfig
 from agentloop.report import Usage
 
@@ -318,6 +318,7 @@ class ExecuteToolResult(BaseModel):
         latency_ms: Time the tool ran.
         metrics: Tool-reported metrics.
         end_run: An ``on_tool_error`` hook ended the run, saying this.
+        images: Images the tool returned, for the model.
     """
 
     call_id: str
@@ -327,3 +328,4 @@ class ExecuteToolResult(BaseModel):
     latency_ms: float = 0.0
     metrics: dict[str, Any] = Field(default_factory=dict)
     end_run: str | None = None
+    images: list[ImagePart] = Field(default_factory=list)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 
 class _Part(BaseModel):
@@ -82,6 +82,9 @@ class ToolResultPart(_Part):
         content: The result text the model sees.
         is_error: True when the call failed; the model sees ``content`` as the
             error and can recover.
+        images: Images the tool returned (``view_image``), shown to the
+            model with the result; left out of the JSON when there are none,
+            so results without images serialise (and hash) as before.
     """
 
     type: Literal["tool_result"] = "tool_result"
@@ -89,6 +92,14 @@ class ToolResultPart(_Part):
     name: str = ""
     content: str
     is_error: bool = False
+    images: list[ImagePart] = Field(default_factory=list)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_images(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and not self.images:
+            data.pop("images", None)
+        return data
 
 
 ContentPart = Annotated[

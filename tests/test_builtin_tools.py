@@ -196,6 +196,7 @@ def test_builtin_tools_flags_and_registration() -> None:
         "apply_patch": False,
         "grep_files": True,
         "list_dir": True,
+        "view_image": True,
     }
     registry = ToolRegistry()
     register_builtin_tools(registry)

@@ -192,7 +192,7 @@ async def test_worker_says_where_it_polls_and_when_it_stopped(
             await worker.wait()
     assert started == (f"agentloop worker: role all, polling task queues {task_queue!r} and {task_queue + '-tools'!r} "
                        f"on {dev_server.address} (namespace 'default', plaintext); tools apply_patch, grep_files, "
-                       "list_dir, read_file, shell_command, write_file\n")
+                       "list_dir, read_file, shell_command, view_image, write_file\n")
     assert worker.returncode == 0
     assert rest.decode().splitlines()[-1] == "agentloop worker: stopped"
     assert out == b""

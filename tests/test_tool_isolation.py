@@ -102,6 +102,7 @@ def test_builtin_sync_tools_are_isolated() -> None:
         "apply_patch": True,
         "grep_files": True,
         "list_dir": True,
+        "view_image": True,
     }
 
 

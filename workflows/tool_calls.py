@@ -147,7 +147,8 @@ class ToolRunner:
         report.truncated, report.metrics = result.truncated, result.metrics
         if result.end_run is not None:
             self.end_run = f"a tool hook ended the run after {call.name} failed: {result.end_run}"
-        content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error)
+        content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error,
+                                 images=result.images)
         return content, result.is_error
 
     async def _await_approval(self, spec: AgentSpec, gate: ToolGate, report: ToolCallReport) -> Resolution:
