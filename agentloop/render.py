@@ -133,6 +133,12 @@ def describe_actions(run_id: str, actions: list[PendingAction]) -> list[str]:
     return lines
 
 
+def describe_guardrail(event: Any) -> str:
+    """One line for an ``agent.guardrail.triggered`` event."""
+    verdict = "tripped" if event.tripwire else "did not pass"
+    return f"guardrail {event.name} ({event.stage}) {verdict} [{event.severity}]: {event.reason or 'no reason given'}"
+
+
 def describe_compaction(event: Any) -> str:
     """What an ``agent.context.compacted`` event did to the conversation."""
     what = "pruned old tool outputs" if event.kind == "prune" else "summarised older messages"
@@ -323,6 +329,8 @@ class PlainRenderer(EventRenderer):
             self._print(*describe_actions(event.run_id, event.actions))
         elif event.type == "agent.context.compacted":
             self._print(f"[step {step}] {describe_compaction(event)}")
+        elif event.type == "agent.guardrail.triggered":
+            self._print(f"[step {step}] {describe_guardrail(event)}")
         elif isinstance(event, (SubAgentInvocationStarted, SubAgentInvocationCompleted)):
             self._print(f"[step {step}] {describe_sub_agent(event)}")
         elif isinstance(event, (RunCompleted, RunFailed, RunCancelled)):
@@ -438,6 +446,8 @@ class RichRenderer(EventRenderer):
                        ("   (OUTPUT '-' reads stdin)", "dim"), indent=2)
         elif event.type == "agent.context.compacted":
             self._line((describe_compaction(event), "dim"))
+        elif event.type == "agent.guardrail.triggered":
+            self._line((describe_guardrail(event), "red" if event.tripwire else "yellow"), indent=2)
         elif isinstance(event, (SubAgentInvocationStarted, SubAgentInvocationCompleted)):
             failed = isinstance(event, SubAgentInvocationCompleted) and event.status not in ("completed", "stopped")
             self._line((describe_sub_agent(event), "red" if failed else "magenta"), indent=2)

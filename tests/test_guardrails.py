@@ -86,6 +86,20 @@ def test_registration_and_spec_refuse_bad_input() -> None:
         AgentSpec(model="scripted:demo", guardrails=["dup", "dup"])
 
 
+def test_the_cli_shows_guardrail_events() -> None:
+    import io
+    from datetime import datetime, timezone
+
+    from agentloop.events import GuardrailTriggered
+    from agentloop.render import PlainRenderer
+
+    out = io.StringIO()
+    PlainRenderer(out, io.StringIO()).render(GuardrailTriggered(
+        run_id="r", step=1, time=datetime.now(timezone.utc), name="polite", stage="output", tripwire=True,
+        reason="rude", severity="high"))
+    assert out.getvalue() == "[step 2] guardrail polite (output) tripped [high]: rude\n"
+
+
 # Runs --------------------------------------------------------------------------------
 
 
