@@ -809,6 +809,7 @@ async def test_worker_registry_unchanged_by_policy(registry: ToolRegistry) -> No
         "list_dir": True,
         "read_file": True,
         "shell_command": False,
+        "view_image": True,
         "write_file": False,
     }
 
