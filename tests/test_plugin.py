@@ -74,7 +74,8 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     # adds the agent's workflow and activities.
     worker = Worker(client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout])
     assert registered(worker) == (
-        ["AgentRunWorkflow", "GreetingWorkflow"], ["call_model", "execute_tool", "resolve_tools", "shout"]
+        ["AgentRunWorkflow", "GreetingWorkflow"],
+        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail", "shout"]
     )
     model = script(calls(call("read_file", {"file_path": "notes.txt"})), reply("done"))
     async with worker:
@@ -201,13 +202,15 @@ async def test_the_plugin_is_applied_once_per_worker(dev_server: DevServer, temp
         warnings.simplefilter("always")
         worker = Worker(client, task_queue="q-twice", plugins=[plugin])
     assert any("same plugin type" in str(w.message) for w in caught)
-    assert registered(worker) == (["AgentRunWorkflow"], ["call_model", "execute_tool", "resolve_tools"])
+    assert registered(worker) == (
+        ["AgentRunWorkflow"],
+        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail"])
     # Another one on the worker: the worker's own configures it (here, a
     # models worker on a client whose plugin is role all).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         worker = Worker(client, task_queue="q-models", plugins=[AgentLoopPlugin(role="models")])
-    assert registered(worker) == (["AgentRunWorkflow"], ["call_model"])
+    assert registered(worker) == (["AgentRunWorkflow"], ["call_model", "resolve_guardrails", "run_guardrail"])
     # A worker that registers AgentRunWorkflow itself keeps its own.
     worker = Worker(client, task_queue="q-own", workflows=[AgentRunWorkflow])
     assert registered(worker)[0] == ["AgentRunWorkflow"]
@@ -218,7 +221,7 @@ async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -
         AgentLoopPlugin(role="shell")
     queue = f"q-{uuid.uuid4().hex[:8]}"
     tools = Worker(temporal_client, task_queue=f"{queue}-tools", plugins=[AgentLoopPlugin(role="tools")])
-    assert registered(tools) == ([], ["execute_tool", "resolve_tools"])
+    assert registered(tools) == ([], ["execute_tool", "load_context", "resolve_tools"])
     with pytest.raises(UserError) as info:
         Worker(temporal_client, task_queue=queue, plugins=[AgentLoopPlugin(role="tools")])
     assert str(info.value) == (

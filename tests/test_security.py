@@ -278,15 +278,17 @@ async def test_build_worker_for_tools_refuses_provider_keys(
         return worker.task_queue, sorted(fn.__name__ for fn in activities)
 
     q = queue()
-    assert served(build_worker(temporal_client, task_queue=q, role="models")) == (q, ["call_model"])
+    assert served(build_worker(temporal_client, task_queue=q, role="models")) == (
+        q, ["call_model", "resolve_guardrails", "run_guardrail"])
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="tools")) == (
-        f"{q}-tools", ["execute_tool", "resolve_tools"])
+        f"{q}-tools", ["execute_tool", "load_context", "resolve_tools"])
     # Role all: the run's queue (tool activities too, for runs from before the
     # tools queue); the plugin serves <q>-tools beside it (tests/test_plugin.py).
     q = queue()
-    assert served(build_worker(temporal_client, task_queue=q)) == (q, ["call_model", "execute_tool", "resolve_tools"])
+    assert served(build_worker(temporal_client, task_queue=q)) == (
+        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail"])
 
 
 # What a command sees -----------------------------------------------------------------
