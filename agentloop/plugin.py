@@ -178,8 +178,11 @@ class AgentLoopPlugin(SimplePlugin):
       own), and, for as long as the worker runs, a second Temporal worker on
       ``<queue>-tools`` that runs the tool activities of newer runs. It takes
       the worker's activity options and stops after it.
-    * ``models``: the workflow and ``call_model``, on the worker's queue.
-    * ``tools``: ``resolve_tools`` and ``execute_tool``; the worker's queue
+    * ``models``: the workflow, ``call_model`` and the guardrail activities
+      (``resolve_guardrails``, ``run_guardrail``: LLM judges need the
+      keys), on the worker's queue.
+    * ``tools``: ``resolve_tools``, ``execute_tool`` and ``load_context``
+      (AGENTS.md, context providers); the worker's queue
       must be the tools queue (:func:`tool_task_queue` of the runs' queue),
       and the process must hold no provider keys.
 
