@@ -35,10 +35,10 @@ def test_histories_are_committed() -> None:
         "state_continue_as_new", "state_continue_as_new-2", "state_verify", "state_approval_timeout",
         # Sub-agents: the parent and its two children.
         "sub_agents", "sub_agents-sub-1", "sub_agents-sub-2",
-        # Guardrails: a finding without a tripwire, a passing LLM judge, an output tripwire.
-        "guardrails",
         # MCP tools: the listing in history, replayed with no MCP server running.
         "mcp_tools",
+        # Guardrails: a finding without a tripwire, a passing LLM judge, an output tripwire.
+        "guardrails",
     }
 
 

@@ -231,25 +231,6 @@ SCENARIOS.update({
 })
 
 
-# MCP tools (no patch: only runs with mcp_servers reach the code): the
-# listing of a stdio server (tests/mcp_server.py) recorded by resolve_tools,
-# then a result, an isError result and a JSON-RPC error in parallel.
-SCENARIOS.update({
-    "mcp_tools": (
-        [
-            calls(call("notes__add", {"a": 2, "b": 40}), call("notes__fail", {"message": "disk full"}),
-                  call("notes__rpc_error")),
-            reply("done"),
-        ],
-        dict(mcp_servers=["notes"], default_permission="allow"),
-    ),
-})
-
-#: The MCP servers of the recording worker.
-MCP_SERVERS = {"notes": {"command": sys.executable, "args": ["-m", "tests.mcp_server", "stdio"],
-                         "cwd": str(HERE.parent.parent)}}
-
-
 # Guardrails (no patch: only runs whose spec names guardrails reach the
 # code): an input guardrail that fails without a tripwire, an LLM judge that
 # passes, and an output guardrail whose tripwire ends the run.
@@ -272,6 +253,25 @@ SCENARIOS.update({
         dict(tools=["list_dir"], guardrails=["record_input_note", "record_judge", "record_no_secrets"]),
     ),
 })
+
+
+# MCP tools (no patch: only runs with mcp_servers reach the code): the
+# listing of a stdio server (tests/mcp_server.py) recorded by resolve_tools,
+# then a result, an isError result and a JSON-RPC error in parallel.
+SCENARIOS.update({
+    "mcp_tools": (
+        [
+            calls(call("notes__add", {"a": 2, "b": 40}), call("notes__fail", {"message": "disk full"}),
+                  call("notes__rpc_error")),
+            reply("done"),
+        ],
+        dict(mcp_servers=["notes"], default_permission="allow"),
+    ),
+})
+
+#: The MCP servers of the recording worker.
+MCP_SERVERS = {"notes": {"command": sys.executable, "args": ["-m", "tests.mcp_server", "stdio"],
+                         "cwd": str(HERE.parent.parent)}}
 
 
 async def main() -> None:
