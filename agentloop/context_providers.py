@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,15 +91,11 @@ class ContextProvider:
         return value
 
 
-_BY_REGISTRY: weakref.WeakKeyDictionary[Any, dict[str, ContextProvider]] = weakref.WeakKeyDictionary()
 
 
 def providers_of(registry: ToolRegistry) -> dict[str, ContextProvider]:
     """The context providers registered with ``registry``, by name."""
-    found = _BY_REGISTRY.get(registry)
-    if found is None:
-        found = _BY_REGISTRY[registry] = {}
-    return found
+    return registry.extension("context_providers")
 
 
 def context_provider(fn: Callable[[ContextRequest], Any] | None = None, *, when: ProviderWhen = "run",

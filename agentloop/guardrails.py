@@ -39,7 +39,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -165,17 +164,11 @@ class JudgeGuardrail:
 
 Guardrail = FunctionGuardrail | JudgeGuardrail
 
-# Guardrails of each tool registry (a worker's registry carries its tools,
-# guardrails and tool hooks); weak, so a dropped registry takes them along.
-_BY_REGISTRY: weakref.WeakKeyDictionary[Any, dict[str, Guardrail]] = weakref.WeakKeyDictionary()
 
 
 def guardrails_of(registry: ToolRegistry) -> dict[str, Guardrail]:
     """The guardrails registered with ``registry``, by name."""
-    found = _BY_REGISTRY.get(registry)
-    if found is None:
-        found = _BY_REGISTRY[registry] = {}
-    return found
+    return registry.extension("guardrails")
 
 
 def _registry(registry: ToolRegistry | None) -> ToolRegistry:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import inspect
 import re
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -110,15 +109,11 @@ class Hook:
         return value
 
 
-_BY_REGISTRY: weakref.WeakKeyDictionary[Any, dict[str, Hook]] = weakref.WeakKeyDictionary()
 
 
 def hooks_of(registry: ToolRegistry) -> dict[str, Hook]:
     """The hooks registered with ``registry``, by name."""
-    found = _BY_REGISTRY.get(registry)
-    if found is None:
-        found = _BY_REGISTRY[registry] = {}
-    return found
+    return registry.extension("hooks")
 
 
 def register_hook(hook: Hook, *, registry: ToolRegistry | None = None, replace: bool = False) -> Hook:

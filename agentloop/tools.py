@@ -208,6 +208,13 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._extensions: dict[str, dict[str, Any]] = {}
+
+    def extension(self, kind: str) -> dict[str, Any]:
+        """The registry's table of other worker-side functions of ``kind``
+        (``"guardrails"``, ``"hooks"``, ``"context_providers"``), by name:
+        they travel with the tools to the worker that runs them."""
+        return self._extensions.setdefault(kind, {})
 
     def register(self, tool: Tool, *, replace: bool = False) -> Tool:
         """Add a tool.
