@@ -38,6 +38,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
+from agentloop.cli.chat import cmd_chat
 from agentloop.cli.common import CommandFailed, say
 from agentloop.cli.ops import cmd_approve, cmd_cancel, cmd_list, cmd_show, cmd_stop, cmd_submit
 from agentloop.cli.parser import build_parser
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = os.environ.get("AGENTLOOP_LOG_LEVEL")
     logging.basicConfig(level=level or "WARNING", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if not level and args.command == "run":
+    if not level and args.command in ("run", "chat"):
         # A failed LLM or tool attempt is reported in the run's own output; the
         # SDK's warning with a traceback would only repeat it.
         logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
@@ -100,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     command = {
         "run": cmd_run, "dev": cmd_dev, "worker": cmd_worker, "approve": cmd_approve, "submit": cmd_submit,
         "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show, "watch": cmd_watch,
+        "chat": cmd_chat,
     }[args.command]
     try:
         return run_command(command, args)

@@ -168,6 +168,35 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("--tree", action="store_true", help="follow its sub-agents' runs too, in one view "
                        "(each line labelled with the sub-agent's name; with --jsonl, their events too)")
 
+    chat = sub.add_parser(
+        "chat", help="talk with an agent on a thread, in the terminal (answers stream; approvals asked inline)",
+        description="An interactive conversation on a thread. Type messages; /help lists the commands "
+                    "(/steer, /stop, /fork N, /export). Leaving keeps the thread; `agentloop chat --thread ID` "
+                    "continues it. With stdin from a pipe or file, each line waits for the answer to the last.",
+    )
+    chat.add_argument("--thread", type=run_id, metavar="ID", help="the thread to continue, or to start under this "
+                      "id if it does not exist (default: a new thread)")
+    chat.add_argument("--strategy", choices=["enqueue", "interrupt", "rollback", "reject"],
+                      help="what a message sent while the agent works does (default: the thread's, enqueue)")
+    chat.add_argument("--spec", metavar="FILE", help="the agent's AgentSpec in a JSON or YAML file; the flags "
+                      "below override its fields (a new thread only: a thread keeps its agent)")
+    chat.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
+    chat.add_argument("--workspace", help="directory the tools work in (default: the spec file's, else .)")
+    chat.add_argument("--tool", action="append", help="tool the model may call; repeatable "
+                      f"(default: {', '.join(DEFAULT_RUN_TOOLS)}; with --spec, the file's)")
+    chat.add_argument("--system", help="system prompt")
+    chat.add_argument("--max-steps", type=int, help="most LLM steps of a turn (default: 16)")
+    chat.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step")
+    chat.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
+                      type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable")
+    chat.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
+                      type=lambda tool: ("ask", tool), help="ask before each call of TOOL; repeatable")
+    chat.add_argument("--yes", action="store_true", help="run every call without asking (tools named with "
+                      "--ask still ask)")
+    chat.add_argument("--local-worker", action="store_true",
+                      help="with TEMPORAL_ADDRESS set, also run a worker in this process")
+    imports(chat)
+
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
     show.add_argument("run", type=run_id, help="run id")
     show.add_argument("--json", action="store_true", help="the state as one JSON object")
