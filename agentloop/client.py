@@ -23,9 +23,10 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowFailureError,
     WorkflowHandle,
+    WorkflowQueryFailedError,
     WorkflowUpdateFailedError,
 )
-from temporalio.common import WorkflowIDReusePolicy
+from temporalio.common import SearchAttributePair, TypedSearchAttributes, WorkflowIDReusePolicy
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -59,12 +60,14 @@ from agentloop.messages import Message
 from agentloop.plugin import AgentLoopPlugin
 from agentloop.report import AgentRunReport
 from agentloop.run import (
+    AgentRunInput,
     AgentRunResult,
     MessagesResult,
     RunState,
     RunStatus,
 )
 from agentloop.search_attributes import (
+    AGENT_FORKED_FROM,
     AGENT_MODEL,
     AGENT_NAME,
     AGENT_PARENT_RUN,
@@ -73,6 +76,7 @@ from agentloop.search_attributes import (
     AGENT_STATUS,
     create_commands,
 )
+from agentloop.snapshot import AgentSnapshot, fork_input, load_snapshot, restore_input
 from agentloop.spec import AgentSpec
 from agentloop.workflow import MAX_INPUT_BYTES, WORKFLOW_NAME, run_input, start_search_attributes
 
@@ -293,6 +297,24 @@ class AgentRunHandle:
                     if description.status != WorkflowExecutionStatus.RUNNING:
                         return
             await asyncio.sleep(poll_interval)
+
+    async def export(self) -> AgentSnapshot:
+        """The run as a versioned snapshot (query ``export``): spec, messages,
+        report, usage, pending calls, thread id, step boundaries. Works for
+        running, finished and continued-as-new runs (a worker answers it).
+
+        Raises:
+            UserError: No such run, or its worker cannot export it.
+        """
+        try:
+            return await self._handle.query("export", result_type=AgentSnapshot)
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise UserError(f"no run {self.run_id}: {err.message}") from None
+            raise
+        except WorkflowQueryFailedError as err:
+            raise UserError(f"run {self.run_id} could not be exported: {err.message} (a worker of this "
+                            "agentloop version answers the export query)") from None
 
     async def pending(self) -> PendingWork:
         """Calls waiting for an operator's decision or the client's outputs."""
@@ -545,6 +567,94 @@ class AgentClient:
                 ) from None
             raise
         return AgentRunHandle(handle)
+
+    async def restore(
+        self,
+        snapshot: AgentSnapshot | str | bytes | Mapping[str, Any],
+        spec: AgentSpec | None = None,
+        *,
+        run_id: str | None = None,
+        message: str | None = None,
+    ) -> AgentRunHandle:
+        """Start a new run from a snapshot (:meth:`AgentRunHandle.export`).
+
+        The run goes on where the snapshot was taken: its conversation,
+        steps, usage and report come along, and calls that were waiting for
+        a decision or the client's outputs wait again (decide them on the new
+        run). Tools of the snapshot the worker lacks, or tools it did not
+        have, are warnings (``result.warnings``, events
+        ``agent.run.tool_removed`` / ``agent.run.tool_added``).
+
+        Args:
+            snapshot: An :class:`AgentSnapshot`, or its JSON (text or decoded).
+            spec: The spec to run with instead of the snapshot's.
+            run_id: The new run's id; a fresh one when None.
+            message: A new user message after the conversation (a snapshot
+                of a run that ended, continued).
+
+        Raises:
+            SnapshotError: Not a snapshot, another major version, or invalid.
+            RunIdInUse: ``run_id`` is taken.
+        """
+        loaded = load_snapshot(dict(snapshot) if isinstance(snapshot, Mapping) else snapshot)
+        return await self._start_input(restore_input(loaded, spec, message), run_id)
+
+    async def fork(
+        self, run_id: str, at_step: int, message: str | None = None, *, new_run_id: str | None = None
+    ) -> AgentRunHandle:
+        """Start a new run whose conversation is run ``run_id``'s up to the
+        end of step ``at_step`` (1-based), then ``message`` as a new user
+        message if given. The fork's report says where it came from
+        (``report.origin``) and the search attribute ``AgentForkedFrom``
+        finds it.
+
+        Raises:
+            UserError: No such run; ``SnapshotError`` when ``at_step`` is not
+                one of its finished steps.
+            RunIdInUse: ``new_run_id`` is taken.
+        """
+        snapshot = await self.get_handle(run_id).export()
+        return await self.fork_from(snapshot, at_step, message, new_run_id=new_run_id)
+
+    async def fork_from(
+        self, snapshot: AgentSnapshot | str | bytes | Mapping[str, Any], at_step: int, message: str | None = None,
+        *, new_run_id: str | None = None,
+    ) -> AgentRunHandle:
+        """:meth:`fork` from a snapshot already exported (or read from a file)."""
+        loaded = load_snapshot(dict(snapshot) if isinstance(snapshot, Mapping) else snapshot)
+        return await self._start_input(fork_input(loaded, at_step, message), new_run_id,
+                                       forked_from=loaded.run_id)
+
+    async def _start_input(self, input: AgentRunInput, run_id: str | None, *,
+                           forked_from: str | None = None) -> AgentRunHandle:
+        """Start a run restored or forked from a snapshot."""
+        size = len(input.model_dump_json())
+        if size > MAX_INPUT_BYTES:
+            raise UserError(
+                f"the run's input would be {size / 1e6:.1f} MB; Temporal refuses payloads over 2 MB and "
+                f"agentloop starts runs with at most {MAX_INPUT_BYTES / 1e6:.1f} MB. Fork at an earlier step, "
+                "or restore a run whose conversation was compacted (AgentSpec.context)")
+        run_id = run_id or new_run_id()
+        attributes = start_search_attributes(input.spec)
+        if forked_from is not None:
+            attributes = TypedSearchAttributes([*attributes, SearchAttributePair(AGENT_FORKED_FROM, forked_from)])
+        spec = input.spec
+        try:
+            handle = await self.temporal.start_workflow(
+                WORKFLOW_NAME, input, id=run_id, task_queue=self.task_queue,
+                static_summary=f"{spec.name} on {spec.model}", result_type=AgentRunResult,
+                search_attributes=attributes, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            raise await self._id_in_use(run_id) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():
+                raise UserError(
+                    f"the Temporal namespace does not know agentloop's search attributes ({err.message}); "
+                    "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
+                ) from None
+            raise
+        return AgentRunHandle(handle)  # restored or forked
 
     async def _id_in_use(self, run_id: str) -> RunIdInUse:
         try:

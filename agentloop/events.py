@@ -278,6 +278,24 @@ class GuardrailTriggered(_Event):
     severity: str = "info"
 
 
+class ToolRemoved(_Event):
+    """``agent.run.tool_removed``: a run restored or forked from a snapshot
+    goes on without a tool the snapshot had (this worker does not have it)."""
+
+    type: Literal["agent.run.tool_removed"] = "agent.run.tool_removed"
+    tool: str
+    message: str = ""
+
+
+class ToolAdded(_Event):
+    """``agent.run.tool_added``: a run restored or forked from a snapshot
+    offers a tool the snapshot did not have."""
+
+    type: Literal["agent.run.tool_added"] = "agent.run.tool_added"
+    tool: str
+    message: str = ""
+
+
 class RunCompleted(_Event):
     """``thread.run.completed``: the run ended ``completed`` or ``stopped``
     (then ``note`` says why, e.g. ``stopped: <the stop request's reason>``)."""
@@ -327,6 +345,8 @@ AgentEvent = Annotated[
         SubAgentInvocationStarted,
         SubAgentInvocationCompleted,
         GuardrailTriggered,
+        ToolRemoved,
+        ToolAdded,
         RunCompleted,
         RunFailed,
         RunCancelled,

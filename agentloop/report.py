@@ -184,6 +184,38 @@ class SubRunReport(BaseModel):
     error: str | None = None
 
 
+class RunWarning(BaseModel):
+    """Something a run went on despite (``AgentRunResult.warnings``, the report).
+
+    Attributes:
+        type: ``tool_removed`` (a tool of the snapshot the run was restored
+            or forked from is not on this worker: the run goes on without it)
+            or ``tool_added`` (the run offers a tool the snapshot did not have).
+        tool: The tool's name.
+        message: The warning, in words.
+    """
+
+    type: Literal["tool_removed", "tool_added"]
+    tool: str
+    message: str
+
+
+class RunOriginReport(BaseModel):
+    """Where a restored or forked run came from (``AgentRunReport.origin``).
+
+    Attributes:
+        kind: ``restored`` (from a snapshot, ``AgentClient.restore``) or
+            ``forked`` (``AgentClient.fork``).
+        from_run: The run the snapshot was taken of.
+        at_step: A fork's step: the conversation is the original's up to the
+            end of this step (1-based).
+    """
+
+    kind: Literal["restored", "forked"]
+    from_run: str
+    at_step: int | None = None
+
+
 class AgentRunReport(BaseModel):
     """Everything about one run, available by query at any time.
 
@@ -208,6 +240,9 @@ class AgentRunReport(BaseModel):
             sub-agents, their cost is included, each at its model's price.
         sub_runs: The sub-agent runs this run delegated to, in start order
             (their usage is in ``total_usage``).
+        origin: Set on a run restored from a snapshot or forked from a run.
+        warnings: What the run went on despite (tools removed or added
+            since the snapshot it was restored or forked from).
     """
 
     id: str
@@ -227,3 +262,5 @@ class AgentRunReport(BaseModel):
     total_tool_time_ms: float = 0.0
     total_cost_usd: float | None = None
     sub_runs: list[SubRunReport] = Field(default_factory=list)
+    origin: RunOriginReport | None = None
+    warnings: list[RunWarning] = Field(default_factory=list)

@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agentloop.approvals import PendingAction, PendingApproval
 from agentloop.errors import describe_validation_error
 from agentloop.messages import Message, ToolCallPart
-from agentloop.report import AgentRunReport, RunReason, RunStatus, Usage
+from agentloop.report import AgentRunReport, RunReason, RunStatus, RunWarning, Usage
+from agentloop.snapshot import RunOrigin
 from agentloop.spec import AgentSpec, depth_problem
 from agentloop.workflows.state import LoopState
 
@@ -68,6 +69,8 @@ class AgentRunInput(BaseModel):
         carry: Set only when a run continues as new: its state so far (then
             ``messages`` is the conversation so far).
         parent: Set only on a sub-agent's run: the run that delegated to it.
+        origin: Set only on a run restored from a snapshot or forked from a
+            run (``AgentClient.restore``, ``AgentClient.fork``).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -76,6 +79,7 @@ class AgentRunInput(BaseModel):
     messages: list[Message] = Field(min_length=1)
     carry: LoopState | None = None
     parent: SubRunLink | None = None
+    origin: RunOrigin | None = None
 
     @model_validator(mode="after")
     def _check_depth(self) -> AgentRunInput:
@@ -152,6 +156,8 @@ class AgentRunResult(BaseModel):
             steps (same rule as messages; the client fetches the full report).
         usage: Usage summed over the run.
         report: The full run report.
+        warnings: What the run went on despite (``report.warnings``): tools
+            removed or added since the snapshot it was restored or forked from.
     """
 
     run_id: str
@@ -164,6 +170,13 @@ class AgentRunResult(BaseModel):
     report_steps_omitted: bool = False
     usage: Usage = Field(default_factory=Usage)
     report: AgentRunReport
+    warnings: list[RunWarning] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _report_warnings(self) -> AgentRunResult:
+        if not self.warnings and self.report.warnings:
+            self.warnings = list(self.report.warnings)
+        return self
 
 
 class RunState(BaseModel):

@@ -25,6 +25,10 @@ AGENT_PARENT_RUN = SearchAttributeKey.for_keyword("AgentParentRun")
 #: finds every run below it).
 AGENT_ROOT_RUN = SearchAttributeKey.for_keyword("AgentRootRun")
 
+#: A forked run: the run it was forked from (``AgentForkedFrom="<run id>"``
+#: finds every fork of a run).
+AGENT_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -33,6 +37,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_PENDING_TOOLS.name: "KeywordList",
     AGENT_PARENT_RUN.name: "Keyword",
     AGENT_ROOT_RUN.name: "Keyword",
+    AGENT_FORKED_FROM.name: "Keyword",
 }
 
 

@@ -80,6 +80,8 @@ with workflow.unsafe.imports_passed_through():
         missing_tools_message,
     )
     from agentloop.workflows.recorder import RunRecorder, ms
+    from agentloop.snapshot import AgentSnapshot
+    from agentloop.workflows import restore
     from agentloop.workflows.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
     from agentloop.workflows.guardrails import GuardrailRunner
@@ -125,6 +127,8 @@ class AgentRunWorkflow:
         self._model_context = ModelContext()
 
     def _fresh_state(self) -> LoopState:
+        if self._input is not None and self._input.origin is not None:
+            return restore.origin_state(self._input, self._run_id, workflow.now())  # restored or forked
         messages = list(self._input.messages) if self._input else []
         report = AgentRunReport(
             id=self._run_id,
@@ -161,6 +165,14 @@ class AgentRunWorkflow:
         if report.completed_at is None:
             report.total_ms = ms(workflow.now() - report.started_at)
         return report
+
+    @workflow.query(name="export")
+    def export(self) -> AgentSnapshot:
+        """The run as a versioned snapshot (``agentloop.snapshot``), in one read."""
+        if self._input is None:
+            raise ApplicationError(f"run {self._run_id} has no valid input to export")
+        return restore.export_snapshot(self._state, self._input, self._run_id,
+                                       [t.name for t in self._model_context.tools], self.report(), workflow.now())
 
     @workflow.query(name="transcript")
     def transcript(self, *args: Any) -> TranscriptPage:
@@ -281,6 +293,8 @@ class AgentRunWorkflow:
         self._guards = GuardrailRunner(self._state, self._recorder, self._run_id, spec) if spec.guardrails else None
         if self._input.carry is None:
             self._recorder.emit(RunCreated, agent_name=spec.name, model=spec.model, input=list(self._input.messages))
+        if self._input.origin is not None and self._input.carry is None:
+            restore.announce_pending(self._state, self._recorder)
         self._recorder.index()
         try:
             return await self._loop(spec)
@@ -345,8 +359,9 @@ class AgentRunWorkflow:
                     raise
                 calls.reraise_cancel(err)
                 self._fail("error", calls.failure_detail(err))
-            if resolved.missing:
-                self._fail("error", missing_tools_message(resolved.missing, resolved.available))
+            missing = restore.unexpected_missing(resolved.missing, self._input.origin, self._state)
+            if missing:
+                self._fail("error", missing_tools_message(missing, resolved.available))
             tools = resolved.tools
             if resolved.missing_hooks:
                 self._fail("error", missing_hooks_message(resolved.missing_hooks, resolved.available_hooks))
@@ -368,6 +383,8 @@ class AgentRunWorkflow:
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,
                                            context_hash=context_hash(system_prompt, model_tools))
         self._keeper.use(self._model_context)
+        if self._input.carry is None:
+            restore.note_tool_changes(self._input.origin, [t.name for t in model_tools], self._state, self._recorder)
         return tools
 
     # One LLM step ------------------------------------------------------------------------
@@ -436,6 +453,7 @@ class AgentRunWorkflow:
 
     def _gated(self, gates: list[ToolGate], report: StepReport) -> StepGates:
         """The step's calls that ask someone start waiting; say so."""
+        self._state.under_way = PendingStep(gates=gates, report=report)
         self._state.wait_for(gates)
         for gate in gates:
             if gate.approval is not None:
@@ -494,6 +512,8 @@ class AgentRunWorkflow:
         state.messages.append(response.message)
         if response.message.text:
             state.report.final_text = response.message.text
+        if not response.message.tool_calls:
+            state.end_step_here()  # a step without tool calls ends with its answer
         self._recorder.emit(MessageCompleted, message_id=msg_id, message=response.message, usage=response.usage,
                             finish_reason=response.finish_reason)
         for tool_call in response.message.tool_calls:

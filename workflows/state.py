@@ -72,6 +72,9 @@ class LoopState(BaseModel):
         rejected_signals: Why recent signals were refused or cut, newest last.
         sub_usage: The part of ``usage`` the run's sub-agents used.
         sub_cost_usd: What they cost (None once one's price is unknown).
+        step_ends: Step (1-based) -> how many messages the conversation had
+            at its end: where a fork at that step cuts (steps before the last
+            compaction are left out: their messages were rewritten).
         messages: The conversation (carried as the next run's ``messages``).
         status: The run's status now.
         reason: Why it ended, once it has.
@@ -81,6 +84,8 @@ class LoopState(BaseModel):
         running_calls: Tool calls executing now.
         steps_this_run: Steps taken in this Temporal run.
         running_subs: Sub-agent runs under way, ``{call id: (name, run id)}``.
+        under_way: The step whose tool calls are being run or wait for
+            people (what an export carries so a restored run runs them).
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -104,6 +109,7 @@ class LoopState(BaseModel):
     rejected_signals: list[str] = Field(default_factory=list)
     sub_usage: Usage = Field(default_factory=Usage)
     sub_cost_usd: float | None = 0.0
+    step_ends: dict[int, int] = Field(default_factory=dict)
 
     messages: list[Message] = Field(default_factory=list, exclude=True)
     status: RunStatus = Field(default="running", exclude=True)
@@ -114,6 +120,7 @@ class LoopState(BaseModel):
     running_calls: dict[str, ToolCallPart] = Field(default_factory=dict, exclude=True)
     steps_this_run: int = Field(default=0, exclude=True)
     running_subs: dict[str, tuple[str, str]] = Field(default_factory=dict, exclude=True)
+    under_way: PendingStep | None = Field(default=None, exclude=True)
 
     _answered: set[str] = PrivateAttr(default_factory=set)
     _hashes: list[str] = PrivateAttr(default_factory=list)
@@ -124,6 +131,7 @@ class LoopState(BaseModel):
         # whose decision or output has not arrived yet.
         self._answered = set(self.answered)
         if self.pending_step is not None:
+            self.under_way = self.pending_step
             for gate in self.pending_step.gates:
                 if gate.approval is not None and gate.call.id not in self.decisions:
                     self.approvals[gate.call.id] = gate.approval
@@ -203,7 +211,13 @@ class LoopState(BaseModel):
         """The step's results join the conversation and the step is done."""
         self.messages.append(Message(role="tool", content=[r for r, _ in results]))
         self.failed_tool_steps = failed_steps
+        self.under_way = None
+        self.end_step_here()
         self.advance()
+
+    def end_step_here(self) -> None:
+        """The step under way (``step + 1``) ends with the conversation as it is now."""
+        self.step_ends[self.step + 1] = len(self.messages)
 
     def advance(self) -> None:
         self.step += 1
@@ -228,6 +242,7 @@ class LoopState(BaseModel):
         """Rewrite the conversation (pruning, compaction): hashes start over."""
         self.messages = messages
         self._hashes = []
+        self.step_ends = {}
 
     # Continue-as-new -------------------------------------------------------------------
 

@@ -197,6 +197,35 @@ def build_parser() -> argparse.ArgumentParser:
                       help="with TEMPORAL_ADDRESS set, also run a worker in this process")
     imports(chat)
 
+    export = sub.add_parser(
+        "export", help="print a run's snapshot as JSON (agentloop export RUN > run.json)",
+        description="Print a versioned snapshot of the run on stdout: spec, messages, report, usage, pending "
+                    "calls, thread id. Works for running, finished and continued-as-new runs.",
+    )
+    export.add_argument("run", type=run_id, help="run id")
+
+    start = sub.add_parser(
+        "start", help="start a run from a snapshot (agentloop start --from run.json)",
+        description="Start a new run from a snapshot `agentloop export` wrote: the run goes on where the "
+                    "snapshot was taken, and calls that waited for a decision or outputs wait again. "
+                    "The workers polling the task queue run it; follow it with `agentloop watch`.",
+    )
+    start.add_argument("--from", dest="from_file", required=True, metavar="FILE",
+                       help="the snapshot ('-': read it from stdin)")
+    start.add_argument("--run-id", type=run_id, help="the new run's id (default: generated)")
+    start.add_argument("--message", help="a new user message after the snapshot's conversation")
+
+    fork = sub.add_parser(
+        "fork", help="start a run on a run's conversation up to the end of one of its steps",
+        description="Start a new run whose conversation is RUN's up to the end of step N (1-based), then "
+                    "--message if given. The fork's report names RUN; `agentloop list --query "
+                    "'AgentForkedFrom=\"RUN\"'` finds the forks of RUN.",
+    )
+    fork.add_argument("run", type=run_id, help="the run to fork")
+    fork.add_argument("--at-step", type=positive, required=True, metavar="N", help="the step to cut after")
+    fork.add_argument("--message", help="a new user message after the cut")
+    fork.add_argument("--run-id", type=run_id, help="the fork's run id (default: generated)")
+
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
     show.add_argument("run", type=run_id, help="run id")
     show.add_argument("--json", action="store_true", help="the state as one JSON object")

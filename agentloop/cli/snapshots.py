@@ -1,0 +1,100 @@
+"""``agentloop export``, ``agentloop start --from`` and ``agentloop fork``:
+snapshots of runs (:mod:`agentloop.snapshot`). Like the ops commands they
+talk to runs on ``TEMPORAL_ADDRESS`` or the embedded server of a running
+command, and never start a server or a worker: the new runs are run by the
+workers already polling the task queue."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from agentloop.cli.common import CommandFailed, answer_within, describe_run
+from agentloop.cli.embedded import ops_client
+from agentloop.errors import UserError
+
+if TYPE_CHECKING:
+    from agentloop.client import AgentClient, AgentRunHandle
+    from agentloop.snapshot import AgentSnapshot
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    client = await ops_client()
+    snapshot = await _export(client, args.run)
+    sys.stdout.write(snapshot.to_json() + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+async def _export(client: AgentClient, run_id: str) -> AgentSnapshot:
+    """Run ``run_id``'s snapshot; CommandFailed when there is no such run."""
+    await describe_run(client, run_id)
+    try:
+        return await answer_within(client.get_handle(run_id).export(), "the export query", run_id)
+    except UserError as exc:
+        raise CommandFailed(str(exc)) from None
+
+
+def read_snapshot_file(path: str) -> AgentSnapshot:
+    """The snapshot in ``path`` (``-``: stdin), checked.
+
+    Raises:
+        UserError: No such file, not readable, not JSON, not a snapshot,
+            another major version (``SnapshotError``).
+    """
+    from agentloop.snapshot import load_snapshot
+
+    if path == "-":
+        return load_snapshot(sys.stdin.buffer.read(), "the snapshot on stdin")
+    file = Path(path)
+    if file.is_dir():
+        raise UserError(f"--from {path} is a directory; give the file `agentloop export RUN > run.json` wrote")
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        raise UserError(f"--from {path}: no such file; write one with `agentloop export RUN > {path}`") from None
+    except OSError as exc:
+        raise UserError(f"--from {path} cannot be read: {exc.strerror}") from None
+    return load_snapshot(data, f"{path}")
+
+
+async def cmd_start(args: argparse.Namespace) -> int:
+    from agentloop.client import RunIdInUse
+    from agentloop.cli.run import run_id_in_use
+
+    snapshot = read_snapshot_file(args.from_file)
+    client = await ops_client()
+    try:
+        handle = await client.restore(snapshot, run_id=args.run_id, message=args.message)
+    except RunIdInUse as err:
+        raise UserError(run_id_in_use(err)) from None
+    waiting = [a.call_id for a in snapshot.pending_approvals] + [a.call_id for a in snapshot.pending_actions]
+    what = f"{len(snapshot.messages)} messages, {snapshot.step} steps"
+    if waiting and args.message is None:
+        what += f"; waiting again for {', '.join(waiting)} (`agentloop show {shlex.quote(handle.run_id)}`)"
+    print(f"started run {handle.run_id} from the snapshot of run {snapshot.run_id} ({what}); "
+          f"{_follow(handle)}")
+    return 0
+
+
+async def cmd_fork(args: argparse.Namespace) -> int:
+    from agentloop.client import RunIdInUse
+    from agentloop.cli.run import run_id_in_use
+
+    client = await ops_client()
+    snapshot = await _export(client, args.run)
+    try:
+        handle = await client.fork_from(snapshot, args.at_step, args.message, new_run_id=args.run_id)
+    except RunIdInUse as err:
+        raise UserError(run_id_in_use(err)) from None
+    then = ", then your message" if args.message is not None else ""
+    print(f"started run {handle.run_id}, forked from run {args.run} at the end of step {args.at_step} "
+          f"({snapshot.step_ends[args.at_step]} messages{then}); {_follow(handle)}")
+    return 0
+
+
+def _follow(handle: AgentRunHandle) -> str:
+    return f"follow it with `agentloop watch {shlex.quote(handle.run_id)}`"

@@ -1,0 +1,336 @@
+"""Export, restore and fork (README "Conversations"): the pure helpers of
+agentloop.snapshot without a server, then runs on the session's real dev
+server with scripted models, then the CLI commands as subprocesses."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from agentloop import AgentClient, AgentSpec, ModelRequest, ToolDefinition, ToolRegistry
+from agentloop.activities.builtin_tools import register_builtin_tools
+from agentloop.devserver import DevServer
+from agentloop.errors import UserError
+from agentloop.approvals import PendingApproval, ToolGate
+from agentloop.messages import Message, ToolCallPart
+from agentloop.report import AgentRunReport, StepReport
+from agentloop.snapshot import (
+    SNAPSHOT_VERSION,
+    AgentSnapshot,
+    SnapshotError,
+    fork_input,
+    load_snapshot,
+    messages_through_step,
+    restore_input,
+    tool_changes,
+    tool_warnings,
+)
+from agentloop.workflows.state import PendingStep
+from agentloop.testing import call, calls, last_tool_results, reply, script, script_every_step, step_of
+from tests.test_approvals import awaiting, wait_state
+from tests.test_cli import clean_env
+from tests.test_cli_ops import agentloop
+
+
+def echo_results(request: ModelRequest):
+    return reply(" | ".join(f"{r.name}:{'ERR ' if r.is_error else ''}{r.content}" for r in last_tool_results(request)))
+
+
+def write(path: str, content: str = "x"):
+    return call("write_file", {"file_path": path, "content": content})
+
+
+# Pure helpers, no server ----------------------------------------------------------------
+
+
+def snapshot_of(messages: list[Message], step_ends: dict[int, int], **kw) -> AgentSnapshot:
+    now = datetime.now(timezone.utc)
+    return AgentSnapshot(run_id="run-a", status=kw.pop("status", "completed"), exported_at=now,
+                         spec=AgentSpec(model="scripted:demo", tools=kw.get("tools", ["read_file"])),
+                         messages=messages, step_ends=step_ends, step=len(step_ends),
+                         report=AgentRunReport(id="run-a", model="scripted:demo", started_at=now), **kw)
+
+
+CONVERSATION = [Message.user("go"), Message.assistant("a1"), Message.user("more"), Message.assistant("a2"),
+                Message.user("again"), Message.assistant("a3")]
+
+
+def test_messages_through_step_cuts_at_the_end_of_the_step() -> None:
+    snap = snapshot_of(CONVERSATION, {1: 2, 2: 4, 3: 6})
+    assert messages_through_step(snap, 1) == CONVERSATION[:2]
+    assert messages_through_step(snap, 3) == CONVERSATION
+    forked = fork_input(snap, 2, "instead")
+    assert forked.messages == [*CONVERSATION[:4], Message.user("instead")]
+    assert (forked.origin.kind, forked.origin.from_run, forked.origin.at_step) == ("forked", "run-a", 2)
+
+
+@pytest.mark.parametrize(("step", "says"), [
+    (4, "cannot be forked at step 4: the run has finished 3 steps; fork at a step from 1 to 3"),
+    (0, "cannot be forked at step 0: steps are numbered from 1; fork at a step from 1 to 3"),
+])
+def test_a_step_out_of_range_is_a_sentence(step: int, says: str) -> None:
+    with pytest.raises(SnapshotError) as err:
+        messages_through_step(snapshot_of(CONVERSATION, {1: 2, 2: 4, 3: 6}), step)
+    assert str(err.value) == f"run run-a {says}"
+
+
+def test_steps_before_a_compaction_cannot_be_forked() -> None:
+    # Compaction rewrote the conversation during step 4: steps 1 to 3 are gone.
+    with pytest.raises(SnapshotError, match="step 2: its messages were rewritten when the conversation was "
+                                            "compacted; fork at a step from 4 to 5"):
+        messages_through_step(snapshot_of(CONVERSATION, {4: 4, 5: 6}), 2)
+
+
+def test_tool_changes_and_their_warnings() -> None:
+    assert tool_changes(["a", "b", "c"], ["c", "d", "a"]) == (["b"], ["d"])
+    removed, added = tool_warnings(["a", "b"], ["a", "d"], "run-a")
+    assert (removed.type, removed.tool, added.type, added.tool) == ("tool_removed", "b", "tool_added", "d")
+    assert "not on this worker; the run goes on without it" in removed.message
+
+
+def test_snapshot_json_round_trip_and_newer_minor_versions() -> None:
+    snap = snapshot_of(CONVERSATION, {1: 2})
+    assert load_snapshot(snap.to_json()) == snap
+    newer = json.loads(snap.to_json()) | {"version": "1.7", "field_from_1_7": {"x": 1}}
+    assert load_snapshot(newer) == snap.model_copy(update={"version": "1.7"})  # unknown fields ignored
+
+
+@pytest.mark.parametrize(("data", "says"), [
+    ("{not json", "the snapshot is not valid JSON (Expecting property name enclosed in double quotes at line 1, "
+                  "column 2)"),
+    ("[1, 2]", "the snapshot is not an agentloop snapshot: it is not a JSON object"),
+    ('{"format": "other"}', "the snapshot is not an agentloop snapshot: its \"format\" is not 'agentloop.snapshot'"),
+    ('{"format": "agentloop.snapshot", "version": "2.0"}',
+     "the snapshot is snapshot version 2.0, from a newer agentloop; this agentloop reads version 1.x snapshots "
+     "only"),
+    ('{"format": "agentloop.snapshot", "version": "0.9"}', "from an older agentloop"),
+    ('{"format": "agentloop.snapshot", "version": "one"}', "has no valid \"version\""),
+    ('{"format": "agentloop.snapshot", "version": "1.0", "run_id": "r"}', "the snapshot is not a valid snapshot: "),
+])
+def test_what_is_not_a_snapshot_of_this_major_version_is_refused(data: str, says: str) -> None:
+    with pytest.raises(SnapshotError) as err:
+        load_snapshot(data)
+    assert says in str(err.value)
+    assert isinstance(err.value, UserError)
+
+
+def test_restore_input_carries_the_step_under_way() -> None:
+    now = datetime.now(timezone.utc)
+    write_call = ToolCallPart(id="c1", name="write_file", arguments={"file_path": "x"})
+    gate = ToolGate(call=write_call, approval=PendingApproval(call_id="c1", tool_name="write_file", step=2,
+                                                              asked_at=now))
+    under_way = PendingStep(gates=[gate], report=StepReport(index=1, type="tool_followup"))
+    snap = snapshot_of(CONVERSATION, {1: 2}, status="awaiting_approval", tools=["write_file"],
+                       pending_step=under_way, pending_approvals=[gate.approval])
+    built = restore_input(snap)
+    assert built.messages == CONVERSATION and built.origin.kind == "restored"
+    assert built.origin.tools == ["write_file"] and built.origin.pending_step == under_way
+    with pytest.raises(SnapshotError, match="has calls under way; a new message cannot follow them"):
+        restore_input(snap, message="next")
+    # A run that ended waits for nothing: a new message may follow it.
+    ended = snap.model_copy(update={"status": "cancelled"})
+    assert restore_input(ended).origin.pending_step is None
+    assert restore_input(ended, message="next").messages[-1] == Message.user("next")
+
+
+# Runs on the dev server ----------------------------------------------------------------
+
+
+async def test_export_then_restore_with_a_pending_approval_decided_after(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(write("out.txt", "restored")), echo_results)
+    spec = AgentSpec(model=model, tools=["write_file", "read_file"], heartbeat_timeout_seconds=5)
+    async with worker():
+        original = await agent_client.start(spec, "write out.txt")
+        await wait_state(original, awaiting(), "the write to wait for approval")
+        snapshot = await original.export()
+        await original.cancel()
+        assert snapshot.format == "agentloop.snapshot" and snapshot.version == SNAPSHOT_VERSION
+        assert snapshot.run_id == original.run_id and snapshot.status == "awaiting_approval"
+        assert [a.call_id for a in snapshot.pending_approvals] == ["call_0_0"]
+        assert snapshot.pending_step is not None and snapshot.tools == ["write_file", "read_file"]
+        assert [m.role for m in snapshot.messages] == ["user", "assistant"]
+        # Through JSON, as `agentloop export > run.json` then `start --from` would.
+        restored = await agent_client.restore(snapshot.to_json())
+        state = await wait_state(restored, awaiting(), "the restored run to wait again")
+        assert [a.call_id for a in state.pending_approvals] == ["call_0_0"]
+        assert not (workspace / "out.txt").exists()
+        await restored.approve("call_0_0", by="alice")
+        result = await restored.result()
+        # The original was cancelled: the decision went to the new run only.
+        assert (await original.state()).status == "cancelled"
+    assert result.status == "completed" and result.final_text.startswith("write_file:")
+    assert (workspace / "out.txt").read_text() == "restored"
+    assert result.report.origin.kind == "restored" and result.report.origin.from_run == original.run_id
+    assert result.warnings == [] and result.report.steps[0].tool_calls[0].decided_by == "alice"
+    assert [m.role for m in result.messages] == ["tool", "assistant"]  # what the restored run added
+
+
+async def test_restore_with_a_tool_removed_warns_in_result_and_events(
+    agent_client: AgentClient, worker, registry: ToolRegistry, workspace: Path
+) -> None:
+    @registry.tool(read_only=True)
+    async def lookup_order(order_id: str) -> str:
+        """Look an order up."""
+        return f"order {order_id}: shipped"
+
+    model = script(calls(call("lookup_order", {"order_id": "7"})), echo_results, reply("after restore"))
+    spec = AgentSpec(model=model, tools=["lookup_order", "read_file"])
+    async with worker():
+        first = await agent_client.start(spec, "look it up")
+        done = await first.result()
+        assert done.final_text == "lookup_order:order 7: shipped"
+        snapshot = await first.export()
+    assert snapshot.status == "completed" and snapshot.tools == ["lookup_order", "read_file"]
+    bare = ToolRegistry()
+    register_builtin_tools(bare)
+    async with worker(registry=bare):
+        restored = await agent_client.restore(snapshot, spec.model_copy(update={"tools": [
+            "lookup_order", "read_file", "list_dir"]}), message="and now?")
+        result = await restored.result()
+        events = [e async for e in restored.events()]
+    assert result.status == "completed" and result.final_text == "after restore"
+    assert [(w.type, w.tool) for w in result.warnings] == [("tool_removed", "lookup_order"),
+                                                          ("tool_added", "list_dir")]
+    assert result.report.warnings == result.warnings
+    changes = [(e.type, e.tool) for e in events if e.type in ("agent.run.tool_removed", "agent.run.tool_added")]
+    assert changes == [("agent.run.tool_removed", "lookup_order"), ("agent.run.tool_added", "list_dir")]
+
+
+async def test_fork_at_step_1_of_a_3_step_run(agent_client: AgentClient, worker, temporal_client) -> None:
+    requests: list[tuple[str, list[Message]]] = []
+
+    def answer(request: ModelRequest):
+        requests.append((request.messages[0].text, list(request.messages)))
+        step = step_of(request)
+        return calls(call("list_dir", {"path": "."})) if step < 2 else reply(f"done after {step} steps")
+
+    spec = AgentSpec(model=script_every_step(answer), tools=["list_dir"], default_permission="allow")
+    async with worker():
+        original = await agent_client.start(spec, "explore")
+        result = await original.result()
+        assert result.final_text == "done after 2 steps"
+        conversation = await original.messages()
+        snapshot = await original.export()
+        assert snapshot.status == "completed" and snapshot.step_ends == {1: 3, 2: 5, 3: 6}
+        assert len(snapshot.messages) == 6 and snapshot.report.step_count == 3
+        requests.clear()
+        fork = await agent_client.fork(original.run_id, 1, "look somewhere else")
+        forked = await fork.result()
+    # The fork's first request: the conversation through step 1, then the message.
+    assert requests[0][1] == [*conversation[:3], Message.user("look somewhere else")]
+    assert forked.status == "completed" and forked.report.origin.model_dump() == {
+        "kind": "forked", "from_run": original.run_id, "at_step": 1}
+    assert forked.report.steps[0].index == 0  # a fork counts its own steps
+    found = []
+    deadline = time.monotonic() + 15
+    while not found and time.monotonic() < deadline:
+        found = await agent_client.list_runs(query=f'AgentForkedFrom="{original.run_id}"')
+        await asyncio.sleep(0.1)
+    assert [r.run_id for r in found] == [fork.run_id]
+
+
+async def test_fork_out_of_range_and_unknown_run(agent_client: AgentClient, worker) -> None:
+    spec = AgentSpec(model=script(reply("only one step")))
+    async with worker():
+        run = await agent_client.start(spec, "hi")
+        await run.result()
+        with pytest.raises(SnapshotError, match="cannot be forked at step 2: the run has finished 1 step; fork at step 1"):
+            await agent_client.fork(run.run_id, 2)
+        with pytest.raises(UserError, match="no run run-never-started"):
+            await agent_client.fork("run-never-started", 1)
+
+
+async def test_export_of_a_continued_as_new_run_waiting_for_approval(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    model = script(calls(call("list_dir", {"path": "."})), calls(write("f.txt", "f")), calls(write("g.txt", "g")),
+                   reply("done"))
+    spec = AgentSpec(model=model, tools=["list_dir", "write_file"], continue_as_new_every_steps=1,
+                     permissions=[{"tool": "write_file", "action": "ask", "arguments": {"file_path": "g.txt"}},
+                                  {"tool": "*", "action": "allow"}])
+    async with worker():
+        handle = await agent_client.start(spec, "go")
+        await wait_state(handle, awaiting(), "the second write to wait")
+        snapshot = await handle.export()
+        assert snapshot.report.step_count >= 3
+        assert [a.call_id for a in snapshot.pending_approvals] == ["call_2_0"]
+        assert [m.role for m in snapshot.messages] == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+        assert snapshot.step_ends == {1: 3, 2: 5}
+        runs = [w async for w in agent_client.temporal.list_workflows(f'WorkflowId="{handle.run_id}"')]
+        assert len(runs) >= 2  # it did continue as new
+        await handle.approve("call_2_0")
+        assert (await handle.result()).final_text == "done"
+        final = await handle.export()
+    assert final.status == "completed" and final.pending_approvals == [] and final.pending_step is None
+    assert final.step_ends == {1: 3, 2: 5, 3: 7, 4: 8}
+
+
+async def test_restore_refuses_another_major_version(agent_client: AgentClient, worker) -> None:
+    async with worker():
+        run = await agent_client.start(AgentSpec(model=script(reply("hi"))), "hi")
+        await run.result()
+        data = json.loads((await run.export()).to_json())
+    data["version"] = "2.0"
+    with pytest.raises(SnapshotError, match="snapshot version 2.0, from a newer agentloop"):
+        await agent_client.restore(data)
+
+
+# The CLI -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def env(tmp_path: Path, dev_server: DevServer, task_queue: str) -> dict[str, str]:
+    return clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue)
+
+
+async def test_cli_export_start_and_fork(agent_client: AgentClient, worker, workspace: Path, tmp_path: Path,
+                                         env: dict[str, str]) -> None:
+    model = script(calls(call("list_dir", {"path": "."})), calls(write("cli.txt", "c")), echo_results)
+    spec = AgentSpec(model=model, tools=["list_dir", "write_file"])
+    async with worker():
+        handle = await agent_client.start(spec, "cli")
+        await wait_state(handle, awaiting(), "the write")
+        exported = await agentloop("export", handle.run_id, env=env)
+        assert exported.code == 0, exported.err
+        file = tmp_path / "run.json"
+        file.write_text(exported.out)
+        assert load_snapshot(exported.out).pending_approvals[0].call_id == "call_1_0"
+        await handle.cancel()
+
+        started = await agentloop("start", "--from", str(file), "--run-id", f"{handle.run_id}-restored", env=env)
+        assert started.code == 0, started.err
+        assert started.out.startswith(f"started run {handle.run_id}-restored from the snapshot of run "
+                                      f"{handle.run_id} (4 messages, 1 steps; waiting again for call_1_0")
+        restored = agent_client.get_handle(f"{handle.run_id}-restored")
+        await wait_state(restored, awaiting(), "the restored write")
+        await restored.approve("call_1_0")
+        assert (await restored.result()).status == "completed"
+        assert (workspace / "cli.txt").read_text() == "c"
+
+        forked = await agentloop("fork", restored.run_id, "--at-step", "1", "--message", "other way", env=env)
+        assert forked.code == 0, forked.err
+        assert f"forked from run {restored.run_id} at the end of step 1 (3 messages, then your message)" in forked.out
+        fork_id = forked.out.split()[2].rstrip(",")
+        messages = await agent_client.get_handle(fork_id).messages()
+        assert messages[-1] == Message.user("other way") and len(messages) >= 4
+
+        # Clear sentences, exit 1 for an unknown run, 2 for bad input.
+        unknown = await agentloop("export", "run-nobody", env=env)
+        assert unknown.code == 1 and "no run 'run-nobody'" in unknown.err and "Traceback" not in unknown.err
+        out_of_range = await agentloop("fork", restored.run_id, "--at-step", "9", env=env)
+        assert out_of_range.code == 2 and "cannot be forked at step 9: the run has finished 3 steps" in out_of_range.err
+        missing = await agentloop("start", "--from", str(tmp_path / "nope.json"), env=env)
+        assert missing.code == 2 and "nope.json: no such file" in missing.err
+        (tmp_path / "bad.json").write_text("{oops")
+        bad = await agentloop("start", "--from", str(tmp_path / "bad.json"), env=env)
+        assert bad.code == 2 and "is not valid JSON" in bad.err and "Traceback" not in bad.err
+        (tmp_path / "v2.json").write_text(json.dumps(json.loads(exported.out) | {"version": "2.0"}))
+        v2 = await agentloop("start", "--from", str(tmp_path / "v2.json"), env=env)
+        assert v2.code == 2 and "is snapshot version 2.0, from a newer agentloop" in v2.err
