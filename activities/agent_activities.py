@@ -151,9 +151,15 @@ class AgentActivities:
         for server in input.mcp_servers:
             tools.extend(await self._list_mcp_tools(server))
         hooks = hooks_of(self.registry)
+        agents_md = None
+        if input.agents_md:  # the run's workspace instructions, at no extra activity
+            workspace = Path(input.workspace) if input.workspace else self.workspace
+            allowed = not self.workspace_roots or any(
+                workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
+            agents_md = context_activities.read_agents_md(workspace, allowed)
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in hooks],
-                                  available_hooks=sorted(hooks) if input.hooks else [])
+                                  available_hooks=sorted(hooks) if input.hooks else [], agents_md=agents_md)
 
     async def _list_mcp_tools(self, server: str) -> list[Any]:
         from mcp.shared.exceptions import MCPError

@@ -9,10 +9,12 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentloop.context_providers import (
+    MAX_AGENTS_MD_CHARS,
     ContextRequest,
     LoadContextInput,
     LoadContextResult,
     agents_md_layer,
+    cut_agents_md,
     providers_of,
     workspace_listing,
 )
@@ -31,8 +33,9 @@ async def load_context(registry: ToolRegistry, workspace: Path, allowed: bool, i
         return LoadContextResult(missing=missing, available=sorted(known))
     readable = allowed and workspace.is_dir()
     layers = []
-    if input.agents_md and readable and (workspace / "AGENTS.md").is_file():
-        layers.append(agents_md_layer((workspace / "AGENTS.md").read_text(errors="replace")))
+    agents_md = read_agents_md(workspace, allowed) if input.agents_md else None
+    if agents_md is not None:
+        layers.append(agents_md_layer(agents_md))
     request = ContextRequest(run_id=input.run_id, step=input.step, agent_name=input.agent_name, model=input.model,
                              workspace=workspace)
     for name in [n for n in input.providers if known[n].when == input.when]:
@@ -46,3 +49,13 @@ async def load_context(registry: ToolRegistry, workspace: Path, allowed: bool, i
     if input.listing:
         listing = workspace_listing(workspace) if readable else "(the workspace cannot be read on the worker)"
     return LoadContextResult(layers=layers, listing=listing)
+
+
+def read_agents_md(workspace: Path, allowed: bool) -> str | None:
+    """The workspace root's ``AGENTS.md``, cut to its limit, or None when
+    there is none (or the workspace is not one this worker may read)."""
+    path = workspace / "AGENTS.md"
+    if not allowed or not path.is_file():
+        return None
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return cut_agents_md(f.read(MAX_AGENTS_MD_CHARS + 1))

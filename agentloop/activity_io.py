@@ -254,11 +254,15 @@ CallModelInput.model_rebuild()
 
 class ResolveToolsInput(BaseModel):
     """Input of the ``resolve_tools`` activity: tool names from the spec,
-    and the MCP servers whose tools the run uses (``AgentSpec.mcp_servers``)."""
+    and the MCP servers whose tools the run uses (``AgentSpec.mcp_servers``);
+    with ``agents_md``, the workspace root's ``AGENTS.md`` too (``workspace``:
+    the spec's, or the worker's when None)."""
 
     names: list[str] = Field(default_factory=list)
     hooks: list[str] = Field(default_factory=list)
     mcp_servers: list[str] = Field(default_factory=list)
+    agents_md: bool = False
+    workspace: str | None = None
 
 
 class ResolveToolsResult(BaseModel):
@@ -268,6 +272,8 @@ class ResolveToolsResult(BaseModel):
         tools: Definitions of the tools found, in the order asked.
         missing: Names not registered in the worker.
         available: Every tool name the worker has, for the error message.
+        agents_md: The workspace's ``AGENTS.md`` (cut to its limit), when
+            asked for and present.
     """
 
     tools: list[ToolDefinition] = Field(default_factory=list)
@@ -275,6 +281,7 @@ class ResolveToolsResult(BaseModel):
     available: list[str] = Field(default_factory=list)
     missing_hooks: list[str] = Field(default_factory=list)
     available_hooks: list[str] = Field(default_factory=list)
+    agents_md: str | None = None
 
 
 class ExecuteToolInput(_Compact):

@@ -5,8 +5,11 @@
   layer: at the run's start (``when="run"``), or before each LLM step
   (``when="step"``), e.g. today's date or the user's profile. A spec names
   its providers in ``AgentSpec.context_providers``.
-* With ``AgentSpec.agents_md``, the workspace root's ``AGENTS.md``, when
-  present, becomes a stable system layer (``workspace.agents_md``).
+* The workspace root's ``AGENTS.md``, when present, becomes a stable system
+  layer (``workspace.agents_md``). By default (``AgentSpec.agents_md=None``)
+  runs with tools read it in the ``resolve_tools`` activity they run anyway
+  (no extra activity); ``agents_md=True`` reads it in every run (here, in
+  ``load_context``), ``agents_md=False`` never.
 * With ``AgentSpec.workspace_listing``, the run's first user turn also
   carries a listing of the workspace.
 
@@ -167,10 +170,17 @@ class LoadContextResult(BaseModel):
 # Pure helpers ---------------------------------------------------------------------------
 
 
+def cut_agents_md(text: str) -> str:
+    """``AGENTS.md`` cut to :data:`MAX_AGENTS_MD_CHARS` (the cut marked)."""
+    if len(text) > MAX_AGENTS_MD_CHARS:
+        return text[:MAX_AGENTS_MD_CHARS] + "\n[AGENTS.md cut here]"
+    return text
+
+
 def agents_md_layer(text: str) -> ContextLayer:
     """``AGENTS.md`` as a system layer (stable: read once per run)."""
-    if len(text) > MAX_AGENTS_MD_CHARS:
-        text = text[:MAX_AGENTS_MD_CHARS] + "\n[AGENTS.md cut here]"
+    if len(text) > MAX_AGENTS_MD_CHARS and not text.endswith("\n[AGENTS.md cut here]"):
+        text = cut_agents_md(text)
     return ContextLayer(name="workspace.agents_md", priority=10, stable=True,
                         content=f"Instructions from the workspace's AGENTS.md:\n\n{text}")
 

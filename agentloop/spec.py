@@ -149,7 +149,11 @@ class AgentSpec(BaseModel):
             (``agentloop.context_provider``), by name: each adds a system
             layer at the run's start or before each step.
         agents_md: Make the workspace root's ``AGENTS.md``, when present, a
-            system layer (read on the tools worker at the run's start).
+            system layer. None (the default): runs with tools (or MCP
+            servers) read it with their tool list, at no extra activity;
+            runs without tools use no workspace and read none. True: every
+            run reads it (a ``load_context`` activity at the start). False:
+            never.
         workspace_listing: Put a listing of the workspace (two levels) in
             the run's first user turn.
     """
@@ -195,7 +199,7 @@ class AgentSpec(BaseModel):
     tool_choice: str = "auto"
     thinking: ThinkingConfig | None = None
     context_providers: list[str] = Field(default_factory=list)
-    agents_md: bool = False
+    agents_md: bool | None = None
     workspace_listing: bool = False
 
     @field_validator("model")

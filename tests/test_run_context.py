@@ -54,6 +54,73 @@ async def test_agents_md_and_the_listing_reach_the_model(agent_client: AgentClie
     assert without.system_prompt == "You are a coder." and without.messages[0].text == "fix the bug"
 
 
+def scheduled_activities(history) -> list[str]:
+    return [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+            if e.HasField("activity_task_scheduled_event_attributes")]
+
+
+async def test_agents_md_by_default_in_runs_with_tools(
+    agent_client: AgentClient, temporal_client: Client, worker, registry: ToolRegistry, workspace: Path
+) -> None:
+    """With no switch set, a run with tools gets AGENTS.md from the tool
+    listing it runs anyway (no load_context activity); a step-level provider
+    keeps it; agents_md=False leaves it out."""
+    (workspace / "AGENTS.md").write_text("Always answer in French.")
+
+    @context_provider(when="step", registry=registry)
+    def clock(request: ContextRequest) -> str:
+        return f"Step clock: {request.step}"
+
+    prompts = []
+
+    def answer(request):
+        prompts.append(request.system_prompt)
+        return calls(call("list_dir", {"path": "."})) if step_of(request) == 0 else reply("fait")
+
+    layer = "Instructions from the workspace's AGENTS.md:\n\nAlways answer in French."
+    async with worker():
+        default = await agent_client.start(spec(script_every_step(answer), system_prompt="Base.", tools=["list_dir"]),
+                                           "go")
+        await default.result()
+        await agent_client.run(spec(script_every_step(answer), system_prompt="Base.", tools=["list_dir"],
+                                    context_providers=["clock"]), "go")
+        await agent_client.run(spec(script_every_step(answer), system_prompt="Base.", tools=["list_dir"],
+                                    agents_md=False), "go")
+    assert prompts == [
+        f"Base.\n\n{layer}", f"Base.\n\n{layer}",
+        f"Base.\n\n{layer}\n\nStep clock: 0", f"Base.\n\n{layer}\n\nStep clock: 1",
+        "Base.", "Base.",
+    ]
+    history = await temporal_client.get_workflow_handle(default.run_id).fetch_history()
+    assert scheduled_activities(history) == ["resolve_tools", "call_model", "execute_tool", "call_model"]
+    replayed = await Replayer(workflows=[], plugins=[AgentLoopPlugin()]).replay_workflow(history)
+    assert replayed.replay_failure is None
+
+
+async def test_no_agents_md_schedules_nothing_extra(
+    agent_client: AgentClient, temporal_client: Client, worker
+) -> None:
+    """Without an AGENTS.md a run with tools schedules the activities it
+    always did, and a run without tools reads no workspace at all."""
+    seen = []
+
+    def answer(request):
+        seen.append(request.system_prompt)
+        return calls(call("list_dir", {"path": "."})) if step_of(request) == 0 else reply("done")
+
+    async with worker():
+        with_tools = await agent_client.start(spec(script_every_step(answer), system_prompt="Base.",
+                                                   tools=["list_dir"]), "go")
+        await with_tools.result()
+        without = await agent_client.start(spec(script(reply("ok")), system_prompt="Base."), "hi")
+        await without.result()
+    assert seen == ["Base.", "Base."]
+    history = await temporal_client.get_workflow_handle(with_tools.run_id).fetch_history()
+    assert scheduled_activities(history) == ["resolve_tools", "call_model", "execute_tool", "call_model"]
+    history = await temporal_client.get_workflow_handle(without.run_id).fetch_history()
+    assert scheduled_activities(history) == ["call_model"]
+
+
 async def test_no_agents_md_no_layer(agent_client: AgentClient, worker) -> None:
     seen = []
     async with worker():

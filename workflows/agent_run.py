@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         oversize_fields,
     )
     from agentloop.context import make_anchor
+    from agentloop.context_providers import agents_md_layer
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, MODEL_CONTEXT_LENGTH_ERROR_TYPE, RUN_FAILED_ERROR_TYPE
     from agentloop.guardrails import GuardrailStage, messages_to_check
     from agentloop.hooks import missing_hooks_message
@@ -353,7 +354,8 @@ class AgentRunWorkflow:
             options = calls.resolve_tools_options(self._features.tool_queue)
             try:
                 resolved = await calls.resolve_tools(
-                    ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers), options)
+                    ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
+                                      agents_md=spec.agents_md is None, workspace=spec.workspace), options)
             except ActivityError as err:
                 if not spec.mcp_servers:
                     raise
@@ -379,7 +381,9 @@ class AgentRunWorkflow:
             failed = await self._context.at_start(fresh=self._input.carry is None)
             if failed is not None:
                 self._fail(failed.reason, failed.message)
-            system_prompt = system_prompt_with(spec, self._context.run_layers)
+            self._context.run_layers = layers = [*layers, *self._context.run_layers]
+        if self._context is not None or layers:
+            system_prompt = system_prompt_with(spec, layers)
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,
                                            context_hash=context_hash(system_prompt, model_tools))
         self._keeper.use(self._model_context)
@@ -448,6 +452,7 @@ class AgentRunWorkflow:
     async def _guard(self, stage: GuardrailStage, messages: list[Message], report: StepReport) -> FailRun | None:
         """The stage's guardrails on ``messages`` (runs with guardrails only)."""
         if self._guards is None:
+        layers = []  # the workspace's AGENTS.md, when the tool list brought it
             return None
         return await self._guards.check(stage, messages, report)
 
@@ -462,6 +467,8 @@ class AgentRunWorkflow:
         if actions:
             self._recorder.emit(RequiresAction, actions=actions)
         self._recorder.index()
+            if resolved.agents_md is not None:
+                layers = [agents_md_layer(resolved.agents_md)]
         return StepGates(gates, report)
 
     async def _manage_context(self, trigger: str) -> FailRun | None:

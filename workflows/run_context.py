@@ -29,7 +29,7 @@ LOAD_CONTEXT_TIMEOUT = timedelta(seconds=60)
 
 def wants_context(spec: AgentSpec) -> bool:
     """Whether a run of ``spec`` loads context from its worker."""
-    return bool(spec.context_providers or spec.agents_md or spec.workspace_listing)
+    return bool(spec.context_providers or spec.agents_md is True or spec.workspace_listing)
 
 
 def system_prompt_with(spec: AgentSpec, layers: list[ContextLayer]) -> str:
@@ -96,7 +96,7 @@ class RunContext:
         spec = self.spec
         input = LoadContextInput(run_id=self.run_id, step=self.state.step, agent_name=spec.name, model=spec.model,
                                  workspace=spec.workspace, providers=spec.context_providers, when=when,
-                                 agents_md=spec.agents_md and when == "run", listing=listing)
+                                 agents_md=spec.agents_md is True and when == "run", listing=listing)
         try:
             loaded: LoadContextResult = await workflow.execute_activity_method(
                 AgentActivities.load_context, input, summary=f"load context ({when})",
