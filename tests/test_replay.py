@@ -39,6 +39,8 @@ def test_histories_are_committed() -> None:
         "mcp_tools",
         # Guardrails: a finding without a tripwire, a passing LLM judge, an output tripwire.
         "guardrails",
+        # A run restored from a snapshot: its approval pending again, a tool it lost a warning.
+        "restored_approval",
     }
 
 

@@ -274,6 +274,37 @@ MCP_SERVERS = {"notes": {"command": sys.executable, "args": ["-m", "tests.mcp_se
                          "cwd": str(HERE.parent.parent)}}
 
 
+async def drive_restore(handle):
+    # Export the run while its write waits, cancel it, and restore the
+    # snapshot as a new run (with a tool the worker lacks: a warning, not a
+    # failed start); the restored run's write waits again and is approved.
+    # Its history is the one recorded.
+    await wait_pending(handle, 1)
+    snapshot = await handle.export()
+    await handle.cancel()
+    spec = snapshot.spec.model_copy(update={"tools": [*snapshot.spec.tools, "gone_tool"]})
+    snapshot = snapshot.model_copy(update={"spec": spec, "tools": [*snapshot.tools, "gone_tool"]})
+    restored = await AgentClient(handle.workflow_handle._client, task_queue=RECORD_QUEUE[0]).restore(
+        snapshot, run_id=f"{handle.run_id}-restored")
+    await wait_pending(restored, 1)
+    await restored.approve("call_0_0", by="ops")
+    return restored
+
+
+# Restore (no patch: only runs started from a snapshot, AgentRunInput.origin,
+# reach the code): a restored run whose approval waits again.
+SCENARIOS.update({
+    "restored_approval": (
+        [calls(call("write_file", {"file_path": "r.txt", "content": "r"})), reply("done")],
+        dict(tools=["write_file"]),
+        drive_restore,
+    ),
+})
+
+#: The recording worker's task queue (set in main).
+RECORD_QUEUE: list[str] = []
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
@@ -284,6 +315,7 @@ async def main() -> None:
         await server.wait_ready()
         client = await connect(server.address)
         queue = f"record-{uuid.uuid4().hex[:8]}"
+        RECORD_QUEUE.append(queue)
         agents = AgentClient(client, task_queue=queue)
         async with build_worker(client, task_queue=queue, registry=registry, workspace=ws, mcp_servers=MCP_SERVERS):
             wanted = sys.argv[1:] or [n for n in SCENARIOS if not (HERE / f"{n}.json").exists()]
@@ -293,7 +325,7 @@ async def main() -> None:
                 spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, **options)
                 handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}")
                 if drive:
-                    await drive[0](handle)
+                    handle = await drive[0](handle) or handle  # a drive may hand over to a new run
                 try:
                     await handle.result()
                 except AgentRunFailed:
