@@ -69,8 +69,9 @@ class ChatCommand:
 
     Attributes:
         kind: What to do.
-        text: The message, the steering text, the stop reason or the export
-            file ("" when none was given); for ``error``, the sentence to show.
+        text: The message, the steering text, the stop reason, the fork's
+            new message or the export file ("" when none was given); for
+            ``error``, the sentence to show.
         step: For ``fork``, the step to fork after.
     """
 
@@ -97,15 +98,16 @@ def parse_line(line: str) -> ChatCommand:
     if name == "stop":
         return ChatCommand("stop", rest)
     if name == "fork":
+        number, _, message = rest.partition(" ")
         try:
-            step = int(rest)
+            step = int(number)
         except ValueError:
             step = 0
         if step < 1:
-            shown = f" ({rest!r} is not)" if rest else ""
+            shown = f" ({short(number, 20)!r} is not)" if number else ""
             return ChatCommand("error", f"/fork needs the step to fork after, a whole number 1 or more{shown}, "
                                         "e.g. /fork 2; each turn's summary line names its steps")
-        return ChatCommand("fork", step=step)
+        return ChatCommand("fork", message.strip(), step=step)
     if name == "export":
         return ChatCommand("export", rest)
     if name in ("help", "?"):
@@ -125,21 +127,24 @@ def recap_lines(messages: list[Message], limit: int = RECAP_MESSAGES) -> list[st
         if message.role == "user" and message.text:
             said.append(f"  you: {short(message.text, 160)}")
         elif message.role == "assistant":
+            names = ", ".join(call.name for call in message.tool_calls)
             if message.text:
-                said.append(f"  agent: {short(message.text, 160)}")
-            elif message.tool_calls:
-                names = ", ".join(call.name for call in message.tool_calls)
+                said.append(f"  agent: {short(message.text, 160)}" + (f" (called {names})" if names else ""))
+            elif names:
                 said.append(f"  agent called {names}")
     if len(said) > limit:
         return [f"  ... {len(said) - limit} earlier", *said[-limit:]]
     return said
 
 
-def exit_line(thread_id: str, *, busy: bool = False, embedded: bool = False) -> str:
-    """What the chat says as it leaves: the thread stays, and how to go on."""
+def exit_line(thread_id: str, *, busy: bool = False, embedded: bool = False, waiting: list[str] | None = None) -> str:
+    """What the chat says as it leaves: the thread stays, and how to go on
+    (``waiting``: the calls whose approval is still asked)."""
     run = shlex.quote(thread_id)
     line = f"left thread {thread_id}; it stays: `agentloop chat --thread {run}` continues it"
-    if busy:
+    if waiting:
+        line += f" (and asks again for the decision on {', '.join(waiting)})"
+    elif busy:
         line += (" (its current turn goes on once `agentloop chat` or `agentloop dev` runs a worker here)"
                  if embedded else " (its current turn goes on meanwhile)")
     return line
@@ -285,6 +290,7 @@ class ChatView:
     def _turn_started(self, turn: int) -> None:
         self.busy, self.turn = True, turn
         self.first_step = self.last_step = None
+        self._attempt.clear()
         self._said_in_turn = False
 
     def _agent_says(self) -> None:
@@ -333,8 +339,10 @@ class ChatView:
         if final and not self._said_in_turn:  # e.g. a chat that joined the turn past its deltas
             self._agent_says()
             self.write(final)
-        how = status if status == "completed" or not reason else f"{status}: {reason}"
-        error = getattr(event, "error", None)
+        how = status if not reason or reason in (status, "done") else f"{status}: {reason}"
+        error = getattr(event, "error", None) or ""
+        if error.startswith(f"{status}: "):  # "stopped: <the stop request's reason>"
+            error = error[len(status) + 2:]
         if error:
             how += f" ({short(error, 200)})"
         usage = getattr(event, "usage", None)
@@ -359,7 +367,8 @@ class ChatView:
             how = f"failed ({event.reason}): {short(event.error, 300)}"
         else:
             how = "cancelled"
-        self.line(f"thread {self.thread_id} has ended: {how}")
+        self.line(f"thread {self.thread_id} has ended: {how}; it takes no more messages (`agentloop chat` "
+                  "starts a new thread)")
 
 
 # Approvals asked inline ------------------------------------------------------------------
@@ -551,32 +560,32 @@ class Chat:
             return
         from temporalio.client import WorkflowExecutionStatus
 
+        from agentloop.search_attributes import AGENT_MODEL, AGENT_THREAD
+
         run = shlex.quote(self.thread_id)
+        if not description.typed_search_attributes.get(AGENT_THREAD):
+            raise CommandFailed(f"run {self.thread_id} is not a thread, so it takes no messages; "
+                                "`agentloop chat` starts a new thread (or `--thread NEW_ID` names it)")
         if description.status != WorkflowExecutionStatus.RUNNING:
             raise CommandFailed(
                 f"thread {self.thread_id} has ended ({temporal_status(description)}); it takes no more messages. "
-                f"`agentloop show {run}` shows how it ended, `agentloop export {run} > t.json` then "
-                "`agentloop start --from t.json` continues its conversation in a new run, or "
-                "`agentloop chat` starts a new thread")
-        state = await self.handle.state()
-        if not getattr(state, "thread_id", ""):
-            raise CommandFailed(f"run {self.thread_id} is not a thread, so it takes no messages; "
-                                "`agentloop chat` starts a new thread (or `--thread NEW_ID` names it)")
+                f"`agentloop show {run}` shows how it ended; `agentloop chat` starts a new thread")
+        # The stream's end first: what happens from then on is followed, and the queries below see it all.
+        offset = await self.handle.workflow_handle.query("__temporal_workflow_stream_offset", result_type=int)
+        state, messages, pending = await self.handle.state(), await self.handle.messages(), await self.handle.pending()
         self.exists = True
-        if self.spec is not None or self.args.model or self.args.spec:
+        if self.args.model or self.args.spec:
             say(f"thread {self.thread_id} exists: it keeps its own agent; --spec, --model and the other agent "
                 "options apply to new threads only")
-        messages = await self.handle.messages()
-        model = description.typed_search_attributes.get(_model_attribute()) or "?"
+        model = description.typed_search_attributes.get(AGENT_MODEL) or state.model or "?"
         say(f"thread {self.thread_id} · {model} · {len(messages)} messages so far")
         for line in recap_lines(messages):
             self.view.line(line)
-        self.view.turn = self.view.ended_turn = getattr(state, "turn", 0)
-        if getattr(state, "busy", False):
-            self.view._turn_started(self.view.turn)
-            self.view.line(f"(turn {self.view.turn} is under way; what follows is its rest)")
-        offset = await self.handle.workflow_handle.query("__temporal_workflow_stream_offset", result_type=int)
-        pending = await self.handle.pending()
+        self.view.turn = self.view.ended_turn = state.turn
+        if state.busy:
+            self.view.ended_turn = state.turn - 1
+            self.view._turn_started(state.turn)
+            self.view.line(f"(turn {state.turn} is under way; what follows is the rest of it)")
         for approval in pending.approvals:
             self.view.pending[approval.call_id] = approval
         self.follow(offset)
@@ -676,7 +685,7 @@ class Chat:
             await self.view.changed.wait()
 
     def leave(self) -> None:
-        say(exit_line(self.thread_id, busy=self.view.busy, embedded=self.embedded)
+        say(exit_line(self.thread_id, busy=self.view.busy, embedded=self.embedded, waiting=list(self.view.pending))
             if self.exists else f"left; nothing was sent, so thread {self.thread_id} was not started")
 
     def ended_code(self) -> int:
@@ -698,10 +707,10 @@ class Chat:
             await self.do(command)
         except (AgentLoopError, RPCError) as exc:
             self.view.line(_describe(exc))
-        if self.asker.asking is not None:
-            self.asker.prompt()
-        else:
+        if self.asker.asking is None:
             self.after_event()
+        elif command.kind != "stop":  # a stopped turn resolves its approvals
+            self.asker.prompt()
         return True
 
     async def do(self, command: ChatCommand) -> None:
@@ -715,7 +724,7 @@ class Chat:
         elif not self.exists:
             self.view.line(f"thread {self.thread_id} starts with your first message; send one first")
         elif kind == "steer":
-            await self.handle.steer(command.text)  # type: ignore[attr-defined]
+            await self.handle.steer(command.text, by="chat")
             self.view.line("  (steering sent: the agent reads it before its next step)")
         elif kind == "stop":
             state = await self.handle.state()
@@ -727,7 +736,7 @@ class Chat:
             await self.handle.stop(command.text or "stopped from agentloop chat")
             self.view.line(f"  (stopping turn {self.view.turn} after its current step)")
         elif kind == "fork":
-            forked = await self.client.fork(self.thread_id, command.step)  # type: ignore[attr-defined]
+            forked = await self.client.fork(self.thread_id, command.step, command.text or None)
             self.view.line(f"forked thread {self.thread_id} at step {command.step}: new run {forked.run_id}")
             self.view.line(f"  `agentloop watch {shlex.quote(forked.run_id)}` follows it")
         elif kind == "export":
@@ -735,26 +744,27 @@ class Chat:
 
     async def send(self, text: str) -> None:
         strategy = getattr(self.args, "strategy", None)
-        busy = self.view.busy
         spec = None if self.exists else self.spec
         self.view.sent.append(text)
         try:
-            handle = await self.client.send(self.thread_id, text, spec, strategy=strategy)  # type: ignore[attr-defined]
+            handle = await self.client.send(self.thread_id, text, spec, strategy=strategy, by="chat")
         except BaseException:
             self.view.sent.remove(text)
             raise
-        turn = getattr(handle, "turn", None) or self.view.turn + 1
+        turn = handle.turn or self.view.turn + 1
         if not self.exists:
             self.exists = True
             self.follow(0)
+            self.waiting_for_turn = turn
+            return
         self.waiting_for_turn = max(self.waiting_for_turn, turn)
-        if busy and turn > self.view.turn:
-            self.view.line(f"  (queued: turn {turn} answers it after turn {self.view.turn})"
-                           if (strategy or "enqueue") == "enqueue" else f"  (sent as turn {turn})")
+        state = await self.handle.state()
+        if state.busy and state.turn < turn:
+            self.view.line(f"  (queued: turn {turn} answers it after turn {state.turn})")
 
     async def export(self, path_text: str) -> None:
         path = Path(path_text or f"{self.thread_id}.json").expanduser()
-        snapshot = await self.handle.export()  # type: ignore[attr-defined]
+        snapshot = await self.handle.export()
         data = snapshot.model_dump_json(indent=2)
         try:
             path.write_text(data + "\n")
@@ -763,12 +773,6 @@ class Chat:
             return
         self.view.line(f"exported thread {self.thread_id} ({len(snapshot.messages)} messages) to {path}; "
                        f"`agentloop start --from {shlex.quote(str(path))}` starts a run from it")
-
-
-def _model_attribute() -> Any:
-    from agentloop.search_attributes import AGENT_MODEL
-
-    return AGENT_MODEL
 
 
 def _describe(exc: BaseException) -> str:
