@@ -42,8 +42,10 @@ def resolve_guardrails(registry: ToolRegistry, input: ResolveGuardrailsInput) ->
         if guard is None:
             missing.append(name)
         else:
-            kind = "judge" if isinstance(guard, JudgeGuardrail) else "function"
-            found.append(GuardrailInfo(name=name, stage=guard.stage, kind=kind))
+            if isinstance(guard, JudgeGuardrail):
+                found.append(GuardrailInfo(name=name, stage=guard.stage, kind="judge", model=guard.model))
+            else:
+                found.append(GuardrailInfo(name=name, stage=guard.stage, kind="function"))
     return ResolveGuardrailsResult(guardrails=found, missing=missing, available=sorted(known))
 
 
@@ -84,8 +86,9 @@ async def _judge(guard: JudgeGuardrail, models: ModelResolver, input: RunGuardra
         messages=[Message.user(judge_request_text(input.stage, input.messages))],
     )
     response = await model.complete(request)
+    usage = response.usage.model_copy(update={"requests": max(response.usage.requests, 1)})
     try:
-        return parse_judge_reply(response.message.text)
+        return parse_judge_reply(response.message.text).model_copy(update={"usage": usage})
     except ValueError as exc:
         raise ApplicationError(f"LLM judge {guard.name} ({guard.model}): {exc}",
                                type=GUARDRAIL_JUDGE_REPLY_ERROR_TYPE) from None

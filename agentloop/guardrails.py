@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from agentloop.errors import UserError
+from agentloop.report import Usage
 from agentloop.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 if TYPE_CHECKING:
@@ -71,12 +72,15 @@ class GuardrailResult(BaseModel):
         tripwire: End the run now (implies not passed).
         reason: Why, in a sentence; the run's final text when it trips.
         severity: ``info``, ``low``, ``medium``, ``high`` or ``critical``.
+        usage: An LLM judge's tokens (set by the judge's activity; the run
+            counts them in its usage and budget).
     """
 
     passed: bool = True
     tripwire: bool = False
     reason: str = ""
     severity: Severity = "info"
+    usage: Usage | None = None
 
     @model_validator(mode="after")
     def _tripwire_fails(self) -> GuardrailResult:
@@ -237,11 +241,13 @@ def llm_judge(
 
 
 class GuardrailInfo(BaseModel):
-    """A guardrail as the run knows it: name, stage and kind."""
+    """A guardrail as the run knows it: name, stage, kind, and a judge's
+    model (its tokens are priced at that model's price)."""
 
     name: str
     stage: GuardrailStage
     kind: Literal["function", "judge"] = "function"
+    model: str = ""
 
 
 class ResolveGuardrailsInput(BaseModel):

@@ -231,3 +231,40 @@ async def test_a_guardrail_the_worker_lacks_fails_the_run_with_a_sentence(
     error = caught.value.result.error
     assert "the spec names guardrail 'typo' that the worker does not have (it has: known)" in error
     assert guardrails_of(registry).keys() == {"known"}
+
+
+async def test_judge_tokens_count_in_the_runs_usage_cost_and_budget(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    from agentloop import Budget, CostLimitExceeded
+    from agentloop.pricing import ModelPrice
+    from agentloop.report import Usage
+
+    judge_usage = Usage(input_tokens=1000, output_tokens=100, requests=1)
+
+    def judge(request):
+        return reply('{"pass": true}').model_copy(update={"usage": judge_usage})
+
+    judge_model = script_every_step(judge)
+    llm_judge("judge_in", stage="input", model=judge_model, prompt="Judge.", registry=registry)
+    llm_judge("judge_out", stage="output", model=judge_model, prompt="Judge.", registry=registry)
+
+    def answer(request):
+        return reply("4").model_copy(update={"usage": Usage(input_tokens=10, output_tokens=1, requests=1)})
+
+    main_model = script_every_step(answer)
+    # The judge's tokens are priced at the judge's price, the run's at its own.
+    prices = {judge_model: ModelPrice(input_per_mtok=1000, output_per_mtok=10_000, cached_input_per_mtok=0),
+              main_model: ModelPrice(input_per_mtok=1, output_per_mtok=1, cached_input_per_mtok=0)}
+    async with worker():
+        result = await agent_client.run(spec(main_model, guardrails=["judge_in", "judge_out"],
+                                             budget=Budget(prices=prices)), "what is 2+2?")
+        with pytest.raises(CostLimitExceeded) as over:
+            await agent_client.run(spec(main_model, guardrails=["judge_in", "judge_out"],
+                                        budget=Budget(max_total_tokens=1000)), "what is 2+2?")
+    report = result.report
+    assert report.total_usage == Usage(input_tokens=2010, output_tokens=201, requests=3)
+    assert report.steps[0].usage == Usage(input_tokens=10, output_tokens=1, requests=1)  # the step's own call
+    assert report.total_cost_usd == pytest.approx(2 * (1000 * 1000 + 100 * 10_000) / 1e6 + (10 + 1) / 1e6)
+    assert "2,211 tokens (input plus output), over AgentSpec.budget.max_total_tokens=1,000" in over.value.result.error
+    assert over.value.result.usage.total_tokens == 2211

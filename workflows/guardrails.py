@@ -35,12 +35,14 @@ with workflow.unsafe.imports_passed_through():
         tripped_message,
     )
     from agentloop.messages import Message
+    from agentloop.pricing import run_cost
     from agentloop.report import GuardrailReport, StepReport
     from agentloop.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import FailRun
     from agentloop.workflows.recorder import RunRecorder
     from agentloop.workflows.state import LoopState
+    from agentloop.workflows.versions import GUARDRAIL_USAGE_PATCH
 
 #: How long finding the spec's guardrails may take.
 RESOLVE_GUARDRAILS_TIMEOUT = timedelta(seconds=30)
@@ -89,10 +91,14 @@ class GuardrailRunner:
         """Run the stage's guardrails on ``messages``: a FailRun when one
         trips (reason ``guardrail``, its reason the run's final text) or
         cannot run (reason ``error``); None to go on."""
-        names = [g.name for g in self.guardrails if g.stage == stage]
-        if not names:
+        guards = [g for g in self.guardrails if g.stage == stage]
+        if not guards:
             return None
+        names = [g.name for g in guards]
         outcomes = await asyncio.gather(*(self._run(name, stage, messages) for name in names))
+        for guard, outcome in zip(guards, outcomes):
+            if not isinstance(outcome, FailRun):
+                self._count(guard, outcome)
         for name, outcome in zip(names, outcomes):
             if isinstance(outcome, FailRun):
                 return outcome
@@ -117,6 +123,17 @@ class GuardrailRunner:
             calls.reraise_cancel(err)
             after = calls.attempts_note(err, spec.llm_max_attempts)
             return FailRun("error", f"guardrail {name} ({stage}) could not run{after}: {calls.failure_detail(err)}")
+
+    def _count(self, guard: GuardrailInfo, result: GuardrailResult) -> None:
+        """A judge's tokens join the run's usage (report and budget), priced
+        at the judge's own model, as a sub-agent's are (runs that started
+        before this replay without)."""
+        usage = result.usage
+        if guard.kind != "judge" or usage is None or not (usage.total_tokens or usage.requests):
+            return
+        if not workflow.patched(GUARDRAIL_USAGE_PATCH):
+            return
+        self.state.add_sub_usage(usage, run_cost(usage, guard.model, self.spec.budget))
 
     def _record(self, verdict: Verdict, report: StepReport) -> None:
         result = verdict.result

@@ -35,6 +35,11 @@ TOOL_QUEUE_SUFFIX = "-tools"
 BOUNDED_SIGNALS_PATCH = "agentloop-bounded-signals-1"
 
 
+#: Patch marker of runs that count their LLM judges' tokens (guardrails) in
+#: their usage and budget. Recorded only when a judge reports usage.
+GUARDRAIL_USAGE_PATCH = "agentloop-guardrail-usage-1"
+
+
 #: Patch marker of runs started lean: the one marker of a new run, standing
 #: for the three above (one marker and one ``TemporalChangeVersion`` upsert
 #: instead of three of each); no search-attribute upsert at the start when
