@@ -90,6 +90,21 @@ class ActivityTool(BaseModel):
             raise ValueError(f"activity tool name {value!r} is not allowed: use 1-64 letters, digits, '_' or '-'")
         return value
 
+    @field_validator("parameters")
+    @classmethod
+    def _check_parameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        jsonschema = _jsonschema()
+        try:
+            jsonschema.Draft202012Validator.check_schema(value)
+        except jsonschema.SchemaError as exc:
+            where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
+            raise ValueError(f"parameters is not a valid JSON schema at {where}: {_cut(exc.message)}; fix the "
+                             "tool's declared schema") from None
+        if value.get("type", "object") != "object":
+            raise ValueError("parameters must be a JSON schema of type 'object' (the model's arguments are one "
+                             "JSON object)")
+        return value
+
     def definition(self) -> ToolDefinition:
         """The tool as the model sees it."""
         return ToolDefinition(name=self.name, description=self.description, parameters=self.parameters,
@@ -197,6 +212,43 @@ def activity_arguments(tool: ActivityTool, arguments: dict[str, Any], key: str) 
             return (f"Invalid arguments for tool '{tool.name}': {name} is required. Expected arguments matching "
                     f"this JSON schema: {json.dumps(tool.parameters, separators=(',', ':'))}")
     return values
+
+
+#: Most schema problems an error result lists, and most characters of each.
+MAX_ARGUMENT_PROBLEMS = 5
+MAX_PROBLEM_CHARS = 200
+
+
+def _jsonschema() -> Any:
+    """The ``jsonschema`` module, imported outside the workflow sandbox (it is
+    pure, but the sandbox would import it again for every run)."""
+    from temporalio import workflow
+
+    with workflow.unsafe.imports_passed_through():
+        import jsonschema
+    return jsonschema
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_PROBLEM_CHARS else text[:MAX_PROBLEM_CHARS] + "..."
+
+
+def argument_problems(tool: ActivityTool, arguments: Any) -> str | None:
+    """None when ``arguments`` match the tool's JSON schema; else the error
+    result the model sees: what is wrong (at most
+    :data:`MAX_ARGUMENT_PROBLEMS`, each cut short, so a large argument is not
+    echoed back) and the schema, as for a Python tool. Deterministic: the
+    workflow checks the arguments before it schedules the activity."""
+    validator = _jsonschema().Draft202012Validator(tool.parameters)
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.message))
+    if not errors:
+        return None
+    problems = [f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {_cut(e.message)}"
+                for e in errors[:MAX_ARGUMENT_PROBLEMS]]
+    if len(errors) > MAX_ARGUMENT_PROBLEMS:
+        problems.append(f"and {len(errors) - MAX_ARGUMENT_PROBLEMS} more")
+    return (f"Invalid arguments for tool '{tool.name}': " + "; ".join(problems)
+            + f". Expected arguments matching this JSON schema: {json.dumps(tool.parameters, separators=(',', ':'))}")
 
 
 def result_text(value: Any) -> str:

@@ -135,3 +135,51 @@ def test_the_spec_refuses_clashing_names() -> None:
         AgentSpec(model="scripted:demo", activity_tools=[tool, tool])
     with pytest.raises(ValidationError, match="activity tool name 'a b' is not allowed"):
         ActivityTool(name="a b", activity="x", task_queue="q")
+
+
+async def test_arguments_that_do_not_match_the_schema_are_an_error_result_not_a_call(
+        worker: Any, agent_client: AgentClient, temporal_client: Any, payments: Payments) -> None:
+    model = script(
+        calls(call("charge_card", {"account": "acct-1", "amount_cents": "a lot"}, id="c1"),
+              call("lookup_account", {"account": 12}, id="l1")),
+        calls(call("lookup_account", {"account": "acct-1"}, id="l2")),
+        reply("done"),
+    )
+    spec = AgentSpec(model=model, activity_tools=tools_for(payments.queue), default_permission="allow",
+                     max_consecutive_failed_tool_steps=2)
+    async with worker():
+        handle = await agent_client.start(spec, "charge acct-1")
+        result = await handle.result()
+    charged, looked_up, again = [r for m in result.messages for r in m.tool_results]
+    schema = json.dumps(tools_for("q")[0].parameters, separators=(",", ":"))
+    assert charged.is_error and charged.content == (
+        "Invalid arguments for tool 'charge_card': amount_cents: 'a lot' is not of type 'integer'. Expected "
+        f"arguments matching this JSON schema: {schema}")
+    assert looked_up.is_error and looked_up.content.startswith(
+        "Invalid arguments for tool 'lookup_account': account: 12 is not of type 'string'.")
+    assert not again.is_error and again.content.startswith("account acct-1: balance")
+    # Neither invalid call reached the payments worker: only the valid lookup was scheduled.
+    history = await temporal_client.get_workflow_handle(handle.run_id).fetch_history()
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in history.events
+                 if e.HasField("activity_task_scheduled_event_attributes")]
+    assert "charge_card" not in scheduled and scheduled.count("lookup_account") == 1
+    assert not payments.ledger.exists() or payments.entries() == []
+
+
+def test_schema_problems_are_short_and_the_schema_itself_is_checked() -> None:
+    from agentloop.activity_tools import argument_problems
+
+    tool = activity_as_tool(charge_card, task_queue="q")
+    assert argument_problems(tool, {"account": "a", "amount_cents": 5}) is None
+    problem = argument_problems(tool, {"account": "a", "amount_cents": "x" * 100_000, "extra": 1})
+    assert problem is not None and len(problem) < 1_000
+    assert "Additional properties are not allowed ('extra' was unexpected)" in problem
+    lots = ActivityTool(name="t", activity="t", task_queue="q", parameters={
+        "type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(8)}})
+    problem = argument_problems(lots, {f"p{i}": "no" for i in range(8)})
+    assert problem is not None and "; and 3 more." in problem
+    with pytest.raises(ValidationError, match="parameters is not a valid JSON schema at properties/a/type"):
+        ActivityTool(name="t", activity="t", task_queue="q",
+                     parameters={"type": "object", "properties": {"a": {"type": "integr"}}})
+    with pytest.raises(ValidationError, match="parameters must be a JSON schema of type 'object'"):
+        ActivityTool(name="t", activity="t", task_queue="q", parameters={"type": "string"})

@@ -14,12 +14,19 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.activities.workspace import truncate_output
-    from agentloop.activity_tools import ActivityTool, activity_arguments, call_idempotency_key, result_text
+    from agentloop.activity_tools import (
+        ActivityTool,
+        activity_arguments,
+        argument_problems,
+        call_idempotency_key,
+        result_text,
+    )
     from agentloop.messages import ToolCallPart, ToolResultPart
     from agentloop.report import ToolCallReport
     from agentloop.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import error_result
+    from agentloop.workflows.versions import ACTIVITY_TOOL_ARGUMENTS_PATCH
 
 
 def activity_tool_named(spec: AgentSpec, name: str) -> ActivityTool | None:
@@ -31,6 +38,10 @@ async def run_activity_tool(tool: ActivityTool, spec: AgentSpec, call: ToolCallP
                             report: ToolCallReport) -> tuple[ToolResultPart, bool]:
     """Schedule the tool's activity on its queue and wait: its return value,
     or its failure (after its retries), is the call's result."""
+    problem = argument_problems(tool, call.arguments)
+    # Runs that started before this check scheduled such calls: they replay so.
+    if problem is not None and workflow.patched(ACTIVITY_TOOL_ARGUMENTS_PATCH):
+        return error_result(call, problem), True
     info = workflow.info()
     key = call_idempotency_key(info.workflow_id, info.run_id, step, call.id)
     args = activity_arguments(tool, call.arguments, key)

@@ -40,6 +40,12 @@ BOUNDED_SIGNALS_PATCH = "agentloop-bounded-signals-1"
 GUARDRAIL_USAGE_PATCH = "agentloop-guardrail-usage-1"
 
 
+#: Patch marker of runs that check an activity-tool call's arguments against
+#: the tool's JSON schema before scheduling it (invalid ones become the
+#: model's error result). Recorded only when a call's arguments are invalid.
+ACTIVITY_TOOL_ARGUMENTS_PATCH = "agentloop-activity-tool-arguments-1"
+
+
 #: Patch marker of runs started lean: the one marker of a new run, standing
 #: for the three above (one marker and one ``TemporalChangeVersion`` upsert
 #: instead of three of each); no search-attribute upsert at the start when
