@@ -52,6 +52,7 @@ from agentloop.events import (
     EVENT_ADAPTER,
     EVENTS_TOPIC,
     AgentEvent,
+    TurnEnded,
     SubAgentInvocationCompleted,
     SubAgentInvocationStarted,
     is_terminal,
@@ -74,10 +75,20 @@ from agentloop.search_attributes import (
     AGENT_PENDING_TOOLS,
     AGENT_ROOT_RUN,
     AGENT_STATUS,
+    AGENT_THREAD,
     create_commands,
 )
 from agentloop.snapshot import AgentSnapshot, fork_input, load_snapshot, restore_input
 from agentloop.spec import AgentSpec
+from agentloop.threads import (
+    MessageAccepted,
+    SendMessage,
+    SteerAccepted,
+    SteerMessage,
+    ThreadOptions,
+    ThreadNotFound,
+    TurnResult,
+)
 from agentloop.workflow import MAX_INPUT_BYTES, WORKFLOW_NAME, run_input, start_search_attributes
 
 #: How long a sub-agent's events are waited for when its parent has announced
@@ -88,6 +99,25 @@ CHILD_START_WAIT_SECONDS = 10.0
 def new_run_id() -> str:
     """A fresh run id."""
     return f"run-{uuid.uuid4().hex[:16]}"
+
+
+def thread_start(built: Any, attributes: TypedSearchAttributes, thread_id: str,
+                 double_texting: str | None) -> tuple[Any, TypedSearchAttributes]:
+    """A thread's first run: its input with the thread options, its start
+    search attributes with ``AgentThread``."""
+    try:
+        options = ThreadOptions(id=thread_id, double_texting=double_texting)
+    except ValidationError as exc:
+        raise UserError(f"invalid thread: {describe_validation_error(exc)}") from None
+    pairs = [*attributes.search_attributes, SearchAttributePair(AGENT_THREAD, thread_id)]
+    return built.model_copy(update={"thread": options}), TypedSearchAttributes(pairs)
+
+
+async def turn_result(handle: AgentRunHandle) -> AgentRunResult:
+    """The result of the turn a handle is bound to (see :meth:`AgentRunHandle.result`)."""
+    from agentloop.thread_client import wait_for_turn
+
+    return await wait_for_turn(handle)
 
 
 class RunIdInUse(UserError):
@@ -118,9 +148,14 @@ class AgentRunHandle:
         run_id: The run id (the workflow id).
     """
 
-    def __init__(self, handle: WorkflowHandle) -> None:
+    def __init__(self, handle: WorkflowHandle, *, turn: int | None = None, offset: int = 0) -> None:
         self._handle = handle
         self.run_id = handle.id
+        #: For a handle of a thread's turn (``AgentClient.send``): the turn;
+        #: ``result()`` and ``events()`` are that turn's.
+        self.turn = turn
+        #: The thread's event offset where the turn's events begin.
+        self.offset = offset
 
     @property
     def workflow_handle(self) -> WorkflowHandle:
@@ -136,7 +171,13 @@ class AgentRunHandle:
                 The exception is the subclass of the run's reason
                 (``MaxStepsExceeded``, ``AgentRunCancelled``...; see
                 :func:`agentloop.errors.run_failed_class`).
+
+        A handle bound to a thread's turn (:attr:`turn`) waits for that turn
+        instead: its final text, messages and usage (an interrupted or
+        rolled-back turn ends ``stopped``, with ``error`` saying why).
         """
+        if self.turn is not None:
+            return await turn_result(self)
         try:
             result = await self._handle.result()
         except WorkflowFailureError as err:
@@ -190,6 +231,8 @@ class AgentRunHandle:
         with this run's terminal event. Children started before
         ``from_offset`` are not followed.
         """
+        if self.turn is not None and from_offset == 0:
+            from_offset = self.offset  # a turn's handle: the turn's events, ending with agent.turn.ended
         source = self._tree_events(from_offset, poll_interval) if include_children else \
             self._own_events(from_offset, poll_interval)
         async for event in source:
@@ -280,7 +323,7 @@ class AgentRunHandle:
                 event = EVENT_ADAPTER.validate_python(converter.from_payload(payload))
                 event.seq = item.offset
                 yield event
-                if is_terminal(event):
+                if is_terminal(event) or self._ends_turn(event):
                     return
             offset = batch.next_offset
             if batch.items:
@@ -315,6 +358,34 @@ class AgentRunHandle:
         except WorkflowQueryFailedError as err:
             raise UserError(f"run {self.run_id} could not be exported: {err.message} (a worker of this "
                             "agentloop version answers the export query)") from None
+
+    def _ends_turn(self, event: AgentEvent) -> bool:
+        return self.turn is not None and isinstance(event, TurnEnded) and event.turn == self.turn
+
+    async def turn_state(self, turn: int | None = None) -> TurnResult | None:
+        """A thread's turn (query ``turn``): running, or how it ended; the
+        handle's turn, else the latest, when ``turn`` is None."""
+        n = turn if turn is not None else self.turn
+        raw = await self._handle.query("turn", *([n] if n is not None else []))
+        return TurnResult.model_validate(raw) if raw else None
+
+    async def steer(self, text: str, *, by: str | None = None) -> SteerAccepted:
+        """Add a user message that the model sees before its next LLM step
+        (after the results of the step under way), without ending the turn.
+
+        Raises:
+            DecisionRejected: Nothing to steer (no turn runs), or bad text.
+        """
+        message = _request(SteerMessage, text=text, by=by)
+        try:
+            return await self._handle.execute_update("steer", message, result_type=SteerAccepted)
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            raise DecisionRejected(cause.message if isinstance(cause, ApplicationError) else str(cause or err)) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise DecisionRejected(f"nothing to steer: run {self.run_id} is not running ({err.message})") from None
+            raise
 
     async def pending(self) -> PendingWork:
         """Calls waiting for an operator's decision or the client's outputs."""
@@ -528,6 +599,8 @@ class AgentClient:
         *,
         run_id: str | None = None,
         allow_reuse: bool = False,
+        thread_id: str | None = None,
+        double_texting: str | None = None,
     ) -> AgentRunHandle:
         """Start a run and return its handle.
 
@@ -539,21 +612,29 @@ class AgentClient:
             allow_reuse: Start even if a run that has ended has this id (the
                 new run then replaces it under the id: handles, ``show`` and
                 ``watch`` see the new one). Never while a run with the id runs.
+            thread_id: Start a thread with this id (README "Conversations"):
+                the run answers ``input`` as its turn 1, then stays open for
+                :meth:`send`; the handle is turn 1's. The run id is the thread id.
+            double_texting: The thread's strategy for messages that arrive
+                while it is busy; the spec's when None.
 
         Raises:
             RunIdInUse: A run with ``run_id`` is running, or has ended and
                 ``allow_reuse`` is False.
         """
-        run_id = run_id or new_run_id()
+        run_id = thread_id or run_id or new_run_id()
+        built, attributes = run_input(spec, input), start_search_attributes(spec)
+        if thread_id is not None:
+            built, attributes = thread_start(built, attributes, thread_id, double_texting)
         try:
             handle = await self.temporal.start_workflow(
                 WORKFLOW_NAME,
-                run_input(spec, input),
+                built,
                 id=run_id,
                 task_queue=self.task_queue,
                 static_summary=f"{spec.name} on {spec.model}",
                 result_type=AgentRunResult,
-                search_attributes=start_search_attributes(spec),
+                search_attributes=attributes,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if allow_reuse
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
@@ -566,7 +647,7 @@ class AgentClient:
                     "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
                 ) from None
             raise
-        return AgentRunHandle(handle)
+        return AgentRunHandle(handle, turn=1) if thread_id is not None else AgentRunHandle(handle)
 
     async def restore(
         self,
@@ -655,6 +736,37 @@ class AgentClient:
                 ) from None
             raise
         return AgentRunHandle(handle)  # restored or forked
+
+    async def send(
+        self,
+        thread_id: str,
+        message: str,
+        spec: AgentSpec | None = None,
+        *,
+        strategy: str | None = None,
+        by: str | None = None,
+    ) -> AgentRunHandle:
+        """Send a thread its next message; the handle is bound to the turn
+        that answers it (``await handle.result()``). The model sees every
+        earlier message of the thread.
+
+        Args:
+            thread_id: The thread.
+            message: The user's message.
+            spec: Starts the thread (turn 1) when it does not exist yet.
+            strategy: ``enqueue``, ``interrupt``, ``rollback`` or ``reject``:
+                what to do if the thread is busy; the thread's when None.
+            by: Who sent it (kept in the thread's event).
+
+        Raises:
+            ThreadNotFound: No such thread, and no spec to start it.
+            ThreadBusy: ``reject`` and the thread is busy.
+            UserError: The thread ended, the run is not a thread, or the
+                message is empty or too long.
+        """
+        from agentloop.thread_client import send_message
+
+        return await send_message(self, thread_id, message, spec, strategy=strategy, by=by)
 
     async def _id_in_use(self, run_id: str) -> RunIdInUse:
         try:

@@ -296,6 +296,66 @@ class ToolAdded(_Event):
     message: str = ""
 
 
+class ThreadMessageReceived(_Event):
+    """``agent.thread.message.received``: a thread took a message; turn
+    ``turn`` answers it, by ``strategy`` (README "Conversations")."""
+
+    type: Literal["agent.thread.message.received"] = "agent.thread.message.received"
+    turn: int
+    strategy: str
+    text: str = ""
+    by: str | None = None
+
+
+class TurnStarted(_Event):
+    """``agent.turn.started``: a thread's turn begins (its user message is in)."""
+
+    type: Literal["agent.turn.started"] = "agent.turn.started"
+    turn: int
+
+
+class TurnInterrupted(_Event):
+    """``agent.turn.interrupted``: turn ``turn`` was cut short by the message
+    of turn ``by_turn``; ``partial_text`` is what its step had streamed."""
+
+    type: Literal["agent.turn.interrupted"] = "agent.turn.interrupted"
+    turn: int
+    by_turn: int
+    partial_text: str = ""
+
+
+class TurnRolledBack(_Event):
+    """``agent.turn.rolled_back``: turn ``turn`` was discarded (``discarded``
+    messages, its user message included) for the message of turn ``by_turn``."""
+
+    type: Literal["agent.turn.rolled_back"] = "agent.turn.rolled_back"
+    turn: int
+    by_turn: int
+    discarded: int = 0
+
+
+class TurnEnded(_Event):
+    """``agent.turn.ended``: a thread's turn is over; the thread waits for
+    the next message (its run goes on: this is not a terminal event)."""
+
+    type: Literal["agent.turn.ended"] = "agent.turn.ended"
+    turn: int
+    status: str
+    reason: RunReason | None = None
+    final_text: str = ""
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+
+
+class RunSteered(_Event):
+    """``agent.run.steered``: steering messages joined the conversation
+    before this step."""
+
+    type: Literal["agent.run.steered"] = "agent.run.steered"
+    texts: list[str] = Field(default_factory=list)
+    turn: int = 0
+
+
 class RunCompleted(_Event):
     """``thread.run.completed``: the run ended ``completed`` or ``stopped``
     (then ``note`` says why, e.g. ``stopped: <the stop request's reason>``)."""
@@ -345,6 +405,12 @@ AgentEvent = Annotated[
         SubAgentInvocationStarted,
         SubAgentInvocationCompleted,
         GuardrailTriggered,
+        ThreadMessageReceived,
+        TurnStarted,
+        TurnInterrupted,
+        TurnRolledBack,
+        TurnEnded,
+        RunSteered,
         ToolRemoved,
         ToolAdded,
         RunCompleted,

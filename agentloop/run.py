@@ -13,6 +13,7 @@ from agentloop.messages import Message, ToolCallPart
 from agentloop.report import AgentRunReport, RunReason, RunStatus, RunWarning, Usage
 from agentloop.snapshot import RunOrigin
 from agentloop.spec import AgentSpec, depth_problem
+from agentloop.threads import ThreadOptions
 from agentloop.workflows.state import LoopState
 
 #: Most bytes of messages a run's Temporal result carries (see
@@ -69,6 +70,8 @@ class AgentRunInput(BaseModel):
         carry: Set only when a run continues as new: its state so far (then
             ``messages`` is the conversation so far).
         parent: Set only on a sub-agent's run: the run that delegated to it.
+        thread: Set on a thread's run (README "Conversations"): the run stays
+            open after a turn and answers the messages sent to it.
         origin: Set only on a run restored from a snapshot or forked from a
             run (``AgentClient.restore``, ``AgentClient.fork``).
     """
@@ -79,6 +82,7 @@ class AgentRunInput(BaseModel):
     messages: list[Message] = Field(min_length=1)
     carry: LoopState | None = None
     parent: SubRunLink | None = None
+    thread: ThreadOptions | None = None
     origin: RunOrigin | None = None
 
     @model_validator(mode="after")
@@ -204,6 +208,10 @@ class RunState(BaseModel):
         waiting_on: The sub-agent runs under way, e.g. ``waiting on
             researcher (run ...)`` (also the workflow's current details,
             which the Temporal UI shows); empty when none.
+        thread_id: The thread id, for a thread's run; empty otherwise.
+        turn: The thread's turn under way, or its last one.
+        busy: A turn is under way (a thread waiting for a message is not).
+        queued: Messages waiting for their turn.
     """
 
     run_id: str
@@ -221,6 +229,10 @@ class RunState(BaseModel):
     agent_name: str = ""
     model: str = ""
     waiting_on: str = ""
+    thread_id: str = ""
+    turn: int = 0
+    busy: bool = False
+    queued: int = 0
 
 
 class MessagesResult(BaseModel):

@@ -29,6 +29,10 @@ AGENT_ROOT_RUN = SearchAttributeKey.for_keyword("AgentRootRun")
 #: finds every fork of a run).
 AGENT_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")
 
+#: A thread's run: the thread id (``AgentThread="<thread id>"`` finds every
+#: run of a thread, across continue-as-new).
+AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -37,6 +41,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_PENDING_TOOLS.name: "KeywordList",
     AGENT_PARENT_RUN.name: "Keyword",
     AGENT_ROOT_RUN.name: "Keyword",
+    AGENT_THREAD.name: "Keyword",
     AGENT_FORKED_FROM.name: "Keyword",
 }
 

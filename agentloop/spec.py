@@ -13,6 +13,7 @@ from agentloop.approvals import DefaultPermission, PermissionRule
 from agentloop.context import ContextLayer, ContextPolicy, compose_system_prompt
 from agentloop.model_settings import ThinkingConfig, check_tool_choice
 from agentloop.pricing import Budget, price_for, validate_budget
+from agentloop.threads import DoubleTexting
 
 #: What the model is asked before a run completes, with
 #: ``verify_before_completing``.
@@ -156,6 +157,10 @@ class AgentSpec(BaseModel):
             never.
         workspace_listing: Put a listing of the workspace (two levels) in
             the run's first user turn.
+        double_texting: What a thread does with a message that arrives
+            while it answers another (``enqueue``, ``interrupt``,
+            ``rollback``, ``reject``; README "Conversations"); the run's
+            ``thread`` options and the message itself may say otherwise.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -201,6 +206,7 @@ class AgentSpec(BaseModel):
     context_providers: list[str] = Field(default_factory=list)
     agents_md: bool | None = None
     workspace_listing: bool = False
+    double_texting: DoubleTexting = "enqueue"
 
     @field_validator("model")
     @classmethod

@@ -90,6 +90,9 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
+    from agentloop.threads import MessageAccepted, SteerAccepted, TurnResult
+    from agentloop.workflows import conversation
+    from agentloop.workflows.threads import ThreadRunner, apply_steering
 
 @dataclass(frozen=True)
 class ContextTooLong:
@@ -126,6 +129,9 @@ class AgentRunWorkflow:
         self._recorder = RunRecorder(self._stream, self._run_id, self._state)
         self._features = Features()
         self._model_context = ModelContext()
+        thread = self._input.thread if self._input else None
+        self._threads = (ThreadRunner(self._state, self._recorder, self._stream, self._run_id, thread, self._input.spec)
+                         if thread is not None and self._input is not None else None)
 
     def _fresh_state(self) -> LoopState:
         if self._input is not None and self._input.origin is not None:
@@ -152,6 +158,9 @@ class AgentRunWorkflow:
             stop_requested=s.stop is not None, rejected_signals=list(s.rejected_signals),
             agent_name=spec.name if spec else "", model=spec.model if spec else "",
             waiting_on=waiting_on(s.running_subs) if s.running_subs else "",
+            thread_id=s.thread.id if s.thread else "", turn=s.thread.turn if s.thread else 0,
+            busy=s.thread.busy if s.thread else s.status in ("running", "awaiting_approval", "requires_action"),
+            queued=len(s.thread.queue) if s.thread else 0,
         )
 
     @workflow.query(name="messages")
@@ -254,6 +263,78 @@ class AgentRunWorkflow:
             request = StopRequest()
         self._state.request_stop(request)
 
+    # Threads: send and steer (decisions: agentloop.workflows.conversation) ------------
+
+    @workflow.signal(name="send")
+    def send_signal(self, *args: Any) -> None:
+        """A thread's next message (see the ``send`` update)."""
+        try:
+            self._accept(self._decide_send(args))
+        except ValueError as exc:
+            self._note(f"send signal ignored: {exc}")
+
+    @workflow.update(name="send")
+    def send_update(self, *args: Any) -> MessageAccepted:
+        """A thread's next message, handled by its double-texting strategy;
+        answers the turn that will answer it. Refused (before it reaches
+        history) when the run is not a thread, or by ``reject`` while busy."""
+        return self._accept(requests.as_update_error(lambda: self._decide_send(args)))
+
+    @send_update.validator
+    def _validate_send(self, *args: Any) -> None:
+        requests.as_update_error(lambda: self._decide_send(args))
+
+    def _decide_send(self, args: tuple[Any, ...]) -> conversation.MessageDecision:
+        message = conversation.parse_send(conversation.one_payload("send", args))
+        ended = self._state.status in ("completed", "failed", "cancelled", "stopped") or self._state.stop is not None
+        facts = self._threads.facts(ended=ended) if self._threads is not None else \
+            conversation.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
+        return conversation.decide_message(message, facts)
+
+    def _accept(self, decision: conversation.MessageDecision) -> MessageAccepted:
+        assert self._threads is not None  # decide_message refuses runs that are not threads
+        return self._threads.accept(decision)
+
+    @workflow.signal(name="steer")
+    def steer_signal(self, *args: Any) -> None:
+        """A user message for the run's next LLM step (see the ``steer`` update)."""
+        try:
+            self._steer(self._decide_steer(args))
+        except ValueError as exc:
+            self._note(f"steer signal ignored: {exc}")
+
+    @workflow.update(name="steer")
+    def steer_update(self, *args: Any) -> SteerAccepted:
+        """A user message the model sees before its next LLM step, after the
+        results of the step under way; the turn goes on."""
+        return self._steer(requests.as_update_error(lambda: self._decide_steer(args)))
+
+    @steer_update.validator
+    def _validate_steer(self, *args: Any) -> None:
+        requests.as_update_error(lambda: self._decide_steer(args))
+
+    def _decide_steer(self, args: tuple[Any, ...]) -> Any:
+        s = self._state
+        running = (s.status in ("running", "awaiting_approval", "requires_action") and
+                   (s.thread.busy if s.thread is not None else True))
+        return conversation.decide_steer(conversation.parse_steer(conversation.one_payload("steer", args)),
+                                         run_id=self._run_id, running=running, is_thread=s.thread is not None)
+
+    def _steer(self, message: Any) -> SteerAccepted:
+        self._state.steering = [*self._state.steering, message.text]
+        turn = self._state.thread.turn if self._state.thread is not None else 0
+        return SteerAccepted(run_id=self._run_id, turn=turn, waiting=len(self._state.steering))
+
+    @workflow.query(name="turn")
+    def turn(self, *args: Any) -> TurnResult | None:
+        """Turn ``n`` of a thread (the argument): running, or how it ended;
+        None when it has not begun (or the run is not a thread)."""
+        thread = self._state.thread
+        n = args[0] if args else (thread.turn if thread else 0)
+        if thread is None or not isinstance(n, int):
+            return None
+        return thread.result(n)
+
     def _signal_payload(self, name: str, args: tuple[Any, ...]) -> Any:
         """A signal's one payload, its free text cut to the limits (each cut noted)."""
         payload = requests.one_payload(name, args)
@@ -305,6 +386,22 @@ class AgentRunWorkflow:
 
     async def _loop(self, spec: AgentSpec) -> AgentRunResult:
         tools = await self._prepare(spec)
+        if self._threads is not None:
+            # A thread: turn after turn, waiting for messages in between.
+            self._threads.index_thread()
+            return await self._threads.run(lambda turn_spec: self._steps(turn_spec, tools), ended=self._end_stopped,
+                                           hand_over=lambda: self._handover.when_due(None))
+        match await self._steps(spec, tools):
+            case FinalAnswer():
+                return self._recorder.completed(omit_long=self._features.by_reference)
+            case Stopped():
+                return self._end_stopped()
+            case FailRun(reason, message):
+                self._fail(reason, message)
+
+    async def _steps(self, spec: AgentSpec, tools: list[ToolDefinition]) -> FinalAnswer | Stopped | FailRun:
+        """Step after step until the model answers, a stop, or a failure: a
+        whole run, or one turn of a thread."""
         while True:
             self._features.raise_if_cancelled()
             pending = self._state.pending_step
@@ -315,16 +412,19 @@ class AgentRunWorkflow:
                 step = StepGates(pending.gates, pending.report)
             else:
                 if self._state.stop is not None:
-                    return self._end_stopped()
+                    return Stopped()
+                apply_steering(self._state, self._recorder)
                 await self._handover.when_due(None)
                 match await self._llm_step(spec, tools):
-                    case FinalAnswer():
-                        return self._recorder.completed(omit_long=self._features.by_reference)
+                    case FinalAnswer() as answer:
+                        if self._state.steering:
+                            continue  # steered while it answered: one more step, with the steering in
+                        return answer
                     case Verify(prompt):
                         self._state.ask_to_verify(prompt)
                         continue
-                    case FailRun(reason, message):
-                        self._fail(reason, message)
+                    case FailRun() as failed:
+                        return failed
                     case StepGates() as step:
                         if any(g.approval is not None or g.action is not None for g in step.gates):
                             # Waiting for people may take days: hand over a short history first.
@@ -334,22 +434,22 @@ class AgentRunWorkflow:
             failed = count_failed_steps([f for _, f in results], self._state.failed_tool_steps)
             self._state.finish_step(results, failed_steps=failed)
             if self._tools.end_run is not None:
-                self._fail("tool_error", self._tools.end_run)
-            if spec.sub_agents:
-                self._check_tree_budget(spec)
+                return FailRun("tool_error", self._tools.end_run)
+            over_budget = self._tree_over_budget(spec) if spec.sub_agents else None
+            if over_budget is not None:
+                return over_budget
             match decide_after_tools([r for r, _ in results], spec=spec, step=self._state.step,
                                      failed_tool_steps=failed, stop_requested=self._state.stop is not None):
                 case Continue():
                     continue
-                case Stopped():
-                    return self._end_stopped()
-                case FailRun(reason, message):
-                    self._fail(reason, message)
+                case Stopped() | FailRun() as end:
+                    return end
 
     async def _prepare(self, spec: AgentSpec) -> list[ToolDefinition]:
         """Resolve the spec's tools (a run naming tools the worker lacks fails)
         and fix what every LLM request of the run carries."""
         tools: list[ToolDefinition] = []
+        layers = []  # the workspace's AGENTS.md, when the tool list brought it
         if spec.tools or spec.mcp_servers:
             options = calls.resolve_tools_options(self._features.tool_queue)
             try:
@@ -365,6 +465,8 @@ class AgentRunWorkflow:
             if missing:
                 self._fail("error", missing_tools_message(missing, resolved.available))
             tools = resolved.tools
+            if resolved.agents_md is not None:
+                layers = [agents_md_layer(resolved.agents_md)]
             if resolved.missing_hooks:
                 self._fail("error", missing_hooks_message(resolved.missing_hooks, resolved.available_hooks))
         if self._guards is not None:
@@ -452,7 +554,6 @@ class AgentRunWorkflow:
     async def _guard(self, stage: GuardrailStage, messages: list[Message], report: StepReport) -> FailRun | None:
         """The stage's guardrails on ``messages`` (runs with guardrails only)."""
         if self._guards is None:
-        layers = []  # the workspace's AGENTS.md, when the tool list brought it
             return None
         return await self._guards.check(stage, messages, report)
 
@@ -467,8 +568,6 @@ class AgentRunWorkflow:
         if actions:
             self._recorder.emit(RequiresAction, actions=actions)
         self._recorder.index()
-            if resolved.agents_md is not None:
-                layers = [agents_md_layer(resolved.agents_md)]
         return StepGates(gates, report)
 
     async def _manage_context(self, trigger: str) -> FailRun | None:
@@ -526,14 +625,15 @@ class AgentRunWorkflow:
         for tool_call in response.message.tool_calls:
             self._recorder.emit(ToolCallCompletedByLLM, call=tool_call)
 
-    def _check_tree_budget(self, spec: AgentSpec) -> None:
+    def _tree_over_budget(self, spec: AgentSpec) -> FailRun | None:
         """After a step that may have delegated: the run and its sub-agents
         together against the budget (one budget for the whole tree)."""
         state = self._state
         budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
         state.report.total_cost_usd = budget.cost_usd
         if isinstance(budget, OverBudget):
-            self._fail("cost_limit", f"with its sub-agents, {budget.message}")
+            return FailRun("cost_limit", f"with its sub-agents, {budget.message}")
+        return None
 
     # The end ----------------------------------------------------------------------------------
 

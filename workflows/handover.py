@@ -83,5 +83,6 @@ class Handover:
         self.stream.truncate(max(0, self.stream._on_offset() - CARRIED_EVENTS))
         spec = self.input.spec
         await self.stream.continue_as_new(
-            lambda stream: [AgentRunInput(spec=spec, messages=state.messages, carry=state.carried(pending, stream))]
+            lambda stream: [AgentRunInput(spec=spec, messages=state.messages, carry=state.carried(pending, stream),
+                                          thread=self.input.thread)]
         )

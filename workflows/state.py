@@ -26,6 +26,7 @@ from agentloop.approvals import (
 )
 from agentloop.context import TokenAnchor
 from agentloop.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.threads import ThreadState
 from agentloop.report import AgentRunReport, RunReason, RunStatus, StepReport, Usage
 from agentloop.transcript import EMPTY_HASH, chain_hash
 
@@ -75,6 +76,9 @@ class LoopState(BaseModel):
         step_ends: Step (1-based) -> how many messages the conversation had
             at its end: where a fork at that step cuts (steps before the last
             compaction are left out: their messages were rewritten).
+        thread: A thread's turns: the one under way, the messages waiting,
+            recent results (None: the run is not a thread).
+        steering: Steering messages waiting for the next LLM step.
         messages: The conversation (carried as the next run's ``messages``).
         status: The run's status now.
         reason: Why it ended, once it has.
@@ -110,6 +114,8 @@ class LoopState(BaseModel):
     sub_usage: Usage = Field(default_factory=Usage)
     sub_cost_usd: float | None = 0.0
     step_ends: dict[int, int] = Field(default_factory=dict)
+    thread: ThreadState | None = None
+    steering: list[str] = Field(default_factory=list)
 
     messages: list[Message] = Field(default_factory=list, exclude=True)
     status: RunStatus = Field(default="running", exclude=True)
