@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, RUN_STATUSES
+from agentloop.cli.threads import add_thread_commands
 from agentloop.config import WORKER_ROLES
-
 
 def version_line() -> str:
     """``agentloop --version``: this package's version and what it runs on."""
@@ -74,6 +74,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step "
                      "(AgentSpec.max_tokens; default: 4096, the providers' default)")
     run.add_argument("--run-id", type=run_id, help="run id (default: generated); refused while a run with this id runs")
+    run.add_argument("--thread", type=run_id, metavar="ID", help="start thread ID with this as its first message: "
+                     "the run stays open for `agentloop send ID ...` (README \"Conversations\")")
     run.add_argument("--allow-reuse", action="store_true", help="start even if a run with --run-id has ended "
                      "(the new run takes over the id); without it, such an id is refused")
     run.add_argument("--local-worker", action="store_true",
@@ -167,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "and nothing else on stdout")
     watch.add_argument("--tree", action="store_true", help="follow its sub-agents' runs too, in one view "
                        "(each line labelled with the sub-agent's name; with --jsonl, their events too)")
+
+    add_thread_commands(sub, run_id, imports)
 
     chat = sub.add_parser(
         "chat", help="talk with an agent on a thread, in the terminal (answers stream; approvals asked inline)",

@@ -55,10 +55,11 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 + (", and so does this process's" if args.local_worker else ""))
         client = AgentClient(s.client, task_queue=s.config.task_queue)
         try:
-            handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse)
+            handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
+                                        thread_id=getattr(args, "thread", None))
         except RunIdInUse as err:
             raise UserError(run_id_in_use(err)) from None
-        say(f"run {handle.run_id} · {model} · workspace {workspace}")
+        say(f"{'thread' if handle.turn else 'run'} {handle.run_id} · {model} · workspace {workspace}")
         prompter = None
         if stdin_is_terminal():
             prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note)
@@ -72,6 +73,10 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 task.uncancel()
             await cancel_run(handle, embedded=embedded, task_queue=s.config.task_queue)
             raise
+        if handle.turn is not None:  # a thread: its first turn has ended, the thread waits
+            from agentloop.cli.threads import turn_exit_code
+
+            return await turn_exit_code(handle, jsonl=args.jsonl)
         return await exit_code(handle, terminal)
 
 
