@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -350,3 +351,37 @@ async def test_steering_a_thread_that_waits_for_a_message_is_refused(agent_clien
         with pytest.raises(DecisionRejected, match="nothing to steer: run thread-idle-steer is not running a turn; "
                                                    "use `agentloop send thread-idle-steer ...`"):
             await first.steer("faster")
+
+
+# Restarts ---------------------------------------------------------------------------------
+
+
+async def test_a_follow_up_after_the_worker_and_then_the_server_restarted(tmp_path: Path) -> None:
+    from agentloop.devserver import DevServer
+    from agentloop.workers.worker import build_worker, connect
+
+    model, seen = recording(lambda r: reply(f"answer to {user_texts(r)[-1]}"))
+    spec = AgentSpec(model=model)
+    server = DevServer(db_file=tmp_path / "temporal.db", log_file=tmp_path / "server.log")
+    server.start()
+    try:
+        await server.wait_ready()
+        task_queue = f"tq-{uuid.uuid4().hex[:12]}"
+        client = AgentClient(await connect(server.address), task_queue=task_queue)
+        async with build_worker(client.temporal, task_queue=task_queue, registry=ToolRegistry(), workspace=tmp_path):
+            first = await client.start(spec, "remember the number 7", thread_id="thread-restarts")
+            assert (await first.result()).final_text == "answer to remember the number 7"
+        # The worker is gone; now the server goes too, and comes back on its SQLite file.
+        server.stop()
+        server.start()
+        await server.wait_ready()
+        client = AgentClient(await connect(server.address), task_queue=task_queue)
+        async with build_worker(client.temporal, task_queue=task_queue, registry=ToolRegistry(), workspace=tmp_path):
+            follow_up = await client.send("thread-restarts", "which number?")
+            result = await follow_up.result()
+    finally:
+        server.stop()
+    assert follow_up.turn == 2 and result.final_text == "answer to which number?"
+    assert [(m.role, m.text) for m in seen[-1].messages] == [
+        ("user", "remember the number 7"), ("assistant", "answer to remember the number 7"), ("user", "which number?"),
+    ]
