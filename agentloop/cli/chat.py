@@ -543,6 +543,8 @@ class Chat:
         self.exists = False
         self.follower: asyncio.Task[None] | None = None
         self.waiting_for_turn = 0  # scripted input: the turn whose end the next line waits for
+        self.lost: str | None = None  # why the thread's events stopped coming, if they did
+        self.gone = False  # the thread closed without a terminal event
 
     # Starting
     async def open(self) -> None:
@@ -598,11 +600,20 @@ class Chat:
             async for event in self.handle.events(offset):
                 self.view.render(event)
                 self.after_event()
+            if self.view.ended is None:  # closed without a terminal event: terminated
+                self.gone = True
+                self.lost = (f"thread {self.thread_id} has ended without a word (terminated?); "
+                             f"`agentloop show {shlex.quote(self.thread_id)}` shows it")
         except (AgentLoopError, RPCError) as exc:
-            self.view.line(f"lost the thread's events: {_describe(exc)}")
-            raise
+            self.lost = f"lost the thread's events: {_describe(exc)}"
         finally:
+            if self.lost:
+                self.view.line(self.lost)
             self.view.changed.set()
+
+    def over(self) -> bool:
+        """The thread has ended, or its events can no longer be read."""
+        return self.view.ended is not None or self.lost is not None
 
     def after_event(self) -> None:
         if self.view.ended is not None:
@@ -616,8 +627,7 @@ class Chat:
 
     def ready_for_input(self) -> bool:
         """Scripted input: whether the next line may be read now."""
-        return (self.view.ended is not None or self.asker.asking is not None or self.idle()
-                or (self.follower is not None and self.follower.done()))
+        return self.over() or self.asker.asking is not None or self.idle()
 
     # The loop
     async def run(self) -> int:
@@ -630,13 +640,13 @@ class Chat:
             while True:
                 if not self.interactive:
                     await self.until(self.ready_for_input)
-                line = None if self.view.ended is not None else await self.next_line(reader)
-                if self.view.ended is not None:
+                line = None if self.over() else await self.next_line(reader)
+                if self.over():
                     return self.ended_code()
                 if line is None:  # Ctrl-D, or the end of scripted input
                     if not self.interactive:  # let the agent answer the last line first
                         await self.until(self.ready_for_input)
-                        if self.view.ended is not None:
+                        if self.over():
                             return self.ended_code()
                     self.view.end_line()
                     self.leave()
@@ -665,7 +675,7 @@ class Chat:
         try:
             while True:
                 self.view.changed.clear()
-                if self.view.ended is not None:
+                if self.over():
                     return None
                 changed = asyncio.ensure_future(self.view.changed.wait())
                 try:
@@ -680,8 +690,6 @@ class Chat:
     async def until(self, condition: Callable[[], bool]) -> None:
         while not condition():
             self.view.changed.clear()
-            if self.follower is not None and self.follower.done():
-                return
             await self.view.changed.wait()
 
     def leave(self) -> None:
@@ -689,8 +697,14 @@ class Chat:
             if self.exists else f"left; nothing was sent, so thread {self.thread_id} was not started")
 
     def ended_code(self) -> int:
+        """0 when the thread ended completed or stopped; 1 when it failed, was
+        cancelled, or its events were lost (then how to come back is said)."""
         ended = self.view.ended
-        return 0 if ended is not None and ended.type == "thread.run.completed" else 1
+        if ended is None:
+            if not self.gone:
+                self.leave()
+            return 1
+        return 0 if ended.type == "thread.run.completed" else 1
 
     async def act(self, line: str) -> bool:
         """Do what a line says; False to leave."""
