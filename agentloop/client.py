@@ -78,7 +78,7 @@ from agentloop.search_attributes import (
     AGENT_THREAD,
     create_commands,
 )
-from agentloop.snapshot import AgentSnapshot, fork_input, load_snapshot, restore_input
+from agentloop.snapshot import AgentSnapshot, fork_input, load_snapshot, restore_input, starts_idle
 from agentloop.spec import AgentSpec
 from agentloop.threads import (
     MessageAccepted,
@@ -664,7 +664,10 @@ class AgentClient:
         a decision or the client's outputs wait again (decide them on the new
         run). Tools of the snapshot the worker lacks, or tools it did not
         have, are warnings (``result.warnings``, events
-        ``agent.run.tool_removed`` / ``agent.run.tool_added``).
+        ``agent.run.tool_removed`` / ``agent.run.tool_added``). A thread's
+        snapshot gives a thread whose id is the new run id: it waits for its
+        next message (:meth:`send`) when its conversation ends with the
+        model's answer, else its first turn goes on from the snapshot.
 
         Args:
             snapshot: An :class:`AgentSnapshot`, or its JSON (text or decoded).
@@ -678,7 +681,8 @@ class AgentClient:
             RunIdInUse: ``run_id`` is taken.
         """
         loaded = load_snapshot(dict(snapshot) if isinstance(snapshot, Mapping) else snapshot)
-        return await self._start_input(restore_input(loaded, spec, message), run_id)
+        return await self._start_input(restore_input(loaded, spec, message), run_id,
+                                       thread=loaded.thread_id is not None)
 
     async def fork(
         self, run_id: str, at_step: int, message: str | None = None, *, new_run_id: str | None = None
@@ -687,7 +691,8 @@ class AgentClient:
         end of step ``at_step`` (1-based), then ``message`` as a new user
         message if given. The fork's report says where it came from
         (``report.origin``) and the search attribute ``AgentForkedFrom``
-        finds it.
+        finds it. The fork of a thread is a thread (its id the new run id);
+        the handle is then its first turn's, when it has one.
 
         Raises:
             UserError: No such run; ``SnapshotError`` when ``at_step`` is not
@@ -704,11 +709,12 @@ class AgentClient:
         """:meth:`fork` from a snapshot already exported (or read from a file)."""
         loaded = load_snapshot(dict(snapshot) if isinstance(snapshot, Mapping) else snapshot)
         return await self._start_input(fork_input(loaded, at_step, message), new_run_id,
-                                       forked_from=loaded.run_id)
+                                       forked_from=loaded.run_id, thread=loaded.thread_id is not None)
 
     async def _start_input(self, input: AgentRunInput, run_id: str | None, *,
-                           forked_from: str | None = None) -> AgentRunHandle:
-        """Start a run restored or forked from a snapshot."""
+                           forked_from: str | None = None, thread: bool = False) -> AgentRunHandle:
+        """Start a run restored or forked from a snapshot; from a thread's
+        snapshot, a thread whose id is the new run id."""
         size = len(input.model_dump_json())
         if size > MAX_INPUT_BYTES:
             raise UserError(
@@ -719,6 +725,8 @@ class AgentClient:
         attributes = start_search_attributes(input.spec)
         if forked_from is not None:
             attributes = TypedSearchAttributes([*attributes, SearchAttributePair(AGENT_FORKED_FROM, forked_from)])
+        if thread:
+            input, attributes = thread_start(input, attributes, run_id, None)
         spec = input.spec
         try:
             handle = await self.temporal.start_workflow(
@@ -735,6 +743,8 @@ class AgentClient:
                     "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
                 ) from None
             raise
+        if thread and not starts_idle(input):
+            return AgentRunHandle(handle, turn=1)  # its first turn answers the input
         return AgentRunHandle(handle)  # restored or forked
 
     async def send(

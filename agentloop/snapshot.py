@@ -58,7 +58,9 @@ class AgentSnapshot(BaseModel):
         format: Always ``agentloop.snapshot``.
         version: ``MAJOR.MINOR``; readers refuse another major version.
         run_id: The run it was taken of.
-        thread_id: The thread the run belongs to, if any.
+        thread_id: The thread the run belongs to, if any (a run restored or
+            forked from it is a thread too, with its own id).
+        turn: The thread's turn under way or last (0: not a thread).
         status: The run's status when it was taken.
         exported_at: When (the run's workflow time).
         spec: The agent's spec.
@@ -86,6 +88,7 @@ class AgentSnapshot(BaseModel):
     version: str = SNAPSHOT_VERSION
     run_id: str
     thread_id: str | None = None
+    turn: int = 0
     status: RunStatus
     exported_at: datetime
     spec: AgentSpec
@@ -134,6 +137,8 @@ class RunOrigin(BaseModel):
             answer wait (approvals, client actions) or run again.
         decisions: Decisions that had arrived for calls of ``pending_step``.
         outputs: Client outputs that had arrived for them.
+        turn: A thread's turns so far (a thread restored or forked from a
+            thread that waits for its next message starts waiting, at this turn).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -149,6 +154,7 @@ class RunOrigin(BaseModel):
     pending_step: PendingStep | None = None
     decisions: dict[str, ApprovalDecision] = Field(default_factory=dict)
     outputs: dict[str, ToolOutput] = Field(default_factory=dict)
+    turn: int = 0
 
     def note(self) -> RunOriginReport:
         """What the run's report says about it."""
@@ -285,6 +291,7 @@ def restore_input(snapshot: AgentSnapshot, spec: AgentSpec | None = None, messag
         kind="restored", from_run=snapshot.run_id, tools=list(snapshot.tools), step=snapshot.step,
         step_ends=dict(snapshot.step_ends), usage=snapshot.usage, report=snapshot.report, pending_step=pending,
         decisions=dict(snapshot.decisions) if pending else {}, outputs=dict(snapshot.outputs) if pending else {},
+        turn=snapshot.turn,
     )
     return AgentRunInput(spec=spec or snapshot.spec, messages=messages, origin=origin)
 
@@ -302,5 +309,15 @@ def fork_input(snapshot: AgentSnapshot, at_step: int, message: str | None = None
     messages = messages_through_step(snapshot, at_step)
     if message is not None:
         messages.append(Message.user(message))
-    origin = RunOrigin(kind="forked", from_run=snapshot.run_id, at_step=at_step, tools=list(snapshot.tools))
+    origin = RunOrigin(kind="forked", from_run=snapshot.run_id, at_step=at_step, tools=list(snapshot.tools),
+                       turn=sum(1 for m in messages if m.role == "user"))
     return AgentRunInput(spec=spec or snapshot.spec, messages=messages, origin=origin)
+
+
+def starts_idle(input: AgentRunInput) -> bool:
+    """A thread started from a snapshot waits for its next message (instead
+    of answering its input as turn 1): nothing under way, no new message,
+    and the conversation ends with the model's answer."""
+    origin, last = input.origin, input.messages[-1]
+    return (origin is not None and origin.pending_step is None and last.role == "assistant"
+            and not last.tool_calls)

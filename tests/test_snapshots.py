@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -270,6 +271,36 @@ async def test_export_of_a_continued_as_new_run_waiting_for_approval(
         final = await handle.export()
     assert final.status == "completed" and final.pending_approvals == [] and final.pending_step is None
     assert final.step_ends == {1: 3, 2: 5, 3: 7, 4: 8}
+
+
+async def test_a_restored_thread_waits_for_its_next_message_and_its_fork_is_a_thread(
+    agent_client: AgentClient, worker
+) -> None:
+    asked: list[list[str]] = []
+
+    def answer(request: ModelRequest):
+        asked.append([m.text for m in request.messages if m.role == "user"])
+        return reply(f"answer {len(asked)}")
+
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    async with worker():
+        first = await agent_client.start(AgentSpec(model=script_every_step(answer)), "one", thread_id=thread)
+        assert (await first.result()).final_text == "answer 1"
+        snapshot = await first.export()
+        assert (snapshot.thread_id, snapshot.turn, snapshot.step_ends) == (thread, 1, {1: 2})
+
+        copy = await agent_client.restore(snapshot, run_id=f"{thread}-copy")
+        state = await wait_state(copy, lambda s: s.thread_id == copy.run_id and not s.busy, "the copy to wait")
+        assert state.turn == 1 and len(asked) == 1  # restored idle: the model was not asked again
+        second = await agent_client.send(copy.run_id, "two")
+        assert (await second.result()).final_text == "answer 2" and asked[-1] == ["one", "two"]
+
+        fork = await agent_client.fork(copy.run_id, 1, "other")
+        assert fork.turn == 1 and (await fork.result()).final_text == "answer 3" and asked[-1] == ["one", "other"]
+        more = await agent_client.send(fork.run_id, "more")
+        assert (await more.result()).final_text == "answer 4" and asked[-1] == ["one", "other", "more"]
+        for run in (first, copy, fork):
+            await run.cancel()
 
 
 async def test_restore_refuses_another_major_version(agent_client: AgentClient, worker) -> None:

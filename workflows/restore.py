@@ -25,7 +25,8 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.events import ApprovalRequested, RequiresAction, ToolAdded, ToolRemoved
     from agentloop.report import AgentRunReport
     from agentloop.run import AgentRunInput
-    from agentloop.snapshot import ENDED_STATUSES, AgentSnapshot, RunOrigin, tool_warnings
+    from agentloop.snapshot import ENDED_STATUSES, AgentSnapshot, RunOrigin, starts_idle, tool_warnings
+    from agentloop.threads import ThreadState
     from agentloop.workflows.recorder import RunRecorder
     from agentloop.workflows.state import LoopState, PendingStep
 
@@ -39,7 +40,7 @@ def origin_state(input: AgentRunInput, run_id: str, now: datetime) -> LoopState:
     report = AgentRunReport(id=run_id, model=input.spec.model, started_at=now, user_message=user_message,
                             origin=origin.note())
     if origin.kind == "forked":
-        return LoopState(input_count=len(messages), report=report, messages=messages)
+        return _as_thread(LoopState(input_count=len(messages), report=report, messages=messages), input)
     pending = _asked_again(origin.pending_step, input, now)
     if origin.report is not None:
         # The report goes on; the step under way goes back in when the loop resumes it.
@@ -50,11 +51,21 @@ def origin_state(input: AgentRunInput, run_id: str, now: datetime) -> LoopState:
             "warnings": [],
         })
     report.total_usage = origin.usage
-    return LoopState(
+    return _as_thread(LoopState(
         input_count=len(messages), report=report, messages=messages, step=origin.step, usage=origin.usage,
         step_ends={k: v for k, v in origin.step_ends.items() if v <= len(messages)}, pending_step=pending,
         decisions=origin.decisions, outputs=origin.outputs, answered=[*origin.decisions, *origin.outputs],
-    )
+    ), input)
+
+
+def _as_thread(state: LoopState, input: AgentRunInput) -> LoopState:
+    """A thread from a snapshot whose conversation ends with the model's
+    answer waits for its next message; otherwise its first turn answers
+    (the thread runner starts it)."""
+    if input.thread is not None and input.origin is not None and starts_idle(input):
+        turn = max(1, input.origin.turn)
+        state.thread = ThreadState(id=input.thread.id, turn=turn, busy=False, next_turn=turn + 1)
+    return state
 
 
 def _asked_again(pending: PendingStep | None, input: AgentRunInput, now: datetime) -> PendingStep | None:
@@ -112,10 +123,11 @@ def export_snapshot(state: LoopState, input: AgentRunInput, run_id: str, tools: 
     ended = state.status in ENDED_STATUSES
     pending = None if ended else state.under_way
     ids = {g.call.id for g in pending.gates} if pending else set()
-    thread = getattr(input, "thread", None)
+    thread, turn = input.thread, state.thread.turn if state.thread is not None else 0
     origin = input.origin.note() if input.origin is not None else report.origin
     return AgentSnapshot(
-        run_id=run_id, thread_id=getattr(thread, "id", None), status=state.status, exported_at=now,
+        run_id=run_id, thread_id=thread.id if thread is not None else None, turn=turn, status=state.status,
+        exported_at=now,
         spec=input.spec, messages=messages, input_count=state.input_count, step=state.step,
         step_ends={k: v for k, v in state.step_ends.items() if v <= len(messages)}, usage=state.usage,
         report=report, tools=tools,

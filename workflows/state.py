@@ -222,8 +222,10 @@ class LoopState(BaseModel):
         self.advance()
 
     def end_step_here(self) -> None:
-        """The step under way (``step + 1``) ends with the conversation as it is now."""
-        self.step_ends[self.step + 1] = len(self.messages)
+        """The step under way ends with the conversation as it is now. Steps
+        are numbered as the report counts them (one per LLM step: a thread's
+        turns go on counting), from 1."""
+        self.step_ends[len(self.report.steps)] = len(self.messages)
 
     def advance(self) -> None:
         self.step += 1
