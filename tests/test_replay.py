@@ -41,6 +41,8 @@ def test_histories_are_committed() -> None:
         "guardrails",
         # A run restored from a snapshot: its approval pending again, a tool it lost a warning.
         "restored_approval",
+        # A thread: turns by update and signal, enqueue, steering, interrupt, rollback, a stop while idle.
+        "thread_turns",
     }
 
 

@@ -301,6 +301,59 @@ SCENARIOS.update({
     ),
 })
 
+# Threads (no patch: only runs started with AgentRunInput.thread reach the
+# code): turns by update and by signal, an enqueued message, steering, an
+# interrupt and a rollback (each cancelling a step under way), a reject that
+# leaves no trace, and a stop while idle that ends the thread.
+THREAD_GATES: dict[str, asyncio.Event] = {}
+
+
+def thread_gate(name: str) -> asyncio.Event:
+    return THREAD_GATES.setdefault(name, asyncio.Event())
+
+
+async def thread_script(request):
+    users = [m.text for m in request.messages if m.role == "user"]
+    last_user, last = users[-1], request.messages[-1]
+    if last_user == "scenario thread_turns" and last.role == "user":
+        return calls(call("list_dir", {"path": "."}))
+    if last_user in ("a long one", "research this", "steer me") and last.role == "user":
+        thread_gate(f"at {last_user}").set()
+        await thread_gate(f"release {last_user}").wait()  # never released: cut short
+    return reply(f"answer to {last_user}")
+
+
+async def drive_thread(handle):
+    from agentloop.client import AgentRunHandle
+
+    raw = handle.workflow_handle
+    await handle.result()  # turn 1: a tool step, then an answer
+    await raw.execute_update("send", {"text": "a long one"})  # turn 2
+    await thread_gate("at a long one").wait()
+    await raw.execute_update("send", {"text": "and a queued one", "strategy": "enqueue"})  # turn 3
+    await raw.execute_update("send", {"text": "stop that", "strategy": "interrupt"})  # turn 4, answered next
+    await AgentRunHandle(raw, turn=3).result()
+    await raw.signal("send", {"text": "steer me"})  # turn 5, by signal
+    await thread_gate("at steer me").wait()
+    await raw.execute_update("steer", {"text": "use the v2 API"})
+    thread_gate("release steer me").set()
+    await AgentRunHandle(raw, turn=5).result()
+    await raw.execute_update("send", {"text": "research this"})  # turn 6
+    await thread_gate("at research this").wait()
+    try:
+        await raw.execute_update("send", {"text": "refused", "strategy": "reject"})
+    except Exception:  # ThreadBusy: refused by the validator, nothing in history
+        pass
+    await raw.execute_update("send", {"text": "instead this", "strategy": "rollback"})  # turn 7
+    await AgentRunHandle(raw, turn=7).result()
+    await handle.stop("the conversation is over")  # idle: the thread ends stopped
+    return AgentRunHandle(raw)
+
+
+SCENARIOS.update({
+    "thread_turns": (thread_script, dict(tools=["list_dir"]), drive_thread),
+})
+
 #: The recording worker's task queue (set in main).
 RECORD_QUEUE: list[str] = []
 
@@ -323,7 +376,8 @@ async def main() -> None:
                 script, options, *drive = SCENARIOS[name]
                 register_scripted_model(f"record-{name}", script)
                 spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, **options)
-                handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}")
+                handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}",
+                                            thread_id=f"replay-{name}" if name.startswith("thread_") else None)
                 if drive:
                     handle = await drive[0](handle) or handle  # a drive may hand over to a new run
                 try:
