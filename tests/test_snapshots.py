@@ -8,16 +8,16 @@ import asyncio
 import json
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from agentloop import AgentClient, AgentSpec, ModelRequest, ToolDefinition, ToolRegistry
+from agentloop import AgentClient, AgentSpec, ModelRequest, ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
+from agentloop.approvals import PendingApproval, ToolGate
 from agentloop.devserver import DevServer
 from agentloop.errors import UserError
-from agentloop.approvals import PendingApproval, ToolGate
 from agentloop.messages import Message, ToolCallPart
 from agentloop.report import AgentRunReport, StepReport
 from agentloop.snapshot import (
@@ -31,8 +31,8 @@ from agentloop.snapshot import (
     tool_changes,
     tool_warnings,
 )
-from agentloop.workflows.state import PendingStep
 from agentloop.testing import call, calls, last_tool_results, reply, script, script_every_step, step_of
+from agentloop.workflows.state import PendingStep
 from tests.test_approvals import awaiting, wait_state
 from tests.test_cli import clean_env
 from tests.test_cli_ops import agentloop
@@ -50,7 +50,7 @@ def write(path: str, content: str = "x"):
 
 
 def snapshot_of(messages: list[Message], step_ends: dict[int, int], **kw) -> AgentSnapshot:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return AgentSnapshot(run_id="run-a", status=kw.pop("status", "completed"), exported_at=now,
                          spec=AgentSpec(model="scripted:demo", tools=kw.get("tools", ["read_file"])),
                          messages=messages, step_ends=step_ends, step=len(step_ends),
@@ -102,13 +102,13 @@ def test_snapshot_json_round_trip_and_newer_minor_versions() -> None:
 
 
 @pytest.mark.parametrize(("data", "says"), [
-    ("{not json", "the snapshot is not valid JSON (Expecting property name enclosed in double quotes at line 1, "
-                  "column 2)"),
+    ("{not json", ("the snapshot is not valid JSON (Expecting property name enclosed in double quotes at line 1, "
+                   "column 2)")),
     ("[1, 2]", "the snapshot is not an agentloop snapshot: it is not a JSON object"),
     ('{"format": "other"}', "the snapshot is not an agentloop snapshot: its \"format\" is not 'agentloop.snapshot'"),
     ('{"format": "agentloop.snapshot", "version": "2.0"}',
-     "the snapshot is snapshot version 2.0, from a newer agentloop; this agentloop reads version 1.x snapshots "
-     "only"),
+     ("the snapshot is snapshot version 2.0, from a newer agentloop; this agentloop reads version 1.x snapshots "
+      "only")),
     ('{"format": "agentloop.snapshot", "version": "0.9"}', "from an older agentloop"),
     ('{"format": "agentloop.snapshot", "version": "one"}', "has no valid \"version\""),
     ('{"format": "agentloop.snapshot", "version": "1.0", "run_id": "r"}', "the snapshot is not a valid snapshot: "),
@@ -121,7 +121,7 @@ def test_what_is_not_a_snapshot_of_this_major_version_is_refused(data: str, says
 
 
 def test_restore_input_carries_the_step_under_way() -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     write_call = ToolCallPart(id="c1", name="write_file", arguments={"file_path": "x"})
     gate = ToolGate(call=write_call, approval=PendingApproval(call_id="c1", tool_name="write_file", step=2,
                                                               asked_at=now))

@@ -62,8 +62,8 @@ def read_snapshot_file(path: str) -> AgentSnapshot:
 
 
 async def cmd_start(args: argparse.Namespace) -> int:
-    from agentloop.client import RunIdInUse
     from agentloop.cli.run import run_id_in_use
+    from agentloop.client import RunIdInUse
 
     snapshot = read_snapshot_file(args.from_file)
     client = await ops_client()
@@ -81,8 +81,8 @@ async def cmd_start(args: argparse.Namespace) -> int:
 
 
 async def cmd_fork(args: argparse.Namespace) -> int:
-    from agentloop.client import RunIdInUse
     from agentloop.cli.run import run_id_in_use
+    from agentloop.client import RunIdInUse
 
     client = await ops_client()
     snapshot = await _export(client, args.run)
