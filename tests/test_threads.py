@@ -4,6 +4,7 @@ see the whole conversation, double-texting strategies, steering, restarts."""
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,12 @@ async def test_a_three_message_thread_sends_the_model_every_earlier_exchange(
     ]
     description = await third.workflow_handle.describe()
     assert description.typed_search_attributes.get(AGENT_THREAD) == "thread-three"
+    # Each turn's step has its own number, and names the transcript by
+    # reference: history holds each message once, not the conversation per turn.
+    history = await third.workflow_handle.fetch_history()
+    inputs = [json.loads(e.activity_task_scheduled_event_attributes.input.payloads[0].data)
+              for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED]
+    assert [(i["step"], i.get("seed") is not None) for i in inputs] == [(0, True), (1, False), (2, False)]
 
 
 async def test_send_to_a_missing_thread_says_so(agent_client: AgentClient, worker: Any) -> None:

@@ -186,6 +186,11 @@ class ThreadRunner:
             case _:
                 self._interrupt(result)
         self._close_pending()
+        if state.report.steps and state.report.steps[-1].index >= state.step:
+            # The turn's last step began but was not counted (a final answer
+            # ends a plain run there): count it, so the next turn's steps get
+            # their own numbers (message ids, the transcript by reference).
+            state.advance()
         result.final_text = state.report.final_text if result.status != "rolled_back" else ""
         result.usage = state.usage - t.usage_at_start
         result.steps = state.step - t.first_step
