@@ -41,7 +41,7 @@ from agentloop.context import ContextPolicy, compaction_request_messages
 from agentloop.errors import ToolError, UserError
 from agentloop.context_providers import LoadContextInput, LoadContextResult
 from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
-from agentloop.hooks import hooks_of
+from agentloop.hooks import RunToolHooksInput, ToolHookDecision, hooks_of
 from agentloop.messages import ImagePart, ToolResultPart
 from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
@@ -190,6 +190,13 @@ class AgentActivities:
             workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
         async with keep_heartbeating():
             return await context_activities.load_context(self.registry, workspace, allowed, input)
+
+    @activity.defn(name="run_tool_hooks")
+    async def run_tool_hooks(self, input: RunToolHooksInput) -> ToolHookDecision:
+        """The spec's tool hooks around an activity-tool's call (before it, or
+        after it failed): their decision."""
+        async with keep_heartbeating():
+            return await tool_hooks.run_tool_hooks(self, input)
 
     @activity.defn(name="resolve_guardrails")
     async def resolve_guardrails(self, input: ResolveGuardrailsInput) -> ResolveGuardrailsResult:

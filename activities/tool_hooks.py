@@ -11,7 +11,19 @@ from temporalio import activity
 
 from agentloop.activities.workspace import truncate_output
 from agentloop.activity_io import ExecuteToolInput, ExecuteToolResult
-from agentloop.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, hooks_of, run_hooks
+from agentloop.hooks import (
+    EndRun,
+    Fallback,
+    Override,
+    RunToolHooksInput,
+    Skip,
+    ToolCallInfo,
+    ToolHookDecision,
+    before_hooks,
+    error_hooks,
+    hooks_of,
+    run_hooks,
+)
 from agentloop.tools import ToolContext
 
 if TYPE_CHECKING:
@@ -62,4 +74,49 @@ async def execute_with_hooks(acts: AgentActivities, input: ExecuteToolInput, key
         case EndRun(reason):
             return result(ran.content if ran else reason, is_error=True, metrics={**metrics, "hook": "end_run"},
                           end_run=reason)
+    raise AssertionError(decision)
+
+
+async def run_tool_hooks(acts: AgentActivities, input: RunToolHooksInput) -> ToolHookDecision:
+    """The spec's hooks around an activity-tool's call (which the workflow
+    schedules itself): the ``before_tool_call`` hooks, or the
+    ``on_tool_error`` hooks with the call's error."""
+    from agentloop.activities.agent_activities import format_tool_output
+
+    def decided(action: str, value: str) -> ToolHookDecision:
+        text, _ = truncate_output(value, input.output_limit)
+        return ToolHookDecision(action=action, content=text)  # type: ignore[arg-type]
+
+    known = hooks_of(acts.registry)
+    missing = [n for n in input.hooks if n not in known]
+    if missing:
+        return decided("failed", f"The tool hooks {', '.join(missing)} are not registered on this worker; the call "
+                                 "did not run." if input.stage == "before" else
+                                 f"The tool hooks {', '.join(missing)} are not registered on this worker.")
+    info = ToolCallInfo(tool_name=input.tool_name, arguments=dict(input.arguments), call_id=input.call_id,
+                        run_id=input.run_id, step=input.step, agent_name=input.agent_name, model=input.model)
+    ctx = ToolContext(workspace=Path(input.workspace) if input.workspace else acts.workspace, run_id=input.run_id,
+                      step=input.step, call_id=input.call_id, output_limit=input.output_limit,
+                      heartbeat=activity.heartbeat, idempotency_key=input.idempotency_key,
+                      agent_name=input.agent_name, model=input.model)
+    hooks = [known[n] for n in input.hooks]
+    try:
+        if input.stage == "before":
+            decision: Any = await before_hooks(hooks, info, ctx)
+        else:
+            decision = await error_hooks(hooks, info, input.error, ctx)
+    except Exception as exc:  # a hook's bug: the model hears of it, the run goes on
+        activity.logger.warning("a tool hook of %s raised %r", input.tool_name, exc)
+        return decided("failed", f"A tool hook failed for '{input.tool_name}': {type(exc).__name__}: {exc}")
+    match decision:
+        case None:
+            return ToolHookDecision()
+        case Skip(reason):
+            return decided("skip", reason)
+        case Override(value):
+            return decided("override", format_tool_output(value))
+        case Fallback(value):
+            return decided("fallback", format_tool_output(value))
+        case EndRun(reason):
+            return decided("end_run", reason)
     raise AssertionError(decision)

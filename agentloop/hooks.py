@@ -9,8 +9,10 @@
 
 Hooks are registered on the worker like tools, and a spec names the ones its
 runs use (``AgentSpec.tool_hooks``), in order: the first hook that decides
-wins. They run inside the ``execute_tool`` activity, so their decisions are
-recorded in the call's result and never made twice::
+wins. They run inside the ``execute_tool`` activity (for an activity-tool,
+in a ``run_tool_hooks`` activity on the tools queue before the call, and
+after it when it failed), so their decisions are recorded in the run's
+history and never made twice::
 
     from agentloop import ToolCallInfo, ToolContext, Override, Skip, before_tool_call
 
@@ -28,6 +30,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field
 
 from agentloop.errors import UserError
 
@@ -177,18 +181,77 @@ async def run_hooks(
     unless one decided, then, if ``error_of(result)`` says it failed, the
     error hooks. Returns (the decision that replaced the call or its error,
     or None; the executed result, or None when it did not run)."""
-    for hook in hooks:
-        if hook.kind == "before_tool_call":
-            decision = await hook.call(info, ctx)
-            if decision is not None:
-                return decision, None
+    decision = await before_hooks(hooks, info, ctx)
+    if decision is not None:
+        return decision, None
     result = await execute()
     error = error_of(result)
     if error is None:
         return None, result
+    return await error_hooks(hooks, info, error, ctx), result
+
+
+async def before_hooks(hooks: list[Hook], info: ToolCallInfo, ctx: ToolContext | None) -> Skip | Override | None:
+    """The first decision of the ``before_tool_call`` hooks, or None (run the call)."""
+    for hook in hooks:
+        if hook.kind == "before_tool_call":
+            decision = await hook.call(info, ctx)
+            if decision is not None:
+                return decision
+    return None
+
+
+async def error_hooks(hooks: list[Hook], info: ToolCallInfo, error: str,
+                      ctx: ToolContext | None) -> Fallback | EndRun | None:
+    """The first decision of the ``on_tool_error`` hooks, or None (keep the error)."""
     for hook in hooks:
         if hook.kind == "on_tool_error":
             decision = await hook.call(info, error, ctx)
             if decision is not None:
-                return decision, result
-    return None, result
+                return decision
+    return None
+
+
+# Hooks around an activity-tool: the run_tool_hooks activity ----------------------------
+
+
+class RunToolHooksInput(BaseModel):
+    """Input of ``run_tool_hooks``: an activity-tool's call, before it runs
+    (``stage="before"``) or after it failed (``stage="error"``, with the
+    error the model would see).
+
+    Attributes:
+        stage: Which hooks: ``before_tool_call`` or ``on_tool_error``.
+        hooks: The spec's hooks, in order.
+        error: The call's error result (``stage="error"``).
+        idempotency_key: The call's key (``ToolContext.idempotency_key``).
+        workspace: The spec's workspace (the worker's when None).
+    """
+
+    stage: Literal["before", "error"]
+    hooks: list[str] = Field(default_factory=list)
+    run_id: str
+    step: int = 0
+    call_id: str = ""
+    tool_name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    error: str = ""
+    idempotency_key: str = ""
+    workspace: str | None = None
+    output_limit: int = 16_000
+    agent_name: str = ""
+    model: str = ""
+
+
+class ToolHookDecision(BaseModel):
+    """What an activity-tool's hooks decided.
+
+    Attributes:
+        action: ``none`` (no hook decided: run the call, or keep its error),
+            ``skip``, ``override``, ``fallback``, ``end_run``, or ``failed``
+            (a hook raised, or is not registered: ``content`` says so).
+        content: The result the model sees (the reason for ``end_run``).
+    """
+
+    action: Literal["none", "skip", "override", "fallback", "end_run", "failed"] = "none"
+    content: str = ""

@@ -181,8 +181,9 @@ class AgentLoopPlugin(SimplePlugin):
     * ``models``: the workflow, ``call_model`` and the guardrail activities
       (``resolve_guardrails``, ``run_guardrail``: LLM judges need the
       keys), on the worker's queue.
-    * ``tools``: ``resolve_tools``, ``execute_tool`` and ``load_context``
-      (AGENTS.md, context providers); the worker's queue
+    * ``tools``: ``resolve_tools``, ``execute_tool``, ``load_context``
+      (AGENTS.md, context providers) and ``run_tool_hooks`` (hooks around
+      activity-tools); the worker's queue
       must be the tools queue (:func:`tool_task_queue` of the runs' queue),
       and the process must hold no provider keys.
 
@@ -303,9 +304,9 @@ class AgentLoopPlugin(SimplePlugin):
             config["workflows"] = workflows
         ours = {
             "all": [acts.call_model, acts.resolve_tools, acts.execute_tool, acts.resolve_guardrails,
-                    acts.run_guardrail, acts.load_context],
+                    acts.run_guardrail, acts.load_context, acts.run_tool_hooks],
             "models": [acts.call_model, acts.resolve_guardrails, acts.run_guardrail],
-            "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context],
+            "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]
         if config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE) == SDK_DEFAULT_HEARTBEAT_THROTTLE:
@@ -353,7 +354,7 @@ class AgentLoopPlugin(SimplePlugin):
         return Worker(
             client,
             task_queue=tool_task_queue(worker.task_queue),
-            activities=[acts.resolve_tools, acts.execute_tool, acts.load_context],
+            activities=[acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
             **options,
         )
 

@@ -183,3 +183,59 @@ def test_schema_problems_are_short_and_the_schema_itself_is_checked() -> None:
                      parameters={"type": "object", "properties": {"a": {"type": "integr"}}})
     with pytest.raises(ValidationError, match="parameters must be a JSON schema of type 'object'"):
         ActivityTool(name="t", activity="t", task_queue="q", parameters={"type": "string"})
+
+
+async def test_tool_hooks_apply_to_activity_tools(worker: Any, agent_client: AgentClient, registry: Any,
+                                                  payments: Payments) -> None:
+    from agentloop import AgentRunFailed, EndRun, Fallback, Override, Skip, before_tool_call, on_tool_error
+
+    keys: list[str] = []
+
+    @before_tool_call(registry=registry)
+    def guard(call, ctx):
+        keys.append(ctx.idempotency_key)
+        if call.tool_name == "charge_card" and call.arguments.get("amount_cents", 0) > 100_000:
+            return Skip("charges over 1000 EUR need a person")
+        if call.tool_name == "lookup_account" and call.arguments.get("account") == "acct-9":
+            return Override({"account": "acct-9", "balance": 0})
+        return None
+
+    @on_tool_error(registry=registry)
+    def rescue(call, error, ctx):
+        if call.tool_name == "close_account":
+            return Fallback(f"closing waits for the charge to settle ({error.split(': ')[-1]})")
+        return None
+
+    @on_tool_error(registry=registry)
+    def stop_on_close(call, error, ctx):
+        return EndRun("an account could not be closed") if call.tool_name == "close_account" else None
+
+    model = script(
+        calls(call("charge_card", {"account": "acct-1", "amount_cents": 500_000}, id="c1"),
+              call("lookup_account", {"account": "acct-9"}, id="l1"),
+              call("close_account", {"account": "acct-1"}, id="x1")),
+        reply("done"),
+    )
+    tools = tools_for(payments.queue)
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, activity_tools=tools, default_permission="allow",
+                                                    tool_hooks=["guard", "rescue"]), "tidy up acct-1")
+        result = await handle.result()
+        with pytest.raises(AgentRunFailed) as ended:
+            await agent_client.run(AgentSpec(model=script(calls(call("close_account", {"account": "acct-1"})),
+                                                          reply("unreachable")),
+                                             activity_tools=tools, default_permission="allow",
+                                             tool_hooks=["stop_on_close"]), "close acct-1")
+    results = {r.name: r for m in result.messages for r in m.tool_results}
+    assert (results["charge_card"].content, results["charge_card"].is_error) == (
+        "charges over 1000 EUR need a person", False)
+    assert json.loads(results["lookup_account"].content) == {"account": "acct-9", "balance": 0}
+    assert (results["close_account"].content, results["close_account"].is_error) == (
+        "closing waits for the charge to settle (account acct-1 has a pending charge)", False)
+    assert not payments.ledger.exists()  # the skipped charge never reached the payments worker
+    hooks = {r.tool_name: r.metrics.get("hook") for s in result.report.steps for r in s.tool_calls}
+    assert hooks == {"charge_card": "skipped", "lookup_account": "override", "close_account": "fallback"}
+    assert len(keys) == 3 and all(k.startswith(f"{handle.run_id}/") for k in keys) and len(set(keys)) == 3
+    assert ended.value.reason == "tool_error"
+    assert ended.value.result.error == (
+        "a tool hook ended the run after close_account failed: an account could not be closed")

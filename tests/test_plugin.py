@@ -75,7 +75,8 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     worker = Worker(client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout])
     assert registered(worker) == (
         ["AgentRunWorkflow", "GreetingWorkflow"],
-        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail", "shout"]
+        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
+         "run_tool_hooks", "shout"]
     )
     model = script(calls(call("read_file", {"file_path": "notes.txt"})), reply("done"))
     async with worker:
@@ -204,7 +205,8 @@ async def test_the_plugin_is_applied_once_per_worker(dev_server: DevServer, temp
     assert any("same plugin type" in str(w.message) for w in caught)
     assert registered(worker) == (
         ["AgentRunWorkflow"],
-        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail"])
+        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
+         "run_tool_hooks"])
     # Another one on the worker: the worker's own configures it (here, a
     # models worker on a client whose plugin is role all).
     with warnings.catch_warnings():
@@ -221,7 +223,7 @@ async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -
         AgentLoopPlugin(role="shell")
     queue = f"q-{uuid.uuid4().hex[:8]}"
     tools = Worker(temporal_client, task_queue=f"{queue}-tools", plugins=[AgentLoopPlugin(role="tools")])
-    assert registered(tools) == ([], ["execute_tool", "load_context", "resolve_tools"])
+    assert registered(tools) == ([], ["execute_tool", "load_context", "resolve_tools", "run_tool_hooks"])
     with pytest.raises(UserError) as info:
         Worker(temporal_client, task_queue=queue, plugins=[AgentLoopPlugin(role="tools")])
     assert str(info.value) == (

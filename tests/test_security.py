@@ -283,12 +283,13 @@ async def test_build_worker_for_tools_refuses_provider_keys(
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="tools")) == (
-        f"{q}-tools", ["execute_tool", "load_context", "resolve_tools"])
+        f"{q}-tools", ["execute_tool", "load_context", "resolve_tools", "run_tool_hooks"])
     # Role all: the run's queue (tool activities too, for runs from before the
     # tools queue); the plugin serves <q>-tools beside it (tests/test_plugin.py).
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q)) == (
-        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail"])
+        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
+            "run_tool_hooks"])
 
 
 # What a command sees -----------------------------------------------------------------

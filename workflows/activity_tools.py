@@ -5,6 +5,7 @@ idempotency key, result text) are :mod:`agentloop.activity_tools`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 from temporalio import workflow
@@ -13,6 +14,7 @@ from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
+    from agentloop.activities.agent_activities import AgentActivities
     from agentloop.activities.workspace import truncate_output
     from agentloop.activity_tools import (
         ActivityTool,
@@ -21,12 +23,13 @@ with workflow.unsafe.imports_passed_through():
         call_idempotency_key,
         result_text,
     )
+    from agentloop.hooks import RunToolHooksInput, ToolHookDecision
     from agentloop.messages import ToolCallPart, ToolResultPart
     from agentloop.report import ToolCallReport
     from agentloop.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import error_result
-    from agentloop.workflows.versions import ACTIVITY_TOOL_ARGUMENTS_PATCH
+    from agentloop.workflows.versions import ACTIVITY_TOOL_ARGUMENTS_PATCH, ACTIVITY_TOOL_HOOKS_PATCH
 
 
 def activity_tool_named(spec: AgentSpec, name: str) -> ActivityTool | None:
@@ -35,15 +38,66 @@ def activity_tool_named(spec: AgentSpec, name: str) -> ActivityTool | None:
 
 
 async def run_activity_tool(tool: ActivityTool, spec: AgentSpec, call: ToolCallPart, step: int,
-                            report: ToolCallReport) -> tuple[ToolResultPart, bool]:
+                            report: ToolCallReport, *, tools_queue: str | None = None,
+                            end_run: Callable[[str], None] | None = None) -> tuple[ToolResultPart, bool]:
     """Schedule the tool's activity on its queue and wait: its return value,
-    or its failure (after its retries), is the call's result."""
+    or its failure (after its retries), is the call's result. With
+    ``spec.tool_hooks``, the hooks run first (in a ``run_tool_hooks``
+    activity on ``tools_queue``) and may skip the call or give its result;
+    after a failure they may give a fallback or end the run (``end_run``)."""
+    info = workflow.info()
+    key = call_idempotency_key(info.workflow_id, info.run_id, step, call.id)
+    # Runs that started before hooks applied to activity-tools replay without them.
+    hooked = bool(spec.tool_hooks) and workflow.patched(ACTIVITY_TOOL_HOOKS_PATCH)
+    if hooked:
+        decision = await _hooks("before", spec, call, step, key, tools_queue)
+        if decision.action in ("skip", "override"):
+            report.metrics = {"hook": "skipped" if decision.action == "skip" else "override"}
+            return ToolResultPart(id=call.id, name=call.name, content=decision.content), False
+        if decision.action == "failed":
+            return error_result(call, decision.content), True
+    result, failed = await _call(tool, spec, call, key, report)
+    if not (hooked and failed):
+        return result, failed
+    decision = await _hooks("error", spec, call, step, key, tools_queue, error=result.content)
+    match decision.action:
+        case "fallback":
+            report.metrics = {**report.metrics, "hook": "fallback", "error": result.content}
+            return ToolResultPart(id=call.id, name=call.name, content=decision.content), False
+        case "end_run":
+            report.metrics = {**report.metrics, "hook": "end_run"}
+            if end_run is not None:
+                end_run(decision.content)
+        case "failed":
+            return error_result(call, decision.content), True
+    return result, failed
+
+
+async def _hooks(stage: str, spec: AgentSpec, call: ToolCallPart, step: int, key: str, tools_queue: str | None,
+                 *, error: str = "") -> ToolHookDecision:
+    """The spec's hooks' decision on an activity-tool call (a hooks activity
+    that cannot run is a ``failed`` decision: the model hears of it)."""
+    input = RunToolHooksInput(stage=stage, hooks=spec.tool_hooks, run_id=workflow.info().workflow_id, step=step,
+                              call_id=call.id, tool_name=call.name, arguments=call.arguments, error=error,
+                              idempotency_key=key, workspace=spec.workspace, output_limit=spec.tool_output_limit,
+                              agent_name=spec.name, model=spec.model)
+    try:
+        return await workflow.execute_activity_method(
+            AgentActivities.run_tool_hooks, input, summary=f"tool hooks {call.name} ({stage})",
+            **calls.tool_call_options(spec, call.name, tools_queue).kwargs())
+    except ActivityError as err:
+        calls.reraise_cancel(err)
+        return ToolHookDecision(action="failed", content=f"The tool hooks of '{call.name}' could not run: "
+                                                         f"{calls.failure_detail(err)}")
+
+
+async def _call(tool: ActivityTool, spec: AgentSpec, call: ToolCallPart, key: str,
+                report: ToolCallReport) -> tuple[ToolResultPart, bool]:
+    """The activity itself, after the arguments are checked."""
     problem = argument_problems(tool, call.arguments)
     # Runs that started before this check scheduled such calls: they replay so.
     if problem is not None and workflow.patched(ACTIVITY_TOOL_ARGUMENTS_PATCH):
         return error_result(call, problem), True
-    info = workflow.info()
-    key = call_idempotency_key(info.workflow_id, info.run_id, step, call.id)
     args = activity_arguments(tool, call.arguments, key)
     if isinstance(args, str):
         return error_result(call, args), True

@@ -113,13 +113,18 @@ class ToolRunner:
         elif (activity_tool := activity_tool_named(spec, call.name)) is not None:
             self.state.running_calls[call.id] = call
             try:
-                result, failed = await run_activity_tool(activity_tool, spec, call, self.state.step, report)
+                result, failed = await run_activity_tool(
+                    activity_tool, spec, call, self.state.step, report, tools_queue=self.features.tool_queue,
+                    end_run=lambda reason: self._hook_ended_run(call.name, reason))
             finally:
                 self.state.running_calls.pop(call.id, None)
         else:
             result, failed = await self._execute(spec, call, report)
         self.recorder.tool_finished(step_report, report, result, ran=True, started=started)
         return result, failed
+
+    def _hook_ended_run(self, tool_name: str, reason: str) -> None:
+        self.end_run = f"a tool hook ended the run after {tool_name} failed: {reason}"
 
     def _tool_done(self, call: ToolCallPart, step_report: StepReport, report: ToolCallReport, result: ToolResultPart,
                    *, failed: bool, started: Any) -> tuple[ToolResultPart, bool]:

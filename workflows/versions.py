@@ -46,6 +46,12 @@ GUARDRAIL_USAGE_PATCH = "agentloop-guardrail-usage-1"
 ACTIVITY_TOOL_ARGUMENTS_PATCH = "agentloop-activity-tool-arguments-1"
 
 
+#: Patch marker of runs that run the spec's tool hooks around activity-tool
+#: calls (a ``run_tool_hooks`` activity before the call, and after it when it
+#: failed). Recorded only in runs with tool hooks that call an activity-tool.
+ACTIVITY_TOOL_HOOKS_PATCH = "agentloop-activity-tool-hooks-1"
+
+
 #: Patch marker of runs started lean: the one marker of a new run, standing
 #: for the three above (one marker and one ``TemporalChangeVersion`` upsert
 #: instead of three of each); no search-attribute upsert at the start when
