@@ -175,7 +175,9 @@ class ChatView:
         self.busy = False
         self.turn = 0  # the turn under way, or the last one
         self.ended_turn = 0  # the last turn that ended
-        self.first_step: int | None = None  # 1-based steps of the turn under way
+        # 1-based steps of the turn under way, numbered across the thread's
+        # turns: the numbers /fork takes (AgentSnapshot.step_ends).
+        self.first_step: int | None = None
         self.last_step: int | None = None
         self.ended: Any = None  # the thread's terminal event
         self.sent: list[str] = []  # messages this chat sent, not seen received yet
