@@ -1,7 +1,8 @@
 """The ``agentloop`` command.
 
-``agentloop run``, ``agentloop dev`` and ``agentloop worker`` run agents.
-With no ``TEMPORAL_ADDRESS`` in the environment, ``run`` and ``dev`` start
+``agentloop run``, ``agentloop dev`` and ``agentloop worker`` run agents;
+``agentloop chat`` is a conversation with one, on a thread. With no
+``TEMPORAL_ADDRESS`` in the environment, ``run``, ``chat`` and ``dev`` start
 the embedded Temporal dev server (SQLite in ``$AGENTLOOP_HOME``, default
 ``~/.agentloop``) and a worker in this process, and write the server's
 address to ``$AGENTLOOP_HOME/server.address`` while it runs.
@@ -21,7 +22,7 @@ Modules: :mod:`~agentloop.cli.parser` (the command line),
 (rendering a run and asking its approvals), :mod:`~agentloop.cli.ops` (the ops
 commands), :mod:`~agentloop.cli.serve` (``dev``, ``worker``),
 :mod:`~agentloop.cli.embedded` (the embedded server and finding a server),
-:mod:`~agentloop.cli.common`.
+:mod:`~agentloop.cli.chat` (``chat``), :mod:`~agentloop.cli.common`.
 
 ``run`` and ``watch`` render the run's event stream (``agentloop.render``):
 a live view on a terminal, ``[step N] ...`` lines otherwise, or with
