@@ -392,3 +392,36 @@ async def test_a_follow_up_after_the_worker_and_then_the_server_restarted(tmp_pa
     assert [(m.role, m.text) for m in seen[-1].messages] == [
         ("user", "remember the number 7"), ("assistant", "answer to remember the number 7"), ("user", "which number?"),
     ]
+
+
+# The command line ------------------------------------------------------------------------------
+
+
+def test_run_thread_then_send_on_the_embedded_server_and_send_to_a_missing_thread(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "OPENAI_", "ANTHROPIC_"))}
+    env.update(AGENTLOOP_HOME=str(tmp_path / "home"), PYTHONPATH=str(root))
+    (tmp_path / "notes.txt").write_text("buy milk\n")
+
+    def agentloop(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "agentloop.cli", *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=180)
+
+    first = agentloop("run", "--thread", "cli-thread", "--model", "scripted:demo", "What is here?")
+    assert first.returncode == 0, first.stderr
+    assert "thread cli-thread · scripted:demo" in first.stderr
+    assert 'its first line is: "buy milk"' in first.stdout
+    assert '[turn 1 completed · ' in first.stderr and '`agentloop send cli-thread "..."` goes on]' in first.stderr
+    follow_up = agentloop("send", "cli-thread", "And now?")
+    assert follow_up.returncode == 0, follow_up.stderr
+    assert "thread cli-thread · turn 2" in follow_up.stderr and "[turn 2 completed · " in follow_up.stderr
+    missing = agentloop("send", "no-such-thread", "hello?")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == (
+        "agentloop: thread no-such-thread does not exist; start it with `agentloop run --thread no-such-thread "
+        "...` (or pass a spec to AgentClient.send)")
+    assert "Traceback" not in missing.stderr + follow_up.stderr
