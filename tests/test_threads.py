@@ -425,3 +425,21 @@ def test_run_thread_then_send_on_the_embedded_server_and_send_to_a_missing_threa
         "agentloop: thread no-such-thread does not exist; start it with `agentloop run --thread no-such-thread "
         "...` (or pass a spec to AgentClient.send)")
     assert "Traceback" not in missing.stderr + follow_up.stderr
+
+
+async def test_a_stop_ends_the_turn_under_way_and_the_thread_takes_the_next_message(
+    agent_client: AgentClient, worker: Any
+) -> None:
+    gate, seen = asyncio.Event(), []
+    spec = AgentSpec(model=gated_model(gate, seen, wait_on="first"))
+    async with worker():
+        first = await agent_client.start(spec, "first", thread_id="thread-stop-turn")
+        await wait_until(lambda: asyncio.sleep(0, bool(seen)))
+        await first.stop("enough of that")
+        second = await agent_client.send("thread-stop-turn", "second")  # the thread goes on
+        gate.set()
+        assert (await first.result()).final_text == "answer to first"
+        assert (await second.result()).final_text == "answer to second"
+        await first.stop()  # idle now: the thread ends
+        ended = await AgentRunHandle(first.workflow_handle).result()
+    assert (ended.status, ended.final_text) == ("stopped", "answer to second")

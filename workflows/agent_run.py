@@ -286,7 +286,10 @@ class AgentRunWorkflow:
 
     def _decide_send(self, args: tuple[Any, ...]) -> conversation.MessageDecision:
         message = conversation.parse_send(conversation.one_payload("send", args))
-        ended = self._state.status in ("completed", "failed", "cancelled", "stopped") or self._state.stop is not None
+        s = self._state
+        # A stop ends the turn under way; only a stop while the thread waits ends the thread.
+        idle_stop = s.stop is not None and s.thread is not None and not s.thread.busy
+        ended = s.status in ("completed", "failed", "cancelled", "stopped") or idle_stop
         facts = self._threads.facts(ended=ended) if self._threads is not None else \
             conversation.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
         return conversation.decide_message(message, facts)

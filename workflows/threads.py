@@ -177,7 +177,6 @@ class ThreadRunner:
             case Stopped():
                 result.status, result.reason = "stopped", "stopped"
                 result.error = f"stopped: {state.stop.reason}" if state.stop and state.stop.reason else "stopped by request"
-                state.stop = None
             case FailRun(reason, message):
                 result.status, result.reason = "failed", reason
                 result.error = max_steps_message(self.spec) if reason == "max_steps" else message
@@ -186,6 +185,7 @@ class ThreadRunner:
             case _:
                 self._interrupt(result)
         self._close_pending()
+        state.stop = None  # a stop is for the turn under way, however that turn ended
         if state.report.steps and state.report.steps[-1].index >= state.step:
             # The turn's last step began but was not counted (a final answer
             # ends a plain run there): count it, so the next turn's steps get
