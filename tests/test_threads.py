@@ -443,3 +443,25 @@ async def test_a_stop_ends_the_turn_under_way_and_the_thread_takes_the_next_mess
         await first.stop()  # idle now: the thread ends
         ended = await AgentRunHandle(first.workflow_handle).result()
     assert (ended.status, ended.final_text) == ("stopped", "answer to second")
+
+
+async def test_a_thread_continues_as_new_while_idle_and_every_run_has_agent_thread(
+    agent_client: AgentClient, worker: Any
+) -> None:
+    model, seen = recording(lambda r: reply(f"answer to {user_texts(r)[-1]}"))
+    spec = AgentSpec(model=model, continue_as_new_every_steps=2)
+    async with worker():
+        first = await agent_client.start(spec, "one", thread_id="thread-can")
+        await first.result()
+        for text in ("two", "three", "four"):
+            await (await agent_client.send("thread-can", text)).result()
+        runs: list[Any] = []
+        for _ in range(100):  # visibility may lag a moment behind the runs
+            runs = [w async for w in agent_client.temporal.list_workflows('AgentThread="thread-can"')]
+            if len(runs) >= 2:
+                break
+            await asyncio.sleep(0.1)
+        state = await first.state()
+    assert len(runs) >= 2  # it handed over to a new Temporal run, and each is found by AgentThread
+    assert (state.turn, state.message_count) == (4, 8)
+    assert user_texts(seen[-1]) == ["one", "two", "three", "four"]
