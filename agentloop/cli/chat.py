@@ -499,23 +499,14 @@ def new_thread_id() -> str:
 
 
 async def cmd_chat(args: argparse.Namespace) -> int:
-    from agentloop.cli.embedded import running_dev_server, session
+    from agentloop.cli.embedded import command_config, session
     from agentloop.cli.run import spec_of_run, stdin_is_terminal
     from agentloop.client import AgentClient
-    from agentloop.config import TemporalConfig
 
     thread_id = args.thread or new_thread_id()
     # A new thread needs an agent: say what is missing before starting anything.
     spec = None if args.thread else spec_of_run(args)
-    config = TemporalConfig.from_env()
-    config.imports += args.imports
-    dev = running_dev_server() if config.address is None else None
-    if dev is not None:
-        config = config.for_address(dev.address)  # type: ignore[arg-type]
-        config.namespace = dev.namespace or config.namespace
-        if dev.task_queue and not os.environ.get("AGENTLOOP_TASK_QUEUE"):
-            config.task_queue = dev.task_queue
-        config.source = f"the running {dev.describe()}"
+    config, dev = command_config(args.imports)
     embedded = config.address is None
     workspace = spec.workspace if spec is not None else existing_workspace(args.workspace)
     interactive = stdin_is_terminal()

@@ -217,6 +217,24 @@ def running_dev_server(data_dir: Path | None = None) -> Holder | None:
     raise UserError(busy_message(data_dir, holder))
 
 
+def command_config(imports: list[str]) -> tuple[TemporalConfig, Holder | None]:
+    """The Temporal configuration of a command that runs agents (``run``,
+    ``send``, ``chat``): Temporal's environment configuration, else the
+    running ``agentloop dev`` (its server, namespace and task queue), else
+    none (the command embeds a server). Also the dev server used, if any."""
+    config = TemporalConfig.from_env()
+    config.imports += imports
+    dev = running_dev_server() if config.address is None else None
+    if dev is not None:
+        # `agentloop dev` keeps a server and a worker up: run there, as with TEMPORAL_ADDRESS.
+        config = config.for_address(dev.address)  # type: ignore[arg-type]
+        config.namespace = dev.namespace or config.namespace
+        if dev.task_queue and not os.environ.get("AGENTLOOP_TASK_QUEUE"):
+            config.task_queue = dev.task_queue
+        config.source = f"the running {dev.describe()}"
+    return config, dev
+
+
 async def ops_client() -> AgentClient:
     """A client for the ops commands: Temporal's environment configuration
     (``TEMPORAL_ADDRESS``...), or the embedded server of a running

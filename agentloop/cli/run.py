@@ -13,9 +13,8 @@ from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
-from agentloop.cli.embedded import ops_client, running_dev_server, session
+from agentloop.cli.embedded import command_config, ops_client, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
-from agentloop.config import TemporalConfig
 from agentloop.errors import AgentRunFailed, UserError, describe_validation_error
 from agentloop.render import make_renderer, when
 
@@ -36,16 +35,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
                         "agentloop run \"Summarise this project\" --model scripted:demo")
     spec = spec_of_run(args)
     model, workspace = spec.model, spec.workspace
-    config = TemporalConfig.from_env()
-    config.imports += args.imports
-    dev = running_dev_server() if config.address is None else None
-    if dev is not None:
-        # `agentloop dev` keeps a server and a worker up: run there, as with TEMPORAL_ADDRESS.
-        config = config.for_address(dev.address)  # type: ignore[arg-type]
-        config.namespace = dev.namespace or config.namespace
-        if dev.task_queue and not os.environ.get("AGENTLOOP_TASK_QUEUE"):
-            config.task_queue = dev.task_queue
-        config.source = f"the running {dev.describe()}"
+    config, dev = command_config(args.imports)
     embedded = config.address is None
     local_worker = embedded or args.local_worker
     renderer = make_renderer(jsonl=args.jsonl)

@@ -5,7 +5,6 @@ printed as ``run`` prints a run's."""
 from __future__ import annotations
 
 import argparse
-import os
 import shlex
 import sys
 from collections.abc import AsyncIterator
@@ -24,19 +23,10 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
     """A client as ``agentloop run`` gets one: TEMPORAL_ADDRESS, the running
     ``agentloop dev``, or the embedded server with a worker in this process
     (a thread's run waits in the embedded server's data between commands)."""
-    from agentloop.cli.embedded import running_dev_server, session
+    from agentloop.cli.embedded import command_config, session
     from agentloop.client import AgentClient
-    from agentloop.config import TemporalConfig
 
-    config = TemporalConfig.from_env()
-    config.imports += getattr(args, "imports", [])
-    dev = running_dev_server() if config.address is None else None
-    if dev is not None:
-        config = config.for_address(dev.address)  # type: ignore[arg-type]
-        config.namespace = dev.namespace or config.namespace
-        if dev.task_queue and not os.environ.get("AGENTLOOP_TASK_QUEUE"):
-            config.task_queue = dev.task_queue
-        config.source = f"the running {dev.describe()}"
+    config, _ = command_config(getattr(args, "imports", []))
     embedded = config.address is None
     async with session(config, with_worker=embedded or getattr(args, "local_worker", False), workspace=workspace,
                        command="send") as s:
