@@ -626,27 +626,7 @@ class AgentClient:
         built, attributes = run_input(spec, input), start_search_attributes(spec)
         if thread_id is not None:
             built, attributes = thread_start(built, attributes, thread_id, double_texting)
-        try:
-            handle = await self.temporal.start_workflow(
-                WORKFLOW_NAME,
-                built,
-                id=run_id,
-                task_queue=self.task_queue,
-                static_summary=f"{spec.name} on {spec.model}",
-                result_type=AgentRunResult,
-                search_attributes=attributes,
-                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if allow_reuse
-                else WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-        except WorkflowAlreadyStartedError:
-            raise await self._id_in_use(run_id) from None
-        except RPCError as err:
-            if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():
-                raise UserError(
-                    f"the Temporal namespace does not know agentloop's search attributes ({err.message}); "
-                    "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
-                ) from None
-            raise
+        handle = await self._start_workflow(built, run_id, attributes, allow_reuse=allow_reuse)
         return AgentRunHandle(handle, turn=1) if thread_id is not None else AgentRunHandle(handle)
 
     async def restore(
@@ -727,22 +707,7 @@ class AgentClient:
             attributes = TypedSearchAttributes([*attributes, SearchAttributePair(AGENT_FORKED_FROM, forked_from)])
         if thread:
             input, attributes = thread_start(input, attributes, run_id, None)
-        spec = input.spec
-        try:
-            handle = await self.temporal.start_workflow(
-                WORKFLOW_NAME, input, id=run_id, task_queue=self.task_queue,
-                static_summary=f"{spec.name} on {spec.model}", result_type=AgentRunResult,
-                search_attributes=attributes, id_reuse_policy=WorkflowIDReusePolicy.REJECT_DUPLICATE,
-            )
-        except WorkflowAlreadyStartedError:
-            raise await self._id_in_use(run_id) from None
-        except RPCError as err:
-            if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():
-                raise UserError(
-                    f"the Temporal namespace does not know agentloop's search attributes ({err.message}); "
-                    "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
-                ) from None
-            raise
+        handle = await self._start_workflow(input, run_id, attributes, allow_reuse=False)
         if thread and not starts_idle(input):
             return AgentRunHandle(handle, turn=1)  # its first turn answers the input
         return AgentRunHandle(handle)  # restored or forked
@@ -777,6 +742,30 @@ class AgentClient:
         from agentloop.thread_client import send_message
 
         return await send_message(self, thread_id, message, spec, strategy=strategy, by=by)
+
+    async def _start_workflow(
+        self, input: AgentRunInput, run_id: str, attributes: Any, *, allow_reuse: bool
+    ) -> WorkflowHandle:
+        """Start a run's workflow; an id in use or unregistered search
+        attributes are a sentence saying what to do."""
+        spec = input.spec
+        try:
+            return await self.temporal.start_workflow(
+                WORKFLOW_NAME, input, id=run_id, task_queue=self.task_queue,
+                static_summary=f"{spec.name} on {spec.model}", result_type=AgentRunResult,
+                search_attributes=attributes,
+                id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if allow_reuse
+                else WorkflowIDReusePolicy.REJECT_DUPLICATE,
+            )
+        except WorkflowAlreadyStartedError:
+            raise await self._id_in_use(run_id) from None
+        except RPCError as err:
+            if err.status == RPCStatusCode.INVALID_ARGUMENT and "search attribute" in err.message.lower():
+                raise UserError(
+                    f"the Temporal namespace does not know agentloop's search attributes ({err.message}); "
+                    "register them once with:\n  " + "\n  ".join(create_commands(self.temporal.namespace))
+                ) from None
+            raise
 
     async def _id_in_use(self, run_id: str) -> RunIdInUse:
         try:
