@@ -6,6 +6,12 @@ one. Answers are always streamed (``stream=True`` with usage in the last
 chunk): the chunks are read into a :class:`~agentloop.streaming.StepAccumulator`,
 which passes deltas on as they come and builds the whole answer. Request
 building (:func:`to_openai_request`) is a pure function.
+
+The request goes through the SDK's client (its authentication, headers,
+timeouts and error types) as the wire-format body :func:`to_openai_request`
+already built, and the chunks come back as the JSON objects the server sent
+(see :func:`open_stream`): the SDK's generic request transform and its
+per-chunk model construction were a fifth of a worker's CPU per model call.
 """
 
 from __future__ import annotations
@@ -13,13 +19,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Awaitable
 from typing import Any, assert_never
 
 import openai
-from openai import AsyncOpenAI
-from openai.types.chat import ChatCompletionChunk
-from openai.types.chat.chat_completion_chunk import ChoiceDelta, ChoiceDeltaToolCall
-from openai.types.completion_usage import CompletionUsage
+from openai import AsyncOpenAI, AsyncStream
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
@@ -98,14 +102,31 @@ class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
             params = to_openai_request(request)
         except ValueError as exc:
             raise OPENAI.unsendable(exc) from exc
-        response = await OPENAI.stream_answer(
-            self.client.chat.completions.create(**params, stream=True, stream_options={"include_usage": True}),
-            _ChunkReader(StepAccumulator(on_delta)),
-        )
+        response = await OPENAI.stream_answer(open_stream(self.client, params), _ChunkReader(StepAccumulator(on_delta)))
         return response.model_copy(update={"max_tokens": params["max_completion_tokens"]})
 
 
 # ---------------------------------------------------------------- requests
+
+
+#: The Chat Completions endpoint, relative to the client's base URL.
+CHAT_COMPLETIONS_PATH = "/chat/completions"
+
+
+def open_stream(client: AsyncOpenAI, params: dict[str, Any]) -> Awaitable[AsyncStream[Any]]:
+    """Open a streamed Chat Completions call for ``params`` (from
+    :func:`to_openai_request`), usage in the last chunk.
+
+    The SDK's ``client.post`` sends the body as built, where
+    ``chat.completions.create`` would first walk it against the SDK's typed
+    parameters (the body is already wire format, so that walk changes
+    nothing); ``cast_to=object`` yields each chunk as the server's JSON object,
+    not a pydantic model built field by field. Errors are the SDK's own
+    (status, connection, timeout), so :func:`map_openai_error` maps them as before.
+    """
+    body = {**params, "stream": True, "stream_options": {"include_usage": True}}
+    return client.post(CHAT_COMPLETIONS_PATH, body=body, cast_to=object, stream=True,
+                       stream_cls=AsyncStream[Any])
 
 
 def to_openai_request(request: ModelRequest) -> dict[str, Any]:
@@ -267,13 +288,15 @@ def to_openai_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 
 
 class _ChunkReader:
-    """Feeds Chat Completions stream chunks (of the first choice) to a
-    :class:`~agentloop.streaming.StepAccumulator`.
+    """Feeds Chat Completions stream chunks (of the first choice), as the
+    server's JSON objects, to a :class:`~agentloop.streaming.StepAccumulator`.
 
     A tool call is keyed by its ``index``: its first chunk carries the id and
     name, later ones pieces of the arguments. A refusal is kept as text and
     reported as ``content_filter``. Reasoning that some compatible servers
-    stream (``reasoning_content`` or ``reasoning``) becomes thinking.
+    stream (``reasoning_content`` or ``reasoning``) becomes thinking. Read
+    leniently, as compatible servers differ: a field that is missing, null or
+    of the wrong shape counts as absent.
     """
 
     def __init__(self, accumulator: StepAccumulator) -> None:
@@ -284,49 +307,59 @@ class _ChunkReader:
         self._call_ids: dict[int | str, str] = {}
         self._last_call: int | str | None = None
 
-    def read(self, chunk: ChatCompletionChunk) -> None:
+    def read(self, chunk: Any) -> None:
         self.chunks += 1
-        if chunk.model:
-            self.model = chunk.model
-        if chunk.usage is not None:
-            self.accumulator.set_usage(openai_usage(chunk.usage))
-        for choice in chunk.choices or []:
+        if not isinstance(chunk, dict):
+            return
+        model = chunk.get("model")
+        if isinstance(model, str) and model:
+            self.model = model
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.accumulator.set_usage(openai_usage(usage))
+        for choice in _dicts(chunk.get("choices")):
             # Only one choice is asked for; servers that omit its index mean it.
-            if getattr(choice, "index", None) not in (0, None):
+            if choice.get("index") not in (0, None):
                 continue
-            if choice.delta is not None:
-                self._read_delta(chunk.id, choice.delta)
-            if choice.finish_reason is not None:
-                raw = str(choice.finish_reason)
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._read_delta(chunk.get("id"), delta)
+            if choice.get("finish_reason") is not None:
+                raw = str(choice["finish_reason"])
                 self.accumulator.set_finish_reason(openai_finish_reason(raw), raw)
 
-    def _read_delta(self, chunk_id: str | None, delta: ChoiceDelta) -> None:
+    def _read_delta(self, chunk_id: Any, delta: dict[str, Any]) -> None:
         accumulator = self.accumulator
         accumulator.add_thinking(_reasoning_text(delta))
-        accumulator.add_text(delta.content or "")
-        if delta.refusal:
+        accumulator.add_text(_text(delta.get("content")))
+        refusal = _text(delta.get("refusal"))
+        if refusal:
             self.refused = True
-            accumulator.add_text(delta.refusal)
-        for call in delta.tool_calls or []:
+            accumulator.add_text(refusal)
+        for call in _dicts(delta.get("tool_calls")):
             key = self._call_key(call)
-            function = call.function
+            function = call.get("function")
+            function = function if isinstance(function, dict) else {}
             call_id = self._call_ids.get(key)
             if call_id is None:
                 # A server that sends no id still needs one for the result to
                 # answer; the chunk id keeps it unique across steps.
-                call_id = call.id or f"{chunk_id or 'call'}_{key}"
+                call_id = _text(call.get("id")) or f"{chunk_id if isinstance(chunk_id, str) and chunk_id else 'call'}_{key}"
                 self._call_ids[key] = call_id
-                accumulator.start_tool_call(call_id, (function.name if function else None) or "")
-            if function is not None and function.arguments:
-                accumulator.add_tool_arguments(call_id, function.arguments)
+                accumulator.start_tool_call(call_id, _text(function.get("name")))
+            arguments = _text(function.get("arguments"))
+            if arguments:
+                accumulator.add_tool_arguments(call_id, arguments)
 
-    def _call_key(self, call: ChoiceDeltaToolCall) -> int | str:
-        # The SDK builds chunks leniently: a server that omits `index` sends
-        # each call whole, or its id once and then pieces.
-        key: int | str | None = call.index if isinstance(call.index, int) else None
+    def _call_key(self, call: dict[str, Any]) -> int | str:
+        # A server that omits `index` sends each call whole, or its id once
+        # and then pieces.
+        index = call.get("index")
+        key: int | str | None = index if isinstance(index, int) and not isinstance(index, bool) else None
         if key is None:
-            if call.id and call.id not in self._call_ids.values():
-                key = call.id
+            call_id = _text(call.get("id"))
+            if call_id and call_id not in self._call_ids.values():
+                key = call_id
             else:
                 key = self._last_call if self._last_call is not None else 0
         self._last_call = key
@@ -341,28 +374,43 @@ class _ChunkReader:
         return accumulator.finalize(model=self.model)
 
 
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    """The objects of a JSON list (none when it is not one)."""
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _text(value: Any) -> str:
+    """A JSON string field ("" when absent or not a string)."""
+    return value if isinstance(value, str) else ""
+
+
 def openai_finish_reason(raw: str | None) -> FinishReason:
     """The normalised finish reason for OpenAI's ``finish_reason``."""
     return _FINISH_REASONS.get(raw or "", "other")
 
 
-def openai_usage(usage: CompletionUsage | None) -> Usage:
+def openai_usage(usage: dict[str, Any] | None) -> Usage:
     """:class:`Usage` of one call from OpenAI's usage block (zeros when absent)."""
-    if usage is None:
+    if not usage:
         return Usage(requests=1)
-    details = usage.prompt_tokens_details
-    cached = (details.cached_tokens if details is not None else None) or 0
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
     return Usage(
-        input_tokens=usage.prompt_tokens or 0,
-        output_tokens=usage.completion_tokens or 0,
-        cached_input_tokens=cached,
+        input_tokens=_count(usage.get("prompt_tokens")),
+        output_tokens=_count(usage.get("completion_tokens")),
+        cached_input_tokens=_count(cached),
         requests=1,
     )
 
 
-def _reasoning_text(delta: ChoiceDelta) -> str:
+def _count(value: Any) -> int:
+    """A token count from a usage field (0 when absent or not a number)."""
+    return int(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def _reasoning_text(delta: dict[str, Any]) -> str:
     for name in ("reasoning_content", "reasoning"):
-        value = getattr(delta, name, None)
+        value = delta.get(name)
         if isinstance(value, str) and value:
             return value
     return ""
