@@ -238,7 +238,8 @@ class AgentActivities:
                 publisher.add(delta)
 
         async with contextlib.AsyncExitStack() as stack:
-            await stack.enter_async_context(keep_heartbeating(current=progress))
+            # Earlier attempts' usage must survive this attempt's loss: beat at once then.
+            await stack.enter_async_context(keep_heartbeating(current=progress, beat_now=failed != Usage()))
             try:
                 model = self.models.resolve(input.model)
                 request = await self._full_request(input)

@@ -22,17 +22,24 @@ def heartbeat_interval(default: float = 1.0) -> float:
 
 @contextlib.asynccontextmanager
 async def keep_heartbeating(
-    *details: object, current: Callable[[], object] | None = None
+    *details: object, current: Callable[[], object] | None = None, beat_now: bool = False
 ) -> AsyncIterator[None]:
     """Heartbeat in the background for the duration of the block.
 
     Cancellation from Temporal is delivered on a heartbeat, so any activity
-    that may run long must heartbeat for a cancel to reach it.
+    that may run long must heartbeat for a cancel to reach it. The first
+    beat goes out one interval in (:func:`heartbeat_interval`, well inside
+    the heartbeat timeout, which runs from the attempt's start): a block
+    that ends sooner, as most tool calls and many model calls do, costs the
+    server no heartbeat at all (each one is a write of the run's state).
 
     Args:
         details: Fixed heartbeat details.
         current: Called at each beat for the details instead (what the
             activity knows now; the next attempt reads the last of them).
+        beat_now: Send the first beat at once, before the block's first
+            instruction: for details the next attempt must find even if
+            this one is lost within its first interval.
     """
     interval = heartbeat_interval()
 
@@ -47,9 +54,8 @@ async def keep_heartbeating(
             await asyncio.sleep(interval)
             send()
 
-    # The first beat goes out before the block's first instruction, so even
-    # work that never yields to the loop (or waits on a server) is covered.
-    send()
+    if beat_now:
+        send()
     task = asyncio.create_task(beat())
     try:
         yield

@@ -62,10 +62,9 @@ class DeltaPublisher:
         self.attempt = attempt
         self.message_id = message_id(run_id, step)
         self.batch_seconds = batch_seconds
-        self._client = client or WorkflowStreamClient.from_within_activity(
-            max_retry_duration=timedelta(seconds=60)
-        )
-        self._topic = self._client.topic(EVENTS_TOPIC)
+        # Made at the first batch: an answer streamed within one window never needs one.
+        self._client = client
+        self._topic: Any = None
         self._pending: list[Any] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -135,9 +134,16 @@ class DeltaPublisher:
         if self._broken:
             return
         batch, self._pending = self._pending, []
-        for event in batch:
-            self._topic.publish(event)
+        if not batch and self._topic is None:
+            return  # nothing was ever published: nothing to flush either
         try:
+            if self._topic is None:
+                self._client = self._client or WorkflowStreamClient.from_within_activity(
+                    max_retry_duration=timedelta(seconds=60)
+                )
+                self._topic = self._client.topic(EVENTS_TOPIC)
+            for event in batch:
+                self._topic.publish(event)
             await self._client.flush()
             self.published += len(batch)
         except Exception as exc:  # streaming is best effort: the step goes on
