@@ -3,6 +3,13 @@ session, and a fresh task queue plus in-process worker per test."""
 
 from __future__ import annotations
 
+import os
+
+# Every workflow test runs the agent workflow in Temporal's workflow sandbox,
+# which fails any non-deterministic call at once (production workers run
+# without it: tests/test_workflow_sandbox.py). Set before agentloop is imported.
+os.environ.setdefault("AGENTLOOP_WORKFLOW_SANDBOX", "1")
+
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable

@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         cut_text,
         oversize_fields,
     )
+    from agentloop.config import workflow_sandbox_from_env
     from agentloop.context import make_anchor
     from agentloop.context_providers import agents_md_layer
     from agentloop.errors import INVALID_INPUT_ERROR_TYPE, MODEL_CONTEXT_LENGTH_ERROR_TYPE, RUN_FAILED_ERROR_TYPE
@@ -101,7 +102,9 @@ class ContextTooLong:
     message: str
 
 
-@workflow.defn(name="AgentRunWorkflow")
+# Deterministic by construction and checked under the sandbox by the test
+# suite; run without it unless AGENTLOOP_WORKFLOW_SANDBOX says otherwise.
+@workflow.defn(name="AgentRunWorkflow", sandboxed=workflow_sandbox_from_env())
 class AgentRunWorkflow:
     """The agent loop: step, decide, run tools, repeat (README "How a run works")."""
 
