@@ -123,8 +123,8 @@ def workflow_sandbox_from_env(environ: Mapping[str, str] | None = None) -> bool:
     ``AGENTLOOP_WORKFLOW_SANDBOX=1`` (or true, yes, on); off by default.
 
     The sandbox re-checks, on every workflow task, that workflow code makes
-    no non-deterministic call (clocks, randomness, I/O), and it costs a fifth
-    of a worker's CPU per step (``benchmarks/concurrency``). agentloop's
+    no non-deterministic call (clocks, randomness, I/O), and it cost a fifth
+    of a worker's CPU under load (README, Performance). agentloop's
     workflow code makes none, and its test suite runs with the sandbox on, so
     a mistake fails there; production workers run without it. Read once,
     when ``agentloop.workflows.agent_run`` is imported. A value that is not
