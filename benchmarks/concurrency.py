@@ -1,7 +1,9 @@
 """Many runs at once on one worker, against a bare workflow at the same N.
 
-For each N (default 100, 300 and 1,000), in one process, on one embedded dev
-server (fast polling: transfer/timer MaxPollRPS=1000):
+For each N (default 100, 300 and 1,000), in one process, each system on an
+embedded dev server of its own, started fresh for it (fast polling:
+transfer/timer MaxPollRPS=1000): a server's cost per run grows with the
+runs it already holds, so one shared server would charge the later system:
 
 * floor: N bare workflows started at once, each doing what an agent run does
   here with plain activities: ``--steps`` times a model call then a tool
@@ -95,12 +97,20 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
     return len(done) / elapsed, len(pending)
 
 
-async def measure(client: Client, n: int, deltas: bool, timeout: float, floor: bool = True) -> list[dict[str, object]]:
+async def measure(n: int, deltas: bool, timeout: float, floor: bool = True) -> list[dict[str, object]]:
+    """Floor then agentloop at ``n``, each on a dev server of its own, fresh:
+    a server's cost per run grows with the runs it already holds, so sharing
+    one would charge whichever system runs second."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
-    if floor:
-        rows.append(await measure_floor(client, n, tag, timeout))
-    rows.append(await measure_agentloop(client, n, tag, deltas, timeout))
+    for system in (["floor"] if floor else []) + ["agentloop"]:
+        with DevServer() as server:
+            await server.wait_ready()
+            client = await connect(server.address)
+            if system == "floor":
+                rows.append(await measure_floor(client, n, tag, timeout))
+            else:
+                rows.append(await measure_agentloop(client, n, tag, deltas, timeout))
     return rows
 
 
@@ -160,22 +170,19 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
         return await original(request)
 
     register_scripted_model("bench-concurrency", counted)
-    with DevServer() as server:
-        await server.wait_ready()
-        client = await connect(server.address)
-        print(f"dev server: fast polling; {STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, "
-              f"deltas {'on' if deltas else 'off'}")
-        print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
-              f"{'unfinished':>12}{'RSS MB':>9}{'queries/step':>14}")
-        for n in runs:
-            rows = await measure(client, n, deltas, timeout, floor)
-            floor_rate = rows[0]["rate"] if floor else float("nan")
-            for row in rows:
-                queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
-                print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
-                      f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['rss']:>9.0f}{queries:>14}",
-                      flush=True)
-        print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
+    print(f"a fresh dev server per system and N (fast polling); {STEPS} tool steps a run, model "
+          f"{MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas {'on' if deltas else 'off'}")
+    print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
+          f"{'unfinished':>12}{'RSS MB':>9}{'queries/step':>14}")
+    for n in runs:
+        rows = await measure(n, deltas, timeout, floor)
+        floor_rate = rows[0]["rate"] if floor else float("nan")
+        for row in rows:
+            queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
+            print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
+                  f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['rss']:>9.0f}{queries:>14}",
+                  flush=True)
+    print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
 
 
 if __name__ == "__main__":
