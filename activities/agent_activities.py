@@ -107,9 +107,6 @@ class AgentActivities:
     Attributes:
         transcript_timeouts: How long a step waits for the run to hand over
             its transcript (:class:`~agentloop.activities.transcripts.QueryTimeouts`).
-        serves_tools: This worker also serves the runs' tools queue (role
-            ``all``), so a run may look its tools up here; False on a
-            ``models`` worker.
     """
 
     def __init__(
@@ -132,7 +129,6 @@ class AgentActivities:
         self.transcript_timeouts = QueryTimeouts()
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
         self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
-        self.serves_tools = True
 
     @activity.defn(name="resolve_tools")
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -184,16 +180,6 @@ class AgentActivities:
                 problem = f"the MCP server {server!r} cannot be started: {exc}"
         raise ApplicationError(f"cannot list the tools of MCP server {server!r}: {problem}",
                                type=MCP_UNAVAILABLE_ERROR_TYPE, non_retryable=True)
-
-    @activity.defn(name="resolve_tools_here")
-    async def resolve_tools_here(self, input: ResolveToolsInput) -> ResolveToolsResult | None:
-        """:meth:`resolve_tools` as a local activity of the worker running the
-        run (no activity task of its own); None on a worker that does not
-        serve the run's tools (:attr:`serves_tools` False: role ``models``),
-        so the run asks the tools queue."""
-        if not self.serves_tools:
-            return None
-        return await self.resolve_tools(input)
 
     @activity.defn(name="load_context")
     async def load_context(self, input: LoadContextInput) -> LoadContextResult:

@@ -177,13 +177,10 @@ class AgentLoopPlugin(SimplePlugin):
       activities too, for runs started before tools had a queue of their
       own), and, for as long as the worker runs, a second Temporal worker on
       ``<queue>-tools`` that runs the tool activities of newer runs. It takes
-      the worker's activity options and stops after it. A run looks its
-      tools up here, by the local activity ``resolve_tools_here``, before
-      it would ask the tools queue.
+      the worker's activity options and stops after it.
     * ``models``: the workflow, ``call_model`` and the guardrail activities
       (``resolve_guardrails``, ``run_guardrail``: LLM judges need the
-      keys), on the worker's queue; ``resolve_tools_here`` answers nothing
-      here, so runs look their tools up on the tools queue.
+      keys), on the worker's queue.
     * ``tools``: ``resolve_tools``, ``execute_tool``, ``load_context``
       (AGENTS.md, context providers) and ``run_tool_hooks`` (hooks around
       activity-tools); the worker's queue
@@ -258,7 +255,6 @@ class AgentLoopPlugin(SimplePlugin):
 
             register_openapi_from_env(registry)  # the APIs of AGENTLOOP_OPENAPI, if set
             self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp)
-            self._activities.serves_tools = self.role != "models"
         return self._activities
 
     def _configures(self, client: temporalio.client.Client, worker_plugins: Sequence[Any]) -> bool:
@@ -307,9 +303,9 @@ class AgentLoopPlugin(SimplePlugin):
                 workflows.append(AgentRunWorkflow)
             config["workflows"] = workflows
         ours = {
-            "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
-                    acts.resolve_guardrails, acts.run_guardrail, acts.load_context, acts.run_tool_hooks],
-            "models": [acts.call_model, acts.resolve_tools_here, acts.resolve_guardrails, acts.run_guardrail],
+            "all": [acts.call_model, acts.resolve_tools, acts.execute_tool, acts.resolve_guardrails,
+                    acts.run_guardrail, acts.load_context, acts.run_tool_hooks],
+            "models": [acts.call_model, acts.resolve_guardrails, acts.run_guardrail],
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]

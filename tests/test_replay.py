@@ -43,8 +43,6 @@ def test_histories_are_committed() -> None:
         "restored_approval",
         # A thread: turns by update and signal, enqueue, steering, interrupt, rollback, a stop while idle.
         "thread_turns",
-        # Tools looked up on the worker running the run, by a local activity.
-        "local_resolve_tools",
     }
 
 

@@ -279,7 +279,7 @@ async def test_build_worker_for_tools_refuses_provider_keys(
 
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="models")) == (
-        q, ["call_model", "resolve_guardrails", "resolve_tools_here", "run_guardrail"])
+        q, ["call_model", "resolve_guardrails", "run_guardrail"])
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="tools")) == (
@@ -288,8 +288,8 @@ async def test_build_worker_for_tools_refuses_provider_keys(
     # tools queue); the plugin serves <q>-tools beside it (tests/test_plugin.py).
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q)) == (
-        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "resolve_tools_here",
-            "run_guardrail", "run_tool_hooks"])
+        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
+            "run_tool_hooks"])
 
 
 # What a command sees -----------------------------------------------------------------
@@ -580,14 +580,13 @@ async def test_tool_activities_go_to_the_tools_queue(
         for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     tools = f"{task_queue}-tools"
-    # Role all: the tools were looked up here, by a local activity (no task).
-    assert scheduled == [("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+    assert scheduled == [("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools),
+                         ("call_model", task_queue)]
     markers = [e.marker_recorded_event_attributes for e in history.events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     patches = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if "patch-data" in m.details]
-    # One marker for a new run, standing for the tools queue and the features
-    # before it; one for the local tool lookup (runs with tools).
-    assert patches == ["agentloop-lean-1", "agentloop-local-resolve-1"]
+    # One marker for a new run, standing for the tools queue and the features before it.
+    assert patches == ["agentloop-lean-1"]
 
 
 # Not root --------------------------------------------------------------------------

@@ -4,8 +4,7 @@ kind of activity (STYLE.md 14).
 Every LLM call (a step or a compaction summary) is a ``call_model`` activity
 with :func:`model_call_options`; every tool call an ``execute_tool`` activity
 with :func:`tool_call_options`; resolving the spec's tools a
-``resolve_tools`` activity with :func:`resolve_tools_options` (after a local
-one, :func:`resolve_tools_here`, on runs that try it first). The calls go
+``resolve_tools`` activity with :func:`resolve_tools_options`. The calls go
 through the activity definitions (``workflow.execute_activity_method``), so
 names and types come from one place.
 """
@@ -179,20 +178,6 @@ async def resolve_tools(input: ResolveToolsInput, options: ActivityOptions) -> R
     return await workflow.execute_activity_method(
         AgentActivities.resolve_tools, input, summary="resolve tools", **options.kwargs()
     )
-
-
-async def resolve_tools_here(input: ResolveToolsInput) -> ResolveToolsResult | None:
-    """The definitions of the spec's tools from the worker running the run
-    (local activity ``resolve_tools_here``, one attempt), or None when it
-    cannot say: a ``models`` worker, or the attempt failed."""
-    try:
-        return await workflow.execute_local_activity_method(
-            AgentActivities.resolve_tools_here, input, start_to_close_timeout=RESOLVE_TOOLS_TIMEOUT,
-            retry_policy=RetryPolicy(maximum_attempts=1), summary="resolve tools here",
-        )
-    except ActivityError as err:
-        reraise_cancel(err)
-        return None
 
 
 def reraise_cancel(err: ActivityError) -> None:

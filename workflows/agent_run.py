@@ -26,7 +26,6 @@ with workflow.unsafe.imports_passed_through():
         CallModelResult,
         ModelResponse,
         ResolveToolsInput,
-        ResolveToolsResult,
         ToolDefinition,
     )
     from agentloop.approvals import (
@@ -91,7 +90,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.run_context import RunContext, system_prompt_with, wants_context
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
-    from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, LOCAL_RESOLVE_PATCH, Features
+    from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
     from agentloop.threads import MessageAccepted, SteerAccepted, TurnResult
     from agentloop.workflows import conversation
     from agentloop.workflows.threads import ThreadRunner, apply_steering
@@ -458,7 +457,16 @@ class AgentRunWorkflow:
         tools: list[ToolDefinition] = []
         layers = []  # the workspace's AGENTS.md, when the tool list brought it
         if spec.tools or spec.mcp_servers:
-            resolved = await self._resolve_tools(spec)
+            options = calls.resolve_tools_options(self._features.tool_queue)
+            try:
+                resolved = await calls.resolve_tools(
+                    ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
+                                      agents_md=spec.agents_md is None, workspace=spec.workspace), options)
+            except ActivityError as err:
+                if not spec.mcp_servers:
+                    raise
+                calls.reraise_cancel(err)
+                self._fail("error", calls.failure_detail(err))
             missing = restore.unexpected_missing(resolved.missing, self._input.origin, self._state)
             if missing:
                 self._fail("error", missing_tools_message(missing, resolved.available))
@@ -490,25 +498,6 @@ class AgentRunWorkflow:
         if self._input.carry is None:
             restore.note_tool_changes(self._input.origin, [t.name for t in model_tools], self._state, self._recorder)
         return tools
-
-    async def _resolve_tools(self, spec: AgentSpec) -> ResolveToolsResult:
-        """The spec's tools: looked up on this worker first (a local activity,
-        so no task of its own; runs started with the patch, and no MCP
-        servers), then on the tools queue when this worker cannot answer in
-        full (a ``models`` worker, a tool or hook it lacks)."""
-        input = ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
-                                  agents_md=spec.agents_md is None, workspace=spec.workspace)
-        if not spec.mcp_servers and workflow.patched(LOCAL_RESOLVE_PATCH):
-            here = await calls.resolve_tools_here(input)
-            if here is not None and not here.missing and not here.missing_hooks:
-                return here
-        try:
-            return await calls.resolve_tools(input, calls.resolve_tools_options(self._features.tool_queue))
-        except ActivityError as err:
-            if not spec.mcp_servers:
-                raise
-            calls.reraise_cancel(err)
-            self._fail("error", calls.failure_detail(err))
 
     # One LLM step ------------------------------------------------------------------------
 

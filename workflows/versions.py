@@ -60,13 +60,6 @@ ACTIVITY_TOOL_HOOKS_PATCH = "agentloop-activity-tool-hooks-1"
 LEAN_PATCH = "agentloop-lean-1"
 
 
-#: Patch marker of runs that look up their tools on the worker running the
-#: run first (a local activity: no activity task, no workflow task of its
-#: own), and on the tools queue only when that worker cannot answer in full.
-#: Recorded at the start of runs with tools and no MCP servers.
-LOCAL_RESOLVE_PATCH = "agentloop-local-resolve-1"
-
-
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run

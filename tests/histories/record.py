@@ -354,13 +354,6 @@ SCENARIOS.update({
     "thread_turns": (thread_script, dict(tools=["list_dir"]), drive_thread),
 })
 
-# Recorded after runs looked their tools up on the worker running them first
-# (patch agentloop-local-resolve-1): a local activity's marker, no
-# resolve_tools activity.
-SCENARIOS.update({
-    "local_resolve_tools": SCENARIOS["state_tools_parallel"],
-})
-
 #: The recording worker's task queue (set in main).
 RECORD_QUEUE: list[str] = []
 
