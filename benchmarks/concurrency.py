@@ -2,8 +2,9 @@
 
 For each N (default 100, 300 and 1,000), in one process, each system on an
 embedded dev server of its own, started fresh for it (fast polling:
-transfer/timer MaxPollRPS=1000): a server's cost per run grows with the
-runs it already holds, so one shared server would charge the later system:
+transfer/timer MaxPollRPS=1000). A server's cost per run grows with the
+runs it already holds, so one shared server would charge the later system.
+The two systems:
 
 * floor: N bare workflows started at once, each doing what an agent run does
   here with plain activities: ``--steps`` times a model call then a tool
