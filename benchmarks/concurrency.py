@@ -2,9 +2,10 @@
 
 For each N (default 100, 300 and 1,000), in one process, each system on an
 embedded dev server of its own, started fresh for it (fast polling:
-transfer/timer MaxPollRPS=1000). A server's cost per run grows with the
-runs it already holds, so one shared server would charge the later system.
-The two systems:
+transfer/timer MaxPollRPS=1000; search attributes cached as on a production
+server, see ``agentloop.devserver.PRODUCTION_LIKE``). A server's cost per
+run grows with the runs it already holds, so one shared server would charge
+the later system. The two systems:
 
 * floor: N bare workflows started at once, each doing what an agent run does
   here with plain activities: ``--steps`` times a model call then a tool
@@ -14,13 +15,17 @@ The two systems:
   call a step (``--steps`` of them), then answers; an async ``echo`` tool;
   deltas streamed (the default; ``--no-deltas`` turns them off).
 
-Reports, per system and N: runs/s (N over the time from the first start to
-the last result), p50 and p95 of the gap between a run's consecutive model
-calls (minus the model's own time: what the loop adds per step), runs
-unfinished at ``--timeout``, the worker's RSS, and (agentloop) transcript
-queries per LLM step. Usage::
+Each N is measured ``--reps`` times, floor and agentloop in turn; the table
+gives medians. Reports, per system and N: runs/s (N over the time from the
+first start to the last result), p50 and p95 of the gap between a run's
+consecutive model calls (minus the model's own time: what the loop adds per
+step), runs unfinished at ``--timeout``, the CPU the server and the worker
+(this process) spent per run over the burst, the worker's RSS, and
+(agentloop) transcript queries per LLM step. The machine is shared by the
+server and the worker: with 2 cores both are CPU-bound, so runs/s follows
+their CPU per run. Usage::
 
-    python -m benchmarks.concurrency [--runs 100,300,1000] [--model-ms 300] [--steps 3] [--no-deltas]
+    python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
 """
 
 from __future__ import annotations
@@ -28,7 +33,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import itertools
+import os
 import resource
+import statistics
 import time
 import uuid
 
@@ -38,7 +45,7 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ToolRegistry
-from agentloop.devserver import DevServer
+from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
 from benchmarks.floor_workflows import MODEL_CALLS as CALLS
@@ -65,6 +72,16 @@ def rss_mb() -> tuple[float, float]:
             if line.startswith("VmRSS:"):
                 now = int(line.split()[1]) / 1024
     return now, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_seconds(pid: int | None) -> float:
+    """CPU (user + system) a process has used: this one when ``pid`` is None."""
+    if pid is None:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def step_gaps(run_ids: list[str]) -> list[float]:
@@ -105,14 +122,30 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True) -> l
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
     for system in (["floor"] if floor else []) + ["agentloop"]:
-        with DevServer() as server:
+        with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
             await server.wait_ready()
             client = await connect(server.address)
+            server_cpu, worker_cpu = cpu_seconds(server.pid), cpu_seconds(None)
             if system == "floor":
-                rows.append(await measure_floor(client, n, tag, timeout))
+                row = await measure_floor(client, n, tag, timeout)
             else:
-                rows.append(await measure_agentloop(client, n, tag, deltas, timeout))
+                row = await measure_agentloop(client, n, tag, deltas, timeout)
+            row["server_ms"] = (cpu_seconds(server.pid) - server_cpu) * 1000 / n
+            row["worker_ms"] = (cpu_seconds(None) - worker_cpu) * 1000 / n
+            rows.append(row)
     return rows
+
+
+def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
+    """One row of medians over repetitions (most unfinished; RSS at its largest)."""
+    row = dict(rows[0])
+    for key in ("rate", "p50", "p95", "server_ms", "worker_ms", "queries"):
+        if row[key] is not None:
+            row[key] = statistics.median(r[key] for r in rows)  # type: ignore[misc]
+    row["unfinished"] = max(r["unfinished"] for r in rows)  # type: ignore[type-var]
+    row["rss"] = max(r["rss"] for r in rows)  # type: ignore[type-var]
+    row["rates"] = [r["rate"] for r in rows]
+    return row
 
 
 async def measure_floor(client: Client, n: int, tag: str, timeout: float) -> dict[str, object]:
@@ -161,7 +194,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
                 "queries": (stats.queries - queries_before) / llm_steps}
 
 
-async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True) -> None:
+async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -171,24 +204,29 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
         return await original(request)
 
     register_scripted_model("bench-concurrency", counted)
-    print(f"a fresh dev server per system and N (fast polling); {STEPS} tool steps a run, model "
-          f"{MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas {'on' if deltas else 'off'}")
+    print(f"a fresh dev server per system, N and repetition (fast polling, search attributes cached); "
+          f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
+          f"{'on' if deltas else 'off'}; medians of {reps}")
     print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
-          f"{'unfinished':>12}{'RSS MB':>9}{'queries/step':>14}")
+          f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
+          "   runs/s of each repetition")
     for n in runs:
-        rows = await measure(n, deltas, timeout, floor)
+        measured = [await measure(n, deltas, timeout, floor) for _ in range(reps)]
+        rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
             queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
+            each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
             print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
-                  f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['rss']:>9.0f}{queries:>14}",
-                  flush=True)
+                  f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"
+                  f"{row['worker_ms']:>15.0f}{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
     print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", default="100,300,1000", help="comma-separated N (runs at once)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of each N (the table gives medians)")
     parser.add_argument("--model-ms", type=float, default=300)
     parser.add_argument("--steps", type=int, default=3, help="tool steps per run")
     parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
@@ -197,4 +235,5 @@ if __name__ == "__main__":
     args = parser.parse_args()
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
-    asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor))
+    asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
+                     args.reps))

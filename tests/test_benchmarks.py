@@ -1,0 +1,48 @@
+"""benchmarks/concurrency on real dev servers, at a few runs: both systems
+finish, the figures it prints are measured, and a server set up as it sets
+them up (search attributes cached, ``PRODUCTION_LIKE``) still finds runs by
+their search attributes."""
+
+from __future__ import annotations
+
+import asyncio
+
+from agentloop.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
+from agentloop.testing import register_scripted_model
+from benchmarks import concurrency
+
+
+def test_a_server_given_dynamic_config_keeps_the_fast_polling() -> None:
+    command = DevServer(dynamic_config=PRODUCTION_LIKE).command()
+    settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--dynamic-config-value"]
+    assert settings == [f"{k}={v}" for k, v in {**FAST_POLLING, **PRODUCTION_LIKE}.items()]
+    assert "system.forceSearchAttributesCacheRefreshOnRead=false" in settings
+
+
+async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    floor, agentloop = await concurrency.measure(4, True, timeout=120)
+    assert (floor["system"], agentloop["system"]) == ("floor", "agentloop")
+    for row in (floor, agentloop):
+        assert row["n"] == 4 and row["unfinished"] == 0
+        assert row["rate"] > 0 and row["server_ms"] > 0 and row["worker_ms"] > 0
+    assert floor["queries"] is None and agentloop["queries"] == 0
+    median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
+    assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
+
+
+async def test_runs_are_found_by_search_attributes_on_a_production_like_server() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        await server.wait_ready()
+        client = await concurrency.connect(server.address)
+        row = await concurrency.measure_agentloop(client, 3, "sa", True, timeout=120)
+        assert row["unfinished"] == 0
+        query = 'AgentModel="scripted:bench-concurrency" AND AgentStatus="completed"'
+        found: list[str] = []
+        for _ in range(100):  # visibility lags a little
+            found = [w.id async for w in client.list_workflows(query)]
+            if len(found) == 3:
+                break
+            await asyncio.sleep(0.1)
+    assert sorted(found) == [f"agent-sa-{i}" for i in range(3)]
