@@ -233,6 +233,8 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
+    if args.reps < 1:
+        parser.error(f"--reps must be at least 1, not {args.reps}")
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,

@@ -9,6 +9,7 @@ import asyncio
 
 from agentloop.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
 from agentloop.testing import register_scripted_model
+from agentloop.workers.worker import connect
 from benchmarks import concurrency
 
 
@@ -35,7 +36,7 @@ async def test_runs_are_found_by_search_attributes_on_a_production_like_server()
     register_scripted_model("bench-concurrency", concurrency.scripted)
     with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
         await server.wait_ready()
-        client = await concurrency.connect(server.address)
+        client = await connect(server.address)
         row = await concurrency.measure_agentloop(client, 3, "sa", True, timeout=120)
         assert row["unfinished"] == 0
         query = 'AgentModel="scripted:bench-concurrency" AND AgentStatus="completed"'
