@@ -46,6 +46,7 @@ from agentloop.messages import ImagePart, ToolResultPart
 from agentloop.report import Usage
 from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
 from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
+from agentloop.workflows.versions import TOOL_QUEUE_SUFFIX
 
 
 def format_tool_output(value: Any) -> str:
@@ -103,6 +104,9 @@ class AgentActivities:
             retried call is not run again; a fresh in-memory ledger if None.
         mcp_servers: The MCP servers this worker reaches, by name; from the
             file ``AGENTLOOP_MCP_SERVERS`` names when None.
+        tools_beside_runs: This process also serves the tool activities on
+            the runs' own queue (role ``all``): ``resolve_tools`` says so, and
+            the run sends its tool calls there.
 
     Attributes:
         transcript_timeouts: How long a step waits for the run to hand over
@@ -117,8 +121,10 @@ class AgentActivities:
         workspace_roots: list[str | Path] | None = None,
         tool_ledger: ToolLedger | None = None,
         mcp_servers: McpServers | None = None,
+        tools_beside_runs: bool = False,
     ) -> None:
         self.registry = registry
+        self.tools_beside_runs = tools_beside_runs
         self.models = models or ModelResolver()
         self.workspace = Path(workspace or os.environ.get("AGENTLOOP_WORKSPACE") or os.getcwd())
         if workspace_roots is None:
@@ -157,9 +163,11 @@ class AgentActivities:
             allowed = not self.workspace_roots or any(
                 workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
             agents_md = context_activities.read_agents_md(workspace, allowed)
+        runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in hooks],
-                                  available_hooks=sorted(hooks) if input.hooks else [], agents_md=agents_md)
+                                  available_hooks=sorted(hooks) if input.hooks else [], agents_md=agents_md,
+                                  runs_queue=runs_queue)
 
     async def _list_mcp_tools(self, server: str) -> list[Any]:
         from mcp.shared.exceptions import MCPError

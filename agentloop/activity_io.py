@@ -274,6 +274,12 @@ class ResolveToolsResult(BaseModel):
         available: Every tool name the worker has, for the error message.
         agents_md: The workspace's ``AGENTS.md`` (cut to its limit), when
             asked for and present.
+        runs_queue: The run's task queue, when the worker that answered
+            also serves the tool activities there (role ``all``): the run's
+            tool calls then go to its own queue, where the worker that
+            completes a workflow task starts them at once, instead of
+            through the tools queue. None from a tools-only worker (and in
+            histories from before): tool calls go to the tools queue.
     """
 
     tools: list[ToolDefinition] = Field(default_factory=list)
@@ -282,6 +288,7 @@ class ResolveToolsResult(BaseModel):
     missing_hooks: list[str] = Field(default_factory=list)
     available_hooks: list[str] = Field(default_factory=list)
     agents_md: str | None = None
+    runs_queue: str | None = None
 
 
 class ExecuteToolInput(_Compact):

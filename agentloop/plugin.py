@@ -173,11 +173,16 @@ class AgentLoopPlugin(SimplePlugin):
 
     Roles (the worker's task queue is the queue runs start on):
 
-    * ``all``: the workflow and every activity on the worker's queue (tool
-      activities too, for runs started before tools had a queue of their
-      own), and, for as long as the worker runs, a second Temporal worker on
-      ``<queue>-tools`` that runs the tool activities of newer runs. It takes
-      the worker's activity options and stops after it.
+    * ``all``: the workflow and every activity on the worker's queue, and,
+      for as long as the worker runs, a second Temporal worker on
+      ``<queue>-tools`` for the tool activities that go there. It takes the
+      worker's activity options and stops after it. A run's
+      ``resolve_tools`` goes to the tools queue; answered here, it tells
+      the run that its queue serves the tools too, and the run's
+      ``execute_tool`` calls then go to its own queue, where the worker
+      that completes a workflow task starts them at once (a call that
+      finds a worker without them there, one of role ``models`` that
+      joined later, goes to the tools queue instead).
     * ``models``: the workflow, ``call_model`` and the guardrail activities
       (``resolve_guardrails``, ``run_guardrail``: LLM judges need the
       keys), on the worker's queue.
@@ -254,7 +259,8 @@ class AgentLoopPlugin(SimplePlugin):
             from agentloop.activities.openapi_tools import register_openapi_from_env
 
             register_openapi_from_env(registry)  # the APIs of AGENTLOOP_OPENAPI, if set
-            self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp)
+            self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp,
+                                               tools_beside_runs=self.role == "all")
         return self._activities
 
     def _configures(self, client: temporalio.client.Client, worker_plugins: Sequence[Any]) -> bool:

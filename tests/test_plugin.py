@@ -88,10 +88,11 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     assert greeting == "HELLO ADA!"
     assert result.status == "completed" and result.final_text == "done"
     assert "ship it" in result.messages[-2].tool_results[0].content
-    # Role all: the tool activities rode the tools queue, served by the
-    # plugin's second worker in this process.
+    # Role all: resolve_tools rode the tools queue, served by the plugin's
+    # second worker in this process, which said the run's queue has the
+    # tools too; so the tool call went to the run's own queue.
     queues = activity_queues(await handle.workflow_handle.fetch_history())
-    assert queues == {"resolve_tools": {f"{task_queue}-tools"}, "execute_tool": {f"{task_queue}-tools"},
+    assert queues == {"resolve_tools": {f"{task_queue}-tools"}, "execute_tool": {task_queue},
                       "call_model": {task_queue}}
 
 

@@ -43,6 +43,8 @@ def test_histories_are_committed() -> None:
         "restored_approval",
         # A thread: turns by update and signal, enqueue, steering, interrupt, rollback, a stop while idle.
         "thread_turns",
+        # Tool calls on the run's own queue, as resolve_tools' answer from a worker of role all said.
+        "tools_beside",
     }
 
 

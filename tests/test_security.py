@@ -564,7 +564,7 @@ async def test_a_worker_killed_mid_command_leaves_nothing_running(
 # The tools queue ---------------------------------------------------------------------
 
 
-async def test_tool_activities_go_to_the_tools_queue(
+async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_too(
     agent_client: AgentClient, worker, workspace: Path, task_queue: str
 ) -> None:
     (workspace / "a.txt").write_text("a")
@@ -579,14 +579,66 @@ async def test_tool_activities_go_to_the_tools_queue(
          e.activity_task_scheduled_event_attributes.task_queue.name)
         for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
+    # A worker of role all answered resolve_tools on the tools queue and
+    # serves the tools on the run's queue as well: the call went there.
     tools = f"{task_queue}-tools"
-    assert scheduled == [("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools),
+    assert scheduled == [("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", task_queue),
                          ("call_model", task_queue)]
     markers = [e.marker_recorded_event_attributes for e in history.events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     patches = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if "patch-data" in m.details]
     # One marker for a new run, standing for the tools queue and the features before it.
     assert patches == ["agentloop-lean-1"]
+
+
+def scheduled_queues(history: WorkflowHistory) -> list[tuple[str, str]]:
+    return [
+        (e.activity_task_scheduled_event_attributes.activity_type.name,
+         e.activity_task_scheduled_event_attributes.task_queue.name)
+        for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
+async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call_that_finds_no_tools_moves_there(
+    temporal_client: Client, agent_client: AgentClient, registry, workspace: Path, task_queue: str
+) -> None:
+    from agentloop.activities.agent_activities import AgentActivities
+
+    (workspace / "a.txt").write_text("a")
+    tools = f"{task_queue}-tools"
+    spec = lambda answer: AgentSpec(  # noqa: E731
+        model=script(calls(call("read_file", {"file_path": "a.txt"})), reply(answer)), tools=["read_file"],
+        workspace=str(workspace))
+    models = build_worker(temporal_client, task_queue=task_queue, registry=registry, role="models")
+    # Split: a tools worker answers resolve_tools without claiming the run's
+    # queue, so the call stays on the tools queue, away from the keys.
+    async with models, build_worker(temporal_client, task_queue=task_queue, registry=registry, role="tools"):
+        handle = await agent_client.start(spec("split"), "go")
+        assert (await handle.result()).final_text == "split"
+    assert scheduled_queues(await handle.workflow_handle.fetch_history()) == [
+        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+    # A worker that serves the tools on the run's queue too (as role all
+    # does) answered resolve_tools, but only a models worker polls that
+    # queue now (the deployment was split since): the call fails there at
+    # once, not retried, and runs on the tools queue instead.
+    acts = AgentActivities(registry, workspace=workspace, tools_beside_runs=True)
+    beside = Worker(temporal_client, task_queue=tools, activities=[acts.resolve_tools, acts.execute_tool])
+    models = build_worker(temporal_client, task_queue=task_queue, registry=registry, role="models")
+    async with models, beside:
+        handle = await agent_client.start(spec("moved"), "go")
+        result = await handle.result()
+    assert result.final_text == "moved" and not result.messages[-2].tool_results[0].is_error
+    history = await handle.workflow_handle.fetch_history()
+    assert scheduled_queues(history) == [
+        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", task_queue), ("execute_tool", tools),
+        ("call_model", task_queue)]
+    failures = [e.activity_task_failed_event_attributes.failure for e in history.events
+                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    assert [f.application_failure_info.type for f in failures] == ["NotFoundError"]
+    assert "execute_tool" in failures[0].message and "is not registered on this worker" in failures[0].message
+    started = [e.activity_task_started_event_attributes.attempt for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+    assert started == [1, 1, 1, 1, 1]  # nothing retried
 
 
 # Not root --------------------------------------------------------------------------

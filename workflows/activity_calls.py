@@ -98,14 +98,23 @@ def model_call_options(spec: AgentSpec) -> ActivityOptions:
     )
 
 
-def tool_call_options(spec: AgentSpec, tool_name: str, task_queue: str | None) -> ActivityOptions:
+#: The failure type of an activity a worker does not have (Temporal's SDK).
+NOT_REGISTERED_ERROR_TYPE = "NotFoundError"
+
+
+def tool_call_options(spec: AgentSpec, tool_name: str, task_queue: str | None, *,
+                      beside: bool = False) -> ActivityOptions:
     """One tool call: the tool's own limit plus a grace, so its clean timeout
     result comes first. A tool's failures come back as results; only lost
-    workers and infrastructure errors reach Temporal's retries."""
+    workers and infrastructure errors reach Temporal's retries. ``beside``:
+    on the run's own queue by choice, where a worker without the tool
+    activities fails the call at once (not retried) so it can go to the
+    tools queue instead."""
     return ActivityOptions(
         start_to_close=timedelta(seconds=spec.timeout_for(tool_name)) + TOOL_TIMEOUT_GRACE,
         heartbeat=timedelta(seconds=spec.heartbeat_timeout_seconds),
-        retry=RetryPolicy(maximum_attempts=spec.tool_max_attempts),
+        retry=RetryPolicy(maximum_attempts=spec.tool_max_attempts,
+                          non_retryable_error_types=[NOT_REGISTERED_ERROR_TYPE] if beside else None),
         cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         task_queue=task_queue,
     )

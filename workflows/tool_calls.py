@@ -75,6 +75,15 @@ class ToolRunner:
         self.delegate = delegate
         #: Why an ``on_tool_error`` hook ended the run, once one did.
         self.end_run: str | None = None
+        #: ``execute_tool`` calls go to the run's own queue (see :meth:`run_beside`).
+        self.beside = False
+
+    def run_beside(self, runs_queue: str | None) -> None:
+        """Send ``execute_tool`` calls to the run's own queue when the worker
+        that resolved the tools said it serves them there (``runs_queue``,
+        recorded in history with ``resolve_tools``' result)."""
+        self.beside = (self.features.tool_queue is not None and runs_queue is not None
+                       and runs_queue == workflow.info().task_queue)
 
     async def run_step(self, spec: AgentSpec, step: StepGates) -> list[tuple[ToolResultPart, bool]]:
         """Run (or answer) every call of a step: results in call order, each
@@ -140,12 +149,18 @@ class ToolRunner:
                                  arguments=call.arguments, workspace=spec.workspace,
                                  timeout_seconds=spec.timeout_for(call.name), output_limit=spec.tool_output_limit,
                                  hooks=spec.tool_hooks, agent_name=spec.name, model=spec.model)
-        options = calls.tool_call_options(spec, call.name, self.features.tool_queue)
+        queue = None if self.beside else self.features.tool_queue
+        options = calls.tool_call_options(spec, call.name, queue, beside=self.beside)
         self.state.running_calls[call.id] = call
         try:
             result = await calls.execute_tool(input, options, f"tool {call.name}")
         except ActivityError as err:
             calls.reraise_cancel(err)
+            if self.beside and calls.failure_type(err) == calls.NOT_REGISTERED_ERROR_TYPE:
+                # A worker without the tools polls the run's queue now (role
+                # models, since the run began): the tools queue from here on.
+                self.beside = False
+                return await self._execute(spec, call, report)
             return error_result(call, f"Tool '{call.name}' could not complete: {calls.failure_detail(err)}"), True
         finally:
             self.state.running_calls.pop(call.id, None)

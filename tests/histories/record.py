@@ -209,6 +209,13 @@ SCENARIOS.update({
 })
 
 
+# Tool calls on the run's own queue (no patch: resolve_tools' result in
+# history says where they go): a worker of role all answered resolve_tools.
+SCENARIOS.update({
+    "tools_beside": SCENARIOS["state_tools_parallel"],
+})
+
+
 # Sub-agents (no patch: only runs with sub_agents reach the code): two
 # delegations in parallel, one with a forked history, one failing (max_steps);
 # the children's histories are recorded too (NAME-sub-N.json).
