@@ -564,6 +564,14 @@ async def test_a_worker_killed_mid_command_leaves_nothing_running(
 # The tools queue ---------------------------------------------------------------------
 
 
+def scheduled_queues(history: WorkflowHistory) -> list[tuple[str, str]]:
+    return [
+        (e.activity_task_scheduled_event_attributes.activity_type.name,
+         e.activity_task_scheduled_event_attributes.task_queue.name)
+        for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+
+
 async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_too(
     agent_client: AgentClient, worker, workspace: Path, task_queue: str
 ) -> None:
@@ -574,11 +582,7 @@ async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_
             AgentSpec(model=model, tools=["read_file"], workspace=str(workspace)), "go")
         assert (await handle.result()).final_text == "ok"
     history = await handle.workflow_handle.fetch_history()
-    scheduled = [
-        (e.activity_task_scheduled_event_attributes.activity_type.name,
-         e.activity_task_scheduled_event_attributes.task_queue.name)
-        for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
+    scheduled = scheduled_queues(history)
     # A worker of role all answered resolve_tools on the tools queue and
     # serves the tools on the run's queue as well: the call went there.
     tools = f"{task_queue}-tools"
@@ -591,14 +595,6 @@ async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_
     assert patches == ["agentloop-lean-1"]
 
 
-def scheduled_queues(history: WorkflowHistory) -> list[tuple[str, str]]:
-    return [
-        (e.activity_task_scheduled_event_attributes.activity_type.name,
-         e.activity_task_scheduled_event_attributes.task_queue.name)
-        for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-    ]
-
-
 async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call_that_finds_no_tools_moves_there(
     temporal_client: Client, agent_client: AgentClient, registry, workspace: Path, task_queue: str
 ) -> None:
@@ -606,9 +602,11 @@ async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call
 
     (workspace / "a.txt").write_text("a")
     tools = f"{task_queue}-tools"
-    spec = lambda answer: AgentSpec(  # noqa: E731
-        model=script(calls(call("read_file", {"file_path": "a.txt"})), reply(answer)), tools=["read_file"],
-        workspace=str(workspace))
+
+    def spec(answer: str) -> AgentSpec:
+        return AgentSpec(model=script(calls(call("read_file", {"file_path": "a.txt"})), reply(answer)),
+                         tools=["read_file"], workspace=str(workspace))
+
     models = build_worker(temporal_client, task_queue=task_queue, registry=registry, role="models")
     # Split: a tools worker answers resolve_tools without claiming the run's
     # queue, so the call stays on the tools queue, away from the keys.
