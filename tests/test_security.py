@@ -603,40 +603,45 @@ async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call
     (workspace / "a.txt").write_text("a")
     tools = f"{task_queue}-tools"
 
-    def spec(answer: str) -> AgentSpec:
-        return AgentSpec(model=script(calls(call("read_file", {"file_path": "a.txt"})), reply(answer)),
-                         tools=["read_file"], workspace=str(workspace))
+    def spec(answer: str, parallel: int = 1) -> AgentSpec:
+        step = calls(*[call("read_file", {"file_path": "a.txt"}) for _ in range(parallel)])
+        return AgentSpec(model=script(step, reply(answer)), tools=["read_file"], workspace=str(workspace))
 
     models = build_worker(temporal_client, task_queue=task_queue, registry=registry, role="models")
     # Split: a tools worker answers resolve_tools without claiming the run's
     # queue, so the call stays on the tools queue, away from the keys.
     async with models, build_worker(temporal_client, task_queue=task_queue, registry=registry, role="tools"):
         handle = await agent_client.start(spec("split"), "go")
-        assert (await handle.result()).final_text == "split"
+        split = await handle.result()
+    assert split.final_text == "split"
+    read = split.messages[-2].tool_results[0]
+    assert not read.is_error and "a" in read.content
     assert scheduled_queues(await handle.workflow_handle.fetch_history()) == [
         ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
     # A worker that serves the tools on the run's queue too (as role all
     # does) answered resolve_tools, but only a models worker polls that
-    # queue now (the deployment was split since): the call fails there at
-    # once, not retried, and runs on the tools queue instead.
+    # queue now (the deployment was split since): the two parallel calls
+    # fail there at once, not retried, and run on the tools queue instead.
     acts = AgentActivities(registry, workspace=workspace, tools_beside_runs=True)
     beside = Worker(temporal_client, task_queue=tools, activities=[acts.resolve_tools, acts.execute_tool])
     models = build_worker(temporal_client, task_queue=task_queue, registry=registry, role="models")
     async with models, beside:
-        handle = await agent_client.start(spec("moved"), "go")
+        handle = await agent_client.start(spec("moved", parallel=2), "go")
         result = await handle.result()
-    assert result.final_text == "moved" and not result.messages[-2].tool_results[0].is_error
+    assert result.final_text == "moved"
+    assert [(r.content, r.is_error) for r in result.messages[-2].tool_results] == [(read.content, False)] * 2
     history = await handle.workflow_handle.fetch_history()
-    assert scheduled_queues(history) == [
-        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", task_queue), ("execute_tool", tools),
-        ("call_model", task_queue)]
+    scheduled = scheduled_queues(history)
+    assert scheduled[:2] == [("resolve_tools", tools), ("call_model", task_queue)]
+    assert sorted(scheduled[2:-1]) == [("execute_tool", task_queue)] * 2 + [("execute_tool", tools)] * 2
+    assert scheduled[-1] == ("call_model", task_queue)
     failures = [e.activity_task_failed_event_attributes.failure for e in history.events
                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
-    assert [f.application_failure_info.type for f in failures] == ["NotFoundError"]
+    assert [f.application_failure_info.type for f in failures] == ["NotFoundError"] * 2
     assert "execute_tool" in failures[0].message and "is not registered on this worker" in failures[0].message
     started = [e.activity_task_started_event_attributes.attempt for e in history.events
                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
-    assert started == [1, 1, 1, 1, 1]  # nothing retried
+    assert started == [1] * 7  # nothing retried
 
 
 # Not root --------------------------------------------------------------------------

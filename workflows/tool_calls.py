@@ -149,14 +149,15 @@ class ToolRunner:
                                  arguments=call.arguments, workspace=spec.workspace,
                                  timeout_seconds=spec.timeout_for(call.name), output_limit=spec.tool_output_limit,
                                  hooks=spec.tool_hooks, agent_name=spec.name, model=spec.model)
-        queue = None if self.beside else self.features.tool_queue
-        options = calls.tool_call_options(spec, call.name, queue, beside=self.beside)
+        beside = self.beside  # parallel calls may change it while this one runs
+        options = calls.tool_call_options(spec, call.name, None if beside else self.features.tool_queue,
+                                          beside=beside)
         self.state.running_calls[call.id] = call
         try:
             result = await calls.execute_tool(input, options, f"tool {call.name}")
         except ActivityError as err:
             calls.reraise_cancel(err)
-            if self.beside and calls.failure_type(err) == calls.NOT_REGISTERED_ERROR_TYPE:
+            if beside and calls.failure_type(err) == calls.NOT_REGISTERED_ERROR_TYPE:
                 # A worker without the tools polls the run's queue now (role
                 # models, since the run began): the tools queue from here on.
                 self.beside = False
