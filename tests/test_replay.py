@@ -45,6 +45,8 @@ def test_histories_are_committed() -> None:
         "thread_turns",
         # Tool calls on the run's own queue, as resolve_tools' answer from a worker of role all said.
         "tools_beside",
+        # The same, when a models worker got the calls: two parallel calls moved to the tools queue.
+        "tools_moved",
     }
 
 

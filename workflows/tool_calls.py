@@ -81,9 +81,9 @@ class ToolRunner:
     def run_beside(self, runs_queue: str | None) -> None:
         """Send ``execute_tool`` calls to the run's own queue when the worker
         that resolved the tools said it serves them there (``runs_queue``,
-        recorded in history with ``resolve_tools``' result)."""
-        self.beside = (self.features.tool_queue is not None and runs_queue is not None
-                       and runs_queue == workflow.info().task_queue)
+        recorded in history with ``resolve_tools``' result). Decided by
+        history alone: a replay's worker may poll a queue of another name."""
+        self.beside = self.features.tool_queue is not None and runs_queue is not None
 
     async def run_step(self, spec: AgentSpec, step: StepGates) -> list[tuple[ToolResultPart, bool]]:
         """Run (or answer) every call of a step: results in call order, each

@@ -365,6 +365,31 @@ SCENARIOS.update({
 RECORD_QUEUE: list[str] = []
 
 
+# A run whose tool lookup was answered by a worker that serves the tools on
+# the run's queue too (as role all does), while only a models worker polls
+# that queue: two parallel calls fail there (NotFoundError) and move to the
+# tools queue. Recorded on queues of its own (not in SCENARIOS).
+async def record_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
+    from temporalio.worker import Worker
+
+    from agentloop.activities.agent_activities import AgentActivities
+
+    name, queue = "tools_moved", f"record-moved-{uuid.uuid4().hex[:8]}"
+    acts = AgentActivities(registry, workspace=ws, tools_beside_runs=True)
+    register_scripted_model(f"record-{name}", [
+        calls(call("read_file", {"file_path": "a.txt"}), call("list_dir", {"path": "."})), reply("moved")])
+    async with (build_worker(client, task_queue=queue, registry=registry, role="models"),
+                Worker(client, task_queue=f"{queue}-tools", activities=[acts.resolve_tools, acts.execute_tool])):
+        spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["read_file", "list_dir"],
+                         default_permission="allow")
+        handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await handle.result()
+    history = await handle.workflow_handle.fetch_history()
+    out = HERE / f"{name}.json"
+    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"wrote {out} ({len(history.events)} events)")
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
@@ -378,7 +403,10 @@ async def main() -> None:
         RECORD_QUEUE.append(queue)
         agents = AgentClient(client, task_queue=queue)
         async with build_worker(client, task_queue=queue, registry=registry, workspace=ws, mcp_servers=MCP_SERVERS):
-            wanted = sys.argv[1:] or [n for n in SCENARIOS if not (HERE / f"{n}.json").exists()]
+            wanted = sys.argv[1:] or [n for n in [*SCENARIOS, "tools_moved"] if not (HERE / f"{n}.json").exists()]
+            if "tools_moved" in wanted:
+                await record_tools_moved(client, registry, ws)
+                wanted.remove("tools_moved")
             for name in wanted:
                 script, options, *drive = SCENARIOS[name]
                 register_scripted_model(f"record-{name}", script)
