@@ -361,6 +361,11 @@ SCENARIOS.update({
     "thread_turns": (thread_script, dict(tools=["list_dir"]), drive_thread),
 })
 
+def write_history(out: Path, history) -> None:
+    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"wrote {out} ({len(history.events)} events)")
+
+
 #: The recording worker's task queue (set in main).
 RECORD_QUEUE: list[str] = []
 
@@ -386,8 +391,7 @@ async def record_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
         await handle.result()
     history = await handle.workflow_handle.fetch_history()
     out = HERE / f"{name}.json"
-    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-    print(f"wrote {out} ({len(history.events)} events)")
+    write_history(out, history)
 
 
 async def main() -> None:
@@ -425,15 +429,13 @@ async def main() -> None:
                     run = client.get_workflow_handle(handle.run_id, run_id=execution.run_id)
                     history = await run.fetch_history()
                     out = HERE / (f"{name}.json" if index == 0 else f"{name}-{index + 1}.json")
-                    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-                    print(f"wrote {out} ({len(history.events)} events)")
+                    write_history(out, history)
                 children = [w async for w in client.list_workflows(f'AgentRootRun="{handle.run_id}"')]
                 children.sort(key=lambda w: w.id)
                 for index, execution in enumerate(children):
                     history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
                     out = HERE / f"{name}-sub-{index + 1}.json"
-                    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
-                    print(f"wrote {out} ({len(history.events)} events)")
+                    write_history(out, history)
 
 
 if __name__ == "__main__":
