@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import os
@@ -83,9 +84,20 @@ def _earlier_attempts_usage() -> Usage:
 
 def _streams(model: object) -> bool:
     """Whether ``model.complete`` takes ``on_delta`` (models written before
-    streaming take only the request)."""
+    streaming take only the request). Looked up once per function: reading a
+    signature costs more than the rest of a step's bookkeeping."""
+    complete = model.complete  # type: ignore[attr-defined]
+    function = getattr(complete, "__func__", complete)
     try:
-        return "on_delta" in inspect.signature(model.complete).parameters  # type: ignore[attr-defined]
+        return _takes_on_delta(function)
+    except TypeError:  # an unhashable callable: read it every time
+        return _takes_on_delta.__wrapped__(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_on_delta(function: object) -> bool:
+    try:
+        return "on_delta" in inspect.signature(function).parameters  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return False
 
@@ -251,10 +263,11 @@ class AgentActivities:
             try:
                 model = self.models.resolve(input.model)
                 request = await self._full_request(input)
-                if input.stream_deltas and _streams(model):
+                streams = _streams(model)
+                if input.stream_deltas and streams:
                     publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
                     await stack.enter_async_context(publisher)
-                if _streams(model):
+                if streams:
                     response = await model.complete(request, on_delta=on_delta)
                 else:
                     response = await model.complete(request)
@@ -378,9 +391,8 @@ class AgentActivities:
                 "to an existing directory.",
                 is_error=True,
             )
-        if self.workspace_roots and not any(
-            workspace.resolve().is_relative_to(root) for root in self.workspace_roots
-        ):
+        resolved = workspace.resolve()
+        if self.workspace_roots and not any(resolved.is_relative_to(root) for root in self.workspace_roots):
             return result(
                 f"The workspace {workspace} is outside the directories this worker allows "
                 f"(AGENTLOOP_WORKSPACE_ROOTS={':'.join(map(str, self.workspace_roots))}); set "
@@ -388,7 +400,7 @@ class AgentActivities:
                 is_error=True,
             )
         ctx = ToolContext(
-            workspace=workspace.resolve(),
+            workspace=resolved,
             run_id=input.run_id,
             step=input.step,
             call_id=input.call_id,

@@ -49,17 +49,26 @@ async def keep_heartbeating(
         else:
             activity.heartbeat(*details)
 
-    async def beat() -> None:
-        while True:
-            await asyncio.sleep(interval)
+    # A timer rather than a task: most blocks end before the first beat, and
+    # a task to create, cancel and await costs every tool call and LLM step.
+    loop = asyncio.get_running_loop()
+    failure: list[Exception] = []
+
+    def beat() -> None:
+        nonlocal timer
+        try:
             send()
+        except Exception as exc:  # e.g. details that do not serialise: fail the block, as a bug should
+            failure.append(exc)
+            return
+        timer = loop.call_later(interval, beat)
 
     if beat_now:
         send()
-    task = asyncio.create_task(beat())
+    timer = loop.call_later(interval, beat)
     try:
         yield
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        timer.cancel()
+    if failure:
+        raise failure[0]

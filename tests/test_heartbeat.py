@@ -1,0 +1,126 @@
+"""Heartbeats while work runs, and the per-step look-ups kept off the hot path.
+
+``keep_heartbeating`` runs inside a real activity context (the SDK's
+``ActivityEnvironment``, which hands every heartbeat to ``on_heartbeat``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import timedelta
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from agentloop.activities import agent_activities
+from agentloop.activities.heartbeat import keep_heartbeating
+
+
+def environment(beats: list[tuple[object, ...]]) -> ActivityEnvironment:
+    """An activity context whose heartbeat timeout gives a 0.5 s interval."""
+    env = ActivityEnvironment()
+    env.info = dataclasses.replace(env.info, heartbeat_timeout=timedelta(seconds=1.5))
+    env.on_heartbeat = lambda *details: beats.append(details)
+    return env
+
+
+async def test_a_block_shorter_than_the_interval_sends_no_heartbeat() -> None:
+    beats: list[tuple[object, ...]] = []
+
+    async def work() -> str:
+        async with keep_heartbeating("details"):
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.8)  # a beat left scheduled would land here
+        return "done"
+
+    assert await environment(beats).run(work) == "done"
+    assert beats == []
+
+
+async def test_a_long_block_beats_every_interval_with_the_current_details() -> None:
+    beats: list[tuple[object, ...]] = []
+    progress = {"n": 0}
+
+    async def work() -> int:
+        async with keep_heartbeating(current=lambda: dict(progress)):
+            for n in range(1, 13):
+                progress["n"] = n
+                await asyncio.sleep(0.1)
+        during = len(beats)
+        await asyncio.sleep(0.8)
+        return during
+
+    during = await environment(beats).run(work)
+    # 1.2 s or more at one beat each 0.5 s: two beats at least, none after the block.
+    assert during >= 2 and len(beats) == during, beats
+    seen = [details[0]["n"] for details in beats]  # type: ignore[index]
+    assert seen == sorted(seen) and seen[0] >= 1 and len(set(seen)) == len(seen)
+
+
+async def test_beat_now_sends_the_first_details_before_the_block_runs() -> None:
+    beats: list[tuple[object, ...]] = []
+
+    async def work() -> int:
+        async with keep_heartbeating("earlier usage", beat_now=True):
+            return len(beats)
+
+    assert await environment(beats).run(work) == 1
+    assert beats == [("earlier usage",)]
+
+
+async def test_a_heartbeat_that_fails_fails_the_block_and_stops_beating() -> None:
+    calls = {"n": 0}
+
+    def broken() -> object:
+        calls["n"] += 1
+        raise ValueError("details that do not serialise")
+
+    async def work() -> None:
+        async with keep_heartbeating(current=broken):
+            await asyncio.sleep(1.2)
+
+    with pytest.raises(ValueError, match="do not serialise"):
+        await environment([]).run(work)
+    assert calls["n"] == 1
+
+
+class Streaming:
+    async def complete(self, request: object, on_delta: object = None) -> None: ...
+
+
+class Plain:
+    async def complete(self, request: object) -> None: ...
+
+
+class CallableComplete:
+    """A model whose ``complete`` is an unhashable callable object."""
+
+    def __init__(self, streams: bool) -> None:
+        self.complete = self.Streaming() if streams else self.Plain()
+
+    class Streaming:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, request: object, on_delta: object = None) -> None: ...
+
+    class Plain:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __call__(self, request: object) -> None: ...
+
+
+def test_whether_a_model_streams_is_read_from_its_signature_once_per_function() -> None:
+    agent_activities._takes_on_delta.cache_clear()
+    assert agent_activities._streams(Streaming()) is True
+    assert agent_activities._streams(Plain()) is False
+    for _ in range(5):  # new instances, same functions: no signature read again
+        assert agent_activities._streams(Streaming()) is True
+        assert agent_activities._streams(Plain()) is False
+    info = agent_activities._takes_on_delta.cache_info()
+    assert (info.misses, info.hits) == (2, 10)
+
+
+def test_an_unhashable_complete_is_still_read_right() -> None:
+    assert agent_activities._streams(CallableComplete(streams=True)) is True
+    assert agent_activities._streams(CallableComplete(streams=False)) is False
