@@ -44,7 +44,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ToolRegistry, Usage
 from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
@@ -53,12 +53,20 @@ from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, floor_mo
 
 
 async def scripted(request):  # type: ignore[no-untyped-def]
-    """The agent's model: ``MODEL_SECONDS`` per call, one echo per step."""
+    """The agent's model: ``MODEL_SECONDS`` per call, one echo per step. It
+    reports its usage, as a provider does (the scripted model would
+    otherwise estimate it from the request's JSON, work no real model call
+    puts on the worker)."""
     await asyncio.sleep(MODEL_SECONDS[0])
     step = step_of(request)
     if step < STEPS:
-        return calls(call("echo", {"text": f"step {step}"}))
-    return reply("done")
+        response = calls(call("echo", {"text": f"step {step}"}))
+    else:
+        response = reply("done")
+    return response.model_copy(update={"usage": USAGE})
+
+
+USAGE = Usage(input_tokens=120, output_tokens=20, requests=1)
 
 
 STEPS = 3
