@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from agentloop.activities import context_activities, guardrail_activities, tool_hooks
 from agentloop.activities.heartbeat import keep_heartbeating
@@ -35,6 +35,7 @@ from agentloop.activity_io import (
     ExecuteToolInput,
     ExecuteToolResult,
     ResolveToolsInput,
+    TOOLS_NOT_HERE_ERROR_TYPE,
     ResolveToolsResult,
     StreamDelta,
 )
@@ -118,7 +119,8 @@ class AgentActivities:
             file ``AGENTLOOP_MCP_SERVERS`` names when None.
         tools_beside_runs: This process also serves the tool activities on
             the runs' own queue (role ``all``): ``resolve_tools`` says so, and
-            the run sends its tool calls there.
+            the run sends its tool calls there; ``resolve_tools_here``
+            answers (else it refuses, and the run asks the tools queue).
 
     Attributes:
         transcript_timeouts: How long a step waits for the run to hand over
@@ -180,6 +182,26 @@ class AgentActivities:
                                   missing_hooks=[h for h in input.hooks if h not in hooks],
                                   available_hooks=sorted(hooks) if input.hooks else [], agents_md=agents_md,
                                   runs_queue=runs_queue)
+
+    @activity.defn(name="resolve_tools_here")
+    async def resolve_tools_here(self, input: ResolveToolsInput) -> ResolveToolsResult:
+        """``resolve_tools`` as a local activity of the run's own worker: no
+        task of its own, no trip through the tools queue. Answered by a
+        worker that serves the tools beside the runs (role ``all``).
+
+        Raises:
+            ApplicationError: Non-retryable ``ToolsNotHere`` on any other
+                worker (role ``models``): the run then asks the tools queue.
+                And what ``resolve_tools`` raises.
+        """
+        if not self.tools_beside_runs:
+            raise ApplicationError(  # benign: logged at DEBUG, no metric; the expected answer of role models
+                "this worker does not serve the tool activities (role models): the run asks the tools queue",
+                type=TOOLS_NOT_HERE_ERROR_TYPE,
+                non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
+            )
+        return await self.resolve_tools(input)
 
     async def _list_mcp_tools(self, server: str) -> list[Any]:
         from mcp.shared.exceptions import MCPError

@@ -41,6 +41,9 @@ async def keep_heartbeating(
             instruction: for details the next attempt must find even if
             this one is lost within its first interval.
     """
+    if activity.info().is_local:
+        yield  # a local activity cannot heartbeat: its workflow task is its lease
+        return
     interval = heartbeat_interval()
 
     def send() -> None:

@@ -265,6 +265,11 @@ class ResolveToolsInput(BaseModel):
     workspace: str | None = None
 
 
+#: Failure type of ``resolve_tools_here`` on a worker that does not serve
+#: the tools beside the runs (role ``models``): the run asks the tools queue.
+TOOLS_NOT_HERE_ERROR_TYPE = "ToolsNotHere"
+
+
 class ResolveToolsResult(BaseModel):
     """Result of ``resolve_tools``: definitions, and names the worker lacks.
 

@@ -309,9 +309,10 @@ class AgentLoopPlugin(SimplePlugin):
                 workflows.append(AgentRunWorkflow)
             config["workflows"] = workflows
         ours = {
-            "all": [acts.call_model, acts.resolve_tools, acts.execute_tool, acts.resolve_guardrails,
-                    acts.run_guardrail, acts.load_context, acts.run_tool_hooks],
-            "models": [acts.call_model, acts.resolve_guardrails, acts.run_guardrail],
+            "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
+                    acts.resolve_guardrails, acts.run_guardrail, acts.load_context, acts.run_tool_hooks],
+            # resolve_tools_here refuses on models (no tools here), and replays read it from history.
+            "models": [acts.call_model, acts.resolve_tools_here, acts.resolve_guardrails, acts.run_guardrail],
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]

@@ -85,6 +85,21 @@ async def test_a_heartbeat_that_fails_fails_the_block_and_stops_beating() -> Non
     assert calls["n"] == 1
 
 
+
+async def test_a_local_activity_does_not_heartbeat() -> None:
+    beats: list[tuple[object, ...]] = []
+    env = environment(beats)
+    env.info = dataclasses.replace(env.info, is_local=True)
+
+    async def work() -> str:
+        async with keep_heartbeating("details", beat_now=True):
+            await asyncio.sleep(1.2)
+        return "done"
+
+    assert await env.run(work) == "done"
+    assert beats == []
+
+
 class Streaming:
     async def complete(self, request: object, on_delta: object = None) -> None: ...
 

@@ -151,9 +151,14 @@ async def test_listing_is_recorded_and_replays_with_the_server_stopped(
         handle = await agent_client.start(spec, "add")
         assert (await handle.result()).final_text == "3"
     history = await temporal_client.get_workflow_handle(handle.run_id).fetch_history()
-    resolves = [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    # Listed once per run, by the worker in the run's first workflow task (a
+    # local activity): the listing is in the marker's result.
+    markers = [e.marker_recorded_event_attributes for e in history.events
+               if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+               and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+    assert len(markers) == 1 and "notes__add" in markers[0].details["result"].payloads[0].data.decode()
+    assert not [e for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
                 and e.activity_task_scheduled_event_attributes.activity_type.name == "resolve_tools"]
-    assert len(resolves) == 1  # listed once per run
     http_server.stop()
     replayer = Replayer(workflows=[], plugins=[AgentLoopPlugin()])
     replay = await replayer.replay_workflow(history)

@@ -75,8 +75,8 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     worker = Worker(client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout])
     assert registered(worker) == (
         ["AgentRunWorkflow", "GreetingWorkflow"],
-        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
-         "run_tool_hooks", "shout"]
+        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "resolve_tools_here",
+         "run_guardrail", "run_tool_hooks", "shout"]
     )
     model = script(calls(call("read_file", {"file_path": "notes.txt"})), reply("done"))
     async with worker:
@@ -88,12 +88,11 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     assert greeting == "HELLO ADA!"
     assert result.status == "completed" and result.final_text == "done"
     assert "ship it" in result.messages[-2].tool_results[0].content
-    # Role all: resolve_tools rode the tools queue, served by the plugin's
-    # second worker in this process, which said the run's queue has the
+    # Role all: the tools were looked up by this worker itself (a local
+    # activity, no task on any queue), which said the run's queue has the
     # tools too; so the tool call went to the run's own queue.
     queues = activity_queues(await handle.workflow_handle.fetch_history())
-    assert queues == {"resolve_tools": {f"{task_queue}-tools"}, "execute_tool": {task_queue},
-                      "call_model": {task_queue}}
+    assert queues == {"execute_tool": {task_queue}, "call_model": {task_queue}}
 
 
 async def test_the_tools_queue_worker_starts_and_stops_with_the_users_worker(
@@ -206,14 +205,15 @@ async def test_the_plugin_is_applied_once_per_worker(dev_server: DevServer, temp
     assert any("same plugin type" in str(w.message) for w in caught)
     assert registered(worker) == (
         ["AgentRunWorkflow"],
-        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
-         "run_tool_hooks"])
+        ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "resolve_tools_here",
+         "run_guardrail", "run_tool_hooks"])
     # Another one on the worker: the worker's own configures it (here, a
     # models worker on a client whose plugin is role all).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         worker = Worker(client, task_queue="q-models", plugins=[AgentLoopPlugin(role="models")])
-    assert registered(worker) == (["AgentRunWorkflow"], ["call_model", "resolve_guardrails", "run_guardrail"])
+    assert registered(worker) == (["AgentRunWorkflow"],
+                                  ["call_model", "resolve_guardrails", "resolve_tools_here", "run_guardrail"])
     # A worker that registers AgentRunWorkflow itself keeps its own.
     worker = Worker(client, task_queue="q-own", workflows=[AgentRunWorkflow])
     assert registered(worker)[0] == ["AgentRunWorkflow"]

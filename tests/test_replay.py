@@ -47,6 +47,10 @@ def test_histories_are_committed() -> None:
         "tools_beside",
         # The same, when a models worker got the calls: two parallel calls moved to the tools queue.
         "tools_moved",
+        # Tools looked up by the run's own worker of role all (a local activity; patch agentloop-lean-2);
+        # refused by a models worker, then the tools queue's answer; looked up here, then the
+        # deployment split while the run waited for approval (the call moved to the tools queue).
+        "resolve_here", "resolve_split", "resolve_here_split",
     }
 
 

@@ -48,6 +48,7 @@ from tests.processes import (
     wait_until_running,
 )
 from tests.security_fixture import TRICKS
+from tests.test_approvals import awaiting, task_failures, wait_state, write
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -279,7 +280,7 @@ async def test_build_worker_for_tools_refuses_provider_keys(
 
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="models")) == (
-        q, ["call_model", "resolve_guardrails", "run_guardrail"])
+        q, ["call_model", "resolve_guardrails", "resolve_tools_here", "run_guardrail"])
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="tools")) == (
@@ -288,8 +289,8 @@ async def test_build_worker_for_tools_refuses_provider_keys(
     # tools queue); the plugin serves <q>-tools beside it (tests/test_plugin.py).
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q)) == (
-        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "run_guardrail",
-            "run_tool_hooks"])
+        q, ["call_model", "execute_tool", "load_context", "resolve_guardrails", "resolve_tools", "resolve_tools_here",
+            "run_guardrail", "run_tool_hooks"])
 
 
 # What a command sees -----------------------------------------------------------------
@@ -572,6 +573,18 @@ def scheduled_queues(history: WorkflowHistory) -> list[tuple[str, str]]:
     ]
 
 
+def local_activities(history: WorkflowHistory) -> list[tuple[str, str | None]]:
+    """Each local activity's type and failure type (None: it answered), from its marker."""
+    found = []
+    for e in history.events:
+        marker = e.marker_recorded_event_attributes
+        if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED and marker.marker_name == "core_local_activity":
+            data = json.loads(marker.details["data"].payloads[0].data)
+            failure = marker.failure.application_failure_info.type if marker.HasField("failure") else None
+            found.append((data["activity_type"], failure))
+    return found
+
+
 async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_too(
     agent_client: AgentClient, worker, workspace: Path, task_queue: str
 ) -> None:
@@ -582,17 +595,17 @@ async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_
             AgentSpec(model=model, tools=["read_file"], workspace=str(workspace)), "go")
         assert (await handle.result()).final_text == "ok"
     history = await handle.workflow_handle.fetch_history()
-    scheduled = scheduled_queues(history)
-    # A worker of role all answered resolve_tools on the tools queue and
-    # serves the tools on the run's queue as well: the call went there.
-    tools = f"{task_queue}-tools"
-    assert scheduled == [("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", task_queue),
-                         ("call_model", task_queue)]
+    # A worker of role all looked the tools up itself, in the run's first
+    # workflow task (a local activity: no task, no trip through the tools
+    # queue), and serves the tools on the run's queue: the call went there.
+    assert local_activities(history) == [("resolve_tools_here", None)]
+    assert scheduled_queues(history) == [("call_model", task_queue), ("execute_tool", task_queue),
+                                         ("call_model", task_queue)]
     markers = [e.marker_recorded_event_attributes for e in history.events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     patches = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if "patch-data" in m.details]
-    # One marker for a new run, standing for the tools queue and the features before it.
-    assert patches == ["agentloop-lean-1"]
+    # One marker for a new run, standing for the tools looked up here and the features before it.
+    assert patches == ["agentloop-lean-2"]
 
 
 async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call_that_finds_no_tools_moves_there(
@@ -616,7 +629,11 @@ async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call
     assert split.final_text == "split"
     read = split.messages[-2].tool_results[0]
     assert not read.is_error and "a" in read.content
-    assert scheduled_queues(await handle.workflow_handle.fetch_history()) == [
+    history = await handle.workflow_handle.fetch_history()
+    # The models worker refused to look the tools up (it holds none), at no
+    # task of its own, and the tools queue answered.
+    assert local_activities(history) == [("resolve_tools_here", "ToolsNotHere")]
+    assert scheduled_queues(history) == [
         ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
     # A worker that serves the tools on the run's queue too (as role all
     # does) answered resolve_tools, but only a models worker polls that
@@ -642,6 +659,99 @@ async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call
     started = [e.activity_task_started_event_attributes.attempt for e in history.events
                if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
     assert started == [1] * 7  # nothing retried
+
+
+
+async def test_a_run_that_looked_its_tools_up_on_a_worker_of_role_all_goes_on_after_the_deployment_is_split(
+    temporal_client: Client, agent_client: AgentClient, worker, registry, workspace: Path, task_queue: str
+) -> None:
+    # The run looks its tools up on the worker of role all (a local
+    # activity, in its first workflow task) and waits for an approval. The
+    # deployment is split meanwhile: the models worker replays the run from
+    # history, the lookup included, and the approved call, placed beside the
+    # run by that lookup, finds no tools there and runs on the tools queue.
+    model = script(calls(write("out.txt", "split")), reply("done"))
+    async with worker():
+        handle = await agent_client.start(
+            AgentSpec(model=model, tools=["write_file"], workspace=str(workspace)), "go")
+        await wait_state(handle, awaiting(), "the write to wait for approval")
+    split = [build_worker(temporal_client, task_queue=task_queue, registry=registry, workspace=workspace, role=role)
+             for role in ("models", "tools")]
+    async with split[0], split[1]:
+        await handle.approve("call_0_0")
+        result = await handle.result()
+    assert result.final_text == "done" and (workspace / "out.txt").read_text() == "split"
+    history = await handle.workflow_handle.fetch_history()
+    assert local_activities(history) == [("resolve_tools_here", None)]
+    tools = f"{task_queue}-tools"
+    assert scheduled_queues(history) == [
+        ("call_model", task_queue), ("execute_tool", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+    failures = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
+                for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
+    assert failures == ["NotFoundError"]
+    assert task_failures(history) == []  # the replay on the models worker matched the history
+
+
+
+async def test_a_worker_built_without_the_local_lookup_asks_the_tools_queue(
+    temporal_client: Client, agent_client: AgentClient, registry, workspace: Path, task_queue: str
+) -> None:
+    # A workflow worker built by hand, without the plugin and so without
+    # resolve_tools_here: the run makes no local activity and asks the
+    # tools queue, as runs did before.
+    from agentloop.activities.agent_activities import AgentActivities
+    from agentloop.plugin import workflow_runner
+    from agentloop.workflows.agent_run import AgentRunWorkflow
+
+    (workspace / "a.txt").write_text("a")
+    acts = AgentActivities(registry, workspace=workspace)
+    bare = Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], activities=[acts.call_model],
+                  workflow_runner=workflow_runner())
+    async with bare, build_worker(temporal_client, task_queue=task_queue, registry=registry, workspace=workspace,
+                                  role="tools"):
+        handle = await agent_client.start(AgentSpec(model=script(calls(call("read_file", {"file_path": "a.txt"})),
+                                                                 reply("read")),
+                                                    tools=["read_file"], workspace=str(workspace)), "go")
+        result = await handle.result()
+    read = result.messages[-2].tool_results[0]
+    assert result.final_text == "read" and not read.is_error and "a" in read.content
+    history = await handle.workflow_handle.fetch_history()
+    tools = f"{task_queue}-tools"
+    assert local_activities(history) == []
+    assert scheduled_queues(history) == [
+        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+
+
+
+async def test_a_run_replayed_after_the_local_lookup_keeps_its_events_and_their_times(
+    agent_client: AgentClient, worker, workspace: Path
+) -> None:
+    # The lookup is a local activity inside the run's first workflow task,
+    # and the step's first events come after it in that task: a replay (a
+    # new worker, asked for the events) must rebuild them exactly, times
+    # included.
+    from agentloop.events import ApprovalRequested
+
+    async def events_until_approval(handle) -> list:
+        seen = []
+        async for event in handle.events():
+            seen.append(event)
+            if isinstance(event, ApprovalRequested):
+                return seen
+        raise AssertionError("the run ended without asking for approval")
+
+    model = script(calls(write("out.txt", "replayed")), reply("done"))
+    async with worker():
+        handle = await agent_client.start(
+            AgentSpec(model=model, tools=["write_file"], workspace=str(workspace)), "go")
+        live = await events_until_approval(handle)
+    async with worker():  # holds no state of the run: it replays the history to answer
+        replayed = await events_until_approval(handle)
+        await handle.approve("call_0_0")
+        assert (await handle.result()).final_text == "done"
+    assert len(live) >= 3 and [e.model_dump() for e in replayed] == [e.model_dump() for e in live]
+    history = await handle.workflow_handle.fetch_history()
+    assert local_activities(history) == [("resolve_tools_here", None)] and task_failures(history) == []
 
 
 # Not root --------------------------------------------------------------------------

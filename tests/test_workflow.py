@@ -368,7 +368,9 @@ async def test_activity_summaries_name_step_and_tool(
     history = await handle.workflow_handle.fetch_history()
     summaries = []
     for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+        # The tools' lookup is a local activity: its marker carries the summary.
+        if event.event_type in (EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, EventType.EVENT_TYPE_MARKER_RECORDED) \
+                and event.user_metadata.HasField("summary"):
             summaries.append(json.loads(event.user_metadata.summary.data))
     assert summaries == ["resolve tools", "LLM step 1", "tool read_file", "LLM step 2"]
 

@@ -3,7 +3,8 @@ kind of activity (STYLE.md 14).
 
 Every LLM call (a step or a compaction summary) is a ``call_model`` activity
 with :func:`model_call_options`; every tool call an ``execute_tool`` activity
-with :func:`tool_call_options`; resolving the spec's tools a
+with :func:`tool_call_options`; resolving the spec's tools a local
+activity ``resolve_tools_here`` on a worker that serves the tools, else a
 ``resolve_tools`` activity with :func:`resolve_tools_options`. The calls go
 through the activity definitions (``workflow.execute_activity_method``), so
 names and types come from one place.
@@ -182,11 +183,41 @@ async def execute_tool(input: ExecuteToolInput, options: ActivityOptions, summar
     )
 
 
-async def resolve_tools(input: ResolveToolsInput, options: ActivityOptions) -> ResolveToolsResult:
-    """The definitions of the spec's tools (activity ``resolve_tools``)."""
+async def resolve_tools(
+    input: ResolveToolsInput, options: ActivityOptions, *, here: bool = False
+) -> ResolveToolsResult:
+    """The definitions of the spec's tools: with ``here``, from the run's own
+    worker when it serves the tools (:func:`resolve_tools_here`), else
+    activity ``resolve_tools`` (on the tools queue)."""
+    if here:
+        found = await resolve_tools_here(input)
+        if found is not None:
+            return found
     return await workflow.execute_activity_method(
         AgentActivities.resolve_tools, input, summary="resolve tools", **options.kwargs()
     )
+
+
+async def resolve_tools_here(input: ResolveToolsInput) -> ResolveToolsResult | None:
+    """Local activity ``resolve_tools_here``: the tools, looked up in the
+    workflow task that asks, by the worker running it (role ``all``); its
+    result is a marker in history, so a replay on any worker reads it from
+    there. Tried once: None when it failed, the worker refusing included
+    (``ToolsNotHere``, role ``models``; the failure is a marker too), and
+    when the worker was built without the plugin's activities (not
+    registered: no command was made). ``resolve_tools`` on the tools queue
+    then answers, with its retries and its errors."""
+    try:
+        return await workflow.execute_local_activity_method(
+            AgentActivities.resolve_tools_here, input, summary="resolve tools",
+            start_to_close_timeout=RESOLVE_TOOLS_TIMEOUT, retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+    except ValueError as exc:
+        if "not registered" not in str(exc):
+            raise
+        return None
+    except (ActivityError, ApplicationError):
+        return None
 
 
 def reraise_cancel(err: ActivityError) -> None:

@@ -458,10 +458,13 @@ class AgentRunWorkflow:
         layers = []  # the workspace's AGENTS.md, when the tool list brought it
         if spec.tools or spec.mcp_servers:
             options = calls.resolve_tools_options(self._features.tool_queue)
+            if self._features.resolve_here:
+                self._recorder.hold_clock()  # until the first LLM step's answer: see hold_clock
             try:
                 resolved = await calls.resolve_tools(
                     ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
-                                      agents_md=spec.agents_md is None, workspace=spec.workspace), options)
+                                      agents_md=spec.agents_md is None, workspace=spec.workspace), options,
+                    here=self._features.resolve_here)
             except ActivityError as err:
                 if not spec.mcp_servers:
                     raise
@@ -596,12 +599,13 @@ class AgentRunWorkflow:
         return FailRun("error", result.message) if isinstance(result, ContextTooLong) else result
 
     async def _call_model(self, spec: AgentSpec, report: StepReport) -> CallModelResult | ContextTooLong | FailRun:
-        step, started = self._state.step + 1, workflow.now()
+        step, started = self._state.step + 1, self._recorder.now()
         input = calls.model_step_input(self._run_id, spec, self._state, self._model_context,
                                        by_reference=self._features.by_reference, seed=self._features.lean)
         try:
             result = await calls.call_model(input, calls.model_call_options(spec), f"LLM step {step}")
         except ActivityError as err:
+            self._recorder.release_clock()
             calls.reraise_cancel(err)
             report.llm_latency_ms = ms(workflow.now() - started)
             detail = calls.failure_detail(err)
@@ -609,6 +613,7 @@ class AgentRunWorkflow:
                 return ContextTooLong(f"LLM step {step} failed: {detail}")
             after = calls.attempts_note(err, spec.llm_max_attempts)
             return FailRun("error", f"LLM step {step} failed{after}: {detail}")
+        self._recorder.release_clock()
         response, by_reference = result.response, self._features.by_reference
         report.llm_latency_ms = ms(workflow.now() - started)
         report.finish_reason = response.finish_reason

@@ -2,8 +2,9 @@
 status and its search attributes, and the result it ends with.
 
 The loop says what happened; the recorder publishes it. Deterministic: time
-is ``workflow.now()``; upserting search attributes is a workflow command, so
-:meth:`RunRecorder.index` runs at the same points on replay.
+is ``workflow.now()`` (held, right after a local activity: see
+:meth:`RunRecorder.hold_clock`); upserting search attributes is a workflow
+command, so :meth:`RunRecorder.index` runs at the same points on replay.
 """
 
 from __future__ import annotations
@@ -54,6 +55,26 @@ class RunRecorder:
         self._indexed: tuple[str, tuple[str, ...]] | None = None
         self._search_attributes = False
         self._name = self._model = ""
+        self._held: Any = None
+
+    def now(self) -> Any:
+        """The run's time: ``workflow.now()``, or the time held by :meth:`hold_clock`."""
+        return self._held if self._held is not None else workflow.now()
+
+    def hold_clock(self) -> None:
+        """Keep the time as it is now until :meth:`release_clock`. Held
+        across a local activity: the workflow's time when its answer
+        arrives can differ between the first execution and a replay (a
+        query during the workflow task makes Temporal's core finish the task
+        first and hand the answer over in the next one, at that task's time,
+        where a replay hands it over at the activity's end), and the times of
+        events and reports must not change when a worker replays the run."""
+        self._held = workflow.now()
+
+    def release_clock(self) -> None:
+        """Back to ``workflow.now()``, once the run has waited on an activity
+        (its answer arrives at the same time in every execution)."""
+        self._held = None
 
     def configure(
         self, *, search_attributes: bool, name: str, model: str, trust_start_attributes: bool = False
@@ -72,7 +93,7 @@ class RunRecorder:
     def emit(self, event_type: Any, **fields: Any) -> None:
         """Publish one event on the run's stream."""
         fields.setdefault("step", self.state.step)
-        self._events.publish(event_type(run_id=self.run_id, time=workflow.now(), **fields))
+        self._events.publish(event_type(run_id=self.run_id, time=self.now(), **fields))
 
     def index(self) -> None:
         """Bring the status and the search attributes up to date with what the
@@ -114,7 +135,7 @@ class RunRecorder:
         self, step_report: StepReport, report: ToolCallReport, result: ToolResultPart, *, ran: bool, started: Any
     ) -> None:
         """A call's result is what the model will see: report and announce it."""
-        report.latency_ms = ms(workflow.now() - started)
+        report.latency_ms = ms(self.now() - started)
         report.result_size_bytes = len(result.content.encode())
         report.error = result.content if result.is_error else None
         report.skipped = not ran
@@ -139,7 +160,7 @@ class RunRecorder:
         error = cut_text(error, MAX_ERROR_CHARS) if error is not None else None
         state.end(status, reason, error)
         self.index()
-        now = workflow.now()
+        now = self.now()
         report.completed_at = now
         report.total_ms = ms(now - report.started_at)
         report.reason = reason

@@ -59,6 +59,13 @@ ACTIVITY_TOOL_HOOKS_PATCH = "agentloop-activity-tool-hooks-1"
 #: consumed by completing anyway still ends the run.
 LEAN_PATCH = "agentloop-lean-1"
 
+#: Patch marker of runs that look their tools up on their own worker first,
+#: as a local activity (``resolve_tools_here``), and only when that worker
+#: does not hold the tools (role ``models``) with ``resolve_tools`` on the
+#: tools queue. It stands for everything ``LEAN_PATCH`` stands for: a new
+#: run records this one marker.
+RESOLVE_HERE_PATCH = "agentloop-lean-2"
+
 
 @dataclass(frozen=True)
 class Features:
@@ -71,12 +78,14 @@ class Features:
             budgets, verification, continue-as-new; long results left out.
         tool_queue: The queue tool activities go to (None: the run's own).
         lean: One marker; no redundant start upsert; cancel checked after activities.
+        resolve_here: Tools looked up on the run's own worker first.
     """
 
     hitl: bool = False
     by_reference: bool = False
     tool_queue: str | None = None
     lean: bool = False
+    resolve_here: bool = False
 
     def cancel_requested(self) -> bool:
         """The run was asked to cancel (runs started lean look; older runs
@@ -95,6 +104,8 @@ class Features:
         """The run's features (records the marker in a new run; reads the
         markers on replay)."""
         tools_queue = workflow.info().task_queue + TOOL_QUEUE_SUFFIX
+        if workflow.patched(RESOLVE_HERE_PATCH):
+            return Features(hitl=True, by_reference=True, tool_queue=tools_queue, lean=True, resolve_here=True)
         if workflow.patched(LEAN_PATCH):
             return Features(hitl=True, by_reference=True, tool_queue=tools_queue, lean=True)
         return Features(

@@ -216,6 +216,13 @@ SCENARIOS.update({
 })
 
 
+# Tools looked up on the run's own worker (patch agentloop-lean-2): a local
+# activity of the worker of role all, in the run's first workflow task.
+SCENARIOS.update({
+    "resolve_here": SCENARIOS["state_tools_parallel"],
+})
+
+
 # Sub-agents (no patch: only runs with sub_agents reach the code): two
 # delegations in parallel, one with a forked history, one failing (max_steps);
 # the children's histories are recorded too (NAME-sub-N.json).
@@ -394,6 +401,46 @@ async def record_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
     write_history(out, history)
 
 
+# A split deployment: the models worker refuses the local lookup (its
+# failure is a marker) and the tools queue answers resolve_tools.
+async def record_resolve_split(client, registry: ToolRegistry, ws: str) -> None:
+    name, queue = "resolve_split", f"record-split-{uuid.uuid4().hex[:8]}"
+    register_scripted_model(f"record-{name}", [calls(call("read_file", {"file_path": "a.txt"})), reply("split")])
+    async with (build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="models"),
+                build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="tools")):
+        spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["read_file"])
+        handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await handle.result()
+    write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
+
+
+# Tools looked up on a worker of role all; the run waits for an approval
+# while the deployment is split, and the models worker goes on with it: the
+# approved call, placed beside the run, moves to the tools queue.
+async def record_resolve_here_split(client, registry: ToolRegistry, ws: str) -> None:
+    name, queue = "resolve_here_split", f"record-here-split-{uuid.uuid4().hex[:8]}"
+    register_scripted_model(f"record-{name}", [
+        calls(call("write_file", {"file_path": "split.txt", "content": "s"})), reply("split later")])
+    agents = AgentClient(client, task_queue=queue)
+    spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["write_file"])
+    async with build_worker(client, task_queue=queue, registry=registry, workspace=ws):
+        handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await wait_pending(handle, 1)
+    async with (build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="models"),
+                build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="tools")):
+        await handle.approve("call_0_0")
+        await handle.result()
+    write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
+
+
+#: Histories recorded on workers and queues of their own (not in SCENARIOS).
+OWN_WORKERS = {
+    "tools_moved": record_tools_moved,
+    "resolve_split": record_resolve_split,
+    "resolve_here_split": record_resolve_here_split,
+}
+
+
 async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
@@ -407,10 +454,10 @@ async def main() -> None:
         RECORD_QUEUE.append(queue)
         agents = AgentClient(client, task_queue=queue)
         async with build_worker(client, task_queue=queue, registry=registry, workspace=ws, mcp_servers=MCP_SERVERS):
-            wanted = sys.argv[1:] or [n for n in [*SCENARIOS, "tools_moved"] if not (HERE / f"{n}.json").exists()]
-            if "tools_moved" in wanted:
-                await record_tools_moved(client, registry, ws)
-                wanted.remove("tools_moved")
+            wanted = sys.argv[1:] or [n for n in [*SCENARIOS, *OWN_WORKERS] if not (HERE / f"{n}.json").exists()]
+            for name in [n for n in wanted if n in OWN_WORKERS]:
+                await OWN_WORKERS[name](client, registry, ws)
+                wanted.remove(name)
             for name in wanted:
                 script, options, *drive = SCENARIOS[name]
                 register_scripted_model(f"record-{name}", script)
