@@ -7,7 +7,7 @@
   its providers in ``AgentSpec.context_providers``.
 * The workspace root's ``AGENTS.md``, when present, becomes a stable system
   layer (``workspace.agents_md``). By default (``AgentSpec.agents_md=None``)
-  runs with tools read it in the ``resolve_tools`` activity they run anyway
+  runs with tools read it in the tool lookup they do anyway
   (no extra activity); ``agents_md=True`` reads it in every run (here, in
   ``load_context``), ``agents_md=False`` never.
 * With ``AgentSpec.workspace_listing``, the run's first user turn also

@@ -162,7 +162,7 @@ class AgentLoopPlugin(SimplePlugin):
 
     On a client: the pydantic data converter. On a worker: the workflow
     ``AgentRunWorkflow`` and its activities (``call_model``,
-    ``resolve_tools``, ``execute_tool``) as the role says, the workflow
+    ``resolve_tools``, ``resolve_tools_here``, ``execute_tool``) as the role says, the workflow
     sandbox with ``agentloop`` passed through (added to the worker's own
     ``SandboxedWorkflowRunner`` if it has one), :class:`UserError` and
     :class:`AgentRunFailed` (with its subclasses) as workflow failure types,
@@ -176,16 +176,17 @@ class AgentLoopPlugin(SimplePlugin):
     * ``all``: the workflow and every activity on the worker's queue, and,
       for as long as the worker runs, a second Temporal worker on
       ``<queue>-tools`` for the tool activities that go there. It takes the
-      worker's activity options and stops after it. A run's
-      ``resolve_tools`` goes to the tools queue; answered here, it tells
-      the run that its queue serves the tools too, and the run's
-      ``execute_tool`` calls then go to its own queue, where the worker
-      that completes a workflow task starts them at once (a call that
-      finds a worker without them there, one of role ``models`` that
-      joined later, goes to the tools queue instead).
+      worker's activity options and stops after it. A run looks its
+      tools up here, as a local activity (``resolve_tools_here``) in its
+      first workflow task; the answer tells the run that its queue serves
+      the tools too, and the run's ``execute_tool`` calls then go to its
+      own queue, where the worker that completes a workflow task starts
+      them at once (a call that finds a worker without them there, one of
+      role ``models`` that joined later, goes to the tools queue instead).
     * ``models``: the workflow, ``call_model`` and the guardrail activities
       (``resolve_guardrails``, ``run_guardrail``: LLM judges need the
-      keys), on the worker's queue.
+      keys), on the worker's queue; ``resolve_tools_here`` refuses here, and
+      the run asks the tools queue (``resolve_tools``).
     * ``tools``: ``resolve_tools``, ``execute_tool``, ``load_context``
       (AGENTS.md, context providers) and ``run_tool_hooks`` (hooks around
       activity-tools); the worker's queue

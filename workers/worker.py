@@ -5,7 +5,8 @@ A run's tool activities (``resolve_tools``, ``execute_tool``) go to their own
 task queue, ``<task queue>-tools``, so that they can run in a process that
 holds no provider keys: a worker's role says which queues it polls (``models``:
 the run's queue, with the workflow and ``call_model``; ``tools``: the tools
-queue; ``all``: both, in one process). :class:`~agentloop.plugin.AgentLoopPlugin`
+queue; ``all``: both, in one process, which also looks a run's tools up as a
+local activity and takes its tool calls on the run's queue). :class:`~agentloop.plugin.AgentLoopPlugin`
 does the registration; :func:`build_worker` is a Temporal ``Worker`` with it.
 """
 
