@@ -183,16 +183,9 @@ async def execute_tool(input: ExecuteToolInput, options: ActivityOptions, summar
     )
 
 
-async def resolve_tools(
-    input: ResolveToolsInput, options: ActivityOptions, *, here: bool = False
-) -> ResolveToolsResult:
-    """The definitions of the spec's tools: with ``here``, from the run's own
-    worker when it serves the tools (:func:`resolve_tools_here`), else
-    activity ``resolve_tools`` (on the tools queue)."""
-    if here:
-        found = await resolve_tools_here(input)
-        if found is not None:
-            return found
+async def resolve_tools(input: ResolveToolsInput, options: ActivityOptions) -> ResolveToolsResult:
+    """The definitions of the spec's tools (activity ``resolve_tools``, on
+    the tools queue; :func:`resolve_tools_here` first, on a run's own worker)."""
     return await workflow.execute_activity_method(
         AgentActivities.resolve_tools, input, summary="resolve tools", **options.kwargs()
     )

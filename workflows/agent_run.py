@@ -26,6 +26,7 @@ with workflow.unsafe.imports_passed_through():
         CallModelResult,
         ModelResponse,
         ResolveToolsInput,
+        ResolveToolsResult,
         ToolDefinition,
     )
     from agentloop.approvals import (
@@ -457,14 +458,10 @@ class AgentRunWorkflow:
         tools: list[ToolDefinition] = []
         layers = []  # the workspace's AGENTS.md, when the tool list brought it
         if spec.tools or spec.mcp_servers:
-            options = calls.resolve_tools_options(self._features.tool_queue)
-            if self._features.resolve_here:
-                self._recorder.hold_clock()  # until the first LLM step's answer: see hold_clock
             try:
-                resolved = await calls.resolve_tools(
+                resolved = await self._look_tools_up(
                     ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
-                                      agents_md=spec.agents_md is None, workspace=spec.workspace), options,
-                    here=self._features.resolve_here)
+                                      agents_md=spec.agents_md is None, workspace=spec.workspace))
             except ActivityError as err:
                 if not spec.mcp_servers:
                     raise
@@ -597,6 +594,18 @@ class AgentRunWorkflow:
                 return managed
             result = await self._call_model(spec, report)
         return FailRun("error", result.message) if isinstance(result, ContextTooLong) else result
+
+    async def _look_tools_up(self, input: ResolveToolsInput) -> ResolveToolsResult:
+        """The spec's tools: from this worker when it serves them (a local
+        activity; the run's clock then stays held until the first LLM step's
+        answer, see ``RunRecorder.hold_clock``), else from the tools queue."""
+        if self._features.resolve_here:
+            self._recorder.hold_clock()
+            found = await calls.resolve_tools_here(input)
+            if found is not None:
+                return found
+            self._recorder.release_clock()  # the tools queue's answer arrives at one time in every execution
+        return await calls.resolve_tools(input, calls.resolve_tools_options(self._features.tool_queue))
 
     async def _call_model(self, spec: AgentSpec, report: StepReport) -> CallModelResult | ContextTooLong | FailRun:
         step, started = self._state.step + 1, self._recorder.now()

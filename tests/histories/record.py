@@ -11,6 +11,7 @@ them)::
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
@@ -401,13 +402,20 @@ async def record_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
     write_history(out, history)
 
 
+@contextlib.asynccontextmanager
+async def split_deployment(client, queue: str, registry: ToolRegistry, ws: str):
+    """A models worker on ``queue`` and a tools worker on its tools queue."""
+    async with (build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="models"),
+                build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="tools")):
+        yield
+
+
 # A split deployment: the models worker refuses the local lookup (its
 # failure is a marker) and the tools queue answers resolve_tools.
 async def record_resolve_split(client, registry: ToolRegistry, ws: str) -> None:
     name, queue = "resolve_split", f"record-split-{uuid.uuid4().hex[:8]}"
     register_scripted_model(f"record-{name}", [calls(call("read_file", {"file_path": "a.txt"})), reply("split")])
-    async with (build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="models"),
-                build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="tools")):
+    async with split_deployment(client, queue, registry, ws):
         spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["read_file"])
         handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
         await handle.result()
@@ -426,8 +434,7 @@ async def record_resolve_here_split(client, registry: ToolRegistry, ws: str) -> 
     async with build_worker(client, task_queue=queue, registry=registry, workspace=ws):
         handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}")
         await wait_pending(handle, 1)
-    async with (build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="models"),
-                build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="tools")):
+    async with split_deployment(client, queue, registry, ws):
         await handle.approve("call_0_0")
         await handle.result()
     write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
