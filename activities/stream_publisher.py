@@ -65,7 +65,12 @@ class DeltaPublisher:
         # Made at the first batch: an answer streamed within one window never needs one.
         self._client = client
         self._topic: Any = None
-        self._pending: list[Any] = []
+        # What waits for the next batch: (arrival time, first delta, texts),
+        # consecutive texts of one kind and call gathered in one entry, and
+        # a reset as (time, None, []). Events are made only for a batch that
+        # is published: the deltas of an answer that completes within one
+        # window are dropped without ever becoming events.
+        self._pending: list[tuple[datetime, StreamDelta | None, list[str]]] = []
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._broken = False
@@ -73,12 +78,8 @@ class DeltaPublisher:
 
     async def __aenter__(self) -> DeltaPublisher:
         if self.attempt > 1:
-            self._pending.append(
-                MessageReset(run_id=self.run_id, step=self.step, time=_now(),
-                             message_id=self.message_id, attempt=self.attempt)
-            )
-            self._wake.set()
-        self._task = asyncio.create_task(self._run())
+            self._pending.append((_now(), None, []))
+            self._start()
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -89,7 +90,9 @@ class DeltaPublisher:
         # The answer is complete: deltas not handed to the stream yet are
         # dropped (the completed message follows), except a reset, which
         # tells subscribers to drop an earlier attempt's partial message.
-        self._pending = [e for e in self._pending if isinstance(e, MessageReset)]
+        self._pending = [entry for entry in self._pending if entry[1] is None]
+        if not self._pending and self._topic is None:
+            return  # nothing was ever published: nothing to flush either
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._flush(), FINAL_FLUSH_SECONDS)
 
@@ -99,26 +102,28 @@ class DeltaPublisher:
             # The workflow announces finished calls with their parsed
             # arguments, and usage with the completed message.
             return
-        if delta.kind == "tool_call_start":
-            event: Any = ToolCallCreated(
-                run_id=self.run_id, step=self.step, time=_now(), message_id=self.message_id,
-                attempt=self.attempt, call_id=delta.call_id or "", name=delta.name or "",
-            )
-        else:
-            last = self._pending[-1] if self._pending else None
-            if (
-                isinstance(last, MessageDelta)
-                and last.delta.kind == delta.kind
-                and last.delta.call_id == delta.call_id
-            ):
-                last.delta.text += delta.text
+        if delta.kind != "tool_call_start" and self._pending:
+            _, last, texts = self._pending[-1]
+            if last is not None and last.kind == delta.kind and last.call_id == delta.call_id:
+                texts.append(delta.text)
                 return
-            event = MessageDelta(
-                run_id=self.run_id, step=self.step, time=_now(), message_id=self.message_id,
-                attempt=self.attempt, delta=delta.model_copy(),
-            )
-        self._pending.append(event)
+        self._pending.append((_now(), delta, [delta.text]))
+        self._start()
+
+    def _start(self) -> None:
         self._wake.set()
+        if self._task is None:  # the first delta: an answer without any needs no task
+            self._task = asyncio.create_task(self._run())
+
+    def _event(self, time: datetime, delta: StreamDelta | None, texts: list[str]) -> Any:
+        """The stream event of one pending entry."""
+        common: dict[str, Any] = {"run_id": self.run_id, "step": self.step, "time": time,
+                                  "message_id": self.message_id, "attempt": self.attempt}
+        if delta is None:
+            return MessageReset(**common)
+        if delta.kind == "tool_call_start":
+            return ToolCallCreated(**common, call_id=delta.call_id or "", name=delta.name or "")
+        return MessageDelta(**common, delta=delta.model_copy(update={"text": "".join(texts)}))
 
     async def _run(self) -> None:
         while True:
@@ -142,8 +147,8 @@ class DeltaPublisher:
                     max_retry_duration=timedelta(seconds=60)
                 )
                 self._topic = self._client.topic(EVENTS_TOPIC)
-            for event in batch:
-                self._topic.publish(event)
+            for entry in batch:
+                self._topic.publish(self._event(*entry))
             await self._client.flush()
             self.published += len(batch)
         except Exception as exc:  # streaming is best effort: the step goes on
