@@ -15,8 +15,9 @@ the later system. The two systems:
   call a step (``--steps`` of them), then answers; an async ``echo`` tool;
   deltas streamed (the default; ``--no-deltas`` turns them off).
 
-Each N is measured ``--reps`` times, floor and agentloop in turn; the table
-gives medians. Reports, per system and N: runs/s (N over the time from the
+Each N is measured ``--reps`` times, floor and agentloop in turn (which goes
+first alternates, and each burst starts from a collected heap, since both
+share this process); the table gives medians. Reports, per system and N: runs/s (N over the time from the
 first start to the last result), p50 and p95 of the gap between a run's
 consecutive model calls (minus the model's own time: what the loop adds per
 step), runs unfinished at ``--timeout``, the CPU the server and the worker
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import itertools
 import os
 import resource
@@ -123,13 +125,19 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
     return len(done) / elapsed, len(pending)
 
 
-async def measure(n: int, deltas: bool, timeout: float, floor: bool = True) -> list[dict[str, object]]:
-    """Floor then agentloop at ``n``, each on a dev server of its own, fresh:
-    a server's cost per run grows with the runs it already holds, so sharing
-    one would charge whichever system runs second."""
+async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
+                  rep: int = 0) -> list[dict[str, object]]:
+    """Floor and agentloop at ``n`` (rows in that order), each on a dev
+    server of its own, fresh: a server's cost per run grows with the runs it
+    already holds, so sharing one would charge whichever system runs second.
+    The process is shared, so the order alternates with ``rep`` and each
+    burst starts from a collected heap: the garbage of one system's runs is
+    not collected on the other's time."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
-    for system in (["floor"] if floor else []) + ["agentloop"]:
+    systems = (["floor"] if floor else []) + ["agentloop"]
+    for system in systems if rep % 2 == 0 else systems[::-1]:
+        gc.collect()
         with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
             await server.wait_ready()
             client = await connect(server.address)
@@ -141,7 +149,7 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True) -> l
             row["server_ms"] = (cpu_seconds(server.pid) - server_cpu) * 1000 / n
             row["worker_ms"] = (cpu_seconds(None) - worker_cpu) * 1000 / n
             rows.append(row)
-    return rows
+    return sorted(rows, key=lambda row: row["system"] != "floor")
 
 
 def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
@@ -219,7 +227,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
           "   runs/s of each repetition")
     for n in runs:
-        measured = [await measure(n, deltas, timeout, floor) for _ in range(reps)]
+        measured = [await measure(n, deltas, timeout, floor, rep) for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
