@@ -17,12 +17,12 @@ the later system. The two systems:
 
 Each N is measured ``--reps`` times, floor and agentloop in turn (which goes
 first alternates, and each burst starts from a collected heap, since both
-share this process); the table gives medians. Reports, per system and N: runs/s (N over the time from the
-first start to the last result), p50 and p95 of the gap between a run's
-consecutive model calls (minus the model's own time: what the loop adds per
-step), runs unfinished at ``--timeout``, the CPU the server and the worker
-(this process) spent per run over the burst, the worker's RSS, and
-(agentloop) transcript queries per LLM step. The machine is shared by the
+share this process); the table gives medians. Reports, per system and N:
+runs/s (N over the time from the first start to the last result), p50 and
+p95 of the gap between a run's consecutive model calls (minus the model's
+own time: what the loop adds per step), runs unfinished at ``--timeout``,
+the CPU the server and the worker (this process) spent per run over the
+burst, the worker's RSS, and (agentloop) transcript queries per LLM step. The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 

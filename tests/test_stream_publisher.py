@@ -44,7 +44,7 @@ def text(piece: str) -> StreamDelta:
     return StreamDelta(kind="text", text=piece)
 
 
-async def test_an_answer_within_one_window_publishes_nothing_and_needs_no_task() -> None:
+async def test_an_answer_within_one_window_publishes_nothing_and_makes_no_stream_client() -> None:
     client = RecordingClient()
     async with DeltaPublisher("run-1", 0, 1, batch_seconds=5.0, client=client) as publisher:  # type: ignore[arg-type]
         for piece in ("Hel", "lo"):
