@@ -78,6 +78,24 @@ def _estimate_usage(request: ModelRequest, response: ModelResponse) -> Usage:
     return Usage(input_tokens=prompt // 4 + 1, output_tokens=completion // 4 + 1, requests=1)
 
 
+def _with_call_ids(response: ModelResponse, step: int) -> ModelResponse:
+    """``response`` with an id on each tool call that has none. Ids must be
+    unique per run and stable across retries: they are derived from the
+    step. A response whose calls all have ids is returned as it is."""
+    content = response.message.content
+    if all(part.id for part in content if isinstance(part, ToolCallPart)):
+        return response
+    tool_index = 0
+    parts = []
+    for part in content:
+        if isinstance(part, ToolCallPart):
+            if not part.id:
+                part = part.model_copy(update={"id": f"call_{step}_{tool_index}"})
+            tool_index += 1
+        parts.append(part)
+    return response.model_copy(update={"message": Message(role="assistant", content=parts)})
+
+
 class ScriptedChatModel:
     """A :class:`~agentloop.activity_io.ChatModel` that plays a script.
 
@@ -121,18 +139,7 @@ class ScriptedChatModel:
         else:
             produced = entry(request)
             response = await produced if inspect.isawaitable(produced) else produced
-        # Ids must be unique per run and stable across retries: derive them from the step.
-        tool_index = 0
-        parts = []
-        for part in response.message.content:
-            if isinstance(part, ToolCallPart) and not part.id:
-                part = part.model_copy(update={"id": f"call_{step}_{tool_index}"})
-            if isinstance(part, ToolCallPart):
-                tool_index += 1
-            parts.append(part)
-        response = response.model_copy(
-            update={"message": Message(role="assistant", content=parts)}
-        )
+        response = _with_call_ids(response, step)
         if response.usage == Usage():
             response = response.model_copy(update={"usage": _estimate_usage(request, response)})
         if on_delta is not None:

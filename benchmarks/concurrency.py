@@ -46,7 +46,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ToolRegistry, Usage
+from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ModelResponse, ToolRegistry, Usage
 from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
@@ -55,23 +55,30 @@ from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, floor_mo
 
 
 async def scripted(request):  # type: ignore[no-untyped-def]
-    """The agent's model: ``MODEL_SECONDS`` per call, one echo per step. It
-    reports its usage, as a provider does (the scripted model would
-    otherwise estimate it from the request's JSON, work no real model call
-    puts on the worker)."""
+    """The agent's model: ``MODEL_SECONDS`` per call, one echo per step.
+
+    Like the floor's model, it hands back an answer made once (:data:`ANSWERS`):
+    the cost of a model call on the worker is the provider adapter's, not
+    the loop's, and neither system pays one here. The answers carry their
+    usage, as a provider reports it (the scripted model would otherwise
+    estimate it from the request's JSON), and their tool-call ids."""
     await asyncio.sleep(MODEL_SECONDS[0])
-    step = step_of(request)
-    if step < STEPS:
-        response = calls(call("echo", {"text": f"step {step}"}))
-    else:
-        response = reply("done")
-    return response.model_copy(update={"usage": USAGE})
-
-
-USAGE = Usage(input_tokens=120, output_tokens=20, requests=1)
+    return ANSWERS[min(step_of(request), STEPS)]
 
 
 STEPS = 3
+
+USAGE = Usage(input_tokens=120, output_tokens=20, requests=1)
+
+def answers(steps: int) -> list[ModelResponse]:
+    """The answer to each step: a call of ``echo`` for the first ``steps``, then ``done``."""
+    return [
+        calls(call("echo", {"text": f"step {step}"}, id=f"call_{step}_0")).model_copy(update={"usage": USAGE})
+        for step in range(steps)
+    ] + [reply("done").model_copy(update={"usage": USAGE})]
+
+
+ANSWERS = answers(STEPS)
 
 
 def rss_mb() -> tuple[float, float]:
@@ -253,5 +260,6 @@ if __name__ == "__main__":
         parser.error(f"--reps must be at least 1, not {args.reps}")
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
+    ANSWERS = answers(STEPS)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
                      args.reps))

@@ -323,6 +323,29 @@ async def test_scripted_model_streams_its_answer() -> None:
     assert [d.call_id for d in received if d.kind == "tool_call_end"] == ["call_0_0", "call_0_1"]
 
 
+async def test_scripted_model_keeps_given_call_ids_and_numbers_the_others_by_step() -> None:
+    given = calls(call("get_weather", {"city": "Paris"}, id="mine"), call("get_time"))
+    model = ScriptedChatModel([reply("first"), given])
+    second_step = ModelRequest(model="scripted", messages=[Message.user("Weather?"), Message.assistant("first")])
+
+    response = await model.complete(second_step)
+
+    # The missing id is the call's place among the step's calls, as on a retry.
+    assert [c.id for c in response.message.tool_calls] == ["mine", "call_1_1"]
+    assert [c.id for c in given.message.tool_calls] == ["mine", ""]  # the script is not changed
+    assert (await model.complete(second_step)) == response
+
+
+async def test_scripted_model_returns_an_identified_answer_as_written() -> None:
+    answer = calls(call("get_time", id="call_a")).model_copy(update={"usage": Usage(input_tokens=3, requests=1)})
+    model = ScriptedChatModel(lambda request: answer)
+
+    response = await model.complete(scripted_request())
+
+    assert response == answer
+    assert response.usage == Usage(input_tokens=3, requests=1)  # reported usage is kept, not estimated
+
+
 async def test_scripted_model_answers_the_same_with_or_without_on_delta() -> None:
     model = ScriptedChatModel([reply("Hello there, how can I help?")])
     received: list[StreamDelta] = []
