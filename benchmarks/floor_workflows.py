@@ -36,11 +36,18 @@ async def floor_tool(text: str) -> str:
 @workflow.defn(name="BenchConcurrencyFloor")
 class AgentShapedFloor:
     """What an agent run does, with plain activities: ``steps`` times a model
-    call then a tool call, then a last model call."""
+    call then a tool call, then a last model call.
+
+    Its activities have an agent run's heartbeat timeout (30 s, so a lost
+    worker is noticed as soon as agentloop notices it). The server sets a
+    timer for it when an activity starts, fired and dropped 30 s later: a
+    floor whose first timer came at 60 s would leave that work until after
+    a burst of 1,000 runs (about a minute) that agentloop's runs pay inside it.
+    """
 
     @workflow.run
     async def run(self, steps: int) -> str:
-        options = dict(start_to_close_timeout=timedelta(seconds=60))
+        options = dict(start_to_close_timeout=timedelta(seconds=60), heartbeat_timeout=timedelta(seconds=30))
         for step in range(steps):
             text = await workflow.execute_activity(floor_model, step, **options)
             await workflow.execute_activity(floor_tool, text, **options)
