@@ -27,7 +27,6 @@ server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
     python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
-                                     [--gc-threshold 50000]
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ModelResponse, ToolRegistry, Usage
 from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
-from agentloop.workers.worker import connect, tune_garbage_collection
+from agentloop.workers.worker import connect
 from benchmarks.floor_workflows import MODEL_CALLS as CALLS
 from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, floor_model, floor_tool
 
@@ -230,7 +229,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
     register_scripted_model("bench-concurrency", counted)
     print(f"a fresh dev server per system, N and repetition (fast polling, search attributes cached); "
           f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
-          f"{'on' if deltas else 'off'}; young-generation GC threshold {gc.get_threshold()[0]}; medians of {reps}")
+          f"{'on' if deltas else 'off'}; medians of {reps}")
     print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
           "   runs/s of each repetition")
@@ -256,18 +255,11 @@ if __name__ == "__main__":
     parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
-    parser.add_argument("--gc-threshold", type=int, default=0,
-                        help="tune this process's garbage collector as `agentloop worker` does "
-                             "(agentloop.workers.worker.tune_garbage_collection; both systems share it); 0: Python's")
     args = parser.parse_args()
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
-    if args.gc_threshold < 0:
-        parser.error(f"--gc-threshold must be 0 or more, not {args.gc_threshold}")
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
     ANSWERS = answers(STEPS)
-    if args.gc_threshold:
-        tune_garbage_collection(args.gc_threshold)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
                      args.reps))

@@ -4,7 +4,6 @@ the real dev server."""
 from __future__ import annotations
 
 import dataclasses
-import gc
 import uuid
 import warnings
 from datetime import timedelta
@@ -28,7 +27,6 @@ from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, T
 from agentloop.devserver import DevServer
 from agentloop.plugin import HEARTBEAT_THROTTLE, data_converter
 from agentloop.testing import call, calls, reply, script
-from agentloop.workers.worker import DEFAULT_GC_THRESHOLD, gc_threshold_from_env, tune_garbage_collection
 from agentloop.workflows.agent_run import AgentRunWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"
@@ -243,34 +241,3 @@ def test_the_plugin_keeps_its_replayer_settings_when_given_the_workflow_too() ->
     replayer = Replayer(workflows=[AgentRunWorkflow], plugins=[AgentLoopPlugin()])
     assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == ["AgentRunWorkflow"]
     assert dataclasses.is_dataclass(replayer.config(active_config=True)["workflow_runner"])
-
-
-# The worker process's garbage collector ----------------------------------------------------
-
-
-def test_the_worker_process_reads_its_gc_threshold_from_the_environment() -> None:
-    assert gc_threshold_from_env({}) == DEFAULT_GC_THRESHOLD == 50_000
-    assert gc_threshold_from_env({"AGENTLOOP_GC_THRESHOLD": " 20000 "}) == 20_000
-    assert gc_threshold_from_env({"AGENTLOOP_GC_THRESHOLD": "0"}) is None  # Python's settings stay
-    for bad in ("lots", "-5", "1e5"):
-        with pytest.raises(UserError) as info:
-            gc_threshold_from_env({"AGENTLOOP_GC_THRESHOLD": bad})
-        assert str(info.value) == (f"AGENTLOOP_GC_THRESHOLD={bad!r} is not a number of objects: give one such as "
-                                   "50000, or 0 to keep Python's garbage collector settings")
-
-
-def test_tuning_the_collector_freezes_what_is_alive_and_raises_the_young_threshold() -> None:
-    before = gc.get_threshold()
-    try:
-        tune_garbage_collection(12_345)
-        assert gc.get_threshold() == (12_345, before[1], before[2])
-        assert gc.get_freeze_count() > 1000  # the imported modules, at least
-        frozen = gc.get_freeze_count()
-        garbage: list[object] = []
-        garbage.append(garbage)  # a cycle made after the freeze is still collected
-        del garbage
-        assert gc.collect() >= 1
-        assert gc.get_freeze_count() == frozen  # and full collections leave the frozen objects alone
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import gc
 import importlib
 import logging
-import os
 import signal
 import sys
 import warnings
-from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -44,13 +41,11 @@ __all__ = [
     "check_tools_environment",
     "connect",
     "describe_worker",
-    "gc_threshold_from_env",
     "import_modules",
     "missing_search_attributes",
     "protect_process",
     "run_worker",
     "tool_task_queue",
-    "tune_garbage_collection",
 ]
 
 log = logging.getLogger("agentloop.worker")
@@ -147,51 +142,6 @@ def protect_process() -> bool:
         return False
 
 
-#: The young-generation threshold a worker process sets (Python's own: 700).
-DEFAULT_GC_THRESHOLD = 50_000
-
-
-def gc_threshold_from_env(environ: Mapping[str, str] = os.environ) -> int | None:
-    """The young-generation threshold ``agentloop worker`` sets: from
-    ``AGENTLOOP_GC_THRESHOLD`` (default :data:`DEFAULT_GC_THRESHOLD`), or
-    None for ``0`` (keep Python's settings).
-
-    Raises:
-        UserError: The variable is not a whole number of 0 or more.
-    """
-    value = environ.get("AGENTLOOP_GC_THRESHOLD", "").strip()
-    if not value:
-        return DEFAULT_GC_THRESHOLD
-    try:
-        threshold = int(value)
-    except ValueError:
-        threshold = -1
-    if threshold < 0:
-        raise UserError(f"AGENTLOOP_GC_THRESHOLD={value!r} is not a number of objects: give one such as "
-                        f"{DEFAULT_GC_THRESHOLD}, or 0 to keep Python's garbage collector settings")
-    return threshold or None
-
-
-def tune_garbage_collection(threshold: int = DEFAULT_GC_THRESHOLD) -> None:
-    """Collect garbage less often in a worker process: what is alive now
-    (modules, registries, the worker) is frozen, so full collections skip
-    it, and the youngest generation is collected every ``threshold``
-    allocations instead of Python's 700.
-
-    Each LLM step and tool call makes and keeps pydantic objects for as long
-    as its runs are in flight, so with Python's settings a busy worker's
-    full collections come often and walk every run's state: with 1,000 runs
-    at once they took 3.7 to 3.9 s of a worker's CPU a burst, 0.6 s with
-    this (see README, Performance). A process of your own that hosts
-    :class:`~agentloop.plugin.AgentLoopPlugin` can call it once its worker
-    is built; it changes the whole process, so it is yours to decide.
-    """
-    gc.collect()
-    gc.freeze()
-    _, middle, oldest = gc.get_threshold()
-    gc.set_threshold(threshold, middle, oldest)
-
-
 async def missing_search_attributes(client: Client) -> list[str] | None:
     """Names of agentloop's search attributes the client's namespace lacks,
     or None when the server will not say (e.g. no operator permission)."""
@@ -217,7 +167,6 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
         raise UserError("no Temporal server to work for: set TEMPORAL_ADDRESS (or an address in a profile "
                         "of Temporal's temporal.toml), or run `agentloop dev` for a local server and a worker")
     role = check_role(config.role)
-    gc_threshold = gc_threshold_from_env()
     if role == "tools":
         check_tools_environment()
     else:
@@ -233,8 +182,6 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
                 + "\n  ".join(create_commands(config.namespace))
             )
     worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
-    if gc_threshold is not None:
-        tune_garbage_collection(gc_threshold)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
