@@ -57,9 +57,10 @@ from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, floor_mo
 async def scripted(request):  # type: ignore[no-untyped-def]
     """The agent's model: ``MODEL_SECONDS`` per call, one echo per step.
 
-    Like the floor's model, it hands back an answer made once (:data:`ANSWERS`):
-    the cost of a model call on the worker is the provider adapter's, not
-    the loop's, and neither system pays one here. The answers carry their
+    Like the floor's model, it does nothing but sleep and hand back an
+    answer, here one made once (:data:`ANSWERS`): the cost of a model call on
+    the worker is the provider adapter's, not the loop's, and neither system
+    pays one here. The answers carry their
     usage, as a provider reports it (the scripted model would otherwise
     estimate it from the request's JSON), and their tool-call ids."""
     await asyncio.sleep(MODEL_SECONDS[0])
@@ -69,6 +70,7 @@ async def scripted(request):  # type: ignore[no-untyped-def]
 STEPS = 3
 
 USAGE = Usage(input_tokens=120, output_tokens=20, requests=1)
+
 
 def answers(steps: int) -> list[ModelResponse]:
     """The answer to each step: a call of ``echo`` for the first ``steps``, then ``done``."""
