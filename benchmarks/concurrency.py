@@ -60,9 +60,9 @@ async def scripted(request):  # type: ignore[no-untyped-def]
     Like the floor's model, it does nothing but sleep and hand back an
     answer, here one made once (:data:`ANSWERS`): the cost of a model call on
     the worker is the provider adapter's, not the loop's, and neither system
-    pays one here. The answers carry their
-    usage, as a provider reports it (the scripted model would otherwise
-    estimate it from the request's JSON), and their tool-call ids."""
+    pays one here. The answers carry their usage, as a provider reports it
+    (the scripted model would otherwise estimate it from the request's
+    JSON), and their tool-call ids."""
     await asyncio.sleep(MODEL_SECONDS[0])
     return ANSWERS[min(step_of(request), STEPS)]
 
