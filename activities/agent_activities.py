@@ -161,13 +161,15 @@ class AgentActivities:
                 MCP server is not configured here, cannot be reached, or
                 answers the listing with an error: the run fails with it.
         """
-        tools, missing = [], []
+        tools, missing, local = [], [], []
         for name in input.names:
             tool = self.registry.get(name)
             if tool is None:
                 missing.append(name)
             else:
                 tools.append(tool.definition())
+                if tool.local:
+                    local.append(name)
         for server in input.mcp_servers:
             tools.extend(await self._list_mcp_tools(server))
         hooks = hooks_of(self.registry)
@@ -181,7 +183,7 @@ class AgentActivities:
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in hooks],
                                   available_hooks=sorted(hooks) if input.hooks else [], agents_md=agents_md,
-                                  runs_queue=runs_queue)
+                                  runs_queue=runs_queue, local_tools=local if runs_queue is not None else [])
 
     @activity.defn(name="resolve_tools_here")
     async def resolve_tools_here(self, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -372,6 +374,26 @@ class AgentActivities:
         self.tool_ledger.record(key, result, attempt=info.attempt)
         self._record_result(input, result)
         return result
+
+    @activity.defn(name="execute_tool_here")
+    async def execute_tool_here(self, input: ExecuteToolInput) -> ExecuteToolResult:
+        """``execute_tool`` as a local activity of the run's own worker, for
+        the tools registered ``local=True``: no activity task, no workflow
+        task of its own. Answered by a worker that serves the tools beside
+        the runs (role ``all``).
+
+        Raises:
+            ApplicationError: Non-retryable ``ToolsNotHere`` on any other
+                worker (role ``models``): the run then sends the call, and
+                the rest of its calls, to the tools queue.
+        """
+        if not self.tools_beside_runs:
+            raise ApplicationError(
+                "this worker does not serve the tool activities (role models): the run sends its tool calls "
+                "to the tools queue", type=TOOLS_NOT_HERE_ERROR_TYPE, non_retryable=True,
+                category=ApplicationErrorCategory.BENIGN,
+            )
+        return await self.execute_tool(input)
 
     def _record_result(self, input: ExecuteToolInput, result: ExecuteToolResult) -> None:
         # The run's next step starts with this result (in its call's place):

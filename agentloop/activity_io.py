@@ -285,6 +285,9 @@ class ResolveToolsResult(BaseModel):
             completes a workflow task starts them at once, instead of
             through the tools queue. None from a tools-only worker (and in
             histories from before): tool calls go to the tools queue.
+        local_tools: The tools registered ``local=True``, when ``runs_queue``
+            is set: the run calls them as local activities
+            (``execute_tool_here``) of the worker running it.
     """
 
     tools: list[ToolDefinition] = Field(default_factory=list)
@@ -294,6 +297,7 @@ class ResolveToolsResult(BaseModel):
     available_hooks: list[str] = Field(default_factory=list)
     agents_md: str | None = None
     runs_queue: str | None = None
+    local_tools: list[str] = Field(default_factory=list)
 
 
 class ExecuteToolInput(_Compact):

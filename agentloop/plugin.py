@@ -183,10 +183,13 @@ class AgentLoopPlugin(SimplePlugin):
       own queue, where the worker that completes a workflow task starts
       them at once (a call that finds a worker without them there, one of
       role ``models`` that joined later, goes to the tools queue instead).
+      Tools registered ``local=True`` are called as local activities
+      (``execute_tool_here``) of the worker running the run.
     * ``models``: the workflow, ``call_model`` and the guardrail activities
       (``resolve_guardrails``, ``run_guardrail``: LLM judges need the
-      keys), on the worker's queue; ``resolve_tools_here`` refuses here, and
-      the run asks the tools queue (``resolve_tools``).
+      keys), on the worker's queue; ``resolve_tools_here`` and
+      ``execute_tool_here`` refuse here, and the run asks the tools queue
+      (``resolve_tools``, ``execute_tool``).
     * ``tools``: ``resolve_tools``, ``execute_tool``, ``load_context``
       (AGENTS.md, context providers) and ``run_tool_hooks`` (hooks around
       activity-tools); the worker's queue
@@ -311,9 +314,11 @@ class AgentLoopPlugin(SimplePlugin):
             config["workflows"] = workflows
         ours = {
             "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
-                    acts.resolve_guardrails, acts.run_guardrail, acts.load_context, acts.run_tool_hooks],
-            # resolve_tools_here refuses on models (no tools here), and replays read it from history.
-            "models": [acts.call_model, acts.resolve_tools_here, acts.resolve_guardrails, acts.run_guardrail],
+                    acts.execute_tool_here, acts.resolve_guardrails, acts.run_guardrail, acts.load_context,
+                    acts.run_tool_hooks],
+            # The *_here local activities refuse on models (no tools here), and replays read them from history.
+            "models": [acts.call_model, acts.resolve_tools_here, acts.execute_tool_here, acts.resolve_guardrails,
+                       acts.run_guardrail],
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]

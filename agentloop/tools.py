@@ -91,6 +91,10 @@ class Tool:
             registered with ``isolated=False`` (they run in a thread).
         args_model: Pydantic model of the arguments; its JSON schema is what
             the model sees.
+        local: A quick tool: a run whose own worker serves the tools (role
+            ``all``) calls it as a local activity of that worker, in the
+            workflow task that asked for it, instead of an ``execute_tool``
+            activity task (README "Quick tools as local activities").
     """
 
     def __init__(
@@ -101,8 +105,10 @@ class Tool:
         description: str | None = None,
         read_only: bool = False,
         isolated: bool | None = None,
+        local: bool = False,
     ) -> None:
         self.fn = fn
+        self.local = local
         self._schema: dict[str, Any] | None = None
         self.name = name or fn.__name__
         if not _NAME_RE.match(self.name):
@@ -251,6 +257,7 @@ class ToolRegistry:
         description: str | None = None,
         read_only: bool = False,
         isolated: bool | None = None,
+        local: bool = False,
     ) -> Any:
         """Decorator that registers a function as a tool in this registry.
 
@@ -259,7 +266,7 @@ class ToolRegistry:
 
         def wrap(f: ToolFunction) -> ToolFunction:
             self.register(
-                Tool(f, name=name, description=description, read_only=read_only, isolated=isolated)
+                Tool(f, name=name, description=description, read_only=read_only, isolated=isolated, local=local)
             )
             return f
 
@@ -277,6 +284,7 @@ def tool(
     description: str | None = None,
     read_only: bool = False,
     isolated: bool | None = None,
+    local: bool = False,
 ) -> Any:
     """Register a function as a tool in the default registry.
 
@@ -292,9 +300,15 @@ def tool(
             worker's memory, but C code holding the GIL there stalls the whole
             worker and a timeout cannot stop it. Async tools always run on the
             worker's event loop.
+        local: A quick tool (well under a second, safe to run again): where
+            the run's own worker serves the tools (role ``all``), each call
+            is a local activity of that worker, in the workflow task that
+            asked for it: no activity task and no workflow task of its own.
+            Elsewhere (a tools worker on the tools queue) it runs as every
+            tool does.
     """
     return default_registry.tool(
-        fn, name=name, description=description, read_only=read_only, isolated=isolated
+        fn, name=name, description=description, read_only=read_only, isolated=isolated, local=local
     )
 
 

@@ -14,6 +14,10 @@ the later system. The two systems:
   scripted model that takes ``--model-ms`` per call and asks for one tool
   call a step (``--steps`` of them), then answers; an async ``echo`` tool;
   deltas streamed (the default; ``--no-deltas`` turns them off).
+* agentloop (local tool), with ``--local-tools``: the same runs with ``echo``
+  registered ``local=True``, so each call is a local activity of the run's
+  worker (README "Quick tools as local activities"). Not the floor's shape
+  (its tool is an activity task): a third row, not the comparison.
 
 Each N is measured ``--reps`` times, floor and agentloop in turn (which goes
 first alternates, and each burst starts from a collected heap, since both
@@ -26,7 +30,7 @@ burst, the worker's RSS, and (agentloop) transcript queries per LLM step. The ma
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
-    python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
+    python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas] [--local-tools]
 """
 
 from __future__ import annotations
@@ -135,8 +139,9 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
 
 
 async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
-                  rep: int = 0) -> list[dict[str, object]]:
-    """Floor and agentloop at ``n`` (rows in that order), each on a dev
+                  rep: int = 0, local: bool = False) -> list[dict[str, object]]:
+    """Floor, agentloop (and with ``local``, agentloop with its tool local) at
+    ``n``, rows in that order, each on a dev
     server of its own, fresh: a server's cost per run grows with the runs it
     already holds, so sharing one would charge whichever system runs second.
     The process is shared, so the order alternates with ``rep`` and each
@@ -144,7 +149,7 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
     not collected on the other's time."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
-    systems = (["floor"] if floor else []) + ["agentloop"]
+    systems = (["floor"] if floor else []) + ["agentloop"] + (["local"] if local else [])
     for system in systems if rep % 2 == 0 else systems[::-1]:
         gc.collect()
         with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
@@ -154,11 +159,12 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
             if system == "floor":
                 row = await measure_floor(client, n, tag, timeout)
             else:
-                row = await measure_agentloop(client, n, tag, deltas, timeout)
+                row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local")
             row["server_ms"] = (cpu_seconds(server.pid) - server_cpu) * 1000 / n
             row["worker_ms"] = (cpu_seconds(None) - worker_cpu) * 1000 / n
+            row["order"] = systems.index(system)
             rows.append(row)
-    return sorted(rows, key=lambda row: row["system"] != "floor")
+    return sorted(rows, key=lambda row: row["order"])  # type: ignore[arg-type,return-value]
 
 
 def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
@@ -190,11 +196,12 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float) -> dic
                 "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
 
 
-async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float) -> dict[str, object]:
+async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float,
+                            local: bool = False) -> dict[str, object]:
     queue = f"agents-{tag}"
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(local=local)
     async def echo(text: str) -> str:
         """Return the text."""
         return text
@@ -204,7 +211,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
     async with Worker(client, task_queue=queue, plugins=[plugin]):
         spec = AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
                          max_steps=STEPS + 2, stream_deltas=deltas)
-        ids = [f"agent-{tag}-{i}" for i in range(n)]
+        ids = [f"{'local' if local else 'agent'}-{tag}-{i}" for i in range(n)]
         stats = plugin.agent_activities.transcripts.stats
         queries_before = stats.queries
 
@@ -214,12 +221,14 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
         rate, unfinished = await burst(start_agent, ids, timeout)
         gaps = step_gaps(ids)
         llm_steps = sum(len(CALLS.get(i, [])) for i in ids) or 1
-        return {"system": "agentloop" + ("" if deltas else " (deltas off)"), "n": n, "rate": rate,
+        label = "agentloop" + ("" if deltas else " (deltas off)") + (" (local tool)" if local else "")
+        return {"system": label, "n": n, "rate": rate,
                 "unfinished": unfinished, "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0],
                 "queries": (stats.queries - queries_before) / llm_steps}
 
 
-async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3) -> None:
+async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3,
+               local: bool = False) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -236,7 +245,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
           "   runs/s of each repetition")
     for n in runs:
-        measured = [await measure(n, deltas, timeout, floor, rep) for rep in range(reps)]
+        measured = [await measure(n, deltas, timeout, floor, rep, local) for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
@@ -255,6 +264,8 @@ if __name__ == "__main__":
     parser.add_argument("--model-ms", type=float, default=300)
     parser.add_argument("--steps", type=int, default=3, help="tool steps per run")
     parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
+    parser.add_argument("--local-tools", action="store_true",
+                        help="also agentloop with echo registered local=True (a third row)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
@@ -264,4 +275,4 @@ if __name__ == "__main__":
     STEPS = args.steps
     ANSWERS = answers(STEPS)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
-                     args.reps))
+                     args.reps, args.local_tools))

@@ -51,6 +51,9 @@ def test_histories_are_committed() -> None:
         # refused by a models worker, then the tools queue's answer; looked up here, then the
         # deployment split while the run waited for approval (the call moved to the tools queue).
         "resolve_here", "resolve_split", "resolve_here_split",
+        # A tool registered local=True: its calls local activities of the run's worker of role all; and
+        # the same calls refused by a models worker, moved to the tools queue.
+        "local_tools", "local_tools_moved",
     }
 
 

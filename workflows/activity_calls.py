@@ -19,7 +19,7 @@ from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, RetryState
+from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError, RetryState
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
@@ -183,6 +183,20 @@ async def execute_tool(input: ExecuteToolInput, options: ActivityOptions, summar
     )
 
 
+async def execute_tool_here(input: ExecuteToolInput, options: ActivityOptions, summary: str) -> ExecuteToolResult:
+    """One call of a tool registered ``local=True`` (local activity
+    ``execute_tool_here``), by the worker running the run, in the workflow
+    task that asks: ``options``' timeout, attempts and cancellation. A
+    worker that does not serve the tools refuses it (``ToolsNotHere``, not
+    retried). Its failures arrive as their cause (an ``ApplicationError``,
+    a ``TimeoutError``), not in an ``ActivityError``: :func:`failure_type`
+    and :func:`failure_detail` read both."""
+    return await workflow.execute_local_activity_method(
+        AgentActivities.execute_tool_here, input, summary=summary, start_to_close_timeout=options.start_to_close,
+        retry_policy=options.retry, cancellation_type=options.cancellation,
+    )
+
+
 async def resolve_tools(input: ResolveToolsInput, options: ActivityOptions) -> ResolveToolsResult:
     """The definitions of the spec's tools (activity ``resolve_tools``, on
     the tools queue; :func:`resolve_tools_here` first, on a run's own worker)."""
@@ -213,21 +227,28 @@ async def resolve_tools_here(input: ResolveToolsInput) -> ResolveToolsResult | N
         return None
 
 
-def reraise_cancel(err: ActivityError) -> None:
+def _cause(err: FailureError) -> BaseException | None:
+    # An activity's failure is an ActivityError around its cause; a local
+    # activity's arrives as the cause itself.
+    return err.cause if isinstance(err, ActivityError) else err
+
+
+def reraise_cancel(err: FailureError) -> None:
     """An activity that ended because the run was cancelled ends the run too."""
-    if isinstance(err.cause, CancelledError):
+    if isinstance(_cause(err), CancelledError):
         raise asyncio.CancelledError() from err
 
 
-def failure_detail(err: ActivityError) -> str:
+def failure_detail(err: FailureError) -> str:
     """What went wrong, in the activity's own words."""
-    cause = err.cause
+    cause = _cause(err)
     return cause.message if isinstance(cause, ApplicationError) else str(cause or err)
 
 
-def failure_type(err: ActivityError) -> str | None:
+def failure_type(err: FailureError) -> str | None:
     """The ApplicationError type the activity failed with, if any."""
-    return err.cause.type if isinstance(err.cause, ApplicationError) else None
+    cause = _cause(err)
+    return cause.type if isinstance(cause, ApplicationError) else None
 
 
 def attempts_note(err: ActivityError, attempts: int) -> str:

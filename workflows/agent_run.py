@@ -471,7 +471,7 @@ class AgentRunWorkflow:
             if missing:
                 self._fail("error", missing_tools_message(missing, resolved.available))
             tools = resolved.tools
-            self._tools.run_beside(resolved.runs_queue)
+            self._tools.run_beside(resolved.runs_queue, resolved.local_tools)
             if resolved.agents_md is not None:
                 layers = [agents_md_layer(resolved.agents_md)]
             if resolved.missing_hooks:

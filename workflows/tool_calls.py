@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.activity_io import ExecuteToolInput
+    from agentloop.activity_io import TOOLS_NOT_HERE_ERROR_TYPE, ExecuteToolInput
     from agentloop.approvals import ToolGate
     from agentloop.events import ApprovalResolved, ToolExecutionStarted
     from agentloop.messages import ToolCallPart, ToolResultPart
@@ -77,13 +77,17 @@ class ToolRunner:
         self.end_run: str | None = None
         #: ``execute_tool`` calls go to the run's own queue (see :meth:`run_beside`).
         self.beside = False
+        #: Tools called as local activities while :attr:`beside` holds.
+        self.local: frozenset[str] = frozenset()
 
-    def run_beside(self, runs_queue: str | None) -> None:
+    def run_beside(self, runs_queue: str | None, local_tools: list[str] | None = None) -> None:
         """Send ``execute_tool`` calls to the run's own queue when the worker
         that resolved the tools said it serves them there (``runs_queue``,
-        recorded in history with ``resolve_tools``' result). Decided by
-        history alone: a replay's worker may poll a queue of another name."""
+        recorded in history with ``resolve_tools``' result), and call its
+        ``local_tools`` as local activities there. Decided by history alone:
+        a replay's worker may poll a queue of another name."""
         self.beside = self.features.tool_queue is not None and runs_queue is not None
+        self.local = frozenset(local_tools or ()) if self.beside else frozenset()
 
     async def run_step(self, spec: AgentSpec, step: StepGates) -> list[tuple[ToolResultPart, bool]]:
         """Run (or answer) every call of a step: results in call order, each
@@ -150,17 +154,21 @@ class ToolRunner:
                                  timeout_seconds=spec.timeout_for(call.name), output_limit=spec.tool_output_limit,
                                  hooks=spec.tool_hooks, agent_name=spec.name, model=spec.model)
         beside = self.beside  # parallel calls may change it while this one runs
+        here = beside and call.name in self.local
         options = calls.tool_call_options(spec, call.name, None if beside else self.features.tool_queue,
                                           beside=beside)
         self.state.running_calls[call.id] = call
         try:
-            result = await calls.execute_tool(input, options, f"tool {call.name}")
-        except ActivityError as err:
+            if here:
+                result = await calls.execute_tool_here(input, options, f"tool {call.name}")
+            else:
+                result = await calls.execute_tool(input, options, f"tool {call.name}")
+        except FailureError as err:  # an ActivityError, or a local activity's failure itself
             calls.reraise_cancel(err)
-            if beside and calls.failure_type(err) == calls.NOT_REGISTERED_ERROR_TYPE:
-                # A worker without the tools polls the run's queue now (role
-                # models, since the run began): the tools queue from here on.
-                self.beside = False
+            if beside and calls.failure_type(err) in (calls.NOT_REGISTERED_ERROR_TYPE, TOOLS_NOT_HERE_ERROR_TYPE):
+                # A worker without the tools runs the run now (role models,
+                # since the run began): the tools queue from here on.
+                self.beside, self.local = False, frozenset()
                 return await self._execute(spec, call, report)
             return error_result(call, f"Tool '{call.name}' could not complete: {calls.failure_detail(err)}"), True
         finally:

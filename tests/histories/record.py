@@ -224,6 +224,25 @@ SCENARIOS.update({
 })
 
 
+# A tool registered local=True (no patch: resolve_tools' result in history
+# names the local tools): its calls are local activities of the worker of
+# role all running the run, one of them beside a call of an ordinary tool.
+def register_local_tools(registry: ToolRegistry) -> None:
+    @registry.tool(local=True, read_only=True)
+    async def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+
+SCENARIOS.update({
+    "local_tools": (
+        [calls(call("shout", {"text": "hi"}), call("read_file", {"file_path": "a.txt"})),
+         calls(call("shout", {"text": "again"})), reply("done")],
+        dict(tools=["shout", "read_file"]),
+    ),
+})
+
+
 # Sub-agents (no patch: only runs with sub_agents reach the code): two
 # delegations in parallel, one with a forked history, one failing (max_steps);
 # the children's histories are recorded too (NAME-sub-N.json).
@@ -402,6 +421,26 @@ async def record_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
     write_history(out, history)
 
 
+# The local tools' lookup answered by a worker that serves the tools beside
+# the runs, while only a models worker runs the run: it refuses the local
+# call (a marker) and the call, and the next one, run on the tools queue.
+async def record_local_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
+    from temporalio.worker import Worker
+
+    from agentloop.activities.agent_activities import AgentActivities
+
+    name, queue = "local_tools_moved", f"record-local-moved-{uuid.uuid4().hex[:8]}"
+    acts = AgentActivities(registry, workspace=ws, tools_beside_runs=True)
+    register_scripted_model(f"record-{name}", [
+        calls(call("shout", {"text": "moved"})), calls(call("shout", {"text": "again"})), reply("moved")])
+    async with (build_worker(client, task_queue=queue, registry=registry, role="models"),
+                Worker(client, task_queue=f"{queue}-tools", activities=[acts.resolve_tools, acts.execute_tool])):
+        spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["shout"])
+        handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await handle.result()
+    write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
+
+
 @contextlib.asynccontextmanager
 async def split_deployment(client, queue: str, registry: ToolRegistry, ws: str):
     """A models worker on ``queue`` and a tools worker on its tools queue."""
@@ -445,6 +484,7 @@ OWN_WORKERS = {
     "tools_moved": record_tools_moved,
     "resolve_split": record_resolve_split,
     "resolve_here_split": record_resolve_here_split,
+    "local_tools_moved": record_local_tools_moved,
 }
 
 
@@ -452,6 +492,7 @@ async def main() -> None:
     registry = ToolRegistry()
     register_builtin_tools(registry)
     register_guardrails(registry)
+    register_local_tools(registry)
     with tempfile.TemporaryDirectory() as ws, DevServer() as server:
         (Path(ws) / "a.txt").write_text("alpha\n")
         (Path(ws) / "big.txt").write_text("x" * 6000)
