@@ -97,6 +97,9 @@ class Tool:
             activity task (README "Quick tools as local activities").
     """
 
+    #: Off for tools made by subclasses that do not call ``__init__``.
+    local: bool = False
+
     def __init__(
         self,
         fn: ToolFunction,

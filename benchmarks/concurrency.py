@@ -14,10 +14,11 @@ the later system. The two systems:
   scripted model that takes ``--model-ms`` per call and asks for one tool
   call a step (``--steps`` of them), then answers; an async ``echo`` tool;
   deltas streamed (the default; ``--no-deltas`` turns them off).
-* agentloop (local tool), with ``--local-tools``: the same runs with ``echo``
-  registered ``local=True``, so each call is a local activity of the run's
-  worker (README "Quick tools as local activities"). Not the floor's shape
-  (its tool is an activity task): a third row, not the comparison.
+* with ``--local-tools``, two more rows: the floor with its tool call a
+  local activity, and agentloop with ``echo`` registered ``local=True``, so
+  each call is a local activity of the run's worker (README "Quick tools as
+  local activities"). Their ``x floor`` is still to the first floor; compare
+  the two with each other.
 
 Each N is measured ``--reps`` times, floor and agentloop in turn (which goes
 first alternates, and each burst starts from a collected heap, since both
@@ -55,7 +56,7 @@ from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
 from benchmarks.floor_workflows import MODEL_CALLS as CALLS
-from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, floor_model, floor_tool
+from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, LocalToolFloor, floor_model, floor_tool
 
 
 async def scripted(request):  # type: ignore[no-untyped-def]
@@ -140,24 +141,25 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
 
 async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
                   rep: int = 0, local: bool = False) -> list[dict[str, object]]:
-    """Floor, agentloop (and with ``local``, agentloop with its tool local) at
-    ``n``, rows in that order, each on a dev
-    server of its own, fresh: a server's cost per run grows with the runs it
-    already holds, so sharing one would charge whichever system runs second.
-    The process is shared, so the order alternates with ``rep`` and each
+    """Floor and agentloop (with ``local``, then both with their tool call
+    local) at ``n``, rows in that order, each on a dev server of its own,
+    fresh: a server's cost per run grows with the runs it already holds, so
+    sharing one would charge whichever system runs second. The process is
+    shared, so the order alternates with ``rep`` and each
     burst starts from a collected heap: the garbage of one system's runs is
     not collected on the other's time."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
-    systems = (["floor"] if floor else []) + ["agentloop"] + (["local"] if local else [])
+    systems = (["floor"] if floor else []) + ["agentloop"] + ((["floor-local"] if floor else []) + ["local"]
+                                                                   if local else [])
     for system in systems if rep % 2 == 0 else systems[::-1]:
         gc.collect()
         with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
             await server.wait_ready()
             client = await connect(server.address)
             server_cpu, worker_cpu = cpu_seconds(server.pid), cpu_seconds(None)
-            if system == "floor":
-                row = await measure_floor(client, n, tag, timeout)
+            if system in ("floor", "floor-local"):
+                row = await measure_floor(client, n, tag, timeout, local=system == "floor-local")
             else:
                 row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local")
             row["server_ms"] = (cpu_seconds(server.pid) - server_cpu) * 1000 / n
@@ -179,20 +181,21 @@ def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
     return row
 
 
-async def measure_floor(client: Client, n: int, tag: str, timeout: float) -> dict[str, object]:
+async def measure_floor(client: Client, n: int, tag: str, timeout: float, local: bool = False) -> dict[str, object]:
     floor_queue = f"floor-{tag}"
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
-    async with Worker(client, task_queue=floor_queue, workflows=[AgentShapedFloor],
+    shape = LocalToolFloor if local else AgentShapedFloor
+    async with Worker(client, task_queue=floor_queue, workflows=[shape],
                       activities=[floor_model, floor_tool], workflow_runner=runner):
-        ids = [f"floor-{tag}-{i}" for i in range(n)]
+        ids = [f"{'floorlocal' if local else 'floor'}-{tag}-{i}" for i in range(n)]
 
         async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
-            return await client.start_workflow(AgentShapedFloor.run, STEPS, id=run_id, task_queue=floor_queue)
+            return await client.start_workflow(shape.run, STEPS, id=run_id, task_queue=floor_queue)
 
         rate, unfinished = await burst(start_floor, ids, timeout)
         gaps = step_gaps(ids)
-        return {"system": "floor", "n": n, "rate": rate, "unfinished": unfinished, "p50": pct(gaps, 0.5),
+        return {"system": "floor (local tool)" if local else "floor", "n": n, "rate": rate, "unfinished": unfinished, "p50": pct(gaps, 0.5),
                 "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
 
 
@@ -265,7 +268,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=3, help="tool steps per run")
     parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
     parser.add_argument("--local-tools", action="store_true",
-                        help="also agentloop with echo registered local=True (a third row)")
+                        help="also the floor with a local tool activity and agentloop with echo local=True")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()

@@ -52,3 +52,18 @@ class AgentShapedFloor:
             text = await workflow.execute_activity(floor_model, step, **options)
             await workflow.execute_activity(floor_tool, text, **options)
         return await workflow.execute_activity(floor_model, steps, **options)
+
+
+@workflow.defn(name="BenchConcurrencyFloorLocalTool")
+class LocalToolFloor:
+    """:class:`AgentShapedFloor` with its tool call a local activity (the
+    model call stays an activity task): the floor of agent runs whose tool
+    is registered ``local=True``."""
+
+    @workflow.run
+    async def run(self, steps: int) -> str:
+        options = dict(start_to_close_timeout=timedelta(seconds=60), heartbeat_timeout=timedelta(seconds=30))
+        for step in range(steps):
+            text = await workflow.execute_activity(floor_model, step, **options)
+            await workflow.execute_local_activity(floor_tool, text, start_to_close_timeout=timedelta(seconds=60))
+        return await workflow.execute_activity(floor_model, steps, **options)

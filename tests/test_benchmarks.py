@@ -1,7 +1,7 @@
 """benchmarks/concurrency on real dev servers, at a few runs: both systems
-finish, the figures it prints are measured, and a server set up as it sets
-them up (search attributes cached, ``PRODUCTION_LIKE``) still finds runs by
-their search attributes."""
+(and both with their tool call local) finish, the figures it prints are
+measured, and a server set up as it sets them up (search attributes cached,
+``PRODUCTION_LIKE``) still finds runs by their search attributes."""
 
 from __future__ import annotations
 
@@ -48,3 +48,12 @@ async def test_runs_are_found_by_search_attributes_on_a_production_like_server()
                 break
             await asyncio.sleep(0.1)
     assert sorted(found) == [f"agent-sa-{i}" for i in range(3)]
+
+
+async def test_with_local_tools_it_measures_both_systems_with_their_tool_call_local_too() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(3, True, timeout=120, rep=0, local=True)
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (local tool)", "agentloop (local tool)"]
+    for row in rows:
+        assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
+    assert rows[1]["queries"] == 0 and rows[3]["queries"] == 0
