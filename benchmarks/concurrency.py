@@ -31,7 +31,8 @@ burst, the worker's RSS, and (agentloop) transcript queries per LLM step. The ma
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
-    python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas] [--local-tools]
+    python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
+        [--local-tools]
 """
 
 from __future__ import annotations
@@ -195,8 +196,8 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, local:
 
         rate, unfinished = await burst(start_floor, ids, timeout)
         gaps = step_gaps(ids)
-        return {"system": "floor (local tool)" if local else "floor", "n": n, "rate": rate, "unfinished": unfinished, "p50": pct(gaps, 0.5),
-                "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
+        return {"system": "floor (local tool)" if local else "floor", "n": n, "rate": rate, "unfinished": unfinished,
+                "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
 
 
 async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float,

@@ -110,8 +110,8 @@ async def test_a_local_tool_runs_in_the_workflow_task_that_asked_for_it(
     # The local calls are markers of the worker that ran the run; the other
     # tool is an activity task on the run's queue, as before.
     assert local_activities(history) == [("resolve_tools_here", None)] + [("execute_tool_here", None)] * 3
-    assert scheduled_queues(history) == [
-        ("call_model", task_queue), ("execute_tool", task_queue), ("call_model", task_queue), ("call_model", task_queue)]
+    assert scheduled_queues(history) == [("call_model", task_queue), ("execute_tool", task_queue),
+                                         ("call_model", task_queue), ("call_model", task_queue)]
     # One workflow task to start, then one per activity task: the local
     # calls took none of their own.
     assert workflow_tasks(history) == len(scheduled_queues(history)) + 1
