@@ -95,6 +95,15 @@ def _streams(model: object) -> bool:
         return _takes_on_delta.__wrapped__(function)
 
 
+def _tools_not_here(then: str) -> ApplicationError:
+    """The refusal of a ``*_here`` local activity by a worker that does not
+    serve the tools (role models): not retried, and benign (logged at DEBUG,
+    no metric), since it is that role's expected answer."""
+    return ApplicationError(f"this worker does not serve the tool activities (role models): {then}",
+                            type=TOOLS_NOT_HERE_ERROR_TYPE, non_retryable=True,
+                            category=ApplicationErrorCategory.BENIGN)
+
+
 @functools.lru_cache(maxsize=256)
 def _takes_on_delta(function: object) -> bool:
     try:
@@ -197,12 +206,7 @@ class AgentActivities:
                 And what ``resolve_tools`` raises.
         """
         if not self.tools_beside_runs:
-            raise ApplicationError(  # benign: logged at DEBUG, no metric; the expected answer of role models
-                "this worker does not serve the tool activities (role models): the run asks the tools queue",
-                type=TOOLS_NOT_HERE_ERROR_TYPE,
-                non_retryable=True,
-                category=ApplicationErrorCategory.BENIGN,
-            )
+            raise _tools_not_here("the run asks the tools queue")
         return await self.resolve_tools(input)
 
     async def _list_mcp_tools(self, server: str) -> list[Any]:
@@ -388,11 +392,7 @@ class AgentActivities:
                 the rest of its calls, to the tools queue.
         """
         if not self.tools_beside_runs:
-            raise ApplicationError(
-                "this worker does not serve the tool activities (role models): the run sends its tool calls "
-                "to the tools queue", type=TOOLS_NOT_HERE_ERROR_TYPE, non_retryable=True,
-                category=ApplicationErrorCategory.BENIGN,
-            )
+            raise _tools_not_here("the run sends its tool calls to the tools queue")
         return await self.execute_tool(input)
 
     def _record_result(self, input: ExecuteToolInput, result: ExecuteToolResult) -> None:

@@ -151,8 +151,9 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
     not collected on the other's time."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
-    systems = (["floor"] if floor else []) + ["agentloop"] + ((["floor-local"] if floor else []) + ["local"]
-                                                                   if local else [])
+    systems = ["floor", "agentloop"] + (["floor-local", "local"] if local else [])
+    if not floor:
+        systems = [s for s in systems if not s.startswith("floor")]
     for system in systems if rep % 2 == 0 else systems[::-1]:
         gc.collect()
         with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
