@@ -38,15 +38,16 @@ from agentloop.activity_io import (
     TOOLS_NOT_HERE_ERROR_TYPE,
     ResolveToolsResult,
     StreamDelta,
+    ToolDefinition,
 )
 from agentloop.context import ContextPolicy, compaction_request_messages
-from agentloop.errors import ToolError, UserError
+from agentloop.errors import TOOL_DEFINITION_ERROR_TYPE, ToolError, UserError
 from agentloop.context_providers import LoadContextInput, LoadContextResult
 from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
 from agentloop.hooks import RunToolHooksInput, ToolHookDecision, hooks_of
 from agentloop.messages import ImagePart, ToolResultPart
 from agentloop.report import Usage
-from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
+from agentloop.tools import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.workflows.versions import TOOL_QUEUE_SUFFIX
 
@@ -102,6 +103,19 @@ def _tools_not_here(then: str) -> ApplicationError:
     return ApplicationError(f"this worker does not serve the tool activities (role models): {then}",
                             type=TOOLS_NOT_HERE_ERROR_TYPE, non_retryable=True,
                             category=ApplicationErrorCategory.BENIGN)
+
+
+def _definition(tool: Tool) -> ToolDefinition:
+    """The tool's definition, or a non-retryable ``ToolDefinitionError``
+    that names the tool and says what broke (a retry would only raise again)."""
+    try:
+        return tool.definition()
+    except Exception as exc:
+        first_line = (str(exc).splitlines() or [""])[0]
+        raise ApplicationError(
+            f"the tool {tool.name!r} cannot give its definition on this worker: {type(exc).__name__}: {first_line}; "
+            "fix the tool (its parameters, its schema) on the worker, then start the run again",
+            type=TOOL_DEFINITION_ERROR_TYPE, non_retryable=True) from None
 
 
 @functools.lru_cache(maxsize=256)
@@ -168,7 +182,9 @@ class AgentActivities:
         Raises:
             ApplicationError: Non-retryable ``McpServerUnavailable`` when an
                 MCP server is not configured here, cannot be reached, or
-                answers the listing with an error: the run fails with it.
+                answers the listing with an error; non-retryable
+                ``ToolDefinitionError`` when a tool's ``definition()`` raises
+                (a retry would only raise again): the run fails with it.
         """
         tools, missing, local = [], [], []
         for name in input.names:
@@ -176,7 +192,7 @@ class AgentActivities:
             if tool is None:
                 missing.append(name)
             else:
-                tools.append(tool.definition())
+                tools.append(_definition(tool))
                 if tool.local:
                     local.append(name)
         for server in input.mcp_servers:

@@ -250,3 +250,6 @@ SCRIPT_EXHAUSTED_ERROR_TYPE = "ScriptExhausted"
 TRANSCRIPT_MISMATCH_ERROR_TYPE = "TranscriptMismatch"
 #: No worker answered the run's transcript queries in time: retried.
 TRANSCRIPT_UNAVAILABLE_ERROR_TYPE = "TranscriptUnavailable"
+#: A tool of the run's spec cannot give its definition on the worker (its
+#: ``definition()`` raised): non-retryable, the run fails with it.
+TOOL_DEFINITION_ERROR_TYPE = "ToolDefinitionError"

@@ -131,6 +131,14 @@ class Tool:
         self.isolated = (not is_async and isolated is not False) and fork_available()
         self._context_param: str | None = None
         self.args_model = self._build_args_model(fn, arg_docs)
+        try:  # at registration, not at a run's first step
+            self.parameters  # noqa: B018
+        except Exception as exc:
+            raise UserError(
+                f"tool {self.name!r}: its arguments have no JSON schema to show the model "
+                f"({type(exc).__name__}: {str(exc).splitlines()[0]}); give each parameter a JSON type "
+                "(str, int, float, bool, a list, a dict, a pydantic model)"
+            ) from None
 
     def _build_args_model(self, fn: ToolFunction, arg_docs: dict[str, str]) -> type[BaseModel]:
         from pydantic import Field

@@ -54,6 +54,8 @@ def test_histories_are_committed() -> None:
         # A tool registered local=True: its calls local activities of the run's worker of role all; and
         # the same calls refused by a models worker, moved to the tools queue.
         "local_tools", "local_tools_moved",
+        # A tool whose definition() raises on the worker: the lookup fails once, the run fails with a sentence.
+        "tool_definition_error",
     }
 
 

@@ -42,7 +42,12 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.config import workflow_sandbox_from_env
     from agentloop.context import make_anchor
     from agentloop.context_providers import agents_md_layer
-    from agentloop.errors import INVALID_INPUT_ERROR_TYPE, MODEL_CONTEXT_LENGTH_ERROR_TYPE, RUN_FAILED_ERROR_TYPE
+    from agentloop.errors import (
+        INVALID_INPUT_ERROR_TYPE,
+        MODEL_CONTEXT_LENGTH_ERROR_TYPE,
+        RUN_FAILED_ERROR_TYPE,
+        TOOL_DEFINITION_ERROR_TYPE,
+    )
     from agentloop.guardrails import GuardrailStage, messages_to_check
     from agentloop.hooks import missing_hooks_message
     from agentloop.model_settings import tool_choice_problem
@@ -463,7 +468,7 @@ class AgentRunWorkflow:
                     ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
                                       agents_md=spec.agents_md is None, workspace=spec.workspace))
             except ActivityError as err:
-                if not spec.mcp_servers:
+                if not spec.mcp_servers and calls.failure_type(err) != TOOL_DEFINITION_ERROR_TYPE:
                     raise
                 calls.reraise_cancel(err)
                 self._fail("error", calls.failure_detail(err))

@@ -34,6 +34,7 @@ from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.devserver import DevServer
 from agentloop.spec import SubAgent
 from agentloop.testing import call, calls, register_scripted_model, reply
+from agentloop.tools import Tool
 from agentloop.workers.worker import build_worker, connect
 
 HERE = Path(__file__).parent
@@ -242,6 +243,28 @@ SCENARIOS.update({
     ),
 })
 
+
+
+# A tool whose definition() raises on the worker (no patch: before, the
+# lookup was retried until it stopped raising): the lookup fails beside the
+# run (a marker), then on the tools queue non-retryably (ToolDefinitionError),
+# and the run fails with a sentence naming the tool.
+class BrokenDefinition(Tool):
+    def definition(self) -> ToolDefinition:
+        raise KeyError("#/components/schemas/Order")
+
+
+def register_broken_definition(registry: ToolRegistry) -> None:
+    async def order(id: str) -> str:
+        """Look an order up."""
+        return id
+
+    registry.register(BrokenDefinition(order))
+
+
+SCENARIOS.update({
+    "tool_definition_error": ([reply("never")], dict(tools=["order"])),
+})
 
 # Sub-agents (no patch: only runs with sub_agents reach the code): two
 # delegations in parallel, one with a forked history, one failing (max_steps);
@@ -493,6 +516,7 @@ async def main() -> None:
     register_builtin_tools(registry)
     register_guardrails(registry)
     register_local_tools(registry)
+    register_broken_definition(registry)
     with tempfile.TemporaryDirectory() as ws, DevServer() as server:
         (Path(ws) / "a.txt").write_text("alpha\n")
         (Path(ws) / "big.txt").write_text("x" * 6000)
