@@ -136,7 +136,7 @@ class Tool:
         except Exception as exc:
             raise UserError(
                 f"tool {self.name!r}: its arguments have no JSON schema to show the model "
-                f"({type(exc).__name__}: {str(exc).splitlines()[0]}); give each parameter a JSON type "
+                f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}); give each parameter a JSON type "
                 "(str, int, float, bool, a list, a dict, a pydantic model)"
             ) from None
 
