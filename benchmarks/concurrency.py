@@ -14,6 +14,10 @@ the later system. The two systems:
   scripted model that takes ``--model-ms`` per call and asks for one tool
   call a step (``--steps`` of them), then answers; an async ``echo`` tool;
   deltas streamed (the default; ``--no-deltas`` turns them off).
+* with ``--unsandboxed-floor``, one more row: the floor's workflow outside
+  Temporal's workflow sandbox, as agentloop's runs by default (README
+  "Where a worker's time goes"), so agentloop's own cost over Temporal shows
+  apart from the sandbox's. Its ``x floor`` is to the first floor too.
 * with ``--local-tools``, two more rows: the floor with its tool call a
   local activity, and agentloop with ``echo`` registered ``local=True``, so
   each call is a local activity of the run's worker (README "Quick tools as
@@ -32,7 +36,7 @@ server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
     python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
-        [--local-tools]
+        [--local-tools] [--unsandboxed-floor]
 """
 
 from __future__ import annotations
@@ -57,7 +61,21 @@ from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
 from benchmarks.floor_workflows import MODEL_CALLS as CALLS
-from benchmarks.floor_workflows import MODEL_SECONDS, AgentShapedFloor, LocalToolFloor, floor_model, floor_tool
+from benchmarks.floor_workflows import (
+    MODEL_SECONDS,
+    AgentShapedFloor,
+    LocalToolFloor,
+    UnsandboxedFloor,
+    floor_model,
+    floor_tool,
+)
+
+#: The floors by system name: their workflow and their row's label.
+FLOORS = {
+    "floor": (AgentShapedFloor, "floor"),
+    "floor-unsandboxed": (UnsandboxedFloor, "floor (unsandboxed)"),
+    "floor-local": (LocalToolFloor, "floor (local tool)"),
+}
 
 
 async def scripted(request):  # type: ignore[no-untyped-def]
@@ -141,9 +159,10 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
 
 
 async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
-                  rep: int = 0, local: bool = False) -> list[dict[str, object]]:
-    """Floor and agentloop (with ``local``, then both with their tool call
-    local) at ``n``, rows in that order, each on a dev server of its own,
+                  rep: int = 0, local: bool = False, unsandboxed: bool = False) -> list[dict[str, object]]:
+    """Floor and agentloop (with ``unsandboxed``, then the floor outside
+    the sandbox; with ``local``, then both with their tool call local) at
+    ``n``, rows in that order, each on a dev server of its own,
     fresh: a server's cost per run grows with the runs it already holds, so
     sharing one would charge whichever system runs second. The process is
     shared, so the order alternates with ``rep`` and each
@@ -151,7 +170,8 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
     not collected on the other's time."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
-    systems = ["floor", "agentloop"] + (["floor-local", "local"] if local else [])
+    systems = (["floor", "agentloop"] + (["floor-unsandboxed"] if unsandboxed else [])
+               + (["floor-local", "local"] if local else []))
     if not floor:
         systems = [s for s in systems if not s.startswith("floor")]
     for system in systems if rep % 2 == 0 else systems[::-1]:
@@ -160,8 +180,8 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
             await server.wait_ready()
             client = await connect(server.address)
             server_cpu, worker_cpu = cpu_seconds(server.pid), cpu_seconds(None)
-            if system in ("floor", "floor-local"):
-                row = await measure_floor(client, n, tag, timeout, local=system == "floor-local")
+            if system in FLOORS:
+                row = await measure_floor(client, n, tag, timeout, system)
             else:
                 row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local")
             row["server_ms"] = (cpu_seconds(server.pid) - server_cpu) * 1000 / n
@@ -183,21 +203,22 @@ def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
     return row
 
 
-async def measure_floor(client: Client, n: int, tag: str, timeout: float, local: bool = False) -> dict[str, object]:
-    floor_queue = f"floor-{tag}"
+async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: str = "floor") -> dict[str, object]:
+    """One floor of :data:`FLOORS` at ``n``."""
+    floor_queue = f"{kind}-{tag}"
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
-    shape = LocalToolFloor if local else AgentShapedFloor
+    shape, label = FLOORS[kind]
     async with Worker(client, task_queue=floor_queue, workflows=[shape],
                       activities=[floor_model, floor_tool], workflow_runner=runner):
-        ids = [f"{'floorlocal' if local else 'floor'}-{tag}-{i}" for i in range(n)]
+        ids = [f"{kind}-{tag}-{i}" for i in range(n)]
 
         async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
             return await client.start_workflow(shape.run, STEPS, id=run_id, task_queue=floor_queue)
 
         rate, unfinished = await burst(start_floor, ids, timeout)
         gaps = step_gaps(ids)
-        return {"system": "floor (local tool)" if local else "floor", "n": n, "rate": rate, "unfinished": unfinished,
+        return {"system": label, "n": n, "rate": rate, "unfinished": unfinished,
                 "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
 
 
@@ -233,7 +254,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
 
 
 async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3,
-               local: bool = False) -> None:
+               local: bool = False, unsandboxed: bool = False) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -250,7 +271,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
           "   runs/s of each repetition")
     for n in runs:
-        measured = [await measure(n, deltas, timeout, floor, rep, local) for rep in range(reps)]
+        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed) for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
@@ -271,13 +292,17 @@ if __name__ == "__main__":
     parser.add_argument("--no-deltas", action="store_true", help="stream_deltas=False")
     parser.add_argument("--local-tools", action="store_true",
                         help="also the floor with a local tool activity and agentloop with echo local=True")
+    parser.add_argument("--unsandboxed-floor", action="store_true",
+                        help="also the floor outside the workflow sandbox, as agentloop's workflow runs")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
+    if args.no_floor and args.unsandboxed_floor:
+        parser.error("--unsandboxed-floor is a floor: it cannot go with --no-floor")
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
     ANSWERS = answers(STEPS)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
-                     args.reps, args.local_tools))
+                     args.reps, args.local_tools, args.unsandboxed_floor))

@@ -54,6 +54,18 @@ class AgentShapedFloor:
         return await workflow.execute_activity(floor_model, steps, **options)
 
 
+@workflow.defn(name="BenchConcurrencyFloorUnsandboxed", sandboxed=False)
+class UnsandboxedFloor(AgentShapedFloor):
+    """:class:`AgentShapedFloor` outside Temporal's workflow sandbox, as
+    agentloop's own workflow runs by default (README "Where a worker's time
+    goes"): the floor of agentloop's code alone, without the sandbox's cost
+    that the plain floor pays and agentloop does not."""
+
+    @workflow.run
+    async def run(self, steps: int) -> str:
+        return await super().run(steps)
+
+
 @workflow.defn(name="BenchConcurrencyFloorLocalTool")
 class LocalToolFloor:
     """:class:`AgentShapedFloor` with its tool call a local activity (the

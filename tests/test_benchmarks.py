@@ -57,3 +57,15 @@ async def test_with_local_tools_it_measures_both_systems_with_their_tool_call_lo
     for row in rows:
         assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
     assert rows[1]["queries"] == 0 and rows[3]["queries"] == 0
+
+
+async def test_with_unsandboxed_floor_it_measures_the_floor_outside_the_sandbox_too() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(3, True, timeout=120, rep=1, unsandboxed=True)
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (unsandboxed)"]
+    for row in rows:
+        assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
+    definitions = {kind: workflow_class.__temporal_workflow_definition  # type: ignore[attr-defined]
+                   for kind, (workflow_class, _) in concurrency.FLOORS.items()}
+    assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
+    assert definitions["floor-unsandboxed"].name != definitions["floor"].name
