@@ -26,23 +26,31 @@ the later system. The two systems:
 
 Each N is measured ``--reps`` times, floor and agentloop in turn (which goes
 first alternates, and each burst starts from a collected heap, since both
-share this process); the table gives medians. Reports, per system and N:
-runs/s (N over the time from the first start to the last result), p50 and
+share this process); the table gives medians. With ``--sustained SECONDS``,
+each system instead keeps N runs in flight (a finished run is replaced at
+once) and is measured over a window of that many seconds, which opens once
+the first N runs have finished: a steady load, where a single burst thins
+out at its end and leaves the server's timers of its last runs until after
+it. Reports, per system and N:
+runs/s (N over the time from the first start to the last result; sustained,
+the runs finished in the window over its length), p50 and
 p95 of the gap between a run's consecutive model calls (minus the model's
-own time: what the loop adds per step), runs unfinished at ``--timeout``,
-the CPU the server and the worker (this process) spent per run over the
-burst, the worker's RSS, and (agentloop) transcript queries per LLM step. The machine is shared by the
+own time: what the loop adds per step), runs unfinished at ``--timeout``
+(sustained: after the window, once no new runs start), the CPU the server
+and the worker (this process) spent per run over the burst or the window,
+the worker's RSS, and (agentloop) transcript queries per LLM step. The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
     python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
-        [--local-tools] [--unsandboxed-floor]
+        [--local-tools] [--unsandboxed-floor] [--sustained SECONDS]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import itertools
 import os
@@ -50,6 +58,7 @@ import resource
 import statistics
 import time
 import uuid
+from collections.abc import Callable
 
 from temporalio import activity
 from temporalio.client import Client
@@ -143,6 +152,44 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
+@dataclasses.dataclass
+class Sustained:
+    """Keep N runs in flight and measure a window of ``window`` seconds;
+    ``cpu()`` reads the server's and the worker's CPU seconds."""
+
+    window: float
+    cpu: Callable[[], tuple[float, float]]
+
+
+@dataclasses.dataclass
+class Driven:
+    """How a load went: runs/s, runs unfinished at the end, the runs whose
+    figures count (a burst's all; sustained, those that finished in the
+    window), every run started, and (sustained) the server's and the
+    worker's CPU ms a run over the window."""
+
+    rate: float
+    unfinished: int
+    measured: list[str]
+    started: list[str]
+    cpu_ms: tuple[float, float] | None = None
+
+
+async def drive(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
+                sustained: Sustained | None = None) -> Driven:
+    """One burst of ``n`` runs, or ``n`` kept in flight (``sustained``)."""
+    if sustained is not None:
+        return await sustain(start, prefix, n, timeout, sustained)
+    ids = [f"{prefix}-{i}" for i in range(n)]
+    rate, unfinished = await burst(start, ids, timeout)
+    return Driven(rate, unfinished, ids, ids)
+
+
+def report_failures(failures: list[BaseException]) -> None:
+    if failures:
+        print(f"  ({len(failures)} runs failed: {failures[0]})")
+
+
 async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # type: ignore[no-untyped-def]
     """Start every run at once; runs/s and how many did not finish in time."""
     began = time.monotonic()
@@ -151,15 +198,56 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
     done, pending = results
     for task in pending:
         task.cancel()
-    failed = sum(1 for t in done if t.exception() is not None)
-    if failed:
-        print(f"  ({failed} runs failed: {next(t.exception() for t in done if t.exception())})")
+    report_failures([t.exception() for t in done if t.exception() is not None])  # type: ignore[misc]
     elapsed = time.monotonic() - began
     return len(done) / elapsed, len(pending)
 
 
-async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
-                  rep: int = 0, local: bool = False, unsandboxed: bool = False) -> list[dict[str, object]]:
+async def sustain(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
+                  sustained: Sustained) -> Driven:
+    """``n`` lanes, each starting a run as soon as its last one finished;
+    the window opens once ``n`` runs have finished (each lane turned over
+    about once) and lasts ``sustained.window`` seconds. Then no new run
+    starts, and the runs in flight get ``timeout`` seconds to finish."""
+    counter = itertools.count()
+    started: list[str] = []
+    finished: list[tuple[float, str]] = []
+    failures: list[BaseException] = []
+    warm, stop = asyncio.Event(), asyncio.Event()
+
+    async def lane() -> None:
+        while not stop.is_set():
+            run_id = f"{prefix}-{next(counter)}"
+            started.append(run_id)
+            try:
+                await (await start(run_id)).result()
+            except Exception as exc:  # noqa: BLE001 (a failed run is counted and shown, as in a burst)
+                failures.append(exc)
+                return
+            finished.append((time.monotonic(), run_id))
+            if len(finished) >= n:
+                warm.set()
+
+    lanes = [asyncio.create_task(lane()) for _ in range(n)]
+    warming = asyncio.create_task(warm.wait())
+    await asyncio.wait([warming, *lanes], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    warming.cancel()
+    cpu_before, opened = sustained.cpu(), time.monotonic()
+    await asyncio.sleep(sustained.window)
+    cpu_after, closed = sustained.cpu(), time.monotonic()
+    stop.set()
+    _, pending = await asyncio.wait(lanes, timeout=timeout)
+    for task in pending:
+        task.cancel()
+    report_failures(failures)
+    measured = [run_id for at, run_id in finished if opened <= at < closed]
+    count = len(measured) or 1
+    cpu_ms = ((cpu_after[0] - cpu_before[0]) * 1000 / count, (cpu_after[1] - cpu_before[1]) * 1000 / count)
+    return Driven(len(measured) / (closed - opened), len(pending), measured, started, cpu_ms)
+
+
+async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep: int = 0, local: bool = False,
+                  unsandboxed: bool = False, window: float | None = None) -> list[dict[str, object]]:
     """Floor and agentloop (with ``unsandboxed``, then the floor outside
     the sandbox; with ``local``, then both with their tool call local) at
     ``n``, rows in that order, each on a dev server of its own,
@@ -167,7 +255,9 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
     sharing one would charge whichever system runs second. The process is
     shared, so the order alternates with ``rep`` and each
     burst starts from a collected heap: the garbage of one system's runs is
-    not collected on the other's time."""
+    not collected on the other's time. With ``window``, each system keeps
+    ``n`` runs in flight and is measured over that many seconds
+    (:func:`sustain`)."""
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
     systems = (["floor", "agentloop"] + (["floor-unsandboxed"] if unsandboxed else [])
@@ -179,13 +269,18 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True,
         with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
             await server.wait_ready()
             client = await connect(server.address)
-            server_cpu, worker_cpu = cpu_seconds(server.pid), cpu_seconds(None)
+            pid = server.pid
+            sustained = (None if window is None
+                         else Sustained(window, lambda pid=pid: (cpu_seconds(pid), cpu_seconds(None))))
+            server_cpu, worker_cpu = cpu_seconds(pid), cpu_seconds(None)
             if system in FLOORS:
-                row = await measure_floor(client, n, tag, timeout, system)
+                row = await measure_floor(client, n, tag, timeout, system, sustained=sustained)
             else:
-                row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local")
-            row["server_ms"] = (cpu_seconds(server.pid) - server_cpu) * 1000 / n
-            row["worker_ms"] = (cpu_seconds(None) - worker_cpu) * 1000 / n
+                row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local",
+                                              sustained=sustained)
+            if sustained is None:
+                row["server_ms"] = (cpu_seconds(pid) - server_cpu) * 1000 / n
+                row["worker_ms"] = (cpu_seconds(None) - worker_cpu) * 1000 / n
             row["order"] = systems.index(system)
             rows.append(row)
     return sorted(rows, key=lambda row: row["order"])  # type: ignore[arg-type,return-value]
@@ -203,7 +298,8 @@ def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
     return row
 
 
-async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: str = "floor") -> dict[str, object]:
+async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: str = "floor", *,
+                        sustained: Sustained | None = None) -> dict[str, object]:
     """One floor of :data:`FLOORS` at ``n``."""
     floor_queue = f"{kind}-{tag}"
     runner = SandboxedWorkflowRunner(
@@ -211,19 +307,25 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
     shape, label = FLOORS[kind]
     async with Worker(client, task_queue=floor_queue, workflows=[shape],
                       activities=[floor_model, floor_tool], workflow_runner=runner):
-        ids = [f"{kind}-{tag}-{i}" for i in range(n)]
-
         async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
             return await client.start_workflow(shape.run, STEPS, id=run_id, task_queue=floor_queue)
 
-        rate, unfinished = await burst(start_floor, ids, timeout)
-        gaps = step_gaps(ids)
-        return {"system": label, "n": n, "rate": rate, "unfinished": unfinished,
-                "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": None}
+        driven = await drive(start_floor, f"{kind}-{tag}", n, timeout, sustained)
+        return row_of(label, n, driven, queries=None)
+
+
+def row_of(label: str, n: int, driven: Driven, queries: float | None) -> dict[str, object]:
+    """A system's row from how its load went."""
+    gaps = step_gaps(driven.measured)
+    row: dict[str, object] = {"system": label, "n": n, "rate": driven.rate, "unfinished": driven.unfinished,
+                              "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": queries}
+    if driven.cpu_ms is not None:
+        row["server_ms"], row["worker_ms"] = driven.cpu_ms
+    return row
 
 
 async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float,
-                            local: bool = False) -> dict[str, object]:
+                            local: bool = False, *, sustained: Sustained | None = None) -> dict[str, object]:
     queue = f"agents-{tag}"
     registry = ToolRegistry()
 
@@ -237,24 +339,20 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
     async with Worker(client, task_queue=queue, plugins=[plugin]):
         spec = AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
                          max_steps=STEPS + 2, stream_deltas=deltas)
-        ids = [f"{'local' if local else 'agent'}-{tag}-{i}" for i in range(n)]
         stats = plugin.agent_activities.transcripts.stats
         queries_before = stats.queries
 
         async def start_agent(run_id: str):  # type: ignore[no-untyped-def]
             return (await agents.start(spec, "go", run_id=run_id)).workflow_handle
 
-        rate, unfinished = await burst(start_agent, ids, timeout)
-        gaps = step_gaps(ids)
-        llm_steps = sum(len(CALLS.get(i, [])) for i in ids) or 1
+        driven = await drive(start_agent, f"{'local' if local else 'agent'}-{tag}", n, timeout, sustained)
+        llm_steps = sum(len(CALLS.get(i, [])) for i in driven.started) or 1
         label = "agentloop" + ("" if deltas else " (deltas off)") + (" (local tool)" if local else "")
-        return {"system": label, "n": n, "rate": rate,
-                "unfinished": unfinished, "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0],
-                "queries": (stats.queries - queries_before) / llm_steps}
+        return row_of(label, n, driven, queries=(stats.queries - queries_before) / llm_steps)
 
 
 async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3,
-               local: bool = False, unsandboxed: bool = False) -> None:
+               local: bool = False, unsandboxed: bool = False, window: float | None = None) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -264,14 +362,15 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
         return await original(request)
 
     register_scripted_model("bench-concurrency", counted)
-    print(f"a fresh dev server per system, N and repetition (fast polling, search attributes cached); "
+    load = "one burst of N runs" if window is None else f"N runs kept in flight, a {window:g} s window"
+    print(f"a fresh dev server per system, N and repetition (fast polling, search attributes cached); {load}; "
           f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
           f"{'on' if deltas else 'off'}; medians of {reps}")
     print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
           "   runs/s of each repetition")
     for n in runs:
-        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed) for rep in range(reps)]
+        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window) for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
@@ -294,15 +393,19 @@ if __name__ == "__main__":
                         help="also the floor with a local tool activity and agentloop with echo local=True")
     parser.add_argument("--unsandboxed-floor", action="store_true",
                         help="also the floor outside the workflow sandbox, as agentloop's workflow runs")
+    parser.add_argument("--sustained", type=float, metavar="SECONDS",
+                        help="keep N runs in flight and measure a window of this many seconds")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
     if args.no_floor and args.unsandboxed_floor:
         parser.error("--unsandboxed-floor is a floor: it cannot go with --no-floor")
+    if args.sustained is not None and args.sustained <= 0:
+        parser.error(f"--sustained must be a positive number of seconds, not {args.sustained:g}")
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
     ANSWERS = answers(STEPS)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
-                     args.reps, args.local_tools, args.unsandboxed_floor))
+                     args.reps, args.local_tools, args.unsandboxed_floor, args.sustained))

@@ -69,3 +69,39 @@ async def test_with_unsandboxed_floor_it_measures_the_floor_outside_the_sandbox_
                    for kind, (workflow_class, _) in concurrency.FLOORS.items()}
     assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
     assert definitions["floor-unsandboxed"].name != definitions["floor"].name
+
+
+async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(2, True, timeout=120, rep=0, window=3.0)
+    assert [row["system"] for row in rows] == ["floor", "agentloop"]
+    for row in rows:
+        # A run takes about 1.2 s of model time: two lanes finish several in a 3 s window.
+        assert row["n"] == 2 and row["unfinished"] == 0 and row["rate"] > 0
+        assert row["server_ms"] > 0 and row["worker_ms"] > 0
+    assert rows[1]["queries"] == 0
+
+
+async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -> None:
+    started: list[str] = []
+
+    class Handle:
+        def __init__(self, run_id: str) -> None:
+            self.run_id = run_id
+
+        async def result(self) -> None:
+            await asyncio.sleep(0.05)
+
+    async def start(run_id: str) -> Handle:
+        started.append(run_id)
+        return Handle(run_id)
+
+    reads = iter([(1.0, 2.0), (2.0, 4.0)])
+    driven = await concurrency.sustain(start, "x", 3, 10, concurrency.Sustained(0.5, lambda: next(reads)))
+    assert driven.started == started and len(set(started)) == len(started)
+    assert driven.unfinished == 0
+    # Three lanes of 50 ms runs: about 30 finish in the 0.5 s window; the warm-up's first three do not count.
+    assert 15 <= len(driven.measured) <= 31 and not set(driven.measured) & {"x-0", "x-1", "x-2"}
+    # The window is at least 0.5 s (a sleep), a little more on a busy machine.
+    assert len(driven.measured) / 1.0 <= driven.rate <= len(driven.measured) / 0.5
+    assert driven.cpu_ms == (1000 / len(driven.measured), 2000 / len(driven.measured))
