@@ -43,7 +43,7 @@ server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
     python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
-        [--local-tools] [--unsandboxed-floor] [--sustained SECONDS]
+        [--local-tools] [--unsandboxed-floor] [--sustained SECONDS] [--gc-threshold 50000,20,100]
 """
 
 from __future__ import annotations
@@ -395,6 +395,8 @@ if __name__ == "__main__":
                         help="also the floor outside the workflow sandbox, as agentloop's workflow runs")
     parser.add_argument("--sustained", type=float, metavar="SECONDS",
                         help="keep N runs in flight and measure a window of this many seconds")
+    parser.add_argument("--gc-threshold", metavar="G0,G1,G2",
+                        help="gc.set_threshold for this process, so for both systems (as `agentloop worker` sets it)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
@@ -404,6 +406,12 @@ if __name__ == "__main__":
         parser.error(f"--sustained must be a positive number of seconds, not {args.sustained:g}")
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
+    if args.gc_threshold:
+        try:
+            gc.set_threshold(*(int(part) for part in args.gc_threshold.split(",")))
+        except (TypeError, ValueError):
+            parser.error(f"--gc-threshold takes up to three whole numbers, e.g. 50000,20,100, not {args.gc_threshold!r}")
+        print(f"gc thresholds {gc.get_threshold()} for both systems")
     MODEL_SECONDS[0] = args.model_ms / 1000
     STEPS = args.steps
     ANSWERS = answers(STEPS)

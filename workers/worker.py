@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import gc
 import importlib
 import logging
 import signal
@@ -29,7 +30,7 @@ from temporalio.worker import Worker
 
 from agentloop.activities import sandbox
 from agentloop.activities.models import ModelResolver
-from agentloop.config import TemporalConfig, connect_client
+from agentloop.config import TemporalConfig, connect_client, gc_threshold_from_env
 from agentloop.errors import UserError
 from agentloop.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
 from agentloop.search_attributes import SEARCH_ATTRIBUTES, create_commands
@@ -46,6 +47,7 @@ __all__ = [
     "protect_process",
     "run_worker",
     "tool_task_queue",
+    "tune_collector",
 ]
 
 log = logging.getLogger("agentloop.worker")
@@ -142,6 +144,22 @@ def protect_process() -> bool:
         return False
 
 
+def tune_collector(environ: dict[str, str] | None = None) -> tuple[int, ...] | None:
+    """Set this worker process's garbage-collector thresholds from
+    ``AGENTLOOP_GC_THRESHOLD`` (:func:`agentloop.config.gc_threshold_from_env`):
+    what it set, or None when it kept Python's (the variable unset). For
+    processes of the ``agentloop`` command; a worker in your own process
+    keeps your settings.
+
+    Raises:
+        UserError: ``AGENTLOOP_GC_THRESHOLD`` is malformed.
+    """
+    thresholds = gc_threshold_from_env(environ)
+    if thresholds is not None:
+        gc.set_threshold(*thresholds)
+    return thresholds
+
+
 async def missing_search_attributes(client: Client) -> list[str] | None:
     """Names of agentloop's search attributes the client's namespace lacks,
     or None when the server will not say (e.g. no operator permission)."""
@@ -167,6 +185,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
         raise UserError("no Temporal server to work for: set TEMPORAL_ADDRESS (or an address in a profile "
                         "of Temporal's temporal.toml), or run `agentloop dev` for a local server and a worker")
     role = check_role(config.role)
+    tune_collector()
     if role == "tools":
         check_tools_environment()
     else:

@@ -282,10 +282,12 @@ async def session(
         check_tools_environment,
         import_modules,
         protect_process,
+        tune_collector,
     )
 
     if with_worker:
         check_role(role)
+        tune_collector()
         if role == "tools":
             check_tools_environment()
         else:
