@@ -396,7 +396,7 @@ if __name__ == "__main__":
     parser.add_argument("--sustained", type=float, metavar="SECONDS",
                         help="keep N runs in flight and measure a window of this many seconds")
     parser.add_argument("--gc-threshold", metavar="G0,G1,G2",
-                        help="gc.set_threshold for this process, so for both systems (as `agentloop worker` sets it)")
+                        help="gc.set_threshold for this process, so for both systems (see AGENTLOOP_GC_THRESHOLD)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
