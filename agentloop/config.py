@@ -164,8 +164,8 @@ def gc_threshold_from_env(environ: Mapping[str, str] | None = None) -> tuple[int
         UserError: A value that is neither.
     """
     env = os.environ if environ is None else environ
-    value = env.get(GC_THRESHOLD_VARIABLE, "").strip().lower()
-    if value in ("", "python"):
+    value = env.get(GC_THRESHOLD_VARIABLE, "").strip()
+    if value.lower() in ("", "python"):
         return None
     parts = [part.strip() for part in value.split(",")]
     if not 1 <= len(parts) <= 3 or not all(part.isdigit() for part in parts):

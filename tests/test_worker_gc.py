@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentloop.config import TemporalConfig, gc_threshold_from_env
+from agentloop.config import PROVIDER_KEY_VARIABLES, TemporalConfig, gc_threshold_from_env
 from agentloop.errors import UserError
 from agentloop.workers.worker import run_worker, tune_collector
 
@@ -48,19 +48,21 @@ def test_tune_collector_sets_them_or_keeps_pythons(thresholds: None) -> None:
 
 async def test_agentloop_worker_refuses_a_malformed_value_before_it_connects(
         thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AGENTLOOP_GC_THRESHOLD", "lots")
+    monkeypatch.setenv("AGENTLOOP_GC_THRESHOLD", "Lots")
     # Nothing listens there: the worker must stop at the setting, not at the connection.
     config = TemporalConfig(address="127.0.0.1:1", namespace="default", task_queue="gc-check", imports=[],
                             role="all", source="the test")
-    with pytest.raises(UserError, match="AGENTLOOP_GC_THRESHOLD='lots'"):
+    with pytest.raises(UserError, match="AGENTLOOP_GC_THRESHOLD='Lots'"):
         await run_worker(config)
 
 
 async def test_agentloop_worker_sets_the_thresholds_it_is_given(
         thresholds: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AGENTLOOP_GC_THRESHOLD", "1234,11,111")
+    for key in PROVIDER_KEY_VARIABLES:  # a tools worker refuses them; role tools leaves this process dumpable
+        monkeypatch.delenv(key, raising=False)
     config = TemporalConfig(address="127.0.0.1:1", namespace="default", task_queue="gc-check", imports=[],
-                            role="all", source="the test")
+                            role="tools", source="the test")
     with pytest.raises(Exception):  # noqa: B017 (nothing listens: any connection error ends it)
         await run_worker(config)
     assert gc.get_threshold() == (1234, 11, 111)
