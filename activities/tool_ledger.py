@@ -33,12 +33,17 @@ def idempotency_key(workflow_id: str, workflow_run_id: str, activity_id: str) ->
     return f"{workflow_id}/{workflow_run_id}/{activity_id}"
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class _Entry:
-    result: ExecuteToolResult
+    #: The result as JSON: a worker keeps thousands of entries, and bytes
+    #: give the garbage collector nothing to walk (objects would, several each).
+    result: bytes
     attempt: int
-    size: int
     recorded_at: float
+
+    @property
+    def size(self) -> int:
+        return len(self.result)
 
 
 @dataclass
@@ -89,12 +94,12 @@ class ToolLedger:
 
     def record(self, key: str, result: ExecuteToolResult, *, attempt: int) -> None:
         """Remember the result of the call ``key``, produced by ``attempt``."""
-        size = len(result.model_dump_json())
+        data = result.model_dump_json().encode()
         self._drop(key)
-        if size > self.max_bytes or self.max_entries <= 0:
+        if len(data) > self.max_bytes or self.max_entries <= 0:
             return
-        self._entries[key] = _Entry(result, attempt, size, self._clock())
-        self._bytes += size
+        self._entries[key] = _Entry(data, attempt, self._clock())
+        self._bytes += len(data)
         self.stats.recorded += 1
         self._trim()
 
@@ -105,7 +110,7 @@ class ToolLedger:
         entry = self._entries.get(key)
         if entry is None:
             return None
-        return entry.result, entry.attempt
+        return ExecuteToolResult.model_validate_json(entry.result), entry.attempt
 
     def _drop(self, key: str) -> None:
         entry = self._entries.pop(key, None)

@@ -28,12 +28,15 @@ worker for the run's workflow is running.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import weakref
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from pydantic import TypeAdapter
 from temporalio.client import (
     WorkflowHandle,
     WorkflowQueryFailedError,
@@ -169,7 +172,7 @@ def transcript_unavailable(
     )
 
 
-@dataclass
+@dataclass(slots=True)
 class _Run:
     context: ModelContext | None = None
     messages: list[Message] = field(default_factory=list)
@@ -189,6 +192,47 @@ class _Run:
     def clear(self) -> None:
         self.messages, self.hashes, self.size = [], [], 0
 
+    def park(self) -> _Parked:
+        """The same transcript, its messages as bytes: see :class:`_Parked`."""
+        assert self.context is not None
+        produced = self.produced.model_dump_json().encode() if self.produced is not None else b""
+        return _Parked(context=self.context, messages=_MESSAGES.dump_json(self.messages), produced=produced,
+                       hashes=tuple(self.hashes), messages_size=self.size)
+
+
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """A run whose last LLM step answered without calling a tool, so it has
+    most likely ended: its messages kept as JSON. A worker keeps the runs it
+    served long after they end (until the cache's bounds push them out); as
+    objects, each would cost the garbage collector dozens of objects to walk
+    on every full collection, as bytes none. The system prompt and tools
+    stay as they were, one copy for all runs of an agent. A run that goes
+    on after all (a new message in its conversation, a rejected answer) is
+    turned back into objects by its next step, without asking the run
+    anything."""
+
+    context: ModelContext
+    messages: bytes
+    produced: bytes
+    hashes: tuple[str, ...]
+    messages_size: int
+
+    @property
+    def size(self) -> int:
+        """Bytes held (messages as JSON, as a live run counts them)."""
+        return len(self.messages) + len(self.produced)
+
+    def unpark(self) -> _Run:
+        return _Run(
+            context=self.context, messages=_MESSAGES.validate_json(self.messages), hashes=list(self.hashes),
+            size=self.messages_size,
+            produced=Message.model_validate_json(self.produced) if self.produced else None,
+        )
+
 
 @dataclass
 class CacheStats:
@@ -201,6 +245,8 @@ class CacheStats:
     page_fetches: int = 0
     predicted: int = 0
     seeded: int = 0
+    parked: int = 0
+    unparked: int = 0
 
     @property
     def queries(self) -> int:
@@ -225,14 +271,18 @@ class TranscriptCache:
     def __init__(self, max_runs: int = 100_000, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_runs = max_runs
         self.max_bytes = max_bytes
-        self._runs: OrderedDict[str, _Run] = OrderedDict()
+        self._runs: OrderedDict[str, _Run | _Parked] = OrderedDict()
+        #: A lock per run with a step resolving its transcript, and how many wait on it.
         self._locks: dict[str, asyncio.Lock] = {}
+        self._waiting: dict[str, int] = {}
+        #: Runs of one agent share its system prompt and tools: one copy.
+        self._contexts: weakref.WeakValueDictionary[str, ModelContext] = weakref.WeakValueDictionary()
         self._bytes = 0
         self.stats = CacheStats()
 
     @property
     def size(self) -> int:
-        """Bytes of messages held now, over all runs."""
+        """Bytes of messages held now (as JSON), over all runs."""
         return self._bytes
 
     def forget(self, key: str) -> None:
@@ -243,22 +293,45 @@ class TranscriptCache:
 
     def record_response(self, key: str, message: Message) -> None:
         """This worker's LLM step for run ``key`` produced ``message``: the
-        run's next step will most likely start with it."""
+        run's next step will most likely start with it. A message that calls
+        no tool most likely ends the run: the run is parked (:class:`_Parked`)."""
         run = self._runs.get(key)
-        if run is not None:
-            run.produced, run.results = message, {}
+        if not isinstance(run, _Run):
+            return
+        run.produced, run.results = message, {}
+        if not message.tool_calls and run.context is not None and key not in self._locks:
+            parked = run.park()
+            self._runs[key] = parked
+            self._bytes += parked.size - run.size
+            self.stats.parked += 1
+            self._evict()
 
     def record_result(self, key: str, result: ToolResultPart) -> None:
         """This worker ran a call of run ``key``'s last step: its result."""
         run = self._runs.get(key)
-        if run is not None and run.produced is not None:
+        if isinstance(run, _Run) and run.produced is not None:
             run.results[result.id] = result
 
     def _evict(self) -> None:
         while self._runs and (len(self._runs) > self.max_runs or self._bytes > self.max_bytes):
-            old, dropped = self._runs.popitem(last=False)
+            _, dropped = self._runs.popitem(last=False)
             self._bytes -= dropped.size
-            self._locks.pop(old, None)
+
+    @contextlib.asynccontextmanager
+    async def _locked(self, key: str) -> AsyncIterator[None]:
+        """One step of a run at a time resolves its transcript; the lock lives
+        while steps use it."""
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        self._waiting[key] = self._waiting.get(key, 0) + 1
+        try:
+            async with lock:
+                yield
+        finally:
+            self._waiting[key] -= 1
+            if not self._waiting[key]:
+                del self._waiting[key], self._locks[key]
 
     async def resolve(
         self, key: str, ref: TranscriptRef, fetch_context: FetchContext, fetch_page: FetchPage,
@@ -272,11 +345,13 @@ class TranscriptCache:
             ApplicationError: Retryable, when the run's transcript does not
                 match ``ref`` even after a full fetch.
         """
-        lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
-            run = self._runs.pop(key, None) or _Run()
+        async with self._locked(key):
+            held = self._runs.pop(key, None)
+            self._bytes -= held.size if held is not None else 0
+            if isinstance(held, _Parked):
+                self.stats.unparked += 1
+            run = held.unpark() if isinstance(held, _Parked) else held or _Run()
             self._runs[key] = run
-            self._bytes -= run.size
             try:
                 if seed is not None:
                     self._plant(run, ref, seed)
@@ -291,7 +366,8 @@ class TranscriptCache:
         self, run: _Run, key: str, ref: TranscriptRef, fetch_context: FetchContext, fetch_page: FetchPage
     ) -> None:
         if run.context is None or run.context.context_hash != ref.context_hash:
-            run.context = await fetch_context()
+            context = await fetch_context()
+            run.context = self._contexts.setdefault(context.context_hash, context)
             self.stats.context_fetches += 1
         if not self._matches_prefix(run, ref):
             run.clear()
@@ -326,8 +402,9 @@ class TranscriptCache:
         if it is exactly what the reference names (both hashes)."""
         if run.context is None or run.context.context_hash != ref.context_hash:
             if context_hash(seed.system_prompt, seed.tools) == ref.context_hash:
-                run.context = ModelContext(system_prompt=seed.system_prompt, tools=list(seed.tools),
-                                           context_hash=ref.context_hash)
+                context = ModelContext(system_prompt=seed.system_prompt, tools=list(seed.tools),
+                                       context_hash=ref.context_hash)
+                run.context = self._contexts.setdefault(ref.context_hash, context)
         if not run.messages and len(seed.messages) == ref.message_count:
             planted = _Run()
             for message in seed.messages:

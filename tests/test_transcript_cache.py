@@ -274,7 +274,7 @@ async def test_the_least_recently_used_run_is_evicted() -> None:
     assert [len(runs[k].pages_asked) for k in ("a", "b", "c")] == [1, 2, 1]
     assert cache.stats.hits == 3  # "a" twice, "c" once
     assert sorted(cache._runs) == ["b", "c"]  # "b" came back; "a" was the least recent
-    assert sorted(cache._locks) == ["b", "c"]  # an evicted run's lock goes with it
+    assert cache._locks == {} and cache._waiting == {}  # a lock lives only while steps use it
 
 
 async def test_forget_drops_a_run() -> None:
@@ -296,6 +296,7 @@ async def test_concurrent_steps_of_one_run_fetch_once() -> None:
     assert all(messages == run.messages for _, _, messages in results)
     assert run.contexts_asked == 1 and run.pages_asked == [0]
     assert cache.stats.hits == 2
+    assert cache._locks == {} and cache._waiting == {}
 
 
 # ---------------------------------------------------------------- query_run
@@ -524,3 +525,109 @@ async def test_a_seed_that_does_not_match_its_reference_is_ignored() -> None:
     assert (prompt, tools, messages) == (run.system_prompt, run.tools, run.messages)
     assert (run.contexts_asked, len(run.pages_asked)) == (1, 1)
     assert cache.stats.seeded == 0
+
+
+# Runs that most likely ended: parked as bytes ----------------------------------------------
+
+
+def tracked_objects_reachable(root: object) -> int:
+    """Objects the garbage collector tracks that ``root`` reaches (what a
+    full collection walks for it), classes and modules aside."""
+    import gc
+    import types
+
+    seen: set[int] = set()
+    stack, count = [root], 0
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or isinstance(obj, (type, types.ModuleType, types.FunctionType)):
+            continue
+        seen.add(id(obj))
+        count += gc.is_tracked(obj)
+        stack.extend(gc.get_referents(obj))
+    return count
+
+
+async def finished_run(cache: TranscriptCache, key: str, run: FakeRun) -> Message:
+    """A run's step resolved, then its model answered without calling a tool."""
+    await resolve(cache, run, run.ref(), key=key)
+    answer = Message.assistant(f"the final answer of {key}")
+    cache.record_response(key, answer)
+    return answer
+
+
+async def test_an_answer_that_calls_no_tool_parks_the_run_and_its_next_step_asks_nothing() -> None:
+    run, cache = FakeRun(conversation(3)), TranscriptCache()
+    answer = await finished_run(cache, "run-1", run)
+    assert cache.stats.parked == 1
+    run.messages.append(answer)  # the run goes on after all (say, its answer failed a check)
+    asked = (run.contexts_asked, list(run.pages_asked))
+
+    prompt, tools, messages = await resolve(cache, run, run.ref())
+
+    assert (prompt, tools, messages) == (run.system_prompt, run.tools, run.messages)
+    assert (run.contexts_asked, run.pages_asked) == asked  # the answer was predicted: no query
+    assert (cache.stats.unparked, cache.stats.predicted) == (1, 1)
+
+
+async def test_a_parked_run_asks_only_for_what_came_after_it() -> None:
+    run, cache = FakeRun(conversation(3)), TranscriptCache()
+    answer = await finished_run(cache, "run-1", run)
+    run.messages += [answer, Message.user("a new message in the conversation")]
+
+    _, _, messages = await resolve(cache, run, run.ref())
+
+    assert messages == run.messages
+    assert run.pages_asked == [0, 3] and run.contexts_asked == 1
+
+
+async def test_parked_runs_hold_bytes_not_objects() -> None:
+    cache = TranscriptCache()
+    runs = {f"run-{i}": FakeRun(conversation(6, tag=f" {i}")) for i in range(50)}
+    for key, run in runs.items():
+        await resolve(cache, run, run.ref(), key=key)
+    live = tracked_objects_reachable(cache)
+    for key, run in runs.items():
+        cache.record_response(key, Message.assistant(f"done {key}"))
+    parked = tracked_objects_reachable(cache)
+
+    # Held live, each run's messages are objects (a message: model, dict,
+    # fields set, content list, part, ...); parked, a run is an entry and a
+    # tuple of hashes, whatever its length.
+    assert live > 50 * 6 * 5
+    assert parked <= 50 * 3 + 20
+    assert cache.size == sum(cache._runs[key].size for key in runs)
+
+
+async def test_runs_of_one_agent_share_one_copy_of_its_prompt_and_tools() -> None:
+    cache = TranscriptCache()
+    first, second = FakeRun(conversation(1, tag="a")), FakeRun(conversation(1, tag="b"))
+    await resolve(cache, first, first.ref(), key="a")
+    await resolve(cache, second, second.ref(), key="b")
+    seeded = FakeRun(conversation(1, tag="c"))
+    seed = TranscriptSeed(system_prompt=seeded.system_prompt, tools=seeded.tools, messages=seeded.messages)
+    await cache.resolve("c", seeded.ref(), seeded.fetch_context, seeded.fetch_page, seed=seed)
+
+    contexts = {id(cache._runs[key].context) for key in "abc"}  # type: ignore[union-attr]
+    assert len(contexts) == 1
+
+
+async def test_a_run_whose_step_is_resolving_is_not_parked() -> None:
+    # A step of the run still resolving holds the run's objects: parking it
+    # under that step would lose what the step is adding.
+    run, cache = FakeRun(conversation(2)), TranscriptCache()
+    release = asyncio.Event()
+    fetch_page = run.fetch_page
+
+    async def slow_page(request: TranscriptRange) -> TranscriptPage:
+        await release.wait()
+        return await fetch_page(request)
+
+    step = asyncio.create_task(cache.resolve("run-1", run.ref(), run.fetch_context, slow_page))
+    await asyncio.sleep(0.01)
+    cache.record_response("run-1", Message.assistant("an answer from an earlier attempt"))
+    release.set()
+    _, _, messages = await step
+
+    assert messages == run.messages and cache.stats.parked == 0
+    assert cache.size == sum(len(m.model_dump_json()) for m in run.messages)
