@@ -92,6 +92,27 @@ def test_ledger_returns_what_was_recorded_under_the_key() -> None:
     assert ledger.lookup(idempotency_key("run-1", "c3d4", "7")) is None  # after continue-as-new
 
 
+def test_ledger_keeps_results_as_json_and_gives_them_back_whole() -> None:
+    # A worker keeps up to 2048 results: as bytes, the garbage collector has
+    # one object an entry to walk, however rich the result.
+    import gc
+
+    from agentloop.messages import ImagePart
+
+    rich = ExecuteToolResult(
+        call_id="c", content="42 rows", is_error=False, truncated=True, latency_ms=12.5,
+        metrics={"rows": 42, "nested": {"tables": ["a", "b"]}}, end_run=None,
+        images=[ImagePart(media_type="image/png", data="iVBORw0KGgo=")],
+    )
+    ledger = ToolLedger()
+    ledger.record("k", rich, attempt=2)
+
+    assert ledger.lookup("k") == (rich, 2)
+    entry = ledger._entries["k"]
+    assert isinstance(entry.result, bytes) and not gc.is_tracked(entry.result)
+    assert ledger.size_bytes == len(rich.model_dump_json())
+
+
 def test_ledger_is_bounded_in_entries_bytes_and_age() -> None:
     now = [0.0]
     size = len(result_of("a").model_dump_json())
