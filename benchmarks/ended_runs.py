@@ -31,6 +31,7 @@ import asyncio
 import gc
 import statistics
 import time
+from typing import Any
 
 from agentloop.activities.transcripts import TranscriptCache
 from agentloop.activity_io import ToolDefinition, TranscriptSeed
@@ -70,21 +71,25 @@ def answer(run: int, steps: int) -> Message:
     return Message.assistant(f"Run {run}: {steps + 2} attempts, backing off by 2.0.")
 
 
+def reference(messages: list[Message]) -> TranscriptRef:
+    """What a step of a run with these messages names."""
+    hashes = transcript_hashes(messages)
+    return TranscriptRef(message_count=len(messages), transcript_hash=hashes[-1] if hashes else EMPTY_HASH,
+                         context_hash=context_hash(SYSTEM_PROMPT, TOOLS))
+
+
+async def no_query(*_: object) -> Any:
+    """Every step here is served from the cache: a query would be a bug."""
+    raise AssertionError("the cache asked the run for its transcript")
+
+
 async def fill(cache: TranscriptCache, runs: int, steps: int) -> None:
     """``runs`` runs resolved once each (first steps carrying their
     transcript by value, as lean runs do)."""
-    digest = context_hash(SYSTEM_PROMPT, TOOLS)
-
-    async def never() -> object:
-        raise AssertionError("a seeded step asks the run nothing")
-
     for run in range(runs):
         messages = transcript(run, steps)
-        hashes = transcript_hashes(messages)
-        ref = TranscriptRef(message_count=len(messages), transcript_hash=hashes[-1] if hashes else EMPTY_HASH,
-                            context_hash=digest)
         seed = TranscriptSeed(system_prompt=SYSTEM_PROMPT, tools=TOOLS, messages=messages)
-        await cache.resolve(f"run-{run}", ref, never, never, seed=seed)  # type: ignore[arg-type]
+        await cache.resolve(f"run-{run}", reference(messages), no_query, no_query, seed=seed)
 
 
 def full_collection_ms(repeat: int) -> float:
@@ -136,18 +141,10 @@ async def record_costs(steps: int, n: int = 2000) -> tuple[float, float, float]:
         for run, last in enumerate(answers):
             cache.record_response(f"run-{run}", last)
         costs.append((time.perf_counter() - started) * 1e6 / n)
-    digest = context_hash(SYSTEM_PROMPT, TOOLS)
-
-    async def never() -> object:
-        raise AssertionError("a parked run's next step asks the run nothing")
-
-    refs = []
-    for run in range(n):
-        hashes = transcript_hashes([*transcript(run, steps), answer(run, steps)])
-        refs.append(TranscriptRef(message_count=len(hashes), transcript_hash=hashes[-1], context_hash=digest))
+    refs = [reference([*transcript(run, steps), answer(run, steps)]) for run in range(n)]
     started = time.perf_counter()
     for run, ref in enumerate(refs):
-        await cache.resolve(f"run-{run}", ref, never, never)  # type: ignore[arg-type]
+        await cache.resolve(f"run-{run}", ref, no_query, no_query)
     costs.append((time.perf_counter() - started) * 1e6 / n)
     assert cache.stats.unparked == n and cache.stats.predicted == n
     return costs[0], costs[1], costs[2]
