@@ -347,11 +347,12 @@ class TranscriptCache:
         """
         async with self._locked(key):
             held = self._runs.pop(key, None)
-            self._bytes -= held.size if held is not None else 0
+            if held is not None:
+                self._bytes -= held.size
             if isinstance(held, _Parked):
+                held = held.unpark()
                 self.stats.unparked += 1
-            run = held.unpark() if isinstance(held, _Parked) else held or _Run()
-            self._runs[key] = run
+            run = self._runs[key] = held or _Run()
             try:
                 if seed is not None:
                     self._plant(run, ref, seed)
