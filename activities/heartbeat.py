@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from temporalio import activity
 
@@ -20,11 +19,10 @@ def heartbeat_interval(default: float = 1.0) -> float:
     return max(0.2, min(default, timeout.total_seconds() / 3))
 
 
-@contextlib.asynccontextmanager
-async def keep_heartbeating(
+def keep_heartbeating(
     *details: object, current: Callable[[], object] | None = None, beat_now: bool = False
-) -> AsyncIterator[None]:
-    """Heartbeat in the background for the duration of the block.
+) -> Heartbeats:
+    """Heartbeat in the background for the duration of an ``async with`` block.
 
     Cancellation from Temporal is delivered on a heartbeat, so any activity
     that may run long must heartbeat for a cancel to reach it. The first
@@ -41,37 +39,54 @@ async def keep_heartbeating(
             instruction: for details the next attempt must find even if
             this one is lost within its first interval.
     """
-    if activity.info().is_local:
-        yield  # a local activity cannot heartbeat: its workflow task is its lease
-        return
-    interval = heartbeat_interval()
+    return Heartbeats(details, current, beat_now)
 
-    def send() -> None:
-        if current is not None:
-            activity.heartbeat(current())
+
+class Heartbeats:
+    """The context manager :func:`keep_heartbeating` returns.
+
+    A class with slots and a timer rather than a generator-based context
+    manager and a task: every LLM step and tool call holds one for as long
+    as it runs, so it is a few objects instead of some twenty for the
+    garbage collector to walk (README "Performance"). A beat that fails
+    (details that do not serialise: a bug) stops the beats and fails the
+    block when it ends.
+    """
+
+    __slots__ = ("_beat_now", "_current", "_details", "_failure", "_interval", "_timer")
+
+    def __init__(self, details: tuple[object, ...], current: Callable[[], object] | None, beat_now: bool) -> None:
+        self._details, self._current, self._beat_now = details, current, beat_now
+        self._interval = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._failure: Exception | None = None
+
+    async def __aenter__(self) -> None:
+        if activity.info().is_local:
+            return  # a local activity cannot heartbeat: its workflow task is its lease
+        self._interval = heartbeat_interval()
+        if self._beat_now:
+            self._send()
+        self._timer = asyncio.get_running_loop().call_later(self._interval, self._beat)
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if exc_type is None and self._failure is not None:
+            raise self._failure
+
+    def _send(self) -> None:
+        if self._current is not None:
+            activity.heartbeat(self._current())
         else:
-            activity.heartbeat(*details)
+            activity.heartbeat(*self._details)
 
-    # A timer rather than a task: most blocks end before the first beat, and
-    # a task to create, cancel and await costs every tool call and LLM step.
-    loop = asyncio.get_running_loop()
-    failure: list[Exception] = []
-
-    def beat() -> None:
-        nonlocal timer
+    def _beat(self) -> None:
         try:
-            send()
+            self._send()
         except Exception as exc:  # e.g. details that do not serialise: fail the block, as a bug should
-            failure.append(exc)
+            self._failure = exc
+            self._timer = None
             return
-        timer = loop.call_later(interval, beat)
-
-    if beat_now:
-        send()
-    timer = loop.call_later(interval, beat)
-    try:
-        yield
-    finally:
-        timer.cancel()
-    if failure:
-        raise failure[0]
+        self._timer = asyncio.get_running_loop().call_later(self._interval, self._beat)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import gc
 from datetime import timedelta
 
 import pytest
@@ -84,6 +85,45 @@ async def test_a_heartbeat_that_fails_fails_the_block_and_stops_beating() -> Non
         await environment([]).run(work)
     assert calls["n"] == 1
 
+
+async def test_the_blocks_own_error_wins_over_a_failed_beat() -> None:
+    def broken() -> object:
+        raise ValueError("details that do not serialise")
+
+    async def work() -> None:
+        async with keep_heartbeating(current=broken):
+            await asyncio.sleep(0.7)  # one failed beat at 0.5 s
+            raise KeyError("the block's own error")
+
+    with pytest.raises(KeyError, match="own error"):
+        await environment([]).run(work)
+
+
+async def test_an_open_block_holds_a_few_objects_for_the_collector() -> None:
+    """Every LLM step and tool call holds one while it runs: what it holds
+    is walked by each garbage collection meanwhile (README "Performance")."""
+
+    def progress() -> object:
+        return None
+
+    async def work() -> float:
+        gc.collect()
+        gc.disable()
+        try:
+            before = len(gc.get_objects())
+            blocks = [keep_heartbeating(current=progress) for _ in range(50)]
+            for block in blocks:
+                await block.__aenter__()
+            held = (len(gc.get_objects()) - before) / len(blocks)
+            for block in blocks:
+                await block.__aexit__(None, None, None)
+            return held
+        finally:
+            gc.enable()
+
+    held = await environment([]).run(work)
+    # The block, its timer, the timer's context and callback (a generator-based one held 18).
+    assert held <= 5, held
 
 
 async def test_a_local_activity_does_not_heartbeat() -> None:
