@@ -8,7 +8,6 @@ Temporal should retry are raised as mapped ``ApplicationError``s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import inspect
 import json
@@ -301,17 +300,17 @@ class AgentActivities:
             elif publisher is not None:
                 publisher.add(delta)
 
-        async with contextlib.AsyncExitStack() as stack:
-            # Earlier attempts' usage must survive this attempt's loss: beat at once then.
-            await stack.enter_async_context(keep_heartbeating(current=progress, beat_now=failed != Usage()))
+        # Earlier attempts' usage must survive this attempt's loss: beat at once then.
+        async with keep_heartbeating(current=progress, beat_now=failed != Usage()):
             try:
                 model = self.models.resolve(input.model)
                 request = await self._full_request(input)
                 streams = _streams(model)
                 if input.stream_deltas and streams:
                     publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
-                    await stack.enter_async_context(publisher)
-                if streams:
+                    async with publisher:
+                        response = await model.complete(request, on_delta=on_delta)
+                elif streams:
                     response = await model.complete(request, on_delta=on_delta)
                 else:
                     response = await model.complete(request)
@@ -472,8 +471,8 @@ class AgentActivities:
             model=input.model,
         )
         try:
-            async with keep_heartbeating():
-                value = await asyncio.wait_for(tool.run(input.arguments, ctx), input.timeout_seconds)
+            async with keep_heartbeating(), asyncio.timeout(input.timeout_seconds):
+                value = await tool.run(input.arguments, ctx)
         except InvalidToolArguments as exc:
             return result(str(exc), is_error=True)
         except ToolError as exc:
@@ -496,9 +495,8 @@ class AgentActivities:
         """A call of an MCP server's tool: its errors are results; a server
         that cannot be reached fails the attempt, and Temporal retries it."""
         try:
-            async with keep_heartbeating():
-                text, is_error = await asyncio.wait_for(
-                    self.mcp.call(input.tool_name, input.arguments), input.timeout_seconds)
+            async with keep_heartbeating(), asyncio.timeout(input.timeout_seconds):
+                text, is_error = await self.mcp.call(input.tool_name, input.arguments)
         except McpUnavailable as exc:
             raise ApplicationError(str(exc), type=MCP_UNAVAILABLE_ERROR_TYPE) from None
         except UserError as exc:
