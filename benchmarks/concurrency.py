@@ -38,7 +38,11 @@ p95 of the gap between a run's consecutive model calls (minus the model's
 own time: what the loop adds per step), runs unfinished at ``--timeout``
 (sustained: after the window, once no new runs start), the CPU the server
 and the worker (this process) spent per run over the burst or the window,
-the worker's RSS, and (agentloop) transcript queries per LLM step. The machine is shared by the
+the worker's RSS, and (agentloop) transcript queries per LLM step. Of the
+worker's CPU, two parts (:class:`CpuSplit`): the workflow ms/run its
+workflow activations took (the workflow code and the SDK's work on each
+activation, collections during them included) and the gc ms/run the
+garbage collector took, wherever it ran. The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
@@ -56,14 +60,18 @@ import itertools
 import os
 import resource
 import statistics
+import threading
 import time
 import uuid
 from collections.abc import Callable
+from typing import Self
 
 from temporalio import activity
 from temporalio.client import Client
 from temporalio.worker import Worker
+from temporalio.worker._workflow_instance import _WorkflowInstanceImpl
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker.workflow_sandbox._runner import _Instance as _SandboxedInstance
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ModelResponse, ToolRegistry, Usage
 from agentloop.devserver import PRODUCTION_LIKE, DevServer
@@ -136,6 +144,64 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+class CpuSplit:
+    """Thread CPU seconds this process spends in workflow activations and
+    in the garbage collector, counted while installed (``with``).
+
+    Activations are timed around the workflow instances' ``activate`` (the
+    SDK's for workflows outside the sandbox, the sandbox's around it for
+    those inside, so its cost counts too; each activation runs on one thread,
+    synchronously), collections by ``gc.callbacks``: two parts of the
+    worker's CPU, read as ``seconds()``. A collection during an activation
+    counts in both."""
+
+    #: The classes whose ``activate`` runs an activation (the outermost counts).
+    INSTANCES = (_WorkflowInstanceImpl, _SandboxedInstance)
+
+    def __init__(self) -> None:
+        self.activations = 0.0
+        self.collecting = 0.0
+        self._collection_began = 0.0
+        self._originals: list[tuple[type, Callable[..., object]]] = []
+        self._inside = threading.local()
+
+    def seconds(self) -> tuple[float, float]:
+        """(activations, collecting) so far."""
+        return self.activations, self.collecting
+
+    def _collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._collection_began = time.thread_time()
+        else:
+            self.collecting += time.thread_time() - self._collection_began
+
+    def _timed(self, activate: Callable[..., object]) -> Callable[..., object]:
+        def timed(instance: object, activation: object) -> object:
+            if getattr(self._inside, "active", False):  # the sandbox's activate around the SDK's
+                return activate(instance, activation)
+            self._inside.active, began = True, time.thread_time()
+            try:
+                return activate(instance, activation)
+            finally:
+                self.activations += time.thread_time() - began
+                self._inside.active = False
+
+        return timed
+
+    def __enter__(self) -> Self:
+        for cls in self.INSTANCES:
+            self._originals.append((cls, cls.activate))
+            cls.activate = self._timed(cls.activate)  # type: ignore[method-assign]
+        gc.callbacks.append(self._collected)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        for cls, activate in self._originals:
+            cls.activate = activate  # type: ignore[method-assign]
+        self._originals.clear()
+        gc.callbacks.remove(self._collected)
+
+
 def step_gaps(run_ids: list[str]) -> list[float]:
     """Gaps between a run's consecutive model calls, less the model's time (ms)."""
     gaps = []
@@ -155,10 +221,11 @@ def pct(values: list[float], p: float) -> float:
 @dataclasses.dataclass
 class Sustained:
     """Keep N runs in flight and measure a window of ``window`` seconds;
-    ``cpu()`` reads the server's and the worker's CPU seconds."""
+    ``cpu()`` reads CPU seconds: the server's, the worker's, and the
+    worker's parts (:class:`CpuSplit`)."""
 
     window: float
-    cpu: Callable[[], tuple[float, float]]
+    cpu: Callable[[], tuple[float, ...]]
 
 
 @dataclasses.dataclass
@@ -166,13 +233,14 @@ class Driven:
     """How a load went: runs/s, runs unfinished at the end, the runs whose
     figures count (a burst's all; sustained, those that finished in the
     window), every run started, and (sustained) the server's and the
-    worker's CPU ms a run over the window."""
+    worker's CPU ms a run over the window (then the worker's parts,
+    :class:`CpuSplit`)."""
 
     rate: float
     unfinished: int
     measured: list[str]
     started: list[str]
-    cpu_ms: tuple[float, float] | None = None
+    cpu_ms: tuple[float, ...] | None = None
 
 
 async def drive(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
@@ -242,7 +310,7 @@ async def sustain(start, prefix: str, n: int, timeout: float,  # type: ignore[no
     report_failures(failures)
     measured = [run_id for at, run_id in finished if opened <= at < closed]
     count = len(measured) or 1
-    cpu_ms = ((cpu_after[0] - cpu_before[0]) * 1000 / count, (cpu_after[1] - cpu_before[1]) * 1000 / count)
+    cpu_ms = tuple((after - before) * 1000 / count for after, before in zip(cpu_after, cpu_before, strict=True))
     return Driven(len(measured) / (closed - opened), len(pending), measured, started, cpu_ms)
 
 
@@ -266,21 +334,23 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
         systems = [s for s in systems if not s.startswith("floor")]
     for system in systems if rep % 2 == 0 else systems[::-1]:
         gc.collect()
-        with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        with DevServer(dynamic_config=PRODUCTION_LIKE) as server, CpuSplit() as split:
             await server.wait_ready()
             client = await connect(server.address)
             pid = server.pid
-            sustained = (None if window is None
-                         else Sustained(window, lambda pid=pid: (cpu_seconds(pid), cpu_seconds(None))))
-            server_cpu, worker_cpu = cpu_seconds(pid), cpu_seconds(None)
+
+            def cpu(pid: int = pid, split: CpuSplit = split) -> tuple[float, ...]:
+                return cpu_seconds(pid), cpu_seconds(None), *split.seconds()
+
+            sustained = None if window is None else Sustained(window, cpu)
+            before = cpu()
             if system in FLOORS:
                 row = await measure_floor(client, n, tag, timeout, system, sustained=sustained)
             else:
                 row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local",
                                               sustained=sustained)
             if sustained is None:
-                row["server_ms"] = (cpu_seconds(pid) - server_cpu) * 1000 / n
-                row["worker_ms"] = (cpu_seconds(None) - worker_cpu) * 1000 / n
+                row.update(cpu_columns(tuple((a - b) * 1000 / n for a, b in zip(cpu(), before, strict=True))))
             row["order"] = systems.index(system)
             rows.append(row)
     return sorted(rows, key=lambda row: row["order"])  # type: ignore[arg-type,return-value]
@@ -289,7 +359,7 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
 def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
     """One row of medians over repetitions (most unfinished; RSS at its largest)."""
     row = dict(rows[0])
-    for key in ("rate", "p50", "p95", "server_ms", "worker_ms", "queries"):
+    for key in ("rate", "p50", "p95", *CPU_COLUMNS, "queries"):
         if row[key] is not None:
             row[key] = statistics.median(r[key] for r in rows)  # type: ignore[misc]
     row["unfinished"] = max(r["unfinished"] for r in rows)  # type: ignore[type-var]
@@ -314,13 +384,22 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
         return row_of(label, n, driven, queries=None)
 
 
+#: A row's CPU figures (ms a run), in the order ``measure``'s ``cpu()`` reads them.
+CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "gc_ms")
+
+
+def cpu_columns(cpu_ms: tuple[float, ...]) -> dict[str, float]:
+    """The CPU figures of a row, by column."""
+    return dict(zip(CPU_COLUMNS, cpu_ms, strict=True))
+
+
 def row_of(label: str, n: int, driven: Driven, queries: float | None) -> dict[str, object]:
     """A system's row from how its load went."""
     gaps = step_gaps(driven.measured)
     row: dict[str, object] = {"system": label, "n": n, "rate": driven.rate, "unfinished": driven.unfinished,
                               "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": queries}
     if driven.cpu_ms is not None:
-        row["server_ms"], row["worker_ms"] = driven.cpu_ms
+        row.update(cpu_columns(driven.cpu_ms))
     return row
 
 
@@ -367,8 +446,8 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
           f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
           f"{'on' if deltas else 'off'}; medians of {reps}")
     print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
-          f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'RSS MB':>9}{'queries/step':>14}"
-          "   runs/s of each repetition")
+          f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'workflow ms/run':>17}{'gc ms/run':>11}"
+          f"{'RSS MB':>9}{'queries/step':>14}   runs/s of each repetition")
     for n in runs:
         measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window) for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
@@ -378,7 +457,8 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
             each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
             print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
                   f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"
-                  f"{row['worker_ms']:>15.0f}{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
+                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['gc_ms']:>11.2f}"
+                  f"{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
     print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
 
 

@@ -6,6 +6,7 @@ measured, and a server set up as it sets them up (search attributes cached,
 from __future__ import annotations
 
 import asyncio
+import gc
 
 from agentloop.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
 from agentloop.testing import register_scripted_model
@@ -28,6 +29,8 @@ async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
     for row in (floor, agentloop):
         assert row["n"] == 4 and row["unfinished"] == 0
         assert row["rate"] > 0 and row["server_ms"] > 0 and row["worker_ms"] > 0
+        # The worker's parts: its runs' activations, and what the collector took (maybe nothing).
+        assert 0 < row["workflow_ms"] < row["worker_ms"] and 0 <= row["gc_ms"] < row["worker_ms"]
     assert floor["queries"] is None and agentloop["queries"] == 0
     median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
     assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
@@ -78,7 +81,7 @@ async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> No
     for row in rows:
         # A run takes about 1.2 s of model time: two lanes finish several in a 3 s window.
         assert row["n"] == 2 and row["unfinished"] == 0 and row["rate"] > 0
-        assert row["server_ms"] > 0 and row["worker_ms"] > 0
+        assert row["server_ms"] > 0 and row["worker_ms"] > 0 and 0 < row["workflow_ms"] < row["worker_ms"]
     assert rows[1]["queries"] == 0
 
 
@@ -105,3 +108,38 @@ async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -
     # The window is at least 0.5 s (a sleep), a little more on a busy machine.
     assert len(driven.measured) / 1.0 <= driven.rate <= len(driven.measured) / 0.5
     assert driven.cpu_ms == (1000 / len(driven.measured), 2000 / len(driven.measured))
+
+
+def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
+    originals = [cls.activate for cls in concurrency.CpuSplit.INSTANCES]
+    callbacks = list(gc.callbacks)
+    with concurrency.CpuSplit() as split:
+        assert [cls.activate for cls in split.INSTANCES] != originals
+        junk = [[i] for i in range(200_000)]  # something for the collector to walk
+        gc.collect()
+        del junk
+        activations, collecting = split.seconds()
+    assert activations == 0 and collecting > 0  # no workflow ran; the collection was counted
+    assert [cls.activate for cls in concurrency.CpuSplit.INSTANCES] == originals
+    assert gc.callbacks == callbacks
+
+
+def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_another(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    clock = [0.0]  # thread CPU, advanced by hand: each inner activation takes one second
+
+    class Inner:
+        def activate(self, activation: object) -> str:
+            clock[0] += 1.0
+            return f"done {activation}"
+
+    class Outer:  # the sandbox's activate, around the SDK's
+        def activate(self, activation: object) -> str:
+            return Inner().activate(activation)
+
+    class Split(concurrency.CpuSplit):
+        INSTANCES = (Inner, Outer)  # type: ignore[assignment]
+
+    monkeypatch.setattr(concurrency.time, "thread_time", lambda: clock[0])
+    with Split() as split:
+        assert Outer().activate(1) == "done 1" and Inner().activate(2) == "done 2"
+    assert split.seconds()[0] == 2.0  # one second each, not three
