@@ -39,10 +39,12 @@ own time: what the loop adds per step), runs unfinished at ``--timeout``
 (sustained: after the window, once no new runs start), the CPU the server
 and the worker (this process) spent per run over the burst or the window,
 the worker's RSS, and (agentloop) transcript queries per LLM step. Of the
-worker's CPU, two parts (:class:`CpuSplit`): the workflow ms/run its
+worker's CPU, three parts (:class:`CpuSplit`): the workflow ms/run its
 workflow activations took (the workflow code and the SDK's work on each
-activation, collections during them included) and the gc ms/run the
-garbage collector took, wherever it ran. The machine is shared by the
+activation), the activities ms/run its activities' own code took (between
+the SDK's decoding of their input and its encoding of their result), and
+the gc ms/run the garbage collector took, wherever it ran (collections
+during the other two counted there too). The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
@@ -63,12 +65,12 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from typing import Self
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, Self
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
 from temporalio.worker._workflow_instance import _WorkflowInstanceImpl
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.worker.workflow_sandbox._runner import _Instance as _SandboxedInstance
@@ -144,30 +146,38 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class CpuSplit:
-    """Thread CPU seconds this process spends in workflow activations and
-    in the garbage collector, counted while installed (``with``).
+class CpuSplit(Interceptor):
+    """Thread CPU seconds this process spends in workflow activations, in
+    activities and in the garbage collector, counted while installed
+    (``with``; for activities, on a worker given it as an interceptor).
 
     Activations are timed around the workflow instances' ``activate`` (the
     SDK's for workflows outside the sandbox, the sandbox's around it for
     those inside, so its cost counts too; each activation runs on one thread,
-    synchronously), collections by ``gc.callbacks``: two parts of the
+    synchronously); an activity by each step of its coroutine (an async
+    activity's own code, after the SDK has decoded its input and before it
+    encodes its result); collections by ``gc.callbacks``: three parts of the
     worker's CPU, read as ``seconds()``. A collection during an activation
-    counts in both."""
+    or an activity counts in both."""
 
     #: The classes whose ``activate`` runs an activation (the outermost counts).
     INSTANCES = (_WorkflowInstanceImpl, _SandboxedInstance)
 
     def __init__(self) -> None:
         self.activations = 0.0
+        self.activities = 0.0
         self.collecting = 0.0
         self._collection_began = 0.0
         self._originals: list[tuple[type, Callable[..., object]]] = []
         self._inside = threading.local()
 
-    def seconds(self) -> tuple[float, float]:
-        """(activations, collecting) so far."""
-        return self.activations, self.collecting
+    def seconds(self) -> tuple[float, float, float]:
+        """(activations, activities, collecting) so far."""
+        return self.activations, self.activities, self.collecting
+
+    def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
+        """See :class:`temporalio.worker.Interceptor`."""
+        return _TimedActivities(next, self)
 
     def _collected(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -200,6 +210,41 @@ class CpuSplit:
             cls.activate = activate  # type: ignore[method-assign]
         self._originals.clear()
         gc.callbacks.remove(self._collected)
+
+
+class _TimedActivities(ActivityInboundInterceptor):
+    """Adds the thread CPU of each step of an activity's coroutine to a :class:`CpuSplit`."""
+
+    def __init__(self, next: ActivityInboundInterceptor, split: CpuSplit) -> None:
+        super().__init__(next)
+        self._split = split
+
+    async def execute_activity(self, input: ExecuteActivityInput) -> Any:
+        return await _Timed(self.next.execute_activity(input), self._split)
+
+
+class _Timed:
+    """An awaitable that runs ``coro`` and counts the thread CPU of each of its steps."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any], split: CpuSplit) -> None:
+        self._coro, self._split = coro, split
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        steps = self._coro.__await__()
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            began = time.thread_time()
+            try:
+                yielded = steps.send(value) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self._split.activities += time.thread_time() - began
+            try:
+                value, error = (yield yielded), None
+            except BaseException as exc:  # noqa: BLE001 (a cancellation, handed to the activity as it came)
+                value, error = None, exc
 
 
 def step_gaps(run_ids: list[str]) -> list[float]:
@@ -345,10 +390,10 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
             sustained = None if window is None else Sustained(window, cpu)
             before = cpu()
             if system in FLOORS:
-                row = await measure_floor(client, n, tag, timeout, system, sustained=sustained)
+                row = await measure_floor(client, n, tag, timeout, system, sustained=sustained, split=split)
             else:
                 row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local",
-                                              sustained=sustained)
+                                              sustained=sustained, split=split)
             if sustained is None:
                 row.update(cpu_columns(tuple((a - b) * 1000 / n for a, b in zip(cpu(), before, strict=True))))
             row["order"] = systems.index(system)
@@ -369,14 +414,14 @@ def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
 
 
 async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: str = "floor", *,
-                        sustained: Sustained | None = None) -> dict[str, object]:
-    """One floor of :data:`FLOORS` at ``n``."""
+                        sustained: Sustained | None = None, split: CpuSplit | None = None) -> dict[str, object]:
+    """One floor of :data:`FLOORS` at ``n`` (``split`` times its activities)."""
     floor_queue = f"{kind}-{tag}"
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
     shape, label = FLOORS[kind]
-    async with Worker(client, task_queue=floor_queue, workflows=[shape],
-                      activities=[floor_model, floor_tool], workflow_runner=runner):
+    async with Worker(client, task_queue=floor_queue, workflows=[shape], activities=[floor_model, floor_tool],
+                      workflow_runner=runner, interceptors=[split] if split else []):
         async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
             return await client.start_workflow(shape.run, STEPS, id=run_id, task_queue=floor_queue)
 
@@ -385,7 +430,7 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
 
 
 #: A row's CPU figures (ms a run), in the order ``measure``'s ``cpu()`` reads them.
-CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "gc_ms")
+CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "activities_ms", "gc_ms")
 
 
 def cpu_columns(cpu_ms: tuple[float, ...]) -> dict[str, float]:
@@ -403,8 +448,9 @@ def row_of(label: str, n: int, driven: Driven, queries: float | None) -> dict[st
     return row
 
 
-async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float,
-                            local: bool = False, *, sustained: Sustained | None = None) -> dict[str, object]:
+async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float, local: bool = False, *,
+                            sustained: Sustained | None = None, split: CpuSplit | None = None) -> dict[str, object]:
+    """agentloop's runs at ``n`` (``split`` times their activities, the tools queue's too)."""
     queue = f"agents-{tag}"
     registry = ToolRegistry()
 
@@ -415,7 +461,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
 
     plugin = AgentLoopPlugin(registry=registry)
     agents = AgentClient(client, task_queue=queue)
-    async with Worker(client, task_queue=queue, plugins=[plugin]):
+    async with Worker(client, task_queue=queue, plugins=[plugin], interceptors=[split] if split else []):
         spec = AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
                          max_steps=STEPS + 2, stream_deltas=deltas)
         stats = plugin.agent_activities.transcripts.stats
@@ -446,7 +492,8 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
           f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
           f"{'on' if deltas else 'off'}; medians of {reps}")
     print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
-          f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'workflow ms/run':>17}{'gc ms/run':>11}"
+          f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'workflow ms/run':>17}"
+          f"{'activities ms/run':>19}{'gc ms/run':>11}"
           f"{'RSS MB':>9}{'queries/step':>14}   runs/s of each repetition")
     for n in runs:
         measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window) for rep in range(reps)]
@@ -457,7 +504,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
             each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
             print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
                   f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"
-                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['gc_ms']:>11.2f}"
+                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['activities_ms']:>19.1f}{row['gc_ms']:>11.2f}"
                   f"{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
     print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import gc
 
+import pytest
+
 from agentloop.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
 from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
@@ -29,8 +31,9 @@ async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
     for row in (floor, agentloop):
         assert row["n"] == 4 and row["unfinished"] == 0
         assert row["rate"] > 0 and row["server_ms"] > 0 and row["worker_ms"] > 0
-        # The worker's parts: its runs' activations, and what the collector took (maybe nothing).
-        assert 0 < row["workflow_ms"] < row["worker_ms"] and 0 <= row["gc_ms"] < row["worker_ms"]
+        # The worker's parts: its runs' activations, its activities, and what the collector took (maybe nothing).
+        assert 0 < row["workflow_ms"] < row["worker_ms"] and 0 < row["activities_ms"] < row["worker_ms"]
+        assert 0 <= row["gc_ms"] < row["worker_ms"]
     assert floor["queries"] is None and agentloop["queries"] == 0
     median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
     assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
@@ -82,6 +85,7 @@ async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> No
         # A run takes about 1.2 s of model time: two lanes finish several in a 3 s window.
         assert row["n"] == 2 and row["unfinished"] == 0 and row["rate"] > 0
         assert row["server_ms"] > 0 and row["worker_ms"] > 0 and 0 < row["workflow_ms"] < row["worker_ms"]
+        assert 0 < row["activities_ms"] < row["worker_ms"]
     assert rows[1]["queries"] == 0
 
 
@@ -118,8 +122,8 @@ def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
         junk = [[i] for i in range(200_000)]  # something for the collector to walk
         gc.collect()
         del junk
-        activations, collecting = split.seconds()
-    assert activations == 0 and collecting > 0  # no workflow ran; the collection was counted
+        activations, activities, collecting = split.seconds()
+    assert activations == activities == 0 and collecting > 0  # no workflow ran; the collection was counted
     assert [cls.activate for cls in concurrency.CpuSplit.INSTANCES] == originals
     assert gc.callbacks == callbacks
 
@@ -143,3 +147,34 @@ def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_anoth
     with Split() as split:
         assert Outer().activate(1) == "done 1" and Inner().activate(2) == "done 2"
     assert split.seconds()[0] == 2.0  # one second each, not three
+
+
+async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    clock = [0.0]  # thread CPU, advanced by hand
+    monkeypatch.setattr(concurrency.time, "thread_time", lambda: clock[0])
+    split = concurrency.CpuSplit()
+
+    async def activity(fail: bool) -> str:
+        clock[0] += 1.0  # first step
+        await asyncio.sleep(0)
+        clock[0] += 2.0  # second step, after a suspension
+        if fail:
+            raise ValueError("the activity's own error")
+        return "result"
+
+    assert await concurrency._Timed(activity(False), split) == "result"
+    assert split.seconds() == (0.0, 3.0, 0.0)
+    with pytest.raises(ValueError, match="own error"):
+        await concurrency._Timed(activity(True), split)
+    assert split.seconds() == (0.0, 6.0, 0.0)
+
+    async def waits() -> None:
+        clock[0] += 1.0
+        await asyncio.sleep(10)
+
+    task = asyncio.ensure_future(concurrency._Timed(waits(), split))
+    await asyncio.sleep(0)
+    task.cancel()  # handed to the activity at its suspension
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert split.seconds() == (0.0, 7.0, 0.0)
