@@ -18,6 +18,13 @@ the later system. The two systems:
   Temporal's workflow sandbox, as agentloop's runs by default (README
   "Where a worker's time goes"), so agentloop's own cost over Temporal shows
   apart from the sandbox's. Its ``x floor`` is to the first floor too.
+* with ``--without lookup,events``, one more row: agentloop's runs with
+  those parts switched off (:func:`switched_off`): ``lookup``, the local
+  activity that looks a run's tools up at its start (each run is handed the
+  answer of one lookup made before the burst); ``events``, every event on
+  the run's stream. Not a mode of agentloop (such a run emits nothing, and
+  keeps no record of its tools in its history): an upper bound of what a
+  change that removed the part would buy, measured beside the real thing.
 * with ``--local-tools``, two more rows: the floor with its tool call a
   local activity, and agentloop with ``echo`` registered ``local=True``, so
   each call is a local activity of the run's worker (README "Quick tools as
@@ -49,13 +56,15 @@ server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
     python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
-        [--local-tools] [--unsandboxed-floor] [--sustained SECONDS] [--gc-threshold 50000,20,100]
+        [--local-tools] [--unsandboxed-floor] [--without lookup,events] [--sustained SECONDS]
+        [--gc-threshold 50000,20,100]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import itertools
@@ -65,20 +74,24 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Collection, Coroutine, Generator
 from typing import Any, Self
 
 from temporalio import activity
 from temporalio.client import Client
+from temporalio.testing import ActivityEnvironment
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor, Worker
 from temporalio.worker._workflow_instance import _WorkflowInstanceImpl
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 from temporalio.worker.workflow_sandbox._runner import _Instance as _SandboxedInstance
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ModelResponse, ToolRegistry, Usage
+from agentloop.activity_io import ResolveToolsInput, ResolveToolsResult
 from agentloop.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
+from agentloop.workflows.agent_run import AgentRunWorkflow
+from agentloop.workflows.recorder import RunRecorder
 from benchmarks.floor_workflows import MODEL_CALLS as CALLS
 from benchmarks.floor_workflows import (
     MODEL_SECONDS,
@@ -124,6 +137,39 @@ def answers(steps: int) -> list[ModelResponse]:
 
 
 ANSWERS = answers(STEPS)
+
+
+#: The parts of an agent run ``--without`` can switch off (:func:`switched_off`).
+PARTS = ("lookup", "events")
+
+
+@contextlib.contextmanager
+def switched_off(parts: Collection[str], lookup: ResolveToolsResult) -> Generator[None]:
+    """While it lasts, agentloop's runs in this process go without ``parts``
+    (of :data:`PARTS`): ``lookup``, the tool lookup at a run's start (its
+    local activity; each run is handed ``lookup`` instead), and ``events``,
+    every event on the run's stream. agentloop's workflow runs outside the
+    sandbox, in this process's classes, so replacing two of their methods
+    reaches every run; both are put back after."""
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f"cannot switch off {', '.join(unknown)}: the parts are {', '.join(PARTS)}")
+    saved = AgentRunWorkflow._look_tools_up, RunRecorder.emit
+
+    async def answered(self: AgentRunWorkflow, input: ResolveToolsInput) -> ResolveToolsResult:
+        return lookup
+
+    def unpublished(self: RunRecorder, event_type: Any, **fields: Any) -> None:
+        return None
+
+    if "lookup" in parts:
+        AgentRunWorkflow._look_tools_up = answered  # type: ignore[method-assign]
+    if "events" in parts:
+        RunRecorder.emit = unpublished  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        AgentRunWorkflow._look_tools_up, RunRecorder.emit = saved  # type: ignore[method-assign]
 
 
 def rss_mb() -> tuple[float, float]:
@@ -360,9 +406,11 @@ async def sustain(start, prefix: str, n: int, timeout: float,  # type: ignore[no
 
 
 async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep: int = 0, local: bool = False,
-                  unsandboxed: bool = False, window: float | None = None) -> list[dict[str, object]]:
+                  unsandboxed: bool = False, window: float | None = None,
+                  without: tuple[str, ...] = ()) -> list[dict[str, object]]:
     """Floor and agentloop (with ``unsandboxed``, then the floor outside
-    the sandbox; with ``local``, then both with their tool call local) at
+    the sandbox; with ``without``, then agentloop without those parts; with
+    ``local``, then both with their tool call local) at
     ``n``, rows in that order, each on a dev server of its own,
     fresh: a server's cost per run grows with the runs it already holds, so
     sharing one would charge whichever system runs second. The process is
@@ -374,7 +422,7 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
     systems = (["floor", "agentloop"] + (["floor-unsandboxed"] if unsandboxed else [])
-               + (["floor-local", "local"] if local else []))
+               + (["without"] if without else []) + (["floor-local", "local"] if local else []))
     if not floor:
         systems = [s for s in systems if not s.startswith("floor")]
     for system in systems if rep % 2 == 0 else systems[::-1]:
@@ -393,7 +441,8 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
                 row = await measure_floor(client, n, tag, timeout, system, sustained=sustained, split=split)
             else:
                 row = await measure_agentloop(client, n, tag, deltas, timeout, local=system == "local",
-                                              sustained=sustained, split=split)
+                                              sustained=sustained, split=split,
+                                              without=without if system == "without" else ())
             if sustained is None:
                 row.update(cpu_columns(tuple((a - b) * 1000 / n for a, b in zip(cpu(), before, strict=True))))
             row["order"] = systems.index(system)
@@ -448,10 +497,8 @@ def row_of(label: str, n: int, driven: Driven, queries: float | None) -> dict[st
     return row
 
 
-async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float, local: bool = False, *,
-                            sustained: Sustained | None = None, split: CpuSplit | None = None) -> dict[str, object]:
-    """agentloop's runs at ``n`` (``split`` times their activities, the tools queue's too)."""
-    queue = f"agents-{tag}"
+def bench_plugin(local: bool = False) -> AgentLoopPlugin:
+    """agentloop's plugin for the benchmark: one async ``echo`` tool (``local=True`` with ``local``)."""
     registry = ToolRegistry()
 
     @registry.tool(local=local)
@@ -459,25 +506,53 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
         """Return the text."""
         return text
 
-    plugin = AgentLoopPlugin(registry=registry)
+    return AgentLoopPlugin(registry=registry)
+
+
+def bench_spec(deltas: bool) -> AgentSpec:
+    """The agent each run is: the scripted model, ``echo`` allowed, :data:`STEPS` tool steps."""
+    return AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
+                     max_steps=STEPS + 2, stream_deltas=deltas)
+
+
+async def handed_lookup(plugin: AgentLoopPlugin, spec: AgentSpec, queue: str) -> ResolveToolsResult:
+    """The one lookup runs without theirs are handed (:func:`switched_off`):
+    ``plugin``'s worker's answer to what a run of ``spec`` on ``queue`` asks."""
+    asked = ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
+                              agents_md=spec.agents_md is None, workspace=spec.workspace)
+    found = await ActivityEnvironment().run(plugin.agent_activities.resolve_tools, asked)
+    return found.model_copy(update={"runs_queue": queue})
+
+
+async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float, local: bool = False, *,
+                            sustained: Sustained | None = None, split: CpuSplit | None = None,
+                            without: tuple[str, ...] = ()) -> dict[str, object]:
+    """agentloop's runs at ``n`` (``split`` times their activities, the tools
+    queue's too; ``without`` those parts, see :func:`switched_off`), on
+    queue ``agents-{tag}``."""
+    queue = f"agents-{tag}"
+    plugin, spec = bench_plugin(local), bench_spec(deltas)
     agents = AgentClient(client, task_queue=queue)
     async with Worker(client, task_queue=queue, plugins=[plugin], interceptors=[split] if split else []):
-        spec = AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
-                         max_steps=STEPS + 2, stream_deltas=deltas)
         stats = plugin.agent_activities.transcripts.stats
         queries_before = stats.queries
 
         async def start_agent(run_id: str):  # type: ignore[no-untyped-def]
             return (await agents.start(spec, "go", run_id=run_id)).workflow_handle
 
-        driven = await drive(start_agent, f"{'local' if local else 'agent'}-{tag}", n, timeout, sustained)
+        lookup = await handed_lookup(plugin, spec, queue)
+        prefix = "without" if without else "local" if local else "agent"
+        with switched_off(without, lookup):
+            driven = await drive(start_agent, f"{prefix}-{tag}", n, timeout, sustained)
         llm_steps = sum(len(CALLS.get(i, [])) for i in driven.started) or 1
-        label = "agentloop" + ("" if deltas else " (deltas off)") + (" (local tool)" if local else "")
+        label = ("agentloop" + ("" if deltas else " (deltas off)") + (" (local tool)" if local else "")
+                 + (f" without {', '.join(without)}" if without else ""))
         return row_of(label, n, driven, queries=(stats.queries - queries_before) / llm_steps)
 
 
 async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3,
-               local: bool = False, unsandboxed: bool = False, window: float | None = None) -> None:
+               local: bool = False, unsandboxed: bool = False, window: float | None = None,
+               without: tuple[str, ...] = ()) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -491,18 +566,20 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
     print(f"a fresh dev server per system, N and repetition (fast polling, search attributes cached); {load}; "
           f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
           f"{'on' if deltas else 'off'}; medians of {reps}")
-    print(f"{'system':<26}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
+    width = max(26, len(f"agentloop without {', '.join(without)}") + 2) if without else 26  # the system column
+    print(f"{'system':<{width}}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'workflow ms/run':>17}"
           f"{'activities ms/run':>19}{'gc ms/run':>11}"
           f"{'RSS MB':>9}{'queries/step':>14}   runs/s of each repetition")
     for n in runs:
-        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window) for rep in range(reps)]
+        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window, without)
+                    for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
             queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
             each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
-            print(f"{row['system']:<26}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
+            print(f"{row['system']:<{width}}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
                   f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"
                   f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['activities_ms']:>19.1f}{row['gc_ms']:>11.2f}"
                   f"{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
@@ -520,6 +597,9 @@ if __name__ == "__main__":
                         help="also the floor with a local tool activity and agentloop with echo local=True")
     parser.add_argument("--unsandboxed-floor", action="store_true",
                         help="also the floor outside the workflow sandbox, as agentloop's workflow runs")
+    parser.add_argument("--without", metavar="PARTS", default="",
+                        help=f"also agentloop with these parts switched off ({','.join(PARTS)}): an upper bound "
+                             "of what removing them would buy, not a mode of agentloop")
     parser.add_argument("--sustained", type=float, metavar="SECONDS",
                         help="keep N runs in flight and measure a window of this many seconds")
     parser.add_argument("--gc-threshold", metavar="G0,G1,G2",
@@ -531,6 +611,9 @@ if __name__ == "__main__":
         parser.error("--unsandboxed-floor is a floor: it cannot go with --no-floor")
     if args.sustained is not None and args.sustained <= 0:
         parser.error(f"--sustained must be a positive number of seconds, not {args.sustained:g}")
+    without = tuple(part.strip() for part in args.without.split(",") if part.strip())
+    if set(without) - set(PARTS):
+        parser.error(f"--without takes parts of {','.join(PARTS)}, not {args.without!r}")
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
     if args.gc_threshold:
@@ -543,4 +626,4 @@ if __name__ == "__main__":
     STEPS = args.steps
     ANSWERS = answers(STEPS)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
-                     args.reps, args.local_tools, args.unsandboxed_floor, args.sustained))
+                     args.reps, args.local_tools, args.unsandboxed_floor, args.sustained, without))

@@ -9,10 +9,14 @@ import asyncio
 import gc
 
 import pytest
+from temporalio.worker import Worker
 
+from agentloop import AgentClient
 from agentloop.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
 from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
+from agentloop.workflows.agent_run import AgentRunWorkflow
+from agentloop.workflows.recorder import RunRecorder
 from benchmarks import concurrency
 
 
@@ -65,16 +69,54 @@ async def test_with_local_tools_it_measures_both_systems_with_their_tool_call_lo
     assert rows[1]["queries"] == 0 and rows[3]["queries"] == 0
 
 
-async def test_with_unsandboxed_floor_it_measures_the_floor_outside_the_sandbox_too() -> None:
+async def test_with_unsandboxed_floor_and_without_it_measures_those_rows_too() -> None:
     register_scripted_model("bench-concurrency", concurrency.scripted)
-    rows = await concurrency.measure(3, True, timeout=120, rep=1, unsandboxed=True)
-    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (unsandboxed)"]
+    rows = await concurrency.measure(3, True, timeout=120, rep=1, unsandboxed=True, without=("lookup",))
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (unsandboxed)",
+                                               "agentloop without lookup"]
     for row in rows:
         assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
     definitions = {kind: workflow_class.__temporal_workflow_definition  # type: ignore[attr-defined]
                    for kind, (workflow_class, _) in concurrency.FLOORS.items()}
     assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
     assert definitions["floor-unsandboxed"].name != definitions["floor"].name
+
+
+async def test_without_lookup_and_events_its_runs_go_without_them_and_the_rest_is_put_back() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    saved = AgentRunWorkflow._look_tools_up, RunRecorder.emit
+    with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        row = await concurrency.measure_agentloop(client, 2, "wo", True, timeout=120, without=("lookup", "events"))
+        assert (AgentRunWorkflow._look_tools_up, RunRecorder.emit) == saved
+        plain = await concurrency.measure_agentloop(client, 1, "as", True, timeout=120)
+        assert row["system"] == "agentloop without lookup, events" and plain["system"] == "agentloop"
+        assert row["unfinished"] == plain["unfinished"] == 0 and row["queries"] == 0
+
+        async def seen(run_id: str) -> tuple[int, int, int]:
+            """The run's tool calls, lookups (local activity markers) and events."""
+            handle = AgentClient(client).get_handle(run_id)
+            result = await handle.result()
+            history = await client.get_workflow_handle(run_id).fetch_history()
+            markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")
+                       and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+            events = [event async for event in handle.events()]  # read by query: a worker replays the run
+            return sum(len(step.tool_calls) for step in result.report.steps), len(markers), len(events)
+
+        # The echo calls still ran (on the run's own queue, from the lookup handed over), with no lookup and no
+        # event. Such a run replays only with the same parts switched off: it is not one agentloop makes.
+        plugin = concurrency.bench_plugin()
+        lookup = await concurrency.handed_lookup(plugin, concurrency.bench_spec(True), "agents-wo")
+        async with Worker(client, task_queue="agents-wo", plugins=[plugin]):
+            with concurrency.switched_off(("lookup", "events"), lookup):
+                assert [await seen(f"without-wo-{i}") for i in range(2)] == [(concurrency.STEPS, 0, 0)] * 2
+        async with Worker(client, task_queue="agents-as", plugins=[concurrency.bench_plugin()]):
+            calls, lookups, events = await seen("agent-as-0")
+        assert (calls, lookups) == (concurrency.STEPS, 1) and events > 10
+    with (pytest.raises(ValueError, match="cannot switch off clock: the parts are lookup, events"),
+          concurrency.switched_off(["clock"], concurrency.ResolveToolsResult())):
+        pass
 
 
 async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> None:
