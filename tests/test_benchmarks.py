@@ -1,4 +1,4 @@
-"""benchmarks/concurrency on real dev servers, at a few runs: both systems
+"""benchmarks/concurrency (and its CPU split) on real dev servers, at a few runs: both systems
 (and both with their tool call local) finish, the figures it prints are
 measured, and a server set up as it sets them up (search attributes cached,
 ``PRODUCTION_LIKE``) still finds runs by their search attributes."""
@@ -17,7 +17,7 @@ from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from agentloop.workflows.recorder import RunRecorder
-from benchmarks import concurrency
+from benchmarks import concurrency, cpu_split
 
 
 def test_a_server_given_dynamic_config_keeps_the_fast_polling() -> None:
@@ -157,16 +157,16 @@ async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -
 
 
 def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
-    originals = [cls.activate for cls in concurrency.CpuSplit.INSTANCES]
+    originals = [cls.activate for cls in cpu_split.CpuSplit.INSTANCES]
     callbacks = list(gc.callbacks)
-    with concurrency.CpuSplit() as split:
+    with cpu_split.CpuSplit() as split:
         assert [cls.activate for cls in split.INSTANCES] != originals
         junk = [[i] for i in range(200_000)]  # something for the collector to walk
         gc.collect()
         del junk
         activations, activities, collecting = split.seconds()
     assert activations == activities == 0 and collecting > 0  # no workflow ran; the collection was counted
-    assert [cls.activate for cls in concurrency.CpuSplit.INSTANCES] == originals
+    assert [cls.activate for cls in cpu_split.CpuSplit.INSTANCES] == originals
     assert gc.callbacks == callbacks
 
 
@@ -182,10 +182,10 @@ def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_anoth
         def activate(self, activation: object) -> str:
             return Inner().activate(activation)
 
-    class Split(concurrency.CpuSplit):
+    class Split(cpu_split.CpuSplit):
         INSTANCES = (Inner, Outer)  # type: ignore[assignment]
 
-    monkeypatch.setattr(concurrency.time, "thread_time", lambda: clock[0])
+    monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
     with Split() as split:
         assert Outer().activate(1) == "done 1" and Inner().activate(2) == "done 2"
     assert split.seconds()[0] == 2.0  # one second each, not three
@@ -193,8 +193,8 @@ def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_anoth
 
 async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     clock = [0.0]  # thread CPU, advanced by hand
-    monkeypatch.setattr(concurrency.time, "thread_time", lambda: clock[0])
-    split = concurrency.CpuSplit()
+    monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
+    split = cpu_split.CpuSplit()
 
     async def activity(fail: bool) -> str:
         clock[0] += 1.0  # first step
@@ -204,17 +204,17 @@ async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_
             raise ValueError("the activity's own error")
         return "result"
 
-    assert await concurrency._Timed(activity(False), split) == "result"
+    assert await cpu_split._Timed(activity(False), split) == "result"
     assert split.seconds() == (0.0, 3.0, 0.0)
     with pytest.raises(ValueError, match="own error"):
-        await concurrency._Timed(activity(True), split)
+        await cpu_split._Timed(activity(True), split)
     assert split.seconds() == (0.0, 6.0, 0.0)
 
     async def waits() -> None:
         clock[0] += 1.0
         await asyncio.sleep(10)
 
-    task = asyncio.ensure_future(concurrency._Timed(waits(), split))
+    task = asyncio.ensure_future(cpu_split._Timed(waits(), split))
     await asyncio.sleep(0)
     task.cancel()  # handed to the activity at its suspension
     with pytest.raises(asyncio.CancelledError):
