@@ -139,17 +139,35 @@ ANSWERS = answers(STEPS)
 PARTS = ("lookup", "events")
 
 
+def parts_of(text: str) -> tuple[str, ...]:
+    """The parts a comma-separated ``--without`` names.
+
+    Raises:
+        ValueError: A name not in :data:`PARTS`.
+    """
+    parts = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = sorted(set(parts) - set(PARTS))
+    if unknown:
+        raise ValueError(f"cannot switch off {', '.join(unknown)}: the parts are {', '.join(PARTS)}")
+    return parts
+
+
 @contextlib.contextmanager
-def switched_off(parts: Collection[str], lookup: ResolveToolsResult) -> Generator[None]:
+def switched_off(parts: Collection[str], lookup: ResolveToolsResult | None) -> Generator[None]:
     """While it lasts, agentloop's runs in this process go without ``parts``
     (of :data:`PARTS`): ``lookup``, the tool lookup at a run's start (its
     local activity; each run is handed ``lookup`` instead), and ``events``,
     every event on the run's stream. agentloop's workflow runs outside the
     sandbox, in this process's classes, so replacing two of their methods
-    reaches every run; both are put back after."""
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown:
-        raise ValueError(f"cannot switch off {', '.join(unknown)}: the parts are {', '.join(PARTS)}")
+    reaches every run; both are put back after.
+
+    Raises:
+        ValueError: A part not in :data:`PARTS`, or ``lookup`` switched off
+            with no ``lookup`` to hand over.
+    """
+    parts_of(",".join(parts))
+    if "lookup" in parts and lookup is None:
+        raise ValueError("switching off the lookup needs the lookup to hand the runs")
     saved = AgentRunWorkflow._look_tools_up, RunRecorder.emit
 
     async def answered(self: AgentRunWorkflow, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -415,7 +433,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
         async def start_agent(run_id: str):  # type: ignore[no-untyped-def]
             return (await agents.start(spec, "go", run_id=run_id)).workflow_handle
 
-        lookup = await handed_lookup(plugin, spec, queue)
+        lookup = await handed_lookup(plugin, spec, queue) if "lookup" in without else None
         prefix = "without" if without else "local" if local else "agent"
         with switched_off(without, lookup):
             driven = await drive(start_agent, f"{prefix}-{tag}", n, timeout, sustained)
@@ -486,9 +504,10 @@ if __name__ == "__main__":
         parser.error("--unsandboxed-floor is a floor: it cannot go with --no-floor")
     if args.sustained is not None and args.sustained <= 0:
         parser.error(f"--sustained must be a positive number of seconds, not {args.sustained:g}")
-    without = tuple(part.strip() for part in args.without.split(",") if part.strip())
-    if set(without) - set(PARTS):
-        parser.error(f"--without takes parts of {','.join(PARTS)}, not {args.without!r}")
+    try:
+        without = parts_of(args.without)
+    except ValueError as exc:
+        parser.error(f"--without: {exc}")
     if args.reps < 1:
         parser.error(f"--reps must be at least 1, not {args.reps}")
     if args.gc_threshold:

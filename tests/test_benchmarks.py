@@ -117,6 +117,9 @@ async def test_without_lookup_and_events_its_runs_go_without_them_and_the_rest_i
     with (pytest.raises(ValueError, match="cannot switch off clock: the parts are lookup, events"),
           concurrency.switched_off(["clock"], concurrency.ResolveToolsResult())):
         pass
+    with pytest.raises(ValueError, match="needs the lookup"), concurrency.switched_off(["lookup"], None):
+        pass
+    assert concurrency.parts_of(" events, lookup ,") == ("events", "lookup") and concurrency.parts_of("") == ()
 
 
 async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> None:
