@@ -51,7 +51,9 @@ workflow activations took (the workflow code and the SDK's work on each
 activation), the activities ms/run its activities' own code took (between
 the SDK's decoding of their input and its encoding of their result), and
 the gc ms/run the garbage collector took, wherever it ran (collections
-during the other two counted there too). The machine is shared by the
+during the other two counted there too), and of that the full gc ms/run its
+full collections took (they walk every object the process holds, so their
+cost a run grows with the runs in flight). The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
@@ -372,7 +374,7 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
 
 
 #: A row's CPU figures (ms a run), in the order ``measure``'s ``cpu()`` reads them.
-CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "activities_ms", "gc_ms")
+CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "activities_ms", "gc_ms", "full_gc_ms")
 
 
 def cpu_columns(cpu_ms: tuple[float, ...]) -> dict[str, float]:
@@ -462,7 +464,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
     width = max(26, len(f"agentloop without {', '.join(without)}") + 2) if without else 26  # the system column
     print(f"{'system':<{width}}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'workflow ms/run':>17}"
-          f"{'activities ms/run':>19}{'gc ms/run':>11}"
+          f"{'activities ms/run':>19}{'gc ms/run':>11}{'full gc ms/run':>16}"
           f"{'RSS MB':>9}{'queries/step':>14}   runs/s of each repetition")
     for n in runs:
         measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window, without)
@@ -474,7 +476,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
             each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
             print(f"{row['system']:<{width}}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
                   f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"
-                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['activities_ms']:>19.1f}{row['gc_ms']:>11.2f}"
+                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['activities_ms']:>19.1f}{row['gc_ms']:>11.2f}{row['full_gc_ms']:>16.2f}"
                   f"{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
     print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
 

@@ -1,7 +1,8 @@
 """Where a worker process's CPU goes: the process's and the server's CPU
 seconds and RSS, and :class:`CpuSplit`, the thread CPU of its workflow
-activations, its activities' own code and the garbage collector (the
-parts ``benchmarks.concurrency`` reports)."""
+activations, its activities' own code and the garbage collector, with the
+collector's full collections apart (the parts ``benchmarks.concurrency``
+reports)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ class CpuSplit(Interceptor):
     activity's own code, after the SDK has decoded its input and before it
     encodes its result); collections by ``gc.callbacks``: three parts of the
     worker's CPU, read as ``seconds()``. A collection during an activation
-    or an activity counts in both."""
+    or an activity counts in both. Of the collector's time, that of its full
+    collections (generation 2) is counted apart as well: the part that walks
+    every object the process holds, so grows with the runs in flight."""
 
     #: The classes whose ``activate`` runs an activation (the outermost counts).
     INSTANCES = (_WorkflowInstanceImpl, _SandboxedInstance)
@@ -59,13 +62,14 @@ class CpuSplit(Interceptor):
         self.activations = 0.0
         self.activities = 0.0
         self.collecting = 0.0
+        self.full_collecting = 0.0
         self._collection_began = 0.0
         self._originals: list[tuple[type, Callable[..., object]]] = []
         self._inside = threading.local()
 
-    def seconds(self) -> tuple[float, float, float]:
-        """(activations, activities, collecting) so far."""
-        return self.activations, self.activities, self.collecting
+    def seconds(self) -> tuple[float, float, float, float]:
+        """(activations, activities, collecting, of which in full collections) so far."""
+        return self.activations, self.activities, self.collecting, self.full_collecting
 
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         """See :class:`temporalio.worker.Interceptor`."""
@@ -75,7 +79,10 @@ class CpuSplit(Interceptor):
         if phase == "start":
             self._collection_began = time.thread_time()
         else:
-            self.collecting += time.thread_time() - self._collection_began
+            took = time.thread_time() - self._collection_began
+            self.collecting += took
+            if info["generation"] == 2:
+                self.full_collecting += took
 
     def _timed(self, activate: Callable[..., object]) -> Callable[..., object]:
         def timed(instance: object, activation: object) -> object:

@@ -37,7 +37,7 @@ async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
         assert row["rate"] > 0 and row["server_ms"] > 0 and row["worker_ms"] > 0
         # The worker's parts: its runs' activations, its activities, and what the collector took (maybe nothing).
         assert 0 < row["workflow_ms"] < row["worker_ms"] and 0 < row["activities_ms"] < row["worker_ms"]
-        assert 0 <= row["gc_ms"] < row["worker_ms"]
+        assert 0 <= row["full_gc_ms"] <= row["gc_ms"] < row["worker_ms"]
     assert floor["queries"] is None and agentloop["queries"] == 0
     median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
     assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
@@ -162,13 +162,21 @@ async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -
 def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
     originals = [cls.activate for cls in cpu_split.CpuSplit.INSTANCES]
     callbacks = list(gc.callbacks)
-    with cpu_split.CpuSplit() as split:
-        assert [cls.activate for cls in split.INSTANCES] != originals
-        junk = [[i] for i in range(200_000)]  # something for the collector to walk
-        gc.collect()
-        del junk
-        activations, activities, collecting = split.seconds()
-    assert activations == activities == 0 and collecting > 0  # no workflow ran; the collection was counted
+    junk = [[i] for i in range(200_000)]  # something for the collector to walk
+    gc.disable()  # only the two collections below
+    try:
+        with cpu_split.CpuSplit() as split:
+            assert [cls.activate for cls in split.INSTANCES] != originals
+            gc.collect(0)  # a young collection: collector time, none of it full
+            young = split.seconds()
+            gc.collect()
+            activations, activities, collecting, full = split.seconds()
+    finally:
+        gc.enable()
+    del junk
+    assert young[2] > 0 and young[3] == 0
+    assert activations == activities == 0  # no workflow ran
+    assert full > 0 and collecting == young[2] + full  # the full collection counted, in both
     assert [cls.activate for cls in cpu_split.CpuSplit.INSTANCES] == originals
     assert gc.callbacks == callbacks
 
@@ -208,10 +216,10 @@ async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_
         return "result"
 
     assert await cpu_split._Timed(activity(False), split) == "result"
-    assert split.seconds() == (0.0, 3.0, 0.0)
+    assert split.seconds() == (0.0, 3.0, 0.0, 0.0)
     with pytest.raises(ValueError, match="own error"):
         await cpu_split._Timed(activity(True), split)
-    assert split.seconds() == (0.0, 6.0, 0.0)
+    assert split.seconds() == (0.0, 6.0, 0.0, 0.0)
 
     async def waits() -> None:
         clock[0] += 1.0
@@ -222,4 +230,4 @@ async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_
     task.cancel()  # handed to the activity at its suspension
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert split.seconds() == (0.0, 7.0, 0.0)
+    assert split.seconds() == (0.0, 7.0, 0.0, 0.0)
