@@ -162,9 +162,9 @@ async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -
 def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
     originals = [cls.activate for cls in cpu_split.CpuSplit.INSTANCES]
     callbacks = list(gc.callbacks)
-    junk = [[i] for i in range(200_000)]  # something for the collector to walk
     gc.disable()  # only the two collections below
     try:
+        junk = [[i] for i in range(200_000)]  # young objects, for both collections to walk
         with cpu_split.CpuSplit() as split:
             assert [cls.activate for cls in split.INSTANCES] != originals
             gc.collect(0)  # a young collection: collector time, none of it full
