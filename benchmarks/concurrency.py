@@ -53,7 +53,11 @@ the SDK's decoding of their input and its encoding of their result), and
 the gc ms/run the garbage collector took, wherever it ran (collections
 during the other two counted there too), and of that the full gc ms/run its
 full collections took (they walk every object the process holds, so their
-cost a run grows with the runs in flight). The machine is shared by the
+cost a run grows with the runs in flight). Then the collections a run, by
+where each started (gcs/run wf/act/else): inside an activation, inside an
+activity's step, or elsewhere (the SDK's decoding of activations and
+encoding of completions, its activity worker, the client starting the runs
+and waiting on them). The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
@@ -328,7 +332,10 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
             pid = server.pid
 
             def cpu(pid: int = pid, split: CpuSplit = split) -> tuple[float, ...]:
-                return cpu_seconds(pid), cpu_seconds(None), *split.seconds()
+                # Collections counted in thousands, so that the per-run figures (after - before) * 1000 / runs
+                # are milliseconds a run for the CPU seconds and collections a run for the counts.
+                return (cpu_seconds(pid), cpu_seconds(None), *split.seconds(),
+                        *(count / 1000 for count in split.collections()))
 
             sustained = None if window is None else Sustained(window, cpu)
             before = cpu()
@@ -373,8 +380,10 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
         return row_of(label, n, driven, queries=None)
 
 
-#: A row's CPU figures (ms a run), in the order ``measure``'s ``cpu()`` reads them.
-CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "activities_ms", "gc_ms", "full_gc_ms")
+#: A row's CPU figures (ms a run), then its collections a run by where they
+#: started (:meth:`CpuSplit.collections`), in the order ``measure``'s ``cpu()`` reads them.
+CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "activities_ms", "gc_ms", "full_gc_ms",
+               "gcs_workflow", "gcs_activities", "gcs_elsewhere")
 
 
 def cpu_columns(cpu_ms: tuple[float, ...]) -> dict[str, float]:
@@ -464,7 +473,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
     width = max(26, len(f"agentloop without {', '.join(without)}") + 2) if without else 26  # the system column
     print(f"{'system':<{width}}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
           f"{'unfinished':>12}{'server ms/run':>15}{'worker ms/run':>15}{'workflow ms/run':>17}"
-          f"{'activities ms/run':>19}{'gc ms/run':>11}{'full gc ms/run':>16}"
+          f"{'activities ms/run':>19}{'gc ms/run':>11}{'full gc ms/run':>16}{'gcs/run wf/act/else':>21}"
           f"{'RSS MB':>9}{'queries/step':>14}   runs/s of each repetition")
     for n in runs:
         measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window, without)
@@ -474,9 +483,10 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
         for row in rows:
             queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
             each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
+            gcs = "/".join(f"{row[column]:.2f}" for column in ("gcs_workflow", "gcs_activities", "gcs_elsewhere"))
             print(f"{row['system']:<{width}}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
                   f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"
-                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['activities_ms']:>19.1f}{row['gc_ms']:>11.2f}{row['full_gc_ms']:>16.2f}"
+                  f"{row['worker_ms']:>15.0f}{row['workflow_ms']:>17.1f}{row['activities_ms']:>19.1f}{row['gc_ms']:>11.2f}{row['full_gc_ms']:>16.2f}{gcs:>21}"
                   f"{row['rss']:>9.0f}{queries:>14}   {each}", flush=True)
     print(f"peak RSS of the process: {rss_mb()[1]:.0f} MB")
 

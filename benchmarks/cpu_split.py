@@ -1,8 +1,8 @@
 """Where a worker process's CPU goes: the process's and the server's CPU
 seconds and RSS, and :class:`CpuSplit`, the thread CPU of its workflow
 activations, its activities' own code and the garbage collector, with the
-collector's full collections apart (the parts ``benchmarks.concurrency``
-reports)."""
+collector's full collections apart, and where the collections start (the
+parts ``benchmarks.concurrency`` reports)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import resource
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Self
 
@@ -53,7 +54,17 @@ class CpuSplit(Interceptor):
     worker's CPU, read as ``seconds()``. A collection during an activation
     or an activity counts in both. Of the collector's time, that of its full
     collections (generation 2) is counted apart as well: the part that walks
-    every object the process holds, so grows with the runs in flight."""
+    every object the process holds, so grows with the runs in flight.
+
+    Collections are also counted by where they start, ``collections()``:
+    inside an activation, inside an activity's step, or elsewhere (the SDK
+    decoding activations and encoding completions between them, its
+    activity worker around the activities, the client). Python starts a
+    young collection each time 700 more objects it tracks were made than
+    freed, so the counts say whose allocations keep the collector busy."""
+
+    #: Where a collection can start, in the order ``collections()`` counts them.
+    SITES = ("workflow", "activities", "elsewhere")
 
     #: The classes whose ``activate`` runs an activation (the outermost counts).
     INSTANCES = (_WorkflowInstanceImpl, _SandboxedInstance)
@@ -63,6 +74,7 @@ class CpuSplit(Interceptor):
         self.activities = 0.0
         self.collecting = 0.0
         self.full_collecting = 0.0
+        self.started: Counter[str] = Counter()
         self._collection_began = 0.0
         self._originals: list[tuple[type, Callable[..., object]]] = []
         self._inside = threading.local()
@@ -71,6 +83,11 @@ class CpuSplit(Interceptor):
         """(activations, activities, collecting, of which in full collections) so far."""
         return self.activations, self.activities, self.collecting, self.full_collecting
 
+    def collections(self) -> tuple[int, int, int]:
+        """Collections so far that started in activations, in activities and elsewhere (:data:`SITES`)."""
+        workflow, activities, elsewhere = (self.started[site] for site in self.SITES)
+        return workflow, activities, elsewhere
+
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         """See :class:`temporalio.worker.Interceptor`."""
         return _TimedActivities(next, self)
@@ -78,6 +95,9 @@ class CpuSplit(Interceptor):
     def _collected(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
             self._collection_began = time.thread_time()
+            inside = self._inside  # this thread's: an activation and an activity's step each run on one
+            self.started["workflow" if getattr(inside, "active", False)
+                         else "activities" if getattr(inside, "stepping", False) else "elsewhere"] += 1
         else:
             took = time.thread_time() - self._collection_began
             self.collecting += took
@@ -132,13 +152,15 @@ class _Timed:
         steps = self._coro.__await__()
         value: Any = None
         error: BaseException | None = None
+        inside = self._split._inside
         while True:
-            began = time.thread_time()
+            began, inside.stepping = time.thread_time(), True
             try:
                 yielded = steps.send(value) if error is None else steps.throw(error)
             except StopIteration as stop:
                 return stop.value
             finally:
+                inside.stepping = False
                 self._split.activities += time.thread_time() - began
             try:
                 value, error = (yield yielded), None

@@ -38,6 +38,9 @@ async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
         # The worker's parts: its runs' activations, its activities, and what the collector took (maybe nothing).
         assert 0 < row["workflow_ms"] < row["worker_ms"] and 0 < row["activities_ms"] < row["worker_ms"]
         assert 0 <= row["full_gc_ms"] <= row["gc_ms"] < row["worker_ms"]
+        # Collections a run by where they started: counts, so whole multiples of 1/n (maybe none at n = 4).
+        for column in ("gcs_workflow", "gcs_activities", "gcs_elsewhere"):
+            assert row[column] >= 0 and round(row[column] * 4, 6).is_integer()
     assert floor["queries"] is None and agentloop["queries"] == 0
     median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
     assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
@@ -177,6 +180,7 @@ def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
     assert young[2] > 0 and young[3] == 0
     assert activations == activities == 0  # no workflow ran
     assert full > 0 and collecting == young[2] + full  # the full collection counted, in both
+    assert split.collections() == (0, 0, 2)  # both started outside any activation or activity
     assert [cls.activate for cls in cpu_split.CpuSplit.INSTANCES] == originals
     assert gc.callbacks == callbacks
 
@@ -200,6 +204,37 @@ def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_anoth
     with Split() as split:
         assert Outer().activate(1) == "done 1" and Inner().activate(2) == "done 2"
     assert split.seconds()[0] == 2.0  # one second each, not three
+
+
+def test_cpu_split_counts_collections_by_where_they_start() -> None:
+    collected = []
+
+    class Instance:
+        def activate(self, activation: object) -> None:
+            collected.append(gc.collect(0))  # a collection inside an activation
+
+    class Split(cpu_split.CpuSplit):
+        INSTANCES = (Instance,)  # type: ignore[assignment]
+
+    async def activity() -> None:
+        collected.append(gc.collect(0))  # one inside an activity's first step
+        await asyncio.sleep(0)
+        collected.append(gc.collect(0))  # and one inside its second
+
+    async def run(split: cpu_split.CpuSplit) -> None:
+        await cpu_split._Timed(activity(), split)
+        collected.append(gc.collect(0))  # outside both, on the same thread the activity ran on
+
+    gc.disable()  # only the collections above and below
+    try:
+        with Split() as split:
+            Instance().activate(1)
+            asyncio.run(run(split))
+            gc.collect(0)  # elsewhere too
+    finally:
+        gc.enable()
+    assert len(collected) == 4
+    assert split.collections() == (1, 2, 2)
 
 
 async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
