@@ -60,8 +60,10 @@ class CpuSplit(Interceptor):
     inside an activation, inside an activity's step, or elsewhere (the SDK
     decoding activations and encoding completions between them, its
     activity worker around the activities, the client). Python starts a
-    young collection each time 700 more objects it tracks were made than
-    freed, so the counts say whose allocations keep the collector busy."""
+    young collection at the allocation that makes 700 more tracked objects
+    made than freed since the last one, so the counts say who was
+    allocating when the collector started (the busiest places most), not
+    who keeps the objects that made the collections necessary."""
 
     #: Where a collection can start, in the order ``collections()`` counts them.
     SITES = ("workflow", "activities", "elsewhere")
