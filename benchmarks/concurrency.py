@@ -18,6 +18,13 @@ the later system. The two systems:
   Temporal's workflow sandbox, as agentloop's runs by default (README
   "Where a worker's time goes"), so agentloop's own cost over Temporal shows
   apart from the sandbox's. Its ``x floor`` is to the first floor too.
+* with ``--record-floor``, one more row: the floor recording what an agent
+  run records besides its calls (:class:`RecordFloor`: start search
+  attributes and summary, a patch marker, the tool lookup as a local
+  activity, a summary on each activity, an agent run's payload sizes, the
+  closing status upsert), outside the sandbox as agentloop's workflow runs:
+  what agentloop spends over it is its own code's. Its ``x floor`` is to
+  the first floor too.
 * with ``--without lookup,events``, one more row: agentloop's runs with
   those parts switched off (:func:`switched_off`): ``lookup``, the local
   activity that looks a run's tools up at its start (each run is handed the
@@ -62,7 +69,7 @@ server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
     python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
-        [--local-tools] [--unsandboxed-floor] [--without lookup,events] [--sustained SECONDS]
+        [--local-tools] [--unsandboxed-floor] [--record-floor] [--without lookup,events] [--sustained SECONDS]
         [--gc-threshold 50000,20,100]
 """
 
@@ -99,9 +106,13 @@ from benchmarks.floor_workflows import (
     MODEL_SECONDS,
     AgentShapedFloor,
     LocalToolFloor,
+    RecordFloor,
     UnsandboxedFloor,
     floor_model,
     floor_tool,
+    record_lookup,
+    record_model,
+    record_start_options,
 )
 
 #: The floors by system name: their workflow and their row's label.
@@ -109,6 +120,7 @@ FLOORS = {
     "floor": (AgentShapedFloor, "floor"),
     "floor-unsandboxed": (UnsandboxedFloor, "floor (unsandboxed)"),
     "floor-local": (LocalToolFloor, "floor (local tool)"),
+    "floor-record": (RecordFloor, "floor (agentloop's record)"),
 }
 
 
@@ -306,9 +318,9 @@ async def sustain(start, prefix: str, n: int, timeout: float,  # type: ignore[no
 
 async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep: int = 0, local: bool = False,
                   unsandboxed: bool = False, window: float | None = None,
-                  without: tuple[str, ...] = ()) -> list[dict[str, object]]:
+                  without: tuple[str, ...] = (), record: bool = False) -> list[dict[str, object]]:
     """Floor and agentloop (with ``unsandboxed``, then the floor outside
-    the sandbox; with ``without``, then agentloop without those parts; with
+    the sandbox; with ``record``, then the floor with agentloop's record; with ``without``, then agentloop without those parts; with
     ``local``, then both with their tool call local) at
     ``n``, rows in that order, each on a dev server of its own,
     fresh: a server's cost per run grows with the runs it already holds, so
@@ -321,6 +333,7 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
     rows: list[dict[str, object]] = []
     tag = uuid.uuid4().hex[:6]
     systems = (["floor", "agentloop"] + (["floor-unsandboxed"] if unsandboxed else [])
+               + (["floor-record"] if record else [])
                + (["without"] if without else []) + (["floor-local", "local"] if local else []))
     if not floor:
         systems = [s for s in systems if not s.startswith("floor")]
@@ -371,9 +384,13 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
     runner = SandboxedWorkflowRunner(
         restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
     shape, label = FLOORS[kind]
-    async with Worker(client, task_queue=floor_queue, workflows=[shape], activities=[floor_model, floor_tool],
+    activities = [floor_model, floor_tool, record_model, record_lookup]
+    async with Worker(client, task_queue=floor_queue, workflows=[shape], activities=activities,
                       workflow_runner=runner, interceptors=[split] if split else []):
         async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
+            if shape is RecordFloor:
+                return await client.start_workflow(shape.run, id=run_id, task_queue=floor_queue,
+                                                   **record_start_options(STEPS))  # type: ignore[arg-type]
             return await client.start_workflow(shape.run, STEPS, id=run_id, task_queue=floor_queue)
 
         driven = await drive(start_floor, f"{kind}-{tag}", n, timeout, sustained)
@@ -456,7 +473,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
 
 async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3,
                local: bool = False, unsandboxed: bool = False, window: float | None = None,
-               without: tuple[str, ...] = ()) -> None:
+               without: tuple[str, ...] = (), record: bool = False) -> None:
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
@@ -476,7 +493,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
           f"{'activities ms/run':>19}{'gc ms/run':>11}{'full gc ms/run':>16}{'gcs/run wf/act/else':>21}"
           f"{'RSS MB':>9}{'queries/step':>14}   runs/s of each repetition")
     for n in runs:
-        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window, without)
+        measured = [await measure(n, deltas, timeout, floor, rep, local, unsandboxed, window, without, record)
                     for rep in range(reps)]
         rows = [median_row([rep[i] for rep in measured]) for i in range(len(measured[0]))]
         floor_rate = rows[0]["rate"] if floor else float("nan")
@@ -502,6 +519,8 @@ if __name__ == "__main__":
                         help="also the floor with a local tool activity and agentloop with echo local=True")
     parser.add_argument("--unsandboxed-floor", action="store_true",
                         help="also the floor outside the workflow sandbox, as agentloop's workflow runs")
+    parser.add_argument("--record-floor", action="store_true",
+                        help="also the floor recording what an agent run records besides its calls")
     parser.add_argument("--without", metavar="PARTS", default="",
                         help=f"also agentloop with these parts switched off ({','.join(PARTS)}): an upper bound "
                              "of what removing them would buy, not a mode of agentloop")
@@ -512,8 +531,9 @@ if __name__ == "__main__":
     parser.add_argument("--timeout", type=float, default=900, help="seconds to wait for a burst")
     parser.add_argument("--no-floor", action="store_true", help="agentloop only (e.g. under a profiler)")
     args = parser.parse_args()
-    if args.no_floor and args.unsandboxed_floor:
-        parser.error("--unsandboxed-floor is a floor: it cannot go with --no-floor")
+    for flag, given in (("--unsandboxed-floor", args.unsandboxed_floor), ("--record-floor", args.record_floor)):
+        if args.no_floor and given:
+            parser.error(f"{flag} is a floor: it cannot go with --no-floor")
     if args.sustained is not None and args.sustained <= 0:
         parser.error(f"--sustained must be a positive number of seconds, not {args.sustained:g}")
     try:
@@ -532,4 +552,4 @@ if __name__ == "__main__":
     STEPS = args.steps
     ANSWERS = answers(STEPS)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
-                     args.reps, args.local_tools, args.unsandboxed_floor, args.sustained, without))
+                     args.reps, args.local_tools, args.unsandboxed_floor, args.sustained, without, args.record_floor))

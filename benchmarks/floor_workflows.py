@@ -13,6 +13,7 @@ from collections import defaultdict
 from datetime import timedelta
 
 from temporalio import activity, workflow
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 #: When each run's model calls started, by workflow id.
 MODEL_CALLS: dict[str, list[float]] = defaultdict(list)
@@ -79,3 +80,73 @@ class LocalToolFloor:
             text = await workflow.execute_activity(floor_model, step, **options)
             await workflow.execute_local_activity(floor_tool, text, start_to_close_timeout=timedelta(seconds=60))
         return await workflow.execute_activity(floor_model, steps, **options)
+
+
+#: Byte sizes of what an agent run of the concurrency benchmark records
+#: besides its calls' order (one run, 3 tool steps, read from its history):
+#: start input, result, first and later model-call inputs, model results,
+#: the tool lookup's answer. The tool calls' own (about 180 bytes) come from
+#: their text, :data:`RECORD_TOOL_TEXT`.
+RECORD_SIZES = {"input": 2661, "result": 3886, "first_model_input": 565, "model_input": 271,
+                "model_result": 535, "lookup": 357}
+RECORD_TOOL_TEXT = "t" * 170
+#: The search attributes an agent run starts with and ends by setting.
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+AGENT_PENDING_TOOLS = SearchAttributeKey.for_keyword_list("AgentPendingTools")
+RECORD_START_ATTRIBUTES = TypedSearchAttributes([
+    SearchAttributePair(SearchAttributeKey.for_keyword("AgentModel"), "scripted:bench-concurrency"),
+    SearchAttributePair(AGENT_STATUS, "running"),
+    SearchAttributePair(SearchAttributeKey.for_keyword("AgentName"), "agent"),
+])
+
+
+@activity.defn(name="bench_record_model")
+async def record_model(context: str) -> str:
+    """:func:`floor_model` with an agent run's payload sizes (one input, as an LLM step's)."""
+    MODEL_CALLS[activity.info().workflow_id].append(time.monotonic())
+    await asyncio.sleep(MODEL_SECONDS[0])
+    return "m" * RECORD_SIZES["model_result"]
+
+
+@activity.defn(name="bench_record_lookup")
+async def record_lookup() -> str:
+    """The tool lookup's answer, as big as an agent run's."""
+    return "l" * RECORD_SIZES["lookup"]
+
+
+@workflow.defn(name="BenchConcurrencyFloorRecord", sandboxed=False)
+class RecordFloor:
+    """:class:`AgentShapedFloor` recording what an agent run records besides
+    its model and tool calls: its start search attributes and summary, one
+    patch marker (and the ``TemporalChangeVersion`` upsert that comes with
+    it), the tool lookup as a local activity at its start, a summary on each
+    activity, an agent run's payload sizes (:data:`RECORD_SIZES`) and its
+    closing status upsert. Outside the sandbox, as agentloop's workflow runs:
+    what is left between this floor and agentloop is agentloop's code, not
+    the shape of its history nor the sandbox."""
+
+    @workflow.run
+    async def run(self, start: dict[str, int | str]) -> str:
+        steps = int(start["steps"])
+        workflow.patched("bench-record-1")
+        await workflow.execute_local_activity(record_lookup, start_to_close_timeout=timedelta(seconds=60),
+                                              summary="resolve tools")
+        options = {"start_to_close_timeout": timedelta(seconds=60), "heartbeat_timeout": timedelta(seconds=30)}
+        context = "c" * RECORD_SIZES["first_model_input"]
+        for step in range(steps):
+            await workflow.execute_activity(record_model, context, summary=f"LLM step {step + 1}", **options)
+            context = "c" * RECORD_SIZES["model_input"]
+            await workflow.execute_activity(floor_tool, RECORD_TOOL_TEXT, summary="tool echo", **options)
+        await workflow.execute_activity(record_model, context, summary=f"LLM step {steps + 1}", **options)
+        workflow.upsert_search_attributes([AGENT_STATUS.value_set("completed"), AGENT_PENDING_TOOLS.value_set([])])
+        return "r" * RECORD_SIZES["result"]
+
+
+def record_start_options(steps: int) -> dict[str, object]:
+    """:meth:`Client.start_workflow` keywords that start a
+    :class:`RecordFloor` run as an agent run is started: one input of an
+    agent run's size (the steps, and padding), the search attributes, the
+    summary."""
+    start = {"steps": steps, "padding": "p" * (RECORD_SIZES["input"] - 50)}
+    return {"args": [start], "search_attributes": RECORD_START_ATTRIBUTES,
+            "static_summary": "agent on scripted:bench-concurrency"}

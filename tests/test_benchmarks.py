@@ -1,14 +1,22 @@
 """benchmarks/concurrency (and its CPU split) on real dev servers, at a few runs: both systems
 (and both with their tool call local) finish, the figures it prints are
 measured, and a server set up as it sets them up (search attributes cached,
-``PRODUCTION_LIKE``) still finds runs by their search attributes."""
+``PRODUCTION_LIKE``) still finds runs by their search attributes; the
+floor with agentloop's record has an agent run's history, event for event."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
 
 import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
 from agentloop import AgentClient
@@ -82,7 +90,47 @@ async def test_with_unsandboxed_floor_and_without_it_measures_those_rows_too() -
     definitions = {kind: workflow_class.__temporal_workflow_definition  # type: ignore[attr-defined]
                    for kind, (workflow_class, _) in concurrency.FLOORS.items()}
     assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
+    assert not definitions["floor-record"].sandboxed  # as agentloop's own workflow runs
     assert definitions["floor-unsandboxed"].name != definitions["floor"].name
+
+
+def _payload_sizes(message: Message) -> list[int]:
+    """The byte sizes of every payload in a history event (search attributes included)."""
+    sizes: list[int] = []
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            values = list(value.values())
+        else:
+            values = list(value) if field.is_repeated else [value]
+        for item in values:
+            if isinstance(item, Payload):
+                sizes.append(item.ByteSize())
+            elif isinstance(item, Message):
+                sizes.extend(_payload_sizes(item))
+    return sizes
+
+
+async def test_the_record_floor_records_what_an_agent_run_records() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(2, True, timeout=120, rep=0, record=True)
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (agentloop's record)"]
+    assert all(row["unfinished"] == 0 and row["rate"] > 0 for row in rows)
+    with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        await concurrency.measure_agentloop(client, 1, "rec", True, timeout=120)
+        await concurrency.measure_floor(client, 1, "rec", 120, "floor-record")
+        histories = [await client.get_workflow_handle(run_id).fetch_history()
+                     for run_id in ("agent-rec-0", "floor-record-rec-0")]
+    shapes = [Counter(EventType.Name(event.event_type) for event in history.events) for history in histories]
+    sizes = [[size for event in history.events for size in _payload_sizes(event)] for history in histories]
+    summaries = [sum(event.user_metadata.HasField("summary") for event in history.events) for history in histories]
+    # The same events of each type (markers, upserts, activities, workflow tasks) and summaries; the same
+    # number of payloads, of about the same bytes. When an agent run's history changes shape, so must RecordFloor.
+    assert shapes[0] == shapes[1] and summaries[0] == summaries[1] > 8
+    assert len(sizes[0]) == len(sizes[1]) and abs(sum(sizes[0]) - sum(sizes[1])) < 0.05 * sum(sizes[0])
 
 
 async def test_without_lookup_and_events_its_runs_go_without_them_and_the_rest_is_put_back() -> None:
@@ -266,3 +314,11 @@ async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_
     with pytest.raises(asyncio.CancelledError):
         await task
     assert split.seconds() == (0.0, 7.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("flag", ["--record-floor", "--unsandboxed-floor"])
+def test_a_floor_row_without_the_floor_is_refused_in_a_sentence(flag: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.concurrency", "--no-floor", flag],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{flag} is a floor: it cannot go with --no-floor" in done.stderr
