@@ -320,13 +320,13 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
                   unsandboxed: bool = False, window: float | None = None,
                   without: tuple[str, ...] = (), record: bool = False) -> list[dict[str, object]]:
     """Floor and agentloop (with ``unsandboxed``, then the floor outside
-    the sandbox; with ``record``, then the floor with agentloop's record; with ``without``, then agentloop without those parts; with
-    ``local``, then both with their tool call local) at
-    ``n``, rows in that order, each on a dev server of its own,
-    fresh: a server's cost per run grows with the runs it already holds, so
-    sharing one would charge whichever system runs second. The process is
-    shared, so the order alternates with ``rep`` and each
-    burst starts from a collected heap: the garbage of one system's runs is
+    the sandbox; with ``record``, then the floor with agentloop's record;
+    with ``without``, then agentloop without those parts; with ``local``,
+    then both with their tool call local) at ``n``, rows in that order,
+    each on a dev server of its own, fresh: a server's cost per run grows
+    with the runs it already holds, so sharing one would charge whichever
+    system runs second. The process is shared, so the order alternates with
+    ``rep`` and each burst starts from a collected heap: the garbage of one system's runs is
     not collected on the other's time. With ``window``, each system keeps
     ``n`` runs in flight and is measured over that many seconds
     (:func:`sustain`)."""
