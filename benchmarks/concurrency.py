@@ -16,7 +16,7 @@ the later system. The two systems:
   deltas streamed (the default; ``--no-deltas`` turns them off).
 * with ``--unsandboxed-floor``, one more row: the floor's workflow outside
   Temporal's workflow sandbox, as agentloop's runs by default (README
-  "Where a worker's time goes"), so agentloop's own cost over Temporal shows
+  "What you can trade"), so agentloop's own cost over Temporal shows
   apart from the sandbox's. Its ``x floor`` is to the first floor too.
 * with ``--record-floor``, one more row: the floor recording what an agent
   run records besides its calls (:class:`RecordFloor`: start search

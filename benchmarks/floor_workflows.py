@@ -58,8 +58,8 @@ class AgentShapedFloor:
 @workflow.defn(name="BenchConcurrencyFloorUnsandboxed", sandboxed=False)
 class UnsandboxedFloor(AgentShapedFloor):
     """:class:`AgentShapedFloor` outside Temporal's workflow sandbox, as
-    agentloop's own workflow runs by default (README "Where a worker's time
-    goes"): the floor of agentloop's code alone, without the sandbox's cost
+    agentloop's own workflow runs by default (README "What you can
+    trade"): the floor of agentloop's code alone, without the sandbox's cost
     that the plain floor pays and agentloop does not."""
 
     @workflow.run

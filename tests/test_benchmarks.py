@@ -25,7 +25,7 @@ from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from agentloop.workflows.recorder import RunRecorder
-from benchmarks import concurrency, cpu_split
+from benchmarks import concurrency, cpu_split, history_growth
 
 
 def test_a_server_given_dynamic_config_keeps_the_fast_polling() -> None:
@@ -322,3 +322,33 @@ def test_a_floor_row_without_the_floor_is_refused_in_a_sentence(flag: str) -> No
                           capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{flag} is a floor: it cannot go with --no-floor" in done.stderr
+
+
+async def test_history_growth_with_deltas_puts_streamed_batches_into_history() -> None:
+    # The scripted model pacing its chunks streams each answer over several
+    # batch windows (0.1 s): the published batches are signals in history.
+    # Without --deltas, or with an answer that comes whole, there are none.
+    streamed, whole = await history_growth.measure([3], True, 0.05), await history_growth.measure([3], True, 0.0)
+    quiet = await history_growth.measure([3], False)
+    for rows in (streamed, whole, quiet):
+        assert [(row.steps, row.taken) for row in rows] == [(3, 3)]
+        assert rows[0].message_bytes > 0 and rows[0].history_bytes > rows[0].message_bytes
+    assert streamed[0].signals >= 3 and whole[0].signals == 0 and quiet[0].signals == 0
+    assert streamed[0].history_bytes > quiet[0].history_bytes
+    assert [row.runs for row in streamed + whole + quiet] == [1, 1, 1]
+
+
+async def test_history_growth_counts_every_temporal_run_of_a_run_that_continued_as_new() -> None:
+    one, chained = await history_growth.measure([4], False), await history_growth.measure([4], False, continue_every=2)
+    assert (one[0].runs, one[0].taken, chained[0].taken) == (1, 4, 4)
+    # Continued as new after steps 2 and 4 (a hand-over at the top of a step):
+    # each Temporal run starts afresh, so the chain has more events than one run.
+    assert chained[0].runs >= 2 and chained[0].events > one[0].events
+    assert chained[0].history_bytes > one[0].history_bytes
+
+
+def test_history_growth_refuses_a_negative_pause_in_a_sentence() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.history_growth", "--deltas", "--delta-seconds", "-1"],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--delta-seconds must be 0 or more, not -1" in done.stderr

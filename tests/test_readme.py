@@ -463,19 +463,37 @@ def github_anchor(heading: str) -> str:
     return slug.replace(" ", "-")
 
 
-def test_every_anchor_link_leads_to_a_heading() -> None:
-    text = readme_text()
+def readme_anchors() -> set[str]:
+    """The anchors of README.md's headings, numbered as GitHub numbers repeats."""
     anchors: set[str] = set()
-    for heading in re.findall(r"^#{1,6} (.+)$", outside_fences(text), flags=re.MULTILINE):
+    for heading in re.findall(r"^#{1,6} (.+)$", outside_fences(readme_text()), flags=re.MULTILINE):
         anchor = github_anchor(heading)
         n = 0
         while (anchor if n == 0 else f"{anchor}-{n}") in anchors:
             n += 1
         anchors.add(anchor if n == 0 else f"{anchor}-{n}")
-    links = re.findall(r"\]\(#([^)]+)\)", outside_fences(text))
+    return anchors
+
+
+def test_every_anchor_link_leads_to_a_heading() -> None:
+    anchors = readme_anchors()
+    links = re.findall(r"\]\(#([^)]+)\)", outside_fences(readme_text()))
     assert len(links) > 20
     assert sorted({link for link in links if link not in anchors}) == []
     assert github_anchor("Following a run: `run`, `watch` and `--jsonl`") == "following-a-run-run-watch-and---jsonl"
+
+
+def test_the_measurement_log_and_the_readme_link_each_other() -> None:
+    """README's links to files lead to files, and benchmarks/README.md (the
+    measurement log its Performance section points to) links only to
+    README headings that exist."""
+    files = re.findall(r"\]\(([A-Za-z][^)#:]*)\)", outside_fences(readme_text()))
+    assert "benchmarks/README.md" in files
+    assert sorted(f for f in files if not (ROOT / f).is_file()) == []
+    log = (ROOT / "benchmarks" / "README.md").read_text()
+    links = re.findall(r"\]\(\.\./README\.md#([^)]+)\)", outside_fences(log))
+    assert "performance" in links
+    assert sorted(set(links) - readme_anchors()) == []
 
 
 def test_the_python_requirement_is_pyprojects() -> None:
