@@ -24,7 +24,10 @@ from agentloop.testing import (
     reply,
     script,
     script_every_step,
+    step_of,
 )
+from agentloop.workflows import handover
+from benchmarks.history_growth import chain_histories
 from tests.test_approvals import awaiting, wait_state
 
 
@@ -266,6 +269,47 @@ async def test_continue_as_new_every_n_steps_keeps_each_history_short(agent_clie
             break
         await asyncio.sleep(0.1)
     assert [(r.run_id, r.status) for r in listed] == [(handle.run_id, "completed")]
+
+
+async def test_a_hand_over_carries_large_events_within_the_payload_limit(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    # Outputs of 200,000 characters, the conversation pruned to stay under
+    # 1 MB: ten steps' events alone (each output in its completed event) are
+    # over 3 MB, past Temporal's 2 MB payload limit. A hand-over carries the
+    # recent events only as far as CARRIED_EVENT_BYTES, so the run goes on.
+    big_tools(registry, size=200_000)
+    model = script_every_step(
+        lambda request: reply("done") if request.messages[-1].role == "tool" and step_of(request) >= 12
+        else calls(call("dump", {"part": step_of(request)}))
+    )
+    spec = AgentSpec(model=model, tools=["dump"], continue_as_new_every_steps=10, max_steps=20,
+                     tool_output_limit=250_000, default_permission="allow",
+                     context=ContextPolicy(context_window_tokens=150_000, protect_recent_tool_results=1))
+    async with worker():
+        handle = await agent_client.start(spec, "dump twelve parts")
+        seen = []
+
+        async def follow() -> None:
+            async for event in handle.events():
+                seen.append(event)
+
+        await asyncio.wait_for(follow(), 60)
+        result = await asyncio.wait_for(handle.result(), 60)
+        histories = await chain_histories(agent_client.temporal, handle.run_id)
+    assert result.status == "completed" and result.report.step_count == 13
+    assert len(histories) == 2  # handed over once, after step 10
+    started = histories[1].events[0].workflow_execution_started_event_attributes
+    carried = sum(len(p.data) for p in started.input.payloads)
+    assert 400_000 < carried < 1_500_000  # the carry: conversation, report and the recent events
+    carry = json.loads(started.input.payloads[0].data)["carry"]["stream"]
+    assert 0 < len(carry["log"]) < 1000
+    assert sum(len(item["topic"]) + len(item["data"]) for item in carry["log"]) <= handover.CARRIED_EVENT_BYTES
+    # The next run's stream goes on from the carried offsets: a subscriber
+    # saw the hand-over and the run's end, once each.
+    types = [e.type for e in seen]
+    assert types.count("agent.run.continued") == 1 and types[-1] == "thread.run.completed"
+    assert types.count("agent.tool.execution.completed") == 12
 
 
 # Budgets and verification -----------------------------------------------------------

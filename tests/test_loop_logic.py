@@ -38,6 +38,7 @@ from agentloop.workflows.loop_logic import (
     TooLargeToCarry,
     Verify,
     WithinBudget,
+    carried_events,
     check_run_budget,
     clip_output,
     continue_as_new_due,
@@ -348,9 +349,35 @@ def test_otherwise_continue() -> None:
 )
 def test_continue_as_new_due(steps: int, suggested: bool, every: int | None, size: int, expected: object) -> None:
     verdict = continue_as_new_due(
-        steps_this_run=steps, suggested=suggested, every=every, conversation_bytes=lambda: size, limit_bytes=1_000
+        steps_this_run=steps, suggested=suggested, every=every, carry_bytes=lambda: size, limit_bytes=1_000
     )
     assert verdict == expected
+
+
+def test_the_carry_is_measured_only_when_a_hand_over_is_due() -> None:
+    def measured() -> int:
+        raise AssertionError("measured though not due")
+
+    assert continue_as_new_due(steps_this_run=1, suggested=False, every=5, carry_bytes=measured,
+                               limit_bytes=1_000) == NotDue()
+
+
+@pytest.mark.parametrize(
+    ("sizes", "most", "budget", "kept"),
+    [
+        ([], 1000, 100, 0),  # nothing to carry
+        ([10, 10, 10], 1000, 100, 3),  # all of them fit
+        ([10, 10, 10], 2, 100, 2),  # at most ``most``, the newest
+        ([50, 10, 30, 40], 1000, 75, 2),  # the newest that fit: 40 + 30
+        ([10, 10, 500], 1000, 100, 0),  # the newest alone is too large: none, not older ones past it
+        ([10, 10, 10], 0, 100, 0),
+        ([30, 30], 1000, 60, 2),  # exactly the budget
+    ],
+)
+def test_carried_events_keeps_the_newest_within_count_and_bytes(
+    sizes: list[int], most: int, budget: int, kept: int
+) -> None:
+    assert carried_events(sizes, most=most, budget=budget) == kept
 
 
 # The permission policy -------------------------------------------------------------------

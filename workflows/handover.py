@@ -14,16 +14,27 @@ with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.events import RunContinued
     from agentloop.run import AgentRunInput
-    from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due
+    from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, carried_events, continue_as_new_due
     from agentloop.workflows.recorder import RunRecorder
     from agentloop.workflows.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
 CARRIED_EVENTS = 1000
 
-#: Largest conversation a run hands to its next Temporal run (Temporal's
-#: payload limit is 2 MB; the report and event log travel too).
+#: The most those events may take in the next run's input (as carried:
+#: base64 of each event's payload). An event can hold a whole tool output
+#: or message, so 1,000 of them could pass Temporal's payload limit alone.
+CARRIED_EVENT_BYTES = 400_000
+
+#: Largest conversation and report a run hands to its next Temporal run
+#: (Temporal's payload limit is 2 MB; the events travel too, within
+#: CARRIED_EVENT_BYTES, and the spec).
 CARRY_LIMIT_BYTES = 1_000_000
+
+#: Runs that hand over with this marker count the report in the carry's
+#: limit and carry events within CARRIED_EVENT_BYTES; hand-overs recorded
+#: before it replay as they ran.
+CARRY_BYTES_PATCH = "agentloop-carry-bytes-1"
 
 
 class Handover:
@@ -57,7 +68,7 @@ class Handover:
             steps_this_run=state.steps_this_run + (1 if pending else 0),
             suggested=workflow.info().is_continue_as_new_suggested(),
             every=self.input.spec.continue_as_new_every_steps,
-            conversation_bytes=lambda: sum(len(m.model_dump_json()) for m in state.messages),
+            carry_bytes=self._carry_bytes,
             limit_bytes=CARRY_LIMIT_BYTES,
         )
         match verdict:
@@ -67,9 +78,31 @@ class Handover:
                 # The next run's input would pass Temporal's payload limit: go on
                 # in this run (AgentSpec.context keeps the conversation small).
                 workflow.logger.warning(
-                    "run %s: not continuing as new: its conversation is %d bytes, over %d; set "
-                    "AgentSpec.context.context_window_tokens so it is compacted", self.recorder.run_id, size, limit)
+                    "run %s: not continuing as new: its conversation and report are %d bytes, over %d; set "
+                    "AgentSpec.context.context_window_tokens so the conversation is compacted",
+                    self.recorder.run_id, size, limit)
                 self._warned = True
+
+    def _carry_bytes(self) -> int:
+        """What the next run's input must carry, as JSON: the conversation,
+        and (in runs with the patch) the report."""
+        size = sum(len(m.model_dump_json()) for m in self.state.messages)
+        if workflow.patched(CARRY_BYTES_PATCH):
+            size += len(self.state.report.model_dump_json())
+        return size
+
+    def _keep_recent_events(self) -> None:
+        """Keep the recent events for the next run (subscribers resume from
+        their offset): at most CARRIED_EVENTS, within CARRIED_EVENT_BYTES in
+        runs with the patch."""
+        end = self.stream._on_offset()
+        if not workflow.patched(CARRY_BYTES_PATCH):
+            self.stream.truncate(max(0, end - CARRIED_EVENTS))
+            return
+        log = self.stream.get_state().log
+        keep = carried_events([len(item.topic) + len(item.data) for item in log],
+                              most=CARRIED_EVENTS, budget=CARRIED_EVENT_BYTES)
+        self.stream.truncate(end - keep)
 
     async def _hand_over(self, pending: PendingStep | None) -> None:
         """Hand the run to a new Temporal run with a fresh, short history."""
@@ -79,8 +112,7 @@ class Handover:
         if pending is not None:
             # Its report goes back in with the step when the next run resumes it.
             state.report.steps = [s for s in state.report.steps if s is not pending.report]
-        # Keep the recent events: subscribers resume from their offset.
-        self.stream.truncate(max(0, self.stream._on_offset() - CARRIED_EVENTS))
+        self._keep_recent_events()
         spec = self.input.spec
         await self.stream.continue_as_new(
             lambda stream: [AgentRunInput(spec=spec, messages=state.messages, carry=state.carried(pending, stream),

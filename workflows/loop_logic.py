@@ -15,7 +15,7 @@ and the tests call it without a server (``tests/test_loop_logic.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, Union
 
@@ -476,8 +476,9 @@ class NotDue:
 
 @dataclass(frozen=True)
 class TooLargeToCarry:
-    """Due, but the conversation would pass Temporal's payload limit as the
-    next run's input: go on in this run (and warn, once)."""
+    """Due, but what the next run's input must carry (the conversation, and
+    the report) would pass Temporal's payload limit: go on in this run (and
+    warn, once)."""
 
     size: int
     limit: int
@@ -491,7 +492,7 @@ def continue_as_new_due(
     steps_this_run: int,
     suggested: bool,
     every: int | None,
-    conversation_bytes: Callable[[], int],
+    carry_bytes: Callable[[], int],
     limit_bytes: int,
 ) -> CarryVerdict:
     """Whether to hand over now: Temporal suggests it, or this Temporal run
@@ -502,18 +503,38 @@ def continue_as_new_due(
         steps_this_run: Steps taken in this Temporal run.
         suggested: Temporal suggests continuing as new (history is large).
         every: ``AgentSpec.continue_as_new_every_steps``.
-        conversation_bytes: The conversation's size as JSON, asked only when
-            a hand-over is due.
-        limit_bytes: Largest conversation the next run's input may carry.
+        carry_bytes: The size as JSON of what the next run's input must
+            carry (the conversation, and the report), asked only when a
+            hand-over is due.
+        limit_bytes: The most the next run's input may carry of them.
     """
     if steps_this_run == 0:
         return NotDue()
     if not (suggested or (every is not None and steps_this_run >= every)):
         return NotDue()
-    size = conversation_bytes()
+    size = carry_bytes()
     if size > limit_bytes:
         return TooLargeToCarry(size, limit_bytes)
     return ContinueAsNew()
+
+
+def carried_events(sizes: Sequence[int], *, most: int, budget: int) -> int:
+    """How many of the event stream's most recent events a hand-over carries
+    to the next Temporal run: at most ``most``, and no more than fit in
+    ``budget`` bytes (an event may hold a whole tool output or message, and
+    the next run's input must stay under Temporal's payload limit).
+
+    Args:
+        sizes: Each event's size as carried, oldest first.
+        most: The most events carried.
+        budget: The most bytes they may take together.
+    """
+    kept, total = 0, 0
+    for size in reversed(sizes[-most:] if most > 0 else []):
+        if total + size > budget:
+            break
+        kept, total = kept + 1, total + size
+    return kept
 
 
 # What the model sees -----------------------------------------------------------------------

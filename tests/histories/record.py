@@ -192,6 +192,14 @@ SCENARIOS.update({
     ),
 })
 
+# Recorded with the hand-over's carry bounded by bytes (patch
+# agentloop-carry-bytes-1): the report counts in the carry's limit, and the
+# carried events are the newest within CARRIED_EVENT_BYTES.
+SCENARIOS["carry_bytes"] = (
+    [calls(call("read_file", {"file_path": "big.txt"})) for _ in range(3)] + [reply("done")],
+    {"tools": ["read_file"], "default_permission": "allow", "continue_as_new_every_steps": 2},
+)
+
 
 async def drive_cancel_while_waiting(handle) -> None:
     await wait_pending(handle, 1)
