@@ -275,9 +275,11 @@ async def test_a_hand_over_carries_large_events_within_the_payload_limit(
     agent_client: AgentClient, worker, registry: ToolRegistry
 ) -> None:
     # Outputs of 200,000 characters, the conversation pruned to stay under
-    # 1 MB: ten steps' events alone (each output in its completed event) are
-    # over 3 MB, past Temporal's 2 MB payload limit. A hand-over carries the
-    # recent events only as far as CARRIED_EVENT_BYTES, so the run goes on.
+    # 1 MB: ten steps' events alone (each output in its completed event,
+    # base64 in the carry) are about 2.7 MB, past Temporal's 2 MB payload
+    # limit; the whole carry was 3.3 MB before the bound, and the hand-over
+    # failed on every attempt. A hand-over carries the recent events only as
+    # far as CARRIED_EVENT_BYTES, so the run goes on.
     big_tools(registry, size=200_000)
     model = script_every_step(
         lambda request: reply("done") if request.messages[-1].role == "tool" and step_of(request) >= 12
