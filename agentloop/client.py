@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
@@ -90,6 +91,8 @@ from agentloop.threads import (
     TurnResult,
 )
 from agentloop.workflow import MAX_INPUT_BYTES, WORKFLOW_NAME, run_input, start_search_attributes
+
+_log = logging.getLogger(__name__)
 
 #: How long a sub-agent's events are waited for when its parent has announced
 #: it but the server has not created its run yet, in seconds.
@@ -317,7 +320,12 @@ class AgentRunHandle:
                 await asyncio.sleep(max(poll_interval, 0.2))
                 continue
             failures = 0
-            for item in batch.items:
+            items = batch.items
+            if items and items[0].offset > offset:
+                # The run continued as new while this reader was behind, and
+                # the next Temporal run did not carry these events.
+                items = [*await self._earlier_items(offset, items[0].offset), *items]
+            for item in items:
                 payload = Payload()
                 payload.ParseFromString(base64.b64decode(item.data))
                 event = EVENT_ADAPTER.validate_python(converter.from_payload(payload))
@@ -340,6 +348,46 @@ class AgentRunHandle:
                     if description.status != WorkflowExecutionStatus.RUNNING:
                         return
             await asyncio.sleep(poll_interval)
+
+    async def _earlier_items(self, start: int, end: int) -> list[Any]:
+        """The stream's items from ``start`` up to ``end`` that the current
+        Temporal run no longer holds (a hand-over carries the recent events
+        only; each run keeps its own): read from the runs before it."""
+        client = self._handle._client
+        found: list[Any] = []
+        try:
+            run_id: str | None = (await self._handle.describe()).run_id
+            while end > start and (run_id := await self._continued_from(run_id)):
+                earlier = client.get_workflow_handle(self._handle.id, run_id=run_id)
+                if items := await self._read_items(earlier, start, end):
+                    found[:0] = items
+                    end = items[0].offset
+        except (RPCError, WorkflowQueryFailedError) as err:
+            _log.warning("run %s: events %d to %d are gone with the Temporal run that held them (%s); "
+                         "going on from event %d", self.run_id, start, end - 1, err, end)
+        return found
+
+    async def _continued_from(self, run_id: str | None) -> str | None:
+        """The Temporal run that ``run_id`` continued from, if any."""
+        handle = self._handle._client.get_workflow_handle(self._handle.id, run_id=run_id)
+        async for event in handle.fetch_history_events(page_size=1):
+            return event.workflow_execution_started_event_attributes.continued_execution_run_id or None
+        return None
+
+    @staticmethod
+    async def _read_items(handle: WorkflowHandle, start: int, end: int) -> list[Any]:
+        """One Temporal run's stream items from ``start`` (or its oldest)
+        up to ``end``."""
+        items: list[Any] = []
+        offset = start
+        while offset < end:
+            batch = await handle.query("__temporal_workflow_stream_poll",
+                                       PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult)
+            items += [item for item in batch.items if item.offset < end]
+            if not batch.more_ready:
+                break
+            offset = batch.next_offset
+        return items
 
     async def export(self) -> AgentSnapshot:
         """The run as a versioned snapshot (query ``export``): spec, messages,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from pathlib import Path
 
@@ -299,19 +300,45 @@ async def test_a_hand_over_carries_large_events_within_the_payload_limit(
         await asyncio.wait_for(follow(), 60)
         result = await asyncio.wait_for(handle.result(), 60)
         histories = await chain_histories(agent_client.temporal, handle.run_id)
+        # Read from the start once it ended: most of it is no longer in the
+        # next run's stream, only in the Temporal run before it.
+        late = []
+
+        async def read_late() -> None:
+            async for event in handle.events():
+                late.append(event)
+
+        await asyncio.wait_for(read_late(), 60)
     assert result.status == "completed" and result.report.step_count == 13
     assert len(histories) == 2  # handed over once, after step 10
     started = histories[1].events[0].workflow_execution_started_event_attributes
     carried = sum(len(p.data) for p in started.input.payloads)
     assert 400_000 < carried < 1_500_000  # the carry: conversation, report and the recent events
     carry = json.loads(started.input.payloads[0].data)["carry"]["stream"]
-    assert 0 < len(carry["log"]) < 1000
+    assert 0 < len(carry["log"]) < 1000 and carry["base_offset"] > 0
     assert sum(len(item["topic"]) + len(item["data"]) for item in carry["log"]) <= handover.CARRIED_EVENT_BYTES
-    # The next run's stream goes on from the carried offsets: a subscriber
-    # saw the hand-over and the run's end, once each.
-    types = [e.type for e in seen]
-    assert types.count("agent.run.continued") == 1 and types[-1] == "thread.run.completed"
-    assert types.count("agent.tool.execution.completed") == 12
+    # Both readers got every event once, in order: the live one however far
+    # behind it was at the hand-over, the late one from both Temporal runs.
+    for events in (seen, late):
+        types = [e.type for e in events]
+        assert [e.seq for e in events] == list(range(len(events)))
+        assert types.count("agent.run.continued") == 1 and types[-1] == "thread.run.completed"
+        assert types.count("agent.tool.execution.completed") == 12
+    assert [e.model_dump() for e in late] == [e.model_dump() for e in seen]
+
+
+async def test_events_no_run_holds_any_more_are_skipped_with_a_warning(
+    agent_client: AgentClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A Temporal run deleted, or past the namespace's retention, can no longer
+    # give the events the next run did not carry: the reader says which are
+    # gone and goes on (here the whole run is unknown to the server).
+    handle = agent_client.get_handle("run-never-started")
+    with caplog.at_level(logging.WARNING, logger="agentloop.client"):
+        assert await handle._earlier_items(0, 40) == []
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "agentloop.client"]
+    assert "run run-never-started: events 0 to 39 are gone with the Temporal run that held them" in warning
+    assert "going on from event 40" in warning
 
 
 # Budgets and verification -----------------------------------------------------------

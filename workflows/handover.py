@@ -7,8 +7,10 @@ included) and the event stream's recent events, with offsets that go on.
 
 from __future__ import annotations
 
+import dataclasses
+
 from temporalio import workflow
-from temporalio.contrib.workflow_streams import WorkflowStream
+from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
@@ -91,18 +93,16 @@ class Handover:
             size += len(self.state.report.model_dump_json())
         return size
 
-    def _keep_recent_events(self) -> None:
-        """Keep the recent events for the next run (subscribers resume from
-        their offset): at most CARRIED_EVENTS, within CARRIED_EVENT_BYTES in
-        runs with the patch."""
-        end = self.stream._on_offset()
-        if not workflow.patched(CARRY_BYTES_PATCH):
-            self.stream.truncate(max(0, end - CARRIED_EVENTS))
-            return
-        log = self.stream.get_state().log
-        keep = carried_events([len(item.topic) + len(item.data) for item in log],
+    def _recent_events(self, state: WorkflowStreamState) -> WorkflowStreamState:
+        """The event stream as the next run gets it: its newest events, at
+        most CARRIED_EVENTS within CARRIED_EVENT_BYTES, with offsets that go
+        on. This run keeps them all, so a subscriber that was behind at the
+        hand-over reads the ones not carried from it (see
+        ``AgentRunHandle.events``)."""
+        keep = carried_events([len(item.topic) + len(item.data) for item in state.log],
                               most=CARRIED_EVENTS, budget=CARRIED_EVENT_BYTES)
-        self.stream.truncate(end - keep)
+        dropped = len(state.log) - keep
+        return dataclasses.replace(state, log=state.log[dropped:], base_offset=state.base_offset + dropped)
 
     async def _hand_over(self, pending: PendingStep | None) -> None:
         """Hand the run to a new Temporal run with a fresh, short history."""
@@ -112,9 +112,14 @@ class Handover:
         if pending is not None:
             # Its report goes back in with the step when the next run resumes it.
             state.report.steps = [s for s in state.report.steps if s is not pending.report]
-        self._keep_recent_events()
         spec = self.input.spec
+        bounded = workflow.patched(CARRY_BYTES_PATCH)
+        if not bounded:
+            # Hand-overs recorded before the patch: the stream itself cut to
+            # its last CARRIED_EVENTS events.
+            self.stream.truncate(max(0, self.stream._on_offset() - CARRIED_EVENTS))
         await self.stream.continue_as_new(
-            lambda stream: [AgentRunInput(spec=spec, messages=state.messages, carry=state.carried(pending, stream),
-                                          thread=self.input.thread)]
+            lambda stream: [AgentRunInput(
+                spec=spec, messages=state.messages, thread=self.input.thread,
+                carry=state.carried(pending, self._recent_events(stream) if bounded else stream))]
         )
