@@ -185,17 +185,18 @@ class AgentRunHandle:
             result = await self._handle.result()
         except WorkflowFailureError as err:
             failed = _run_failed(self.run_id, err)
-            if failed.result is not None and failed.result.messages_omitted:
-                await self._fill_messages(failed.result)
+            if failed.result is not None:
+                await self._fill_omitted(failed.result)
             raise failed from err
-        if result.messages_omitted:
-            await self._fill_messages(result)
+        await self._fill_omitted(result)
         return result
 
-    async def _fill_messages(self, result: AgentRunResult) -> None:
-        """Long runs leave their messages out of the Temporal result; fetch them."""
-        messages = await self.messages()
-        result.messages = messages[len(messages) - result.messages_omitted :]
+    async def _fill_omitted(self, result: AgentRunResult) -> None:
+        """Long runs leave their messages, or their report's steps, out of
+        the Temporal result; fetch them."""
+        if result.messages_omitted:
+            messages = await self.messages()
+            result.messages = messages[len(messages) - result.messages_omitted :]
         if result.report_steps_omitted:
             result.report = await self.report()
             result.report_steps_omitted = False

@@ -7,6 +7,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agentloop.approvals import cut_text
+
+#: The longest text a tool call's report keeps of each string argument and of
+#: the error: the whole of it is in the conversation and the events, and the
+#: report travels in every hand-over and in the run's result.
+REPORT_TEXT_LIMIT = 2_000
+
 
 class Usage(BaseModel):
     """Token usage of one LLM call, a step or a whole run.
@@ -51,13 +58,16 @@ class ToolCallReport(BaseModel):
     Attributes:
         call_id: The tool call's id.
         tool_name: The tool called.
-        arguments: The arguments the model passed.
+        arguments: The arguments the model passed, each string longer than
+            ``REPORT_TEXT_LIMIT`` characters cut (the cut shown in it).
+        arguments_cut: Some string argument was cut.
         result_size_bytes: UTF-8 size of the result the model saw.
         latency_ms: Time from scheduling the call to its result.
         skipped: The call did not run (e.g. unknown tool).
-        error: The error the model saw, or None on success.
+        error: The error the model saw (cut to ``REPORT_TEXT_LIMIT``
+            characters), or None on success.
         truncated: The output was cut to ``tool_output_limit``.
-        metrics: Tool-reported metrics.
+        metrics: Tool-reported metrics (strings cut like the arguments').
         permission: The policy's verdict: ``allow``, ``ask`` or ``deny``.
         decision: The operator's decision when asked (``approve``,
             ``deny``, ``skip``, ``override``, ``timeout``), or ``client``
@@ -70,6 +80,7 @@ class ToolCallReport(BaseModel):
     call_id: str
     tool_name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments_cut: bool = False
     result_size_bytes: int = 0
     latency_ms: float = 0.0
     skipped: bool = False
@@ -81,6 +92,34 @@ class ToolCallReport(BaseModel):
     decided_by: str | None = None
     waited_ms: float = 0.0
     sub_run_id: str | None = None
+
+
+def report_text(text: str) -> str:
+    """A text as the report keeps it: at most ``REPORT_TEXT_LIMIT``
+    characters, the cut shown."""
+    return cut_text(text, REPORT_TEXT_LIMIT)
+
+
+def cut_strings(values: dict[str, Any], limit: int = REPORT_TEXT_LIMIT) -> tuple[dict[str, Any], bool]:
+    """``values`` (a tool call's arguments or metrics) as its report keeps
+    them: each string, at any depth, longer than ``limit`` characters cut,
+    the cut shown. Returns them, and whether any was cut (``values`` itself
+    when none was)."""
+    cut = False
+
+    def keep(value: Any) -> Any:
+        nonlocal cut
+        if isinstance(value, str) and len(value) > limit:
+            cut = True
+            return cut_text(value, limit)
+        if isinstance(value, dict):
+            return {k: keep(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [keep(v) for v in value]
+        return value
+
+    kept = keep(values)
+    return (kept, True) if cut else (values, False)
 
 
 class GuardrailReport(BaseModel):
@@ -226,7 +265,9 @@ class AgentRunReport(BaseModel):
         completed_at: When it ended, None while running.
         total_ms: Duration, up to now while running.
         reason: Why it ended, None while running.
-        user_message: The text of the run's input.
+        user_message: The text of the run's input (cut to
+            ``REPORT_TEXT_LIMIT`` characters: the whole of it is the
+            conversation's).
         final_text: The last assistant text.
         error: What went wrong, when the run failed.
         steps: One report per step.

@@ -20,6 +20,10 @@ from agentloop.workflows.state import LoopState
 #: :attr:`AgentRunResult.messages`).
 RESULT_MESSAGES_LIMIT = 64 * 1024
 
+#: A run whose report is larger than this (bytes of JSON) leaves its steps out
+#: of its Temporal result; the client fetches them (``report`` query).
+RESULT_REPORT_LIMIT = 256 * 1024
+
 #: Most characters of a run's ``error`` (it is in the result, the report and
 #: a failed run's message); a longer one is cut with a note.
 MAX_ERROR_CHARS = 20_000
@@ -157,7 +161,9 @@ class AgentRunResult(BaseModel):
             query, so callers of the client see them either way.
         messages_omitted: How many messages the Temporal result left out.
         report_steps_omitted: The Temporal result's report leaves out its
-            steps (same rule as messages; the client fetches the full report).
+            steps: its messages were left out, or the report is over
+            ``RESULT_REPORT_LIMIT`` bytes. :meth:`AgentRunHandle.result`
+            fetches the full report.
         usage: Usage summed over the run.
         report: The full run report.
         warnings: What the run went on despite (``report.warnings``): tools

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, Message, ToolRegistry, UserError
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, Message, ToolContext, ToolRegistry, UserError
 from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.pricing import Budget, ModelPrice
+from agentloop.report import REPORT_TEXT_LIMIT, cut_strings, report_text
 from agentloop.testing import (
     call,
     calls,
@@ -456,3 +457,112 @@ async def test_a_run_on_one_worker_asks_itself_nothing_for_its_transcript(
     assert result.final_text == "done"
     stats = plugin.agent_activities.transcripts.stats
     assert (stats.seeded, stats.predicted, stats.queries) == (1, 2, 0)
+
+
+# What the result and the report keep ----------------------------------------------------
+
+
+def completed_result(history) -> dict:
+    """The run's Temporal result, as the Temporal UI and CLI show it."""
+    for event in history.events:
+        if event.HasField("workflow_execution_completed_event_attributes"):
+            return json.loads(event.workflow_execution_completed_event_attributes.result.payloads[0].data)
+    raise AssertionError("the run did not complete")
+
+
+def test_cut_strings_cuts_every_long_string_and_nothing_else() -> None:
+    limit = REPORT_TEXT_LIMIT
+    values = {"path": "a.txt", "content": "x" * (limit + 1), "n": 3,
+              "nested": {"lines": ["short", "y" * 50_000], "flag": True}}
+    kept, cut = cut_strings(values)
+    assert cut and kept["path"] == "a.txt" and kept["n"] == 3 and kept["nested"]["flag"] is True
+    assert kept["nested"]["lines"][0] == "short"
+    for text in (kept["content"], kept["nested"]["lines"][1]):
+        assert len(text) <= limit and "characters cut ...]" in text
+    assert values["content"] == "x" * (limit + 1)  # the call's own arguments are not touched
+    small = {"content": "x" * limit, "list": [1, 2, 3]}
+    assert cut_strings(small) == (small, False) and cut_strings(small)[0] is small
+    assert report_text("y" * 10) == "y" * 10 and len(report_text("y" * 10_000)) <= limit
+
+
+async def test_the_report_keeps_long_arguments_errors_and_input_cut(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    # The whole of each is in the conversation and the events; the report,
+    # carried in every hand-over and returned in the result, keeps a cut.
+    @registry.tool
+    async def save(content: str, note: str) -> str:
+        """Fails with a long error."""
+        raise ValueError("disk full: " + "e" * 30_000)
+
+    content = "c" * 50_000
+    model = script(calls(call("save", {"content": content, "note": "short"})), reply("gave up"))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["save"], default_permission="allow"),
+                                          "save this: " + "u" * 10_000)
+        with pytest.raises(AgentRunFailed) as failed:  # its only call failed
+            await handle.result()
+        messages = await handle.messages()
+        events = [e async for e in handle.events()]
+    result = failed.value.result
+    assert result is not None and result.reason == "tool_error"
+    (report,) = result.report.steps[0].tool_calls
+    assert report.arguments_cut and report.arguments["note"] == "short"
+    assert report.arguments["content"].startswith("ccc") and report.arguments["content"].endswith("characters cut ...]")
+    assert len(report.arguments["content"]) <= REPORT_TEXT_LIMIT
+    assert report.error is not None and "disk full" in report.error and len(report.error) <= REPORT_TEXT_LIMIT
+    assert report.result_size_bytes > 15_000  # what the model saw (up to tool_output_limit), measured whole
+    assert len(result.report.user_message) <= REPORT_TEXT_LIMIT
+    assert result.report.user_message.startswith("save this: uuu")
+    # The conversation and the events keep everything.
+    assert messages[0].text == "save this: " + "u" * 10_000
+    assert messages[1].tool_calls[0].arguments["content"] == content
+    assert len(messages[2].content[0].content) > 15_000
+    completed = [e for e in events if e.type == "agent.tool.execution.completed"]
+    assert len(completed[0].result.content) > 15_000
+
+
+async def test_a_long_report_leaves_its_steps_out_of_the_temporal_result_only(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    # Ten calls whose metrics come to 30 KB each: the messages stay small,
+    # the report passes RESULT_REPORT_LIMIT.
+    @registry.tool
+    async def sample(part: int, ctx: ToolContext) -> str:
+        """Reports many numbers."""
+        ctx.metrics["samples"] = list(range(part * 10_000, part * 10_000 + 5_000))
+        return f"sampled {part}"
+
+    model = script_every_step(lambda request: reply("done") if step_of(request) >= 10
+                              else calls(call("sample", {"part": step_of(request)})))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["sample"], default_permission="allow",
+                                                    max_steps=20), "sample ten times")
+        result = await handle.result()
+        history = await handle.workflow_handle.fetch_history()
+    raw = completed_result(history)
+    assert raw["report_steps_omitted"] is True and raw["report"]["steps"] == []
+    assert raw["messages_omitted"] == 0 and len(raw["messages"]) == 21  # the messages stay in the result
+    assert raw["report"]["step_count"] == 11
+    # The client fetched the steps: its caller sees the whole report.
+    assert not result.report_steps_omitted and len(result.report.steps) == 11
+    assert result.report.steps[3].tool_calls[0].metrics["samples"][:2] == [30_000, 30_001]
+    assert len(result.messages) == 21
+
+
+async def test_long_messages_leave_the_temporal_result_and_the_client_fetches_them(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    big_tools(registry, size=20_000)
+    model = script(*[calls(call("dump", {"part": i})) for i in range(4)], reply("done"))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["dump"], default_permission="allow",
+                                                    tool_output_limit=30_000), "dump four parts")
+        result = await handle.result()
+        history = await handle.workflow_handle.fetch_history()
+    raw = completed_result(history)
+    assert raw["messages"] == [] and raw["messages_omitted"] == 9
+    assert raw["report_steps_omitted"] is True and raw["report"]["steps"] == []
+    assert len(result.messages) == 9 and result.messages_omitted == 9  # the count stays: it says what was fetched
+    assert result.messages[1].content[0].content.startswith("part 0: xxx")
+    assert len(result.report.steps) == 5 and not result.report_steps_omitted

@@ -25,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.hooks import RunToolHooksInput, ToolHookDecision
     from agentloop.messages import ToolCallPart, ToolResultPart
-    from agentloop.report import ToolCallReport
+    from agentloop.report import ToolCallReport, cut_strings
     from agentloop.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import error_result
@@ -62,7 +62,7 @@ async def run_activity_tool(tool: ActivityTool, spec: AgentSpec, call: ToolCallP
     decision = await _hooks("error", spec, call, step, key, tools_queue, error=result.content)
     match decision.action:
         case "fallback":
-            report.metrics = {**report.metrics, "hook": "fallback", "error": result.content}
+            report.metrics = cut_strings({**report.metrics, "hook": "fallback", "error": result.content})[0]
             return ToolResultPart(id=call.id, name=call.name, content=decision.content), False
         case "end_run":
             report.metrics = {**report.metrics, "hook": "end_run"}

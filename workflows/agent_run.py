@@ -62,7 +62,7 @@ with workflow.unsafe.imports_passed_through():
         message_id,
     )
     from agentloop.messages import Message
-    from agentloop.report import AgentRunReport, RunReason, StepReport
+    from agentloop.report import AgentRunReport, RunReason, StepReport, report_text
     from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
     from agentloop.spec import AgentSpec
     from agentloop.transcript import ModelContext, TranscriptPage, context_hash, page
@@ -150,7 +150,7 @@ class AgentRunWorkflow:
             id=self._run_id,
             model=self._input.spec.model if self._input else "",
             started_at=workflow.now(),
-            user_message=next((m.text for m in reversed(messages) if m.role == "user"), ""),
+            user_message=report_text(next((m.text for m in reversed(messages) if m.role == "user"), "")),
         )
         return LoopState(input_count=len(messages), report=report, messages=messages)
 

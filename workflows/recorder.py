@@ -28,8 +28,8 @@ with workflow.unsafe.imports_passed_through():
         ToolExecutionCompleted,
     )
     from agentloop.messages import ToolResultPart
-    from agentloop.report import RunReason, RunStatus, StepReport, ToolCallReport
-    from agentloop.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, AgentRunResult
+    from agentloop.report import REPORT_TEXT_LIMIT, RunReason, RunStatus, StepReport, ToolCallReport
+    from agentloop.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT, AgentRunResult
     from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from agentloop.workflows.state import LoopState
 
@@ -137,7 +137,7 @@ class RunRecorder:
         """A call's result is what the model will see: report and announce it."""
         report.latency_ms = ms(self.now() - started)
         report.result_size_bytes = len(result.content.encode())
-        report.error = result.content if result.is_error else None
+        report.error = cut_text(result.content, REPORT_TEXT_LIMIT) if result.is_error else None
         report.skipped = not ran
         step_report.tool_calls.append(report)
         self.emit(ToolExecutionCompleted, result=result, ran=ran, latency_ms=report.latency_ms)
@@ -166,10 +166,11 @@ class RunRecorder:
         report.reason = reason
         report.error = error
         added = state.messages[state.input_count:]
-        omitted = 0
+        omitted, steps_omitted = 0, False
         if omit_long and sum(len(m.model_dump_json()) for m in added) > RESULT_MESSAGES_LIMIT:
             added, omitted = [], len(added)
-            report = report.model_copy(update={"steps": []})
+        if omit_long and (omitted or len(report.model_dump_json()) > RESULT_REPORT_LIMIT):
+            report, steps_omitted = report.model_copy(update={"steps": []}), True
         return AgentRunResult(
             run_id=self.run_id,
             status=status,
@@ -178,7 +179,7 @@ class RunRecorder:
             error=error,
             messages=added,
             messages_omitted=omitted,
-            report_steps_omitted=bool(omitted),
+            report_steps_omitted=steps_omitted,
             usage=state.usage,
             report=report,
         )

@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.approvals import ToolGate
     from agentloop.events import ApprovalRequested, RequiresAction, ToolAdded, ToolRemoved
-    from agentloop.report import AgentRunReport
+    from agentloop.report import AgentRunReport, report_text
     from agentloop.run import AgentRunInput
     from agentloop.snapshot import ENDED_STATUSES, AgentSnapshot, RunOrigin, starts_idle, tool_warnings
     from agentloop.threads import ThreadState
@@ -36,7 +36,7 @@ def origin_state(input: AgentRunInput, run_id: str, now: datetime) -> LoopState:
     origin = input.origin
     assert origin is not None
     messages = list(input.messages)
-    user_message = next((m.text for m in reversed(messages) if m.role == "user"), "")
+    user_message = report_text(next((m.text for m in reversed(messages) if m.role == "user"), ""))
     report = AgentRunReport(id=run_id, model=input.spec.model, started_at=now, user_message=user_message,
                             origin=origin.note())
     if origin.kind == "forked":

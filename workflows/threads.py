@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         message_id,
     )
     from agentloop.messages import Message
+    from agentloop.report import report_text
     from agentloop.search_attributes import AGENT_THREAD
     from agentloop.spec import AgentSpec
     from agentloop.threads import (
@@ -164,7 +165,7 @@ class ThreadRunner:
         state.continuations = state.failed_tool_steps = 0
         state.verified = False
         state.report.final_text = ""
-        state.report.user_message = state.messages[first].text if state.messages else ""
+        state.report.user_message = report_text(state.messages[first].text) if state.messages else ""
         self.recorder.emit(TurnStarted, turn=message.turn)
         self.recorder.index()
 

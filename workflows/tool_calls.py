@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.approvals import ToolGate
     from agentloop.events import ApprovalResolved, ToolExecutionStarted
     from agentloop.messages import ToolCallPart, ToolResultPart
-    from agentloop.report import StepReport, ToolCallReport
+    from agentloop.report import StepReport, ToolCallReport, cut_strings
     from agentloop.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.activity_tools import activity_tool_named, run_activity_tool
@@ -107,7 +107,8 @@ class ToolRunner:
 
     async def _run_tool(self, spec: AgentSpec, gate: ToolGate, step_report: StepReport) -> tuple[ToolResultPart, bool]:
         call, started = gate.call, workflow.now()
-        report = ToolCallReport(call_id=call.id, tool_name=call.name, arguments=call.arguments,
+        arguments, cut = cut_strings(call.arguments)
+        report = ToolCallReport(call_id=call.id, tool_name=call.name, arguments=arguments, arguments_cut=cut,
                                 permission=gate.permission.action if gate.permission else None)
         match decision_of(gate):
             case Answered(result, failed):
@@ -173,7 +174,8 @@ class ToolRunner:
             return error_result(call, f"Tool '{call.name}' could not complete: {calls.failure_detail(err)}"), True
         finally:
             self.state.running_calls.pop(call.id, None)
-        report.truncated, report.metrics = result.truncated, result.metrics
+        report.truncated = result.truncated
+        report.metrics = cut_strings(result.metrics)[0]
         if result.end_run is not None:
             self.end_run = f"a tool hook ended the run after {call.name} failed: {result.end_run}"
         content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error,

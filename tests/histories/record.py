@@ -201,6 +201,14 @@ SCENARIOS["carry_bytes"] = (
 )
 
 
+# Recorded with the report's long texts cut (REPORT_TEXT_LIMIT): a call
+# whose argument is 20,000 characters, and its report keeps 2,000.
+SCENARIOS["report_cut"] = (
+    [calls(call("write_file", {"file_path": "long.txt", "content": "w" * 20_000})), reply("written")],
+    {"tools": ["write_file"], "default_permission": "allow"},
+)
+
+
 async def drive_cancel_while_waiting(handle) -> None:
     await wait_pending(handle, 1)
     await handle.cancel()
