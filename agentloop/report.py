@@ -270,8 +270,14 @@ class AgentRunReport(BaseModel):
             conversation's).
         final_text: The last assistant text.
         error: What went wrong, when the run failed.
-        steps: One report per step.
-        step_count: Steps taken.
+        steps: One report per step; in a long run, the newest (see
+            ``earlier_steps``).
+        earlier_steps: Steps taken before the oldest report in ``steps``: a
+            hand-over (continue-as-new) carries the newest step reports
+            within ``REPORT_STEPS_CARRY_BYTES`` (in
+            ``agentloop/workflows/handover.py``), so a run of thousands of
+            steps keeps handing over. Counts and totals still include them.
+        step_count: Steps taken (``earlier_steps`` included).
         tool_call_count: Tool calls made.
         total_usage: Usage summed over all steps.
         total_llm_time_ms: Time in LLM activities.
@@ -296,6 +302,7 @@ class AgentRunReport(BaseModel):
     final_text: str = ""
     error: str | None = None
     steps: list[StepReport] = Field(default_factory=list)
+    earlier_steps: int = 0
     step_count: int = 0
     tool_call_count: int = 0
     total_usage: Usage = Field(default_factory=Usage)

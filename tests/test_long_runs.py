@@ -566,3 +566,36 @@ async def test_long_messages_leave_the_temporal_result_and_the_client_fetches_th
     assert len(result.messages) == 9 and result.messages_omitted == 9  # the count stays: it says what was fetched
     assert result.messages[1].content[0].content.startswith("part 0: xxx")
     assert len(result.report.steps) == 5 and not result.report_steps_omitted
+
+
+async def test_a_hand_over_carries_the_newest_step_reports_and_counts_the_rest(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    # Each call reports 20,000 numbers (about 160 KB of report a step): at
+    # the hand-over after step 8 the report is over the carry's 1 MB limit,
+    # and the run used to stay in its Temporal run for good. It carries the
+    # newest step reports within REPORT_STEPS_CARRY_BYTES, counts the others
+    # in earlier_steps, and hands over.
+    @registry.tool
+    async def measure(part: int, ctx: ToolContext) -> str:
+        """Reports many numbers."""
+        ctx.metrics["samples"] = list(range(part * 1_000_000, part * 1_000_000 + 20_000))
+        return f"measured {part}"
+
+    model = script_every_step(lambda request: reply("done") if step_of(request) >= 10
+                              else calls(call("measure", {"part": step_of(request)})))
+    spec = AgentSpec(model=model, tools=["measure"], default_permission="allow", max_steps=20,
+                     continue_as_new_every_steps=8)
+    async with worker():
+        handle = await agent_client.start(spec, "measure ten times")
+        result = await asyncio.wait_for(handle.result(), 60)
+        histories = await chain_histories(agent_client.temporal, handle.run_id)
+    assert result.status == "completed" and len(histories) == 2  # handed over after step 8
+    started = histories[1].events[0].workflow_execution_started_event_attributes
+    carried = json.loads(started.input.payloads[0].data)["carry"]["report"]
+    assert sum(len(json.dumps(s, separators=(",", ":"))) for s in carried["steps"]) <= handover.REPORT_STEPS_CARRY_BYTES
+    report = result.report
+    assert report.step_count == 11 and report.tool_call_count == 10
+    assert report.earlier_steps == carried["earlier_steps"] > 0
+    assert [s.index for s in report.steps] == list(range(report.earlier_steps, 11))
+    assert report.steps[-2].tool_calls[0].metrics["samples"][0] == 9_000_000

@@ -38,7 +38,6 @@ from agentloop.workflows.loop_logic import (
     TooLargeToCarry,
     Verify,
     WithinBudget,
-    carried_events,
     check_run_budget,
     clip_output,
     continue_as_new_due,
@@ -50,6 +49,7 @@ from agentloop.workflows.loop_logic import (
     gate_calls,
     gate_of,
     missing_tools_message,
+    newest_within,
     pending_action,
     resolve_approval,
     resolve_output,
@@ -377,7 +377,7 @@ def test_the_carry_is_measured_only_when_a_hand_over_is_due() -> None:
 def test_carried_events_keeps_the_newest_within_count_and_bytes(
     sizes: list[int], most: int, budget: int, kept: int
 ) -> None:
-    assert carried_events(sizes, most=most, budget=budget) == kept
+    assert newest_within(sizes, most=most, budget=budget) == kept
 
 
 # The permission policy -------------------------------------------------------------------

@@ -15,8 +15,9 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.events import RunContinued
+    from agentloop.report import AgentRunReport
     from agentloop.run import AgentRunInput
-    from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, carried_events, continue_as_new_due
+    from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due, newest_within
     from agentloop.workflows.recorder import RunRecorder
     from agentloop.workflows.state import LoopState, PendingStep
 
@@ -33,10 +34,32 @@ CARRIED_EVENT_BYTES = 400_000
 #: CARRIED_EVENT_BYTES, and the spec).
 CARRY_LIMIT_BYTES = 1_000_000
 
+#: The most the report's step reports may take in the next run's input (as
+#: JSON): a hand-over carries the newest within it and counts the others in
+#: ``AgentRunReport.earlier_steps``, so a report of thousands of steps does
+#: not keep the run from handing over.
+REPORT_STEPS_CARRY_BYTES = 200_000
+
+#: Runs that hand over with this marker carry the report's newest steps
+#: within REPORT_STEPS_CARRY_BYTES; hand-overs recorded before it carried
+#: every step.
+REPORT_STEPS_PATCH = "agentloop-report-steps-1"
+
 #: Runs that hand over with this marker count the report in the carry's
 #: limit and carry events within CARRIED_EVENT_BYTES; hand-overs recorded
 #: before it replay as they ran.
 CARRY_BYTES_PATCH = "agentloop-carry-bytes-1"
+
+
+def carried_report(report: AgentRunReport) -> AgentRunReport:
+    """The report as a hand-over carries it: its newest step reports within
+    REPORT_STEPS_CARRY_BYTES, the others counted in ``earlier_steps``."""
+    steps = report.steps
+    keep = newest_within([len(s.model_dump_json()) for s in steps], most=len(steps), budget=REPORT_STEPS_CARRY_BYTES)
+    if keep == len(steps):
+        return report
+    dropped = len(steps) - keep
+    return report.model_copy(update={"steps": steps[dropped:], "earlier_steps": report.earlier_steps + dropped})
 
 
 class Handover:
@@ -87,10 +110,13 @@ class Handover:
 
     def _carry_bytes(self) -> int:
         """What the next run's input must carry, as JSON: the conversation,
-        and (in runs with the patch) the report."""
+        and (in runs with the patch) the report as carried."""
         size = sum(len(m.model_dump_json()) for m in self.state.messages)
         if workflow.patched(CARRY_BYTES_PATCH):
-            size += len(self.state.report.model_dump_json())
+            report = self.state.report
+            if workflow.patched(REPORT_STEPS_PATCH):
+                report = carried_report(report)
+            size += len(report.model_dump_json())
         return size
 
     def _recent_events(self, state: WorkflowStreamState) -> WorkflowStreamState:
@@ -99,8 +125,8 @@ class Handover:
         on. This run keeps them all, so a subscriber that was behind at the
         hand-over reads the ones not carried from it (see
         ``AgentRunHandle.events``)."""
-        keep = carried_events([len(item.topic) + len(item.data) for item in state.log],
-                              most=CARRIED_EVENTS, budget=CARRIED_EVENT_BYTES)
+        keep = newest_within([len(item.topic) + len(item.data) for item in state.log],
+                             most=CARRIED_EVENTS, budget=CARRIED_EVENT_BYTES)
         dropped = len(state.log) - keep
         return dataclasses.replace(state, log=state.log[dropped:], base_offset=state.base_offset + dropped)
 
@@ -112,6 +138,8 @@ class Handover:
         if pending is not None:
             # Its report goes back in with the step when the next run resumes it.
             state.report.steps = [s for s in state.report.steps if s is not pending.report]
+        if workflow.patched(REPORT_STEPS_PATCH):
+            state.report = carried_report(state.report)
         spec = self.input.spec
         bounded = workflow.patched(CARRY_BYTES_PATCH)
         if not bounded:

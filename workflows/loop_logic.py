@@ -518,15 +518,16 @@ def continue_as_new_due(
     return ContinueAsNew()
 
 
-def carried_events(sizes: Sequence[int], *, most: int, budget: int) -> int:
-    """How many of the event stream's most recent events a hand-over carries
-    to the next Temporal run: at most ``most``, and no more than fit in
-    ``budget`` bytes (an event may hold a whole tool output or message, and
-    the next run's input must stay under Temporal's payload limit).
+def newest_within(sizes: Sequence[int], *, most: int, budget: int) -> int:
+    """How many of the newest items (the event stream's events, the
+    report's steps) a hand-over carries to the next Temporal run: at most
+    ``most``, and no more than fit in ``budget`` bytes (an event may hold a
+    whole tool output or message, and the next run's input must stay under
+    Temporal's payload limit).
 
     Args:
-        sizes: Each event's size as carried, oldest first.
-        most: The most events carried.
+        sizes: Each item's size as carried, oldest first.
+        most: The most items carried.
         budget: The most bytes they may take together.
     """
     kept, total = 0, 0

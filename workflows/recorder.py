@@ -129,7 +129,7 @@ class RunRecorder:
 
     def add_step(self, report: StepReport) -> None:
         self.state.report.steps.append(report)
-        self.state.report.step_count = len(self.state.report.steps)
+        self.state.report.step_count = self.state.report.earlier_steps + len(self.state.report.steps)
 
     def tool_finished(
         self, step_report: StepReport, report: ToolCallReport, result: ToolResultPart, *, ran: bool, started: Any

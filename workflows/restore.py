@@ -47,7 +47,8 @@ def origin_state(input: AgentRunInput, run_id: str, now: datetime) -> LoopState:
         kept = [s for s in origin.report.steps if pending is None or s.index != pending.report.index]
         report = origin.report.model_copy(update={
             "id": run_id, "model": input.spec.model, "started_at": now, "completed_at": None, "total_ms": 0.0,
-            "reason": None, "error": None, "steps": kept, "step_count": len(kept), "origin": origin.note(),
+            "reason": None, "error": None, "steps": kept, "step_count": origin.report.earlier_steps + len(kept),
+            "origin": origin.note(),
             "warnings": [],
         })
     report.total_usage = origin.usage

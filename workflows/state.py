@@ -225,7 +225,7 @@ class LoopState(BaseModel):
         """The step under way ends with the conversation as it is now. Steps
         are numbered as the report counts them (one per LLM step: a thread's
         turns go on counting), from 1."""
-        self.step_ends[len(self.report.steps)] = len(self.messages)
+        self.step_ends[self.report.step_count] = len(self.messages)
 
     def advance(self) -> None:
         self.step += 1

@@ -24,6 +24,7 @@ from agentloop import (
     AgentSpec,
     GuardrailContext,
     GuardrailResult,
+    ToolContext,
     ToolRegistry,
     guardrail,
     llm_judge,
@@ -259,6 +260,23 @@ SCENARIOS.update({
     ),
 })
 
+
+
+# Recorded with the report's steps carried within REPORT_STEPS_CARRY_BYTES
+# (patch agentloop-report-steps-1): each call reports about 160 KB of
+# metrics, and the hand-over after step 2 carries the newest step only.
+def register_measure(registry: ToolRegistry) -> None:
+    @registry.tool
+    async def measure(part: int, ctx: ToolContext) -> str:
+        """Reports many numbers."""
+        ctx.metrics["samples"] = list(range(part * 1_000_000, part * 1_000_000 + 20_000))
+        return f"measured {part}"
+
+
+SCENARIOS["report_steps"] = (
+    [calls(call("measure", {"part": i})) for i in range(3)] + [reply("done")],
+    {"tools": ["measure"], "default_permission": "allow", "continue_as_new_every_steps": 2},
+)
 
 
 # A tool whose definition() raises on the worker (no patch: before, the
@@ -533,6 +551,7 @@ async def main() -> None:
     register_guardrails(registry)
     register_local_tools(registry)
     register_broken_definition(registry)
+    register_measure(registry)
     with tempfile.TemporaryDirectory() as ws, DevServer() as server:
         (Path(ws) / "a.txt").write_text("alpha\n")
         (Path(ws) / "big.txt").write_text("x" * 6000)
