@@ -470,6 +470,20 @@ def completed_result(history) -> dict:
     raise AssertionError("the run did not complete")
 
 
+def sample_ten_times(registry: ToolRegistry, *, count: int, spacing: int) -> str:
+    """A tool ``sample`` whose call for ``part`` reports ``count`` numbers
+    from ``part * spacing`` in its metrics (only the report holds them), and
+    a model that calls it at steps 0 to 9, then answers."""
+    @registry.tool
+    async def sample(part: int, ctx: ToolContext) -> str:
+        """Reports many numbers."""
+        ctx.metrics["samples"] = list(range(part * spacing, part * spacing + count))
+        return f"sampled {part}"
+
+    return script_every_step(lambda request: reply("done") if step_of(request) >= 10
+                             else calls(call("sample", {"part": step_of(request)})))
+
+
 def test_cut_strings_cuts_every_long_string_and_nothing_else() -> None:
     limit = REPORT_TEXT_LIMIT
     values = {"path": "a.txt", "content": "x" * (limit + 1), "n": 3,
@@ -527,14 +541,7 @@ async def test_a_long_report_leaves_its_steps_out_of_the_temporal_result_only(
 ) -> None:
     # Ten calls whose metrics come to 30 KB each: the messages stay small,
     # the report passes RESULT_REPORT_LIMIT.
-    @registry.tool
-    async def sample(part: int, ctx: ToolContext) -> str:
-        """Reports many numbers."""
-        ctx.metrics["samples"] = list(range(part * 10_000, part * 10_000 + 5_000))
-        return f"sampled {part}"
-
-    model = script_every_step(lambda request: reply("done") if step_of(request) >= 10
-                              else calls(call("sample", {"part": step_of(request)})))
+    model = sample_ten_times(registry, count=5_000, spacing=10_000)
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["sample"], default_permission="allow",
                                                     max_steps=20), "sample ten times")
@@ -576,18 +583,11 @@ async def test_a_hand_over_carries_the_newest_step_reports_and_counts_the_rest(
     # and the run used to stay in its Temporal run for good. It carries the
     # newest step reports within REPORT_STEPS_CARRY_BYTES, counts the others
     # in earlier_steps, and hands over.
-    @registry.tool
-    async def measure(part: int, ctx: ToolContext) -> str:
-        """Reports many numbers."""
-        ctx.metrics["samples"] = list(range(part * 1_000_000, part * 1_000_000 + 20_000))
-        return f"measured {part}"
-
-    model = script_every_step(lambda request: reply("done") if step_of(request) >= 10
-                              else calls(call("measure", {"part": step_of(request)})))
-    spec = AgentSpec(model=model, tools=["measure"], default_permission="allow", max_steps=20,
+    model = sample_ten_times(registry, count=20_000, spacing=1_000_000)
+    spec = AgentSpec(model=model, tools=["sample"], default_permission="allow", max_steps=20,
                      continue_as_new_every_steps=8)
     async with worker():
-        handle = await agent_client.start(spec, "measure ten times")
+        handle = await agent_client.start(spec, "sample ten times")
         result = await asyncio.wait_for(handle.result(), 60)
         histories = await chain_histories(agent_client.temporal, handle.run_id)
     assert result.status == "completed" and len(histories) == 2  # handed over after step 8
