@@ -14,7 +14,16 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, Message, ToolContext, ToolRegistry, UserError
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentRunResult,
+    AgentSpec,
+    Message,
+    ToolContext,
+    ToolRegistry,
+    UserError,
+)
 from agentloop.context import ContextPolicy, is_summary_message
 from agentloop.pricing import Budget, ModelPrice
 from agentloop.report import REPORT_TEXT_LIMIT, cut_strings, report_text
@@ -462,11 +471,16 @@ async def test_a_run_on_one_worker_asks_itself_nothing_for_its_transcript(
 # What the result and the report keep ----------------------------------------------------
 
 
-def completed_result(history) -> dict:
-    """The run's Temporal result, as the Temporal UI and CLI show it."""
+async def both_results(agent_client: AgentClient, worker, spec: AgentSpec, text: str) -> tuple[AgentRunResult, dict]:
+    """A run's result as the client gives it, and its Temporal result as
+    the Temporal UI and CLI show it."""
+    async with worker():
+        handle = await agent_client.start(spec, text)
+        result = await handle.result()
+        history = await handle.workflow_handle.fetch_history()
     for event in history.events:
         if event.HasField("workflow_execution_completed_event_attributes"):
-            return json.loads(event.workflow_execution_completed_event_attributes.result.payloads[0].data)
+            return result, json.loads(event.workflow_execution_completed_event_attributes.result.payloads[0].data)
     raise AssertionError("the run did not complete")
 
 
@@ -542,12 +556,8 @@ async def test_a_long_report_leaves_its_steps_out_of_the_temporal_result_only(
     # Ten calls whose metrics come to 30 KB each: the messages stay small,
     # the report passes RESULT_REPORT_LIMIT.
     model = sample_ten_times(registry, count=5_000, spacing=10_000)
-    async with worker():
-        handle = await agent_client.start(AgentSpec(model=model, tools=["sample"], default_permission="allow",
-                                                    max_steps=20), "sample ten times")
-        result = await handle.result()
-        history = await handle.workflow_handle.fetch_history()
-    raw = completed_result(history)
+    result, raw = await both_results(agent_client, worker, AgentSpec(
+        model=model, tools=["sample"], default_permission="allow", max_steps=20), "sample ten times")
     assert raw["report_steps_omitted"] is True and raw["report"]["steps"] == []
     assert raw["messages_omitted"] == 0 and len(raw["messages"]) == 21  # the messages stay in the result
     assert raw["report"]["step_count"] == 11
@@ -562,12 +572,8 @@ async def test_long_messages_leave_the_temporal_result_and_the_client_fetches_th
 ) -> None:
     big_tools(registry, size=20_000)
     model = script(*[calls(call("dump", {"part": i})) for i in range(4)], reply("done"))
-    async with worker():
-        handle = await agent_client.start(AgentSpec(model=model, tools=["dump"], default_permission="allow",
-                                                    tool_output_limit=30_000), "dump four parts")
-        result = await handle.result()
-        history = await handle.workflow_handle.fetch_history()
-    raw = completed_result(history)
+    result, raw = await both_results(agent_client, worker, AgentSpec(
+        model=model, tools=["dump"], default_permission="allow", tool_output_limit=30_000), "dump four parts")
     assert raw["messages"] == [] and raw["messages_omitted"] == 9
     assert raw["report_steps_omitted"] is True and raw["report"]["steps"] == []
     assert len(result.messages) == 9 and result.messages_omitted == 9  # the count stays: it says what was fetched
