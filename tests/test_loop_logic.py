@@ -374,7 +374,7 @@ def test_the_carry_is_measured_only_when_a_hand_over_is_due() -> None:
         ([30, 30], 1000, 60, 2),  # exactly the budget
     ],
 )
-def test_carried_events_keeps_the_newest_within_count_and_bytes(
+def test_newest_within_keeps_the_newest_within_count_and_bytes(
     sizes: list[int], most: int, budget: int, kept: int
 ) -> None:
     assert newest_within(sizes, most=most, budget=budget) == kept
