@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
-import json
 import os
 import time
 from pathlib import Path
@@ -20,15 +19,16 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from agentloop.activities import context_activities, guardrail_activities, tool_hooks
+from agentloop.activities import context, guardrails, hooks
 from agentloop.activities.heartbeat import keep_heartbeating
+from agentloop.activities.hooks import format_tool_output
 from agentloop.activities.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.activities.workspace import truncate_output
-from agentloop.activity_io import (
+from agentloop.shared.messages import truncate_output
+from agentloop.shared.activity_io import (
     CallModelInput,
     CallModelResult,
     ExecuteToolInput,
@@ -39,27 +39,23 @@ from agentloop.activity_io import (
     StreamDelta,
     ToolDefinition,
 )
-from agentloop.context import ContextPolicy, compaction_request_messages
-from agentloop.errors import TOOL_DEFINITION_ERROR_TYPE, ToolError, UserError
-from agentloop.context_providers import LoadContextInput, LoadContextResult
-from agentloop.guardrails import GuardrailResult, ResolveGuardrailsInput, ResolveGuardrailsResult, RunGuardrailInput
-from agentloop.hooks import RunToolHooksInput, ToolHookDecision, hooks_of
-from agentloop.messages import ImagePart, ToolResultPart
-from agentloop.report import Usage
-from agentloop.tools import InvalidToolArguments, Tool, ToolContext, ToolRegistry
-from agentloop.transcript import ModelContext, TranscriptPage, TranscriptRange
-from agentloop.workflows.versions import TOOL_QUEUE_SUFFIX
-
-
-def format_tool_output(value: Any) -> str:
-    """The text the model sees for a tool's return value."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
-    return json.dumps(value, default=str, ensure_ascii=False)
+from agentloop.shared.context import ContextPolicy, compaction_request_messages
+from agentloop.shared.errors import TOOL_DEFINITION_ERROR_TYPE, ToolError, UserError
+from agentloop.shared.context import LoadContextInput, LoadContextResult
+from agentloop.shared.guardrails import (
+    GuardrailResult,
+    ResolveGuardrailsInput,
+    ResolveGuardrailsResult,
+    RunGuardrailInput,
+)
+from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
+from agentloop.tools.hooks import hooks_of
+from agentloop.shared.messages import ImagePart, ToolResultPart
+from agentloop.shared.report import Usage
+from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
+from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
+from agentloop.shared import contracts
+from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
 
 
 class AttemptUsage(BaseModel):
@@ -172,7 +168,7 @@ class AgentActivities:
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
         self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
 
-    @activity.defn(name="resolve_tools")
+    @activity.defn(name=contracts.RESOLVE_TOOLS)
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
         """Definitions of the spec's tools, and which ones this worker lacks;
         the tools of the spec's MCP servers, listed now (once per run: the
@@ -196,20 +192,20 @@ class AgentActivities:
                     local.append(name)
         for server in input.mcp_servers:
             tools.extend(await self._list_mcp_tools(server))
-        hooks = hooks_of(self.registry)
+        known_hooks = hooks_of(self.registry)
         agents_md = None
         if input.agents_md:  # the run's workspace instructions, at no extra activity
             workspace = Path(input.workspace) if input.workspace else self.workspace
             allowed = not self.workspace_roots or any(
                 workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
-            agents_md = context_activities.read_agents_md(workspace, allowed)
+            agents_md = context.read_agents_md(workspace, allowed)
         runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
-                                  missing_hooks=[h for h in input.hooks if h not in hooks],
-                                  available_hooks=sorted(hooks) if input.hooks else [], agents_md=agents_md,
+                                  missing_hooks=[h for h in input.hooks if h not in known_hooks],
+                                  available_hooks=sorted(known_hooks) if input.hooks else [], agents_md=agents_md,
                                   runs_queue=runs_queue, local_tools=local if runs_queue is not None else [])
 
-    @activity.defn(name="resolve_tools_here")
+    @activity.defn(name=contracts.RESOLVE_TOOLS_HERE)
     async def resolve_tools_here(self, input: ResolveToolsInput) -> ResolveToolsResult:
         """``resolve_tools`` as a local activity of the run's own worker: no
         task of its own, no trip through the tools queue. Answered by a
@@ -244,7 +240,7 @@ class AgentActivities:
         raise ApplicationError(f"cannot list the tools of MCP server {server!r}: {problem}",
                                type=MCP_UNAVAILABLE_ERROR_TYPE, non_retryable=True)
 
-    @activity.defn(name="load_context")
+    @activity.defn(name=contracts.LOAD_CONTEXT)
     async def load_context(self, input: LoadContextInput) -> LoadContextResult:
         """The run's context from this worker: its context providers' layers,
         the workspace's AGENTS.md, the workspace listing."""
@@ -252,27 +248,27 @@ class AgentActivities:
         allowed = not self.workspace_roots or any(
             workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
         async with keep_heartbeating():
-            return await context_activities.load_context(self.registry, workspace, allowed, input)
+            return await context.load_context(self.registry, workspace, allowed, input)
 
-    @activity.defn(name="run_tool_hooks")
+    @activity.defn(name=contracts.RUN_TOOL_HOOKS)
     async def run_tool_hooks(self, input: RunToolHooksInput) -> ToolHookDecision:
         """The spec's tool hooks around an activity-tool's call (before it, or
         after it failed): their decision."""
         async with keep_heartbeating():
-            return await tool_hooks.run_tool_hooks(self, input)
+            return await hooks.run_tool_hooks(self, input)
 
-    @activity.defn(name="resolve_guardrails")
+    @activity.defn(name=contracts.RESOLVE_GUARDRAILS)
     async def resolve_guardrails(self, input: ResolveGuardrailsInput) -> ResolveGuardrailsResult:
         """Stages and kinds of the spec's guardrails, and which ones this worker lacks."""
-        return guardrail_activities.resolve_guardrails(self.registry, input)
+        return guardrails.resolve_guardrails(self.registry, input)
 
-    @activity.defn(name="run_guardrail")
+    @activity.defn(name=contracts.RUN_GUARDRAIL)
     async def run_guardrail(self, input: RunGuardrailInput) -> GuardrailResult:
         """One guardrail's verdict (a function on this worker, or an LLM judge)."""
         async with keep_heartbeating():
-            return await guardrail_activities.run_guardrail(self.registry, self.models, input)
+            return await guardrails.run_guardrail(self.registry, self.models, input)
 
-    @activity.defn(name="call_model")
+    @activity.defn(name=contracts.CALL_MODEL)
     async def call_model(self, input: CallModelInput) -> CallModelResult:
         """One LLM step. Provider errors arrive mapped for Temporal's retries.
 
@@ -363,7 +359,7 @@ class AgentActivities:
             return input.request.model_copy(update={"messages": summarise, "tools": []})
         return input.request.model_copy(update={"system_prompt": system_prompt, "tools": tools, "messages": messages})
 
-    @activity.defn(name="execute_tool")
+    @activity.defn(name=contracts.EXECUTE_TOOL)
     async def execute_tool(self, input: ExecuteToolInput) -> ExecuteToolResult:
         """Run one tool call. Every failure becomes an error result the model sees.
 
@@ -387,14 +383,14 @@ class AgentActivities:
             self._record_result(input, result)
             return result.model_copy(update={"metrics": {**result.metrics, "replayed_from_attempt": ran_in}})
         if input.hooks:
-            result = await tool_hooks.execute_with_hooks(self, input, key)
+            result = await hooks.execute_with_hooks(self, input, key)
         else:
             result = await self._execute_tool(input, key)
         self.tool_ledger.record(key, result, attempt=info.attempt)
         self._record_result(input, result)
         return result
 
-    @activity.defn(name="execute_tool_here")
+    @activity.defn(name=contracts.EXECUTE_TOOL_HERE)
     async def execute_tool_here(self, input: ExecuteToolInput) -> ExecuteToolResult:
         """``execute_tool`` as a local activity of the run's own worker, for
         the tools registered ``local=True``: no activity task, no workflow

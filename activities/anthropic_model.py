@@ -1,7 +1,7 @@
-"""The Anthropic :class:`~agentloop.activity_io.ChatModel`, over the Messages API.
+"""The Anthropic :class:`~agentloop.shared.activity_io.ChatModel`, over the Messages API.
 
 Answers are always streamed: the events are read into a
-:class:`~agentloop.streaming.StepAccumulator`, which passes deltas on as they
+:class:`~agentloop.activities.streaming.StepAccumulator`, which passes deltas on as they
 come and builds the whole answer. Request building
 (:func:`to_anthropic_request`, which also marks the prompt-cache breakpoints)
 is a pure function.
@@ -18,11 +18,11 @@ from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
-from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agentloop.model_settings import anthropic_tool_choice
-from agentloop.report import Usage
-from agentloop.streaming import StepAccumulator
+from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.model_settings import anthropic_tool_choice
+from agentloop.shared.report import Usage
+from agentloop.activities.streaming import StepAccumulator
 
 #: Output limit sent when the request sets none: Anthropic requires one.
 DEFAULT_MAX_TOKENS = 4096
@@ -64,7 +64,7 @@ def anthropic_client_from_env() -> AsyncAnthropic:
 
 
 class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
-    """A :class:`~agentloop.activity_io.ChatModel` backed by Anthropic's Messages API,
+    """A :class:`~agentloop.shared.activity_io.ChatModel` backed by Anthropic's Messages API,
     through an ``AsyncAnthropic`` client given or built on the first call by
     :func:`anthropic_client_from_env` (see
     :class:`~agentloop.activities.provider_common.SDKChatModel`)."""
@@ -305,7 +305,7 @@ def to_anthropic_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 
 class _EventReader:
     """Feeds Messages API stream events to a
-    :class:`~agentloop.streaming.StepAccumulator`.
+    :class:`~agentloop.activities.streaming.StepAccumulator`.
 
     Content blocks arrive one at a time, by index: text, signed thinking and
     tool-use blocks become parts, in order; a tool call ends with its block.

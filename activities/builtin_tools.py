@@ -13,7 +13,7 @@ their ``Args:`` entries the parameters' descriptions.
 Register them with :func:`register_builtin_tools` (or take
 :data:`BUILTIN_TOOLS`)::
 
-    from agentloop.tools import default_registry
+    from agentloop.tools.registry import default_registry
     from agentloop.activities.builtin_tools import register_builtin_tools
 
     register_builtin_tools(default_registry)
@@ -24,7 +24,7 @@ from agentloop.activities.grep_tool import grep_files
 from agentloop.activities.image_tool import view_image
 from agentloop.activities.patch_tool import apply_patch
 from agentloop.activities.shell_tool import shell_command
-from agentloop.tools import Tool, ToolRegistry
+from agentloop.tools.registry import Tool, ToolRegistry
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -60,7 +60,7 @@ def register_builtin_tools(registry: ToolRegistry) -> None:
     Safe to call more than once: the registry accepts the same functions again.
 
     Args:
-        registry: Where to register them, e.g. ``agentloop.tools.default_registry``.
+        registry: Where to register them, e.g. ``agentloop.tools.registry.default_registry``.
     """
     for builtin in BUILTIN_TOOLS:
         registry.register(builtin)

@@ -16,8 +16,8 @@ from agentloop.activities.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.errors import ToolError
-from agentloop.tools import ToolContext
+from agentloop.shared.errors import ToolError
+from agentloop.tools.registry import ToolContext
 
 # Git and many other tools call a file binary if its first 8 KiB hold a NUL.
 _BINARY_SNIFF_BYTES = 8192

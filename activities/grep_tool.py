@@ -22,8 +22,8 @@ from agentloop.activities.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.errors import ToolError
-from agentloop.tools import ToolContext
+from agentloop.shared.errors import ToolError
+from agentloop.tools.registry import ToolContext
 
 _GREP_MAX_LINE_CHARS = 500
 _GREP_MAX_FILE_BYTES = 10 * 1024 * 1024

@@ -8,9 +8,9 @@ import os
 import stat
 
 from agentloop.activities.workspace import open_for_reading, resolve_in_workspace
-from agentloop.errors import ToolError
-from agentloop.messages import ImagePart
-from agentloop.tools import ToolContext
+from agentloop.shared.errors import ToolError
+from agentloop.shared.messages import ImagePart
+from agentloop.tools.registry import ToolContext
 
 #: Largest image view_image sends (its base64 travels in the run's history).
 MAX_IMAGE_BYTES = 768 * 1024

@@ -30,8 +30,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentloop.activity_io import ToolDefinition
-from agentloop.errors import UserError
+from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.errors import UserError
 
 #: Separates the server's name from its tool's in the name the model sees.
 SEPARATOR = "__"

@@ -6,11 +6,17 @@ from collections.abc import Callable
 
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activity_io import ChatModel
-from agentloop.errors import MODEL_CONFIGURATION_ERROR_TYPE
-from agentloop.spec import parse_model
+from agentloop.shared.activity_io import ChatModel
+from agentloop.shared.errors import MODEL_CONFIGURATION_ERROR_TYPE
+from agentloop.shared.spec import parse_model
 
 ChatModelFactory = Callable[[str, str], ChatModel]
+
+
+#: Environment variables that hold provider credentials: only a worker that
+#: calls models may have them (role ``models`` or ``all``); a tools-only worker
+#: refuses to start with any of them set, and shell commands never get them.
+PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
 
 
 class ModelResolver:

@@ -1,9 +1,9 @@
-"""The OpenAI :class:`~agentloop.activity_io.ChatModel`, over Chat Completions.
+"""The OpenAI :class:`~agentloop.shared.activity_io.ChatModel`, over Chat Completions.
 
 Chat Completions is also what vLLM, llama.cpp, Ollama and LiteLLM serve, so
 the same class reaches them when the worker's ``OPENAI_BASE_URL`` points at
 one. Answers are always streamed (``stream=True`` with usage in the last
-chunk): the chunks are read into a :class:`~agentloop.streaming.StepAccumulator`,
+chunk): the chunks are read into a :class:`~agentloop.activities.streaming.StepAccumulator`,
 which passes deltas on as they come and builds the whole answer. Request
 building (:func:`to_openai_request`) is a pure function.
 
@@ -27,11 +27,11 @@ from openai import AsyncOpenAI, AsyncStream
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
-from agentloop.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agentloop.model_settings import openai_tool_choice
-from agentloop.report import Usage
-from agentloop.streaming import StepAccumulator
+from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.model_settings import openai_tool_choice
+from agentloop.shared.report import Usage
+from agentloop.activities.streaming import StepAccumulator
 
 #: Output limit (``max_completion_tokens``) sent when the request sets none, as
 #: Anthropic's provider does: without one, a local model that rambles on
@@ -75,7 +75,7 @@ def openai_client_from_env() -> AsyncOpenAI:
 
 
 class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
-    """A :class:`~agentloop.activity_io.ChatModel` backed by OpenAI Chat Completions.
+    """A :class:`~agentloop.shared.activity_io.ChatModel` backed by OpenAI Chat Completions.
 
     Takes an ``AsyncOpenAI`` client, or builds one with
     :func:`openai_client_from_env` on the first call (see
@@ -289,7 +289,7 @@ def to_openai_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 
 class _ChunkReader:
     """Feeds Chat Completions stream chunks (of the first choice), as the
-    server's JSON objects, to a :class:`~agentloop.streaming.StepAccumulator`.
+    server's JSON objects, to a :class:`~agentloop.activities.streaming.StepAccumulator`.
 
     A tool call is keyed by its ``index``: its first chunk carries the id and
     name, later ones pieces of the arguments. A refusal is kept as text and

@@ -27,8 +27,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.activities.mcp_tools import expand
-from agentloop.errors import ToolError, UserError
-from agentloop.tools import InvalidToolArguments, Tool, ToolContext, ToolRegistry
+from agentloop.shared.errors import ToolError, UserError
+from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 
 #: The environment variable naming the worker's OpenAPI file (JSON or YAML).
 OPENAPI_ENV = "AGENTLOOP_OPENAPI"

@@ -19,8 +19,8 @@ from agentloop.activities.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.errors import ToolError
-from agentloop.tools import ToolContext
+from agentloop.shared.errors import ToolError
+from agentloop.tools.registry import ToolContext
 
 
 def apply_patch(patch: str, *, ctx: ToolContext) -> str:

@@ -44,8 +44,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentloop.config import PROVIDER_KEY_VARIABLES
-from agentloop.errors import UserError
+from agentloop.activities.models import PROVIDER_KEY_VARIABLES
+from agentloop.shared.errors import UserError
 
 log = logging.getLogger("agentloop.sandbox")
 

@@ -11,9 +11,10 @@ import signal
 import subprocess
 
 from agentloop.activities import sandbox
-from agentloop.activities.workspace import resolve_in_workspace, truncate_output
-from agentloop.errors import ToolError, UserError
-from agentloop.tools import ToolContext
+from agentloop.activities.workspace import resolve_in_workspace
+from agentloop.shared.messages import truncate_output
+from agentloop.shared.errors import ToolError, UserError
+from agentloop.tools.registry import ToolContext
 
 # How often a running command heartbeats; well under any sane heartbeat timeout.
 _HEARTBEAT_INTERVAL = 1.0

@@ -22,8 +22,8 @@ from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from agentloop.activity_io import StreamDelta
-from agentloop.events import (
+from agentloop.shared.activity_io import StreamDelta
+from agentloop.shared.events import (
     EVENTS_TOPIC,
     MessageDelta,
     MessageReset,

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentloop.errors import ToolError
+from agentloop.shared.errors import ToolError
 
 __all__ = [
     "hard_link_error",
@@ -283,35 +283,6 @@ def workspace_relative(workspace: Path, path: Path) -> str:
     except ValueError:
         return str(path)
     return rel.as_posix() or "."
-
-
-def truncate_output(text: str, limit: int) -> tuple[str, bool]:
-    """Shorten text to its head and tail with a visible note in between.
-
-    Two thirds of the budget go to the head and one third to the tail: the
-    head usually says what ran, the tail how it ended (errors, summaries).
-
-    Args:
-        text: The full output.
-        limit: Most characters of the original text to keep.
-
-    Returns:
-        The text (unchanged if it fits, else head + note + tail, at most
-        ``limit`` characters plus the note's length) and whether it was
-        truncated.
-    """
-    if len(text) <= limit:
-        return text, False
-    limit = max(limit, 0)
-    head = limit * 2 // 3
-    tail = limit - head
-    omitted = len(text) - head - tail
-    note = (
-        f"\n[... output truncated: {omitted} of {len(text)} characters omitted; "
-        "narrow the command or read a smaller range ...]\n"
-    )
-    # text[-0:] would be the whole text, hence the explicit start index.
-    return text[:head] + note + text[len(text) - tail :], True
 
 
 def _is_within(path: Path, root: Path) -> bool:

@@ -12,9 +12,9 @@ Client and Worker, and runs agents inside its workflows with
 
 # First: registers the exit hook that keeps scripts using Temporal's client
 # from crashing at interpreter exit (see agentloop/teardown.py).
-import agentloop.teardown  # noqa: F401  (isort: skip)
-from agentloop.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.approvals import (
+import agentloop.workers.teardown  # noqa: F401  (isort: skip)
+from agentloop.shared.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
+from agentloop.shared.approvals import (
     ApprovalDecision,
     DecisionAccepted,
     PendingAction,
@@ -23,9 +23,9 @@ from agentloop.approvals import (
     PermissionRule,
     ToolOutput,
 )
-from agentloop.client import AgentClient, AgentRunHandle, RunSummary
-from agentloop.context import ContextLayer, ContextPolicy
-from agentloop.errors import (
+from agentloop.client.agent_client import AgentClient, AgentRunHandle, RunSummary
+from agentloop.shared.context import ContextLayer, ContextPolicy
+from agentloop.shared.errors import (
     AgentLoopError,
     AgentRunCancelled,
     AgentRunFailed,
@@ -42,7 +42,7 @@ from agentloop.errors import (
     UserError,
     run_failed_class,
 )
-from agentloop.events import (
+from agentloop.shared.events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
@@ -67,11 +67,12 @@ from agentloop.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
-from agentloop.context_providers import ContextRequest, context_provider
-from agentloop.guardrails import GuardrailContext, GuardrailResult, guardrail, llm_judge
-from agentloop.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
-from agentloop.model_settings import ThinkingConfig
-from agentloop.messages import (
+from agentloop.tools.context import ContextRequest, context_provider
+from agentloop.tools.guardrails import GuardrailContext, guardrail, llm_judge
+from agentloop.shared.guardrails import GuardrailResult
+from agentloop.tools.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
+from agentloop.shared.model_settings import ThinkingConfig
+from agentloop.shared.messages import (
     ContentPart,
     ImagePart,
     Message,
@@ -80,13 +81,13 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentloop.plugin import AgentLoopPlugin
-from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import AgentRunReport, RunReason, StepReport, SubRunReport, ToolCallReport, Usage
-from agentloop.run import AgentRunInput, AgentRunResult, RunState, RunStatus
-from agentloop.activity_tools import ActivityTool, activity_as_tool
-from agentloop.spec import AgentSpec, SubAgent
-from agentloop.tools import Tool, ToolContext, ToolRegistry, default_registry, tool
+from agentloop.workers.plugin import AgentLoopPlugin
+from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.report import AgentRunReport, RunReason, StepReport, SubRunReport, ToolCallReport, Usage
+from agentloop.shared.run import AgentRunInput, AgentRunResult, RunState, RunStatus
+from agentloop.shared.activity_tools import ActivityTool, activity_as_tool
+from agentloop.shared.spec import AgentSpec, SubAgent
+from agentloop.tools.registry import Tool, ToolContext, ToolRegistry, default_registry, tool
 
 __all__ = [
     "AgentClient",

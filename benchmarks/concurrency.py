@@ -3,7 +3,7 @@
 For each N (default 100, 300 and 1,000), in one process, each system on an
 embedded dev server of its own, started fresh for it (fast polling:
 transfer/timer MaxPollRPS=1000; search attributes cached as on a production
-server, see ``agentloop.devserver.PRODUCTION_LIKE``). A server's cost per
+server, see ``agentloop.workers.devserver.PRODUCTION_LIKE``). A server's cost per
 run grows with the runs it already holds, so one shared server would charge
 the later system. The two systems:
 
@@ -94,8 +94,8 @@ from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ModelResponse, ToolRegistry, Usage
-from agentloop.activity_io import ResolveToolsInput, ResolveToolsResult
-from agentloop.devserver import PRODUCTION_LIKE, DevServer
+from agentloop.shared.activity_io import ResolveToolsInput, ResolveToolsResult
+from agentloop.workers.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow

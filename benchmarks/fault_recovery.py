@@ -34,7 +34,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from agentloop import AgentClient, AgentSpec, ToolContext, ToolRegistry
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 

@@ -36,7 +36,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 

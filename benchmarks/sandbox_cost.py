@@ -34,9 +34,9 @@ from pathlib import Path
 from agentloop import AgentClient, AgentSpec, ToolRegistry
 from agentloop.activities import sandbox
 from agentloop.activities.shell_tool import shell_command
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
-from agentloop.tools import ToolContext
+from agentloop.tools.registry import ToolContext
 from agentloop.workers.worker import build_worker, connect
 
 ROOT = Path(__file__).resolve().parent.parent

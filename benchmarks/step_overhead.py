@@ -24,7 +24,7 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 

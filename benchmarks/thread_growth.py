@@ -27,8 +27,8 @@ import time
 import uuid
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.devserver import DevServer
-from agentloop.search_attributes import AGENT_THREAD
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.search_attributes import AGENT_THREAD
 from agentloop.testing import register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 

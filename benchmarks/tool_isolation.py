@@ -38,9 +38,9 @@ from typing import Any
 from agentloop import AgentClient, AgentSpec, ToolRegistry
 from agentloop.activities.file_tools import read_file
 from agentloop.activities.grep_tool import grep_files
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
-from agentloop.tools import Tool, ToolContext
+from agentloop.tools.registry import Tool, ToolContext
 from agentloop.workers.worker import build_worker, connect
 
 

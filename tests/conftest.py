@@ -21,8 +21,8 @@ from temporalio.client import Client
 
 from agentloop import AgentClient
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.devserver import DevServer
-from agentloop.tools import ToolRegistry
+from agentloop.workers.devserver import DevServer
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.worker import build_worker, connect
 
 

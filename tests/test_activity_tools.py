@@ -16,8 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 from agentloop import ActivityTool, AgentClient, AgentSpec, activity_as_tool
-from agentloop.activity_tools import activity_arguments, call_idempotency_key, result_text
-from agentloop.devserver import DevServer
+from agentloop.shared.activity_tools import activity_arguments, call_idempotency_key, result_text
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, reply, script
 from tests.activity_tool_worker import charge_card
 
@@ -167,7 +167,7 @@ async def test_arguments_that_do_not_match_the_schema_are_an_error_result_not_a_
 
 
 def test_schema_problems_are_short_and_the_schema_itself_is_checked() -> None:
-    from agentloop.activity_tools import argument_problems
+    from agentloop.shared.activity_tools import argument_problems
 
     tool = activity_as_tool(charge_card, task_queue="q")
     assert argument_problems(tool, {"account": "a", "amount_cents": 5}) is None

@@ -27,20 +27,20 @@ from agentloop import (
     ToolDefinition,
     ToolRegistry,
 )
-from agentloop.approvals import (
+from agentloop.shared.approvals import (
     MAX_BY_CHARS,
     MAX_CALL_ID_CHARS,
     MAX_OUTPUT_CHARS,
     MAX_REASON_CHARS,
     MAX_REQUEST_BYTES,
 )
-from agentloop.errors import (
+from agentloop.shared.errors import (
     INVALID_DECISION_ERROR_TYPE,
     INVALID_REQUEST_ERROR_TYPE,
     REQUEST_TOO_LARGE_ERROR_TYPE,
 )
-from agentloop.messages import Message
-from agentloop.run import MAX_ERROR_CHARS, RunState
+from agentloop.shared.messages import Message
+from agentloop.shared.run import MAX_ERROR_CHARS, RunState
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.processes import processes_with_argument, unique_sleep, wait_until_running
 

@@ -12,9 +12,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from agentloop import AgentClient
-from agentloop.devserver import DevServer
-from agentloop.errors import INVALID_INPUT_ERROR_TYPE
-from agentloop.run import RUN_INPUT_EXAMPLE, AgentRunInput
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.errors import INVALID_INPUT_ERROR_TYPE
+from agentloop.shared.run import RUN_INPUT_EXAMPLE, AgentRunInput
 from agentloop.testing import reply, script
 from tests.test_approvals import task_failures, wait_for_end
 from tests.test_temporal_cli import run_temporal

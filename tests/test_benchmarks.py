@@ -20,7 +20,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
 from agentloop import AgentClient
-from agentloop.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
+from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
 from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow

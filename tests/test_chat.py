@@ -26,11 +26,11 @@ import pytest
 from temporalio.client import Client
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.activity_io import ModelRequest, ModelResponse, StreamDelta
-from agentloop.approvals import PendingApproval
+from agentloop.shared.activity_io import ModelRequest, ModelResponse, StreamDelta
+from agentloop.shared.approvals import PendingApproval
 from agentloop.cli.chat import ChatCommand, ChatView, exit_line, parse_line, recap_lines
-from agentloop.devserver import DevServer, free_port
-from agentloop.events import (
+from agentloop.workers.devserver import DevServer, free_port
+from agentloop.shared.events import (
     ApprovalRequested,
     ApprovalResolved,
     MessageCompleted,
@@ -40,8 +40,8 @@ from agentloop.events import (
     TurnEnded,
     TurnStarted,
 )
-from agentloop.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.search_attributes import AGENT_FORKED_FROM
+from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.search_attributes import AGENT_FORKED_FROM
 from agentloop.testing import call, calls, register_scripted_model, reply
 from tests.test_cli import ROOT, clean_env
 from tests.test_cli_ops import agentloop, read_until

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.client import RunIdInUse
-from agentloop.devserver import DevServer, free_port
+from agentloop.client.agent_client import RunIdInUse
+from agentloop.workers.devserver import DevServer, free_port
 from tests.test_cli import ROOT, clean_env
 from tests.test_cli_ops import agentloop, read_until, wait_status, write_script
 

@@ -31,7 +31,7 @@ from agentloop import (
     ModelResponse,
     ToolDefinition,
 )
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, last_tool_results, register_scripted_model, reply, script
 from tests.test_cli import ROOT, clean_env
 

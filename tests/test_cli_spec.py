@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.test_cli import ROOT, agentloop, clean_env
 
 

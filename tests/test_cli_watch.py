@@ -22,10 +22,10 @@ import pytest
 from rich.console import Console
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.activity_io import StreamDelta
-from agentloop.approvals import PendingApproval
-from agentloop.devserver import DevServer
-from agentloop.events import (
+from agentloop.shared.activity_io import StreamDelta
+from agentloop.shared.approvals import PendingApproval
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.events import (
     EVENT_ADAPTER,
     TERMINAL_EVENT_TYPES,
     ApprovalRequested,
@@ -43,9 +43,9 @@ from agentloop.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
-from agentloop.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.render import JsonlRenderer, PlainRenderer, RichRenderer
-from agentloop.report import Usage
+from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.cli.render import JsonlRenderer, PlainRenderer, RichRenderer
+from agentloop.shared.report import Usage
 from agentloop.testing import call, calls, reply
 from tests import test_cli
 from tests.provider_servers import (

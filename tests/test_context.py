@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agentloop.context import (
+from agentloop.shared.context import (
     CHARS_PER_TOKEN,
     IMAGE_TOKENS,
     SUMMARY_HEADER,
@@ -30,7 +30,7 @@ from agentloop.context import (
     summary_message,
     trigger_tokens,
 )
-from agentloop.messages import (
+from agentloop.shared.messages import (
     ImagePart,
     Message,
     TextPart,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentloop import AgentSpec
-from agentloop.messages import Message, ToolCallPart
-from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import Usage
-from agentloop.run import AgentRunInput, SubRunLink
-from agentloop.spec import SubAgent, deepest_path, depth_problem
+from agentloop.shared.messages import Message, ToolCallPart
+from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.report import Usage
+from agentloop.shared.run import AgentRunInput, SubRunLink
+from agentloop.shared.spec import SubAgent, deepest_path, depth_problem
 from agentloop.workflows.delegation import (
     BadTask,
     ChildCompleted,

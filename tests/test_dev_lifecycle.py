@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient
-from agentloop.devserver import DevServer, find_temporal_binary, free_port
+from agentloop.workers.devserver import DevServer, find_temporal_binary, free_port
 from tests.processes import process_gone, processes_with_argument, wait_until, wait_until_gone
 from tests.test_cli import ROOT, agentloop, clean_env
 from tests.test_cli_ops import agentloop as agentloop_async

@@ -14,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 
 RUNS = 30
 #: Scripts run this many at a time (the machines have 2 cores).

@@ -17,16 +17,16 @@ from agentloop import (
     guardrail,
     llm_judge,
 )
-from agentloop.errors import UserError
-from agentloop.guardrails import (
+from agentloop.shared.errors import UserError
+from agentloop.shared.guardrails import (
     Verdict,
     first_tripwire,
-    guardrails_of,
     judge_request_text,
     messages_to_check,
     parse_judge_reply,
 )
-from agentloop.messages import Message, ToolResultPart
+from agentloop.tools.guardrails import guardrails_of
+from agentloop.shared.messages import Message, ToolResultPart
 from agentloop.testing import call, calls, reply, script, script_every_step
 
 
@@ -90,8 +90,8 @@ def test_the_cli_shows_guardrail_events() -> None:
     import io
     from datetime import datetime, timezone
 
-    from agentloop.events import GuardrailTriggered
-    from agentloop.render import PlainRenderer
+    from agentloop.shared.events import GuardrailTriggered
+    from agentloop.cli.render import PlainRenderer
 
     out = io.StringIO()
     PlainRenderer(out, io.StringIO()).render(GuardrailTriggered(
@@ -237,8 +237,8 @@ async def test_judge_tokens_count_in_the_runs_usage_cost_and_budget(
     agent_client: AgentClient, worker, registry: ToolRegistry
 ) -> None:
     from agentloop import Budget, CostLimitExceeded
-    from agentloop.pricing import ModelPrice
-    from agentloop.report import Usage
+    from agentloop.shared.pricing import ModelPrice
+    from agentloop.shared.report import Usage
 
     judge_usage = Usage(input_tokens=1000, output_tokens=100, requests=1)
 

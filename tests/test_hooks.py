@@ -21,8 +21,8 @@ from agentloop import (
     before_tool_call,
     on_tool_error,
 )
-from agentloop.errors import UserError
-from agentloop.hooks import Hook, run_hooks
+from agentloop.shared.errors import UserError
+from agentloop.tools.hooks import Hook, run_hooks
 from agentloop.testing import call, calls, last_tool_results, reply, script
 
 

@@ -14,8 +14,8 @@ from temporalio.worker import Worker
 
 from agentloop import AgentClient, AgentRunCancelled, AgentSpec, ToolContext, ToolError, tool
 from agentloop.activities.agent_activities import AgentActivities
-from agentloop.activity_io import ResolveToolsInput
-from agentloop.tools import Tool, ToolRegistry, default_registry
+from agentloop.shared.activity_io import ResolveToolsInput
+from agentloop.tools.registry import Tool, ToolRegistry, default_registry
 from agentloop.testing import call, calls, reply, script
 from agentloop.workers.worker import build_worker
 from tests.test_approvals import awaiting, task_failures, wait_state

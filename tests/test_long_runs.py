@@ -24,9 +24,9 @@ from agentloop import (
     ToolRegistry,
     UserError,
 )
-from agentloop.context import ContextPolicy, is_summary_message
-from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import REPORT_TEXT_LIMIT, cut_strings, report_text
+from agentloop.shared.context import ContextPolicy, is_summary_message
+from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.report import REPORT_TEXT_LIMIT, cut_strings, report_text
 from agentloop.testing import (
     call,
     calls,
@@ -106,7 +106,7 @@ async def test_transcript_query_pages_and_hashes(agent_client: AgentClient, work
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "go")
         await handle.result()
-        from agentloop.transcript import (
+        from agentloop.shared.transcripts import (
             TranscriptPage,
             TranscriptRange,
             transcript_hashes,
@@ -344,9 +344,9 @@ async def test_events_no_run_holds_any_more_are_skipped_with_a_warning(
     # give the events the next run did not carry: the reader says which are
     # gone and goes on (here the whole run is unknown to the server).
     handle = agent_client.get_handle("run-never-started")
-    with caplog.at_level(logging.WARNING, logger="agentloop.client"):
+    with caplog.at_level(logging.WARNING, logger="agentloop.client.agent_client"):
         assert await handle._earlier_items(0, 40) == []
-    (warning,) = [r.getMessage() for r in caplog.records if r.name == "agentloop.client"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "agentloop.client.agent_client"]
     assert "run run-never-started: events 0 to 39 are gone with the Temporal run that held them" in warning
     assert "going on from event 40" in warning
 

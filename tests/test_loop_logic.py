@@ -9,18 +9,18 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from agentloop.activity_io import ModelResponse, ToolDefinition
-from agentloop.approvals import (
+from agentloop.shared.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.approvals import (
     ApprovalDecision,
     PermissionRule,
     ToolGate,
     ToolOutput,
     check_permission,
 )
-from agentloop.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import Usage
-from agentloop.spec import AgentSpec
+from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.report import Usage
+from agentloop.shared.spec import AgentSpec
 from agentloop.workflows.loop_logic import (
     Answered,
     AskApproval,

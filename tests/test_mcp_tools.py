@@ -23,9 +23,9 @@ from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.mcp_tools import McpServers, content_text, split_name, tool_name
-from agentloop.devserver import free_port
-from agentloop.errors import UserError
-from agentloop.plugin import AgentLoopPlugin
+from agentloop.workers.devserver import free_port
+from agentloop.shared.errors import UserError
+from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from starlette.routing import Route
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
 from agentloop.activities.openapi_tools import openapi_tools, register_openapi_from_env, register_openapi_tools
-from agentloop.devserver import free_port
-from agentloop.errors import UserError
+from agentloop.workers.devserver import free_port
+from agentloop.shared.errors import UserError
 from agentloop.testing import call, calls, reply, script
 
 SPEC = Path(__file__).parent / "openapi" / "pets.yaml"

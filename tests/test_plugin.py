@@ -24,8 +24,8 @@ from temporalio.worker import Replayer, UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, ToolRegistry, UserError
-from agentloop.devserver import DevServer
-from agentloop.plugin import HEARTBEAT_THROTTLE, data_converter
+from agentloop.workers.devserver import DevServer
+from agentloop.workers.plugin import HEARTBEAT_THROTTLE, data_converter
 from agentloop.testing import call, calls, reply, script
 from agentloop.workflows.agent_run import AgentRunWorkflow
 
@@ -232,7 +232,7 @@ async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -
         Worker(temporal_client, task_queue=queue, plugins=[AgentLoopPlugin(role="tools")])
     assert str(info.value) == (
         f"a tools worker polls the tools queue of the runs' task queue, but this Worker's task queue is "
-        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} (agentloop.plugin.tool_task_queue)"
+        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} (agentloop.workers.plugin.tool_task_queue)"
     )
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     with pytest.raises(UserError, match="OPENAI_API_KEY is set"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentloop.pricing import (
+from agentloop.shared.pricing import (
     DEFAULT_PRICES,
     FREE,
     Budget,
@@ -17,7 +17,7 @@ from agentloop.pricing import (
     run_cost,
     validate_budget,
 )
-from agentloop.report import Usage
+from agentloop.shared.report import Usage
 
 
 def test_default_prices_are_sane() -> None:

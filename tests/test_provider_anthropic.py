@@ -28,8 +28,8 @@ from agentloop.activities.anthropic_model import (
     to_anthropic_tools,
 )
 from agentloop.activities.models import ModelResolver
-from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
-from agentloop.messages import (
+from agentloop.shared.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
+from agentloop.shared.messages import (
     ImagePart,
     Message,
     TextPart,
@@ -37,7 +37,7 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentloop.report import Usage
+from agentloop.shared.report import Usage
 from tests.provider_servers import (
     AnthropicServer,
     ErrorsSeen,

@@ -10,7 +10,7 @@ import asyncio
 from datetime import timedelta
 
 from agentloop import AgentClient, AgentRunHandle, AgentSpec
-from agentloop.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
+from agentloop.shared.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
 from tests.provider_servers import (
     OpenAIServer,
     ScriptedResponse,

@@ -29,8 +29,8 @@ from temporalio.exceptions import ApplicationError
 from agentloop.activities.anthropic_model import ANTHROPIC, map_anthropic_error
 from agentloop.activities.openai_model import OPENAI, map_openai_error
 from agentloop.activities.provider_common import Provider, SDKErrors, tool_declaration, transport_reason
-from agentloop.activity_io import ModelResponse, ToolDefinition
-from agentloop.errors import (
+from agentloop.shared.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.errors import (
     MODEL_AUTHENTICATION_ERROR_TYPE,
     MODEL_BAD_REQUEST_ERROR_TYPE,
     MODEL_CONFIGURATION_ERROR_TYPE,
@@ -41,7 +41,7 @@ from agentloop.errors import (
     MODEL_SERVER_ERROR_TYPE,
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
-from agentloop.messages import Message
+from agentloop.shared.messages import Message
 
 API_KEY = "sk-test-Secret0123456789abcdefXYZ"
 

@@ -24,7 +24,7 @@ from agentloop.activities.http_headers import (
     retry_after_delay,
 )
 from agentloop.activities.models import ModelResolver
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.activities.openai_model import (
     DEFAULT_MAX_TOKENS,
     LOCAL_SERVER_API_KEY,
@@ -34,8 +34,8 @@ from agentloop.activities.openai_model import (
     to_openai_request,
     to_openai_tools,
 )
-from agentloop.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
-from agentloop.messages import (
+from agentloop.shared.activity_io import DeltaSink, ModelRequest, StreamDelta, ToolDefinition
+from agentloop.shared.messages import (
     ImagePart,
     Message,
     TextPart,
@@ -43,8 +43,8 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentloop.report import Usage
-from agentloop.streaming import parse_tool_arguments
+from agentloop.shared.report import Usage
+from agentloop.activities.streaming import parse_tool_arguments
 from tests.provider_servers import (
     ErrorsSeen,
     OpenAIServer,

@@ -54,7 +54,7 @@ from typing import Any
 import pytest
 
 import agentloop
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

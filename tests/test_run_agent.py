@@ -28,8 +28,8 @@ from agentloop import (
     MaxStepsExceeded,
     Message,
 )
-from agentloop.devserver import DevServer
-from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.testing import call, calls, reply, script, script_every_step
 from agentloop.workflow import agent_result, run_agent, start_agent
 

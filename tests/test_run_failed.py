@@ -27,8 +27,9 @@ from agentloop import (
     RunReason,
     ToolStepFailed,
 )
-from agentloop.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class, run_failed_from
-from agentloop.run import AgentRunResult
+from agentloop.shared.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class
+from agentloop.shared.run import run_failed_from
+from agentloop.shared.run import AgentRunResult
 from agentloop.testing import call, calls, reply, script
 
 

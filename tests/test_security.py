@@ -36,10 +36,10 @@ from temporalio.worker import Worker
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities import sandbox
 from agentloop.activities.shell_tool import shell_command
-from agentloop.devserver import DevServer
-from agentloop.errors import ToolError, UserError
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.errors import ToolError, UserError
 from agentloop.testing import call, calls, reply, script
-from agentloop.tools import ToolContext
+from agentloop.tools.registry import ToolContext
 from agentloop.workers.worker import build_worker
 from tests.processes import (
     processes_with_argument,
@@ -700,7 +700,7 @@ async def test_a_worker_built_without_the_local_lookup_asks_the_tools_queue(
     # resolve_tools_here: the run makes no local activity and asks the
     # tools queue, as runs did before.
     from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.plugin import workflow_runner
+    from agentloop.workers.plugin import workflow_runner
     from agentloop.workflows.agent_run import AgentRunWorkflow
 
     (workspace / "a.txt").write_text("a")
@@ -730,7 +730,7 @@ async def test_a_run_replayed_after_the_local_lookup_keeps_its_events_and_their_
     # and the step's first events come after it in that task: a replay (a
     # new worker, asked for the events) must rebuild them exactly, times
     # included.
-    from agentloop.events import ApprovalRequested
+    from agentloop.shared.events import ApprovalRequested
 
     async def events_until_approval(handle) -> list:
         seen = []
@@ -762,7 +762,7 @@ site.addsitedir(os.environ["AGENTLOOP_TEST_SITE"])  # the venv's packages, agent
 from pathlib import Path
 from agentloop.activities import sandbox
 from agentloop.activities.shell_tool import shell_command
-from agentloop.tools import ToolContext
+from agentloop.tools.registry import ToolContext
 from agentloop.workers.worker import protect_process
 
 async def main():

@@ -13,10 +13,10 @@ from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec, ToolContext
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
-from agentloop.activity_io import ExecuteToolResult
-from agentloop.devserver import DevServer
+from agentloop.shared.activity_io import ExecuteToolResult
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, reply, script
-from agentloop.tools import Tool, ToolRegistry
+from agentloop.tools.registry import Tool, ToolRegistry
 from agentloop.workers.worker import build_worker, connect
 
 #: Longer than the run's heartbeat timeout and than the worker's attempts to
@@ -97,7 +97,7 @@ def test_ledger_keeps_results_as_json_and_gives_them_back_whole() -> None:
     # one object an entry to walk, however rich the result.
     import gc
 
-    from agentloop.messages import ImagePart
+    from agentloop.shared.messages import ImagePart
 
     rich = ExecuteToolResult(
         call_id="c", content="42 rows", is_error=False, truncated=True, latency_ms=12.5,

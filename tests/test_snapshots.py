@@ -1,5 +1,5 @@
 """Export, restore and fork (README "Conversations"): the pure helpers of
-agentloop.snapshot without a server, then runs on the session's real dev
+agentloop.shared.snapshots without a server, then runs on the session's real dev
 server with scripted models, then the CLI commands as subprocesses."""
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ import pytest
 
 from agentloop import AgentClient, AgentSpec, ModelRequest, ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.approvals import PendingApproval, ToolGate
-from agentloop.devserver import DevServer
-from agentloop.errors import UserError
-from agentloop.messages import Message, ToolCallPart
-from agentloop.report import AgentRunReport, StepReport
-from agentloop.snapshot import (
+from agentloop.shared.approvals import PendingApproval, ToolGate
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.errors import UserError
+from agentloop.shared.messages import Message, ToolCallPart
+from agentloop.shared.report import AgentRunReport, StepReport
+from agentloop.shared.snapshots import (
     SNAPSHOT_VERSION,
     AgentSnapshot,
     SnapshotError,
@@ -32,7 +32,7 @@ from agentloop.snapshot import (
     tool_warnings,
 )
 from agentloop.testing import call, calls, last_tool_results, reply, script, script_every_step, step_of
-from agentloop.workflows.state import PendingStep
+from agentloop.shared.state import PendingStep
 from tests.test_approvals import awaiting, wait_state
 from tests.test_cli import clean_env
 from tests.test_cli_ops import agentloop
@@ -105,7 +105,7 @@ def test_snapshot_json_round_trip_and_newer_minor_versions() -> None:
     ("{not json", ("the snapshot is not valid JSON (Expecting property name enclosed in double quotes at line 1, "
                    "column 2)")),
     ("[1, 2]", "the snapshot is not an agentloop snapshot: it is not a JSON object"),
-    ('{"format": "other"}', "the snapshot is not an agentloop snapshot: its \"format\" is not 'agentloop.snapshot'"),
+    ('{"format": "other"}', "the snapshot is not an agentloop snapshot: its \"format\" is not 'agentloop.shared.snapshots'"),
     ('{"format": "agentloop.snapshot", "version": "2.0"}',
      ("the snapshot is snapshot version 2.0, from a newer agentloop; this agentloop reads version 1.x snapshots "
       "only")),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop.approvals import (
+from agentloop.shared.approvals import (
     ApprovalDecision,
     PendingAction,
     PendingApproval,
@@ -19,13 +19,13 @@ from agentloop.approvals import (
     ToolGate,
     ToolOutput,
 )
-from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE, REQUEST_TOO_LARGE_ERROR_TYPE
-from agentloop.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.report import AgentRunReport, StepReport, Usage
-from agentloop.run import AgentRunInput
-from agentloop.transcript import transcript_hashes
+from agentloop.shared.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE, REQUEST_TOO_LARGE_ERROR_TYPE
+from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.report import AgentRunReport, StepReport, Usage
+from agentloop.shared.run import AgentRunInput
+from agentloop.shared.transcripts import transcript_hashes
 from agentloop.workflows import requests
-from agentloop.workflows.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
+from agentloop.shared.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
@@ -219,8 +219,8 @@ def test_transcript_ranges_are_clamped() -> None:
 
 
 def test_only_a_small_first_step_carries_its_transcript_by_value() -> None:
-    from agentloop.activity_io import ToolDefinition
-    from agentloop.transcript import ModelContext
+    from agentloop.shared.activity_io import ToolDefinition
+    from agentloop.shared.transcripts import ModelContext
     from agentloop.workflows.activity_calls import SEED_MAX_BYTES, transcript_seed
 
     context = ModelContext(system_prompt="Be brief.", tools=[ToolDefinition(name="read_file")], context_hash="h")

@@ -12,9 +12,9 @@ import asyncio
 from typing import Any
 
 from agentloop.activities.stream_publisher import DeltaPublisher
-from agentloop.activity_io import StreamDelta
-from agentloop.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
-from agentloop.report import Usage
+from agentloop.shared.activity_io import StreamDelta
+from agentloop.shared.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
+from agentloop.shared.report import Usage
 
 
 class RecordingClient:

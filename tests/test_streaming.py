@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from agentloop.activity_io import ModelRequest, ModelResponse, StreamDelta
-from agentloop.messages import Message, TextPart, ThinkingPart, ToolCallPart
-from agentloop.report import Usage
-from agentloop.streaming import (
+from agentloop.shared.activity_io import ModelRequest, ModelResponse, StreamDelta
+from agentloop.shared.messages import Message, TextPart, ThinkingPart, ToolCallPart
+from agentloop.shared.report import Usage
+from agentloop.activities.streaming import (
     StepAccumulator,
     message_deltas,
     parse_tool_arguments,

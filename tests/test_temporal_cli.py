@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected
-from agentloop.approvals import MAX_REASON_CHARS
-from agentloop.devserver import DevServer, find_temporal_binary
-from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
+from agentloop.shared.approvals import MAX_REASON_CHARS
+from agentloop.workers.devserver import DevServer, find_temporal_binary
+from agentloop.shared.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
 from agentloop.testing import calls, reply, script
 from tests.test_approvals import (
     awaiting,

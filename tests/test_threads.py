@@ -14,13 +14,13 @@ from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.scripted_model import register_scripted_model
-from agentloop.client import AgentRunHandle
-from agentloop.tools import ToolRegistry
-from agentloop.activity_io import ModelRequest, ModelResponse
-from agentloop.errors import DecisionRejected
-from agentloop.search_attributes import AGENT_THREAD
+from agentloop.client.agent_client import AgentRunHandle
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.errors import DecisionRejected
+from agentloop.shared.search_attributes import AGENT_THREAD
 from agentloop.testing import call, calls, reply, script, script_every_step
-from agentloop.threads import INTERRUPTED_MARK, INTERRUPTED_TOOL_RESULT, MessageRefused, ThreadBusy, ThreadNotFound
+from agentloop.shared.threads import INTERRUPTED_MARK, INTERRUPTED_TOOL_RESULT, MessageRefused, ThreadBusy, ThreadNotFound
 
 
 def recording(answer: Any) -> tuple[str, list[ModelRequest]]:
@@ -364,7 +364,7 @@ async def test_steering_a_thread_that_waits_for_a_message_is_refused(agent_clien
 
 
 async def test_a_follow_up_after_the_worker_and_then_the_server_restarted(tmp_path: Path) -> None:
-    from agentloop.devserver import DevServer
+    from agentloop.workers.devserver import DevServer
     from agentloop.workers.worker import build_worker, connect
 
     model, seen = recording(lambda r: reply(f"answer to {user_texts(r)[-1]}"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.test_cli import ROOT, clean_env
 from tests.test_cli_ops import agentloop, read_until
 from tests.tls_proxy import Certificates, TLSProxy, make_certificates

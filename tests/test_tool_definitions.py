@@ -13,10 +13,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolRegistry
-from agentloop.activity_io import ToolDefinition
-from agentloop.errors import UserError
+from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.errors import UserError
 from agentloop.testing import reply, script
-from agentloop.tools import Tool
+from agentloop.tools.registry import Tool
 from tests.test_approvals import task_failures
 
 

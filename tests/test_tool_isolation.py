@@ -19,10 +19,10 @@ from pydantic import BaseModel
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolContext, ToolRegistry
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS
-from agentloop.errors import ToolError, UserError
-from agentloop.isolation import IsolatedToolError
+from agentloop.shared.errors import ToolError, UserError
+from agentloop.tools.isolation import IsolatedToolError
 from agentloop.testing import call, calls, last_tool_results, reply, script
-from agentloop.tools import Tool
+from agentloop.tools.registry import Tool
 from tests.processes import process_gone, wait_for_pid, wait_until
 
 # Python's re backtracks on (a+)+$ against a run of a's that does not end the
@@ -280,7 +280,7 @@ async def test_cancellation_and_timeout_kill_the_child(tmp_path: Path) -> None:
 WORKER_KILLED_MID_CALL = """
 import asyncio, os, sys, time
 from pathlib import Path
-from agentloop.tools import Tool, ToolContext
+from agentloop.tools.registry import Tool, ToolContext
 
 def wait() -> str:
     "Note the pid, then wait."

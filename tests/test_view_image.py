@@ -13,7 +13,7 @@ from agentloop import AgentClient, AgentSpec
 from agentloop.activities.anthropic_model import to_anthropic_messages
 from agentloop.activities.image_tool import image_media_type
 from agentloop.activities.openai_model import to_openai_messages
-from agentloop.messages import ImagePart, Message, ToolResultPart
+from agentloop.shared.messages import ImagePart, Message, ToolResultPart
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.provider_servers import (
     AnthropicServer,

@@ -20,7 +20,7 @@ from agentloop import (
     ToolError,
     ToolRegistry,
 )
-from agentloop.messages import Message, ToolCallPart
+from agentloop.shared.messages import Message, ToolCallPart
 from agentloop.testing import call, calls, last_tool_results, reply, script
 
 
@@ -380,7 +380,7 @@ async def test_malformed_run_input_fails_the_run_with_the_reasons(
 ) -> None:
     from temporalio.client import WorkflowFailureError
 
-    from agentloop.run import RUN_INPUT_EXAMPLE
+    from agentloop.shared.run import RUN_INPUT_EXAMPLE
 
     async with worker():
         handle = await agent_client.temporal.start_workflow(

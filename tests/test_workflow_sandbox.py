@@ -18,7 +18,7 @@ from pathlib import Path
 
 from temporalio import workflow
 
-from agentloop.config import workflow_sandbox_from_env
+from agentloop.workflows.sandbox import workflow_sandbox_from_env
 from agentloop.workflows.agent_run import AgentRunWorkflow
 
 HISTORIES = Path(__file__).parent / "histories"

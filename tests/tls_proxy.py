@@ -25,7 +25,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from agentloop.devserver import free_port
+from agentloop.workers.devserver import free_port
 
 #: Headers gRPC sets itself, never forwarded by hand.
 _TRANSPORT_HEADERS = {"user-agent", "content-type", "te", "host"}

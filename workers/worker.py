@@ -6,7 +6,7 @@ task queue, ``<task queue>-tools``, so that they can run in a process that
 holds no provider keys: a worker's role says which queues it polls (``models``:
 the run's queue, with the workflow and ``call_model``; ``tools``: the tools
 queue; ``all``: both, in one process, which also looks a run's tools up as a
-local activity and takes its tool calls on the run's queue). :class:`~agentloop.plugin.AgentLoopPlugin`
+local activity and takes its tool calls on the run's queue). :class:`~agentloop.workers.plugin.AgentLoopPlugin`
 does the registration; :func:`build_worker` is a Temporal ``Worker`` with it.
 """
 
@@ -30,11 +30,11 @@ from temporalio.worker import Worker
 
 from agentloop.activities import sandbox
 from agentloop.activities.models import ModelResolver
-from agentloop.config import TemporalConfig, connect_client, gc_threshold_from_env
-from agentloop.errors import UserError
-from agentloop.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
-from agentloop.search_attributes import SEARCH_ATTRIBUTES, create_commands
-from agentloop.tools import ToolRegistry
+from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
+from agentloop.shared.errors import UserError
+from agentloop.workers.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
+from agentloop.shared.search_attributes import SEARCH_ATTRIBUTES, create_commands
+from agentloop.tools.registry import ToolRegistry
 
 __all__ = [
     "build_worker",
@@ -87,7 +87,7 @@ def build_worker(
     **worker_options: Any,
 ) -> Worker:
     """The Temporal worker of one role: a ``Worker`` with
-    :class:`~agentloop.plugin.AgentLoopPlugin`.
+    :class:`~agentloop.workers.plugin.AgentLoopPlugin`.
 
     Args:
         client: Connected with :func:`connect` (pydantic data converter).
@@ -101,7 +101,7 @@ def build_worker(
             ``call_model``) or ``tools`` (the tools queue: ``resolve_tools``
             and ``execute_tool``; refuses to build while provider keys are in
             the environment).
-        mcp_servers: MCP servers by name (see :class:`~agentloop.plugin.AgentLoopPlugin`);
+        mcp_servers: MCP servers by name (see :class:`~agentloop.workers.plugin.AgentLoopPlugin`);
             from the file ``AGENTLOOP_MCP_SERVERS`` names when None.
         graceful_shutdown_timeout: On shutdown, how long in-flight activities
             may finish before they are cancelled.
@@ -146,7 +146,7 @@ def protect_process() -> bool:
 
 def tune_collector(environ: dict[str, str] | None = None) -> tuple[int, ...] | None:
     """Set this worker process's garbage-collector thresholds from
-    ``AGENTLOOP_GC_THRESHOLD`` (:func:`agentloop.config.gc_threshold_from_env`):
+    ``AGENTLOOP_GC_THRESHOLD`` (:func:`agentloop.workers.config.gc_threshold_from_env`):
     what it set, or None when it kept Python's (the variable unset). For
     processes of the ``agentloop`` command; a worker in your own process
     keeps your settings.
@@ -225,7 +225,7 @@ def describe_worker(config: TemporalConfig, role: str) -> str:
         tools = f"tools run by a tools worker on {tools_queue!r}"
     else:
         from agentloop.activities.builtin_tools import register_builtin_tools
-        from agentloop.tools import default_registry
+        from agentloop.tools.registry import default_registry
 
         register_builtin_tools(default_registry)
         tools = "tools " + ", ".join(sorted(default_registry.names()))

@@ -6,27 +6,25 @@ with :func:`model_call_options`; every tool call an ``execute_tool`` activity
 with :func:`tool_call_options`; resolving the spec's tools a local
 activity ``resolve_tools_here`` on a worker that serves the tools, else a
 ``resolve_tools`` activity with :func:`resolve_tools_options`. The calls go
-through the activity definitions (``workflow.execute_activity_method``), so
-names and types come from one place.
+by the activity names of :mod:`agentloop.shared.contracts` with their result
+types (the workflow never imports the activities' code), and the options of
+each kind are one ``ActivityConfig`` of Temporal's SDK.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, FailureError, RetryState
-from temporalio.workflow import ActivityCancellationType
+from temporalio.workflow import ActivityCancellationType, ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
-    # The activity definitions, for their names and types only: the workflow
-    # never calls into them. Passed through, so the worker imports them once.
-    from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.activity_io import (
+    # Activity names and their input and result models: shared data only.
+    from agentloop.shared import contracts
+    from agentloop.shared.activity_io import (
         CallModelInput,
         CallModelResult,
         ExecuteToolInput,
@@ -37,10 +35,10 @@ with workflow.unsafe.imports_passed_through():
         TranscriptRef,
         TranscriptSeed,
     )
-    from agentloop.model_settings import request_tool_choice
-    from agentloop.spec import AgentSpec
-    from agentloop.transcript import ModelContext
-    from agentloop.workflows.state import LoopState
+    from agentloop.shared.model_settings import request_tool_choice
+    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.transcripts import ModelContext
+    from agentloop.shared.state import LoopState
 
 #: Extra time a tool activity gets beyond the tool's own limit, so the tool's
 #: timeout (a clean error result) fires before Temporal's.
@@ -50,52 +48,23 @@ TOOL_TIMEOUT_GRACE = timedelta(seconds=30)
 RESOLVE_TOOLS_TIMEOUT = timedelta(seconds=30)
 
 
-@dataclass(frozen=True)
-class ActivityOptions:
-    """How Temporal runs one kind of activity.
-
-    Attributes:
-        start_to_close: Limit of one attempt.
-        heartbeat: How soon a lost worker is noticed (the activity heartbeats
-            every second, so a cancel reaches it then), or None.
-        retry: Retry policy; Temporal's default when None.
-        cancellation: On cancel, wait until the activity has stopped
-            (``WAIT_CANCELLATION_COMPLETED``: a cancelled run ends only once
-            its LLM call or tool has stopped, so nothing outlives it), or not.
-        task_queue: Where it runs; the run's own queue when None.
-    """
-
-    start_to_close: timedelta
-    heartbeat: timedelta | None = None
-    retry: RetryPolicy | None = None
-    cancellation: ActivityCancellationType = ActivityCancellationType.TRY_CANCEL
-    task_queue: str | None = None
-
-    def kwargs(self) -> dict[str, Any]:
-        """These options as ``workflow.execute_activity`` keywords."""
-        return {
-            "start_to_close_timeout": self.start_to_close,
-            "heartbeat_timeout": self.heartbeat,
-            "retry_policy": self.retry,
-            "cancellation_type": self.cancellation,
-            "task_queue": self.task_queue,
-        }
-
-
-def model_call_options(spec: AgentSpec) -> ActivityOptions:
+def model_call_options(spec: AgentSpec) -> ActivityConfig:
     """An LLM call, a step or a compaction summary: the spec's timeout and
     attempts, exponential backoff from 1 s to 60 s (a provider's
-    ``retry-after`` overrides the next delay)."""
-    return ActivityOptions(
-        start_to_close=timedelta(seconds=spec.llm_timeout_seconds),
-        heartbeat=timedelta(seconds=spec.heartbeat_timeout_seconds),
-        retry=RetryPolicy(
+    ``retry-after`` overrides the next delay). On cancel, the run waits until
+    the call has stopped (``WAIT_CANCELLATION_COMPLETED``), so nothing
+    outlives it; the activity heartbeats every second, so a cancel reaches it
+    then and a lost worker is noticed within ``heartbeat_timeout_seconds``."""
+    return ActivityConfig(
+        start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
+        heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
+        retry_policy=RetryPolicy(
             initial_interval=timedelta(seconds=1),
             backoff_coefficient=2.0,
             maximum_interval=timedelta(seconds=60),
             maximum_attempts=spec.llm_max_attempts,
         ),
-        cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     )
 
 
@@ -104,26 +73,26 @@ NOT_REGISTERED_ERROR_TYPE = "NotFoundError"
 
 
 def tool_call_options(spec: AgentSpec, tool_name: str, task_queue: str | None, *,
-                      beside: bool = False) -> ActivityOptions:
+                      beside: bool = False) -> ActivityConfig:
     """One tool call: the tool's own limit plus a grace, so its clean timeout
     result comes first. A tool's failures come back as results; only lost
     workers and infrastructure errors reach Temporal's retries. ``beside``:
     on the run's own queue by choice, where a worker without the tool
     activities fails the call at once (not retried) so it can go to the
     tools queue instead."""
-    return ActivityOptions(
-        start_to_close=timedelta(seconds=spec.timeout_for(tool_name)) + TOOL_TIMEOUT_GRACE,
-        heartbeat=timedelta(seconds=spec.heartbeat_timeout_seconds),
-        retry=RetryPolicy(maximum_attempts=spec.tool_max_attempts,
-                          non_retryable_error_types=[NOT_REGISTERED_ERROR_TYPE] if beside else None),
-        cancellation=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    return ActivityConfig(
+        start_to_close_timeout=timedelta(seconds=spec.timeout_for(tool_name)) + TOOL_TIMEOUT_GRACE,
+        heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
+        retry_policy=RetryPolicy(maximum_attempts=spec.tool_max_attempts,
+                                 non_retryable_error_types=[NOT_REGISTERED_ERROR_TYPE] if beside else None),
+        cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         task_queue=task_queue,
     )
 
 
-def resolve_tools_options(task_queue: str | None) -> ActivityOptions:
+def resolve_tools_options(task_queue: str | None) -> ActivityConfig:
     """Looking up the spec's tools on a tools worker."""
-    return ActivityOptions(start_to_close=RESOLVE_TOOLS_TIMEOUT, task_queue=task_queue)
+    return ActivityConfig(start_to_close_timeout=RESOLVE_TOOLS_TIMEOUT, task_queue=task_queue)
 
 
 #: Most bytes (as JSON) of system prompt, tools and messages a run's first
@@ -169,21 +138,21 @@ def model_step_input(
                           seed=transcript_seed(state, context) if by_reference and seed else None)
 
 
-async def call_model(input: CallModelInput, options: ActivityOptions, summary: str) -> CallModelResult:
+async def call_model(input: CallModelInput, options: ActivityConfig, summary: str) -> CallModelResult:
     """One LLM call (activity ``call_model``)."""
-    return await workflow.execute_activity_method(
-        AgentActivities.call_model, input, summary=summary, **options.kwargs()
+    return await workflow.execute_activity(
+        contracts.CALL_MODEL, input, result_type=CallModelResult, summary=summary, **options
     )
 
 
-async def execute_tool(input: ExecuteToolInput, options: ActivityOptions, summary: str) -> ExecuteToolResult:
+async def execute_tool(input: ExecuteToolInput, options: ActivityConfig, summary: str) -> ExecuteToolResult:
     """One tool call (activity ``execute_tool``)."""
-    return await workflow.execute_activity_method(
-        AgentActivities.execute_tool, input, summary=summary, **options.kwargs()
+    return await workflow.execute_activity(
+        contracts.EXECUTE_TOOL, input, result_type=ExecuteToolResult, summary=summary, **options
     )
 
 
-async def execute_tool_here(input: ExecuteToolInput, options: ActivityOptions, summary: str) -> ExecuteToolResult:
+async def execute_tool_here(input: ExecuteToolInput, options: ActivityConfig, summary: str) -> ExecuteToolResult:
     """One call of a tool registered ``local=True`` (local activity
     ``execute_tool_here``), by the worker running the run, in the workflow
     task that asks: ``options``' timeout, attempts and cancellation. A
@@ -191,17 +160,18 @@ async def execute_tool_here(input: ExecuteToolInput, options: ActivityOptions, s
     retried). Its failures arrive as their cause (an ``ApplicationError``,
     a ``TimeoutError``), not in an ``ActivityError``: :func:`failure_type`
     and :func:`failure_detail` read both."""
-    return await workflow.execute_local_activity_method(
-        AgentActivities.execute_tool_here, input, summary=summary, start_to_close_timeout=options.start_to_close,
-        retry_policy=options.retry, cancellation_type=options.cancellation,
+    return await workflow.execute_local_activity(
+        contracts.EXECUTE_TOOL_HERE, input, result_type=ExecuteToolResult, summary=summary,
+        start_to_close_timeout=options.get("start_to_close_timeout"), retry_policy=options.get("retry_policy"),
+        cancellation_type=options.get("cancellation_type", ActivityCancellationType.TRY_CANCEL),
     )
 
 
-async def resolve_tools(input: ResolveToolsInput, options: ActivityOptions) -> ResolveToolsResult:
+async def resolve_tools(input: ResolveToolsInput, options: ActivityConfig) -> ResolveToolsResult:
     """The definitions of the spec's tools (activity ``resolve_tools``, on
     the tools queue; :func:`resolve_tools_here` first, on a run's own worker)."""
-    return await workflow.execute_activity_method(
-        AgentActivities.resolve_tools, input, summary="resolve tools", **options.kwargs()
+    return await workflow.execute_activity(
+        contracts.RESOLVE_TOOLS, input, result_type=ResolveToolsResult, summary="resolve tools", **options
     )
 
 
@@ -215,8 +185,8 @@ async def resolve_tools_here(input: ResolveToolsInput) -> ResolveToolsResult | N
     registered: no command was made). ``resolve_tools`` on the tools queue
     then answers, with its retries and its errors."""
     try:
-        return await workflow.execute_local_activity_method(
-            AgentActivities.resolve_tools_here, input, summary="resolve tools",
+        return await workflow.execute_local_activity(
+            contracts.RESOLVE_TOOLS_HERE, input, result_type=ResolveToolsResult, summary="resolve tools",
             start_to_close_timeout=RESOLVE_TOOLS_TIMEOUT, retry_policy=RetryPolicy(maximum_attempts=1),
         )
     except ValueError as exc:

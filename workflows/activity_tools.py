@@ -1,6 +1,6 @@
 """Calling an activity-tool: the activity itself, on its own task queue
 (README "Activities as tools"). Workflow code; the pure parts (arguments,
-idempotency key, result text) are :mod:`agentloop.activity_tools`.
+idempotency key, result text) are :mod:`agentloop.shared.activity_tools`.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.activities.workspace import truncate_output
-    from agentloop.activity_tools import (
+    from agentloop.shared import contracts
+    from agentloop.shared.messages import truncate_output
+    from agentloop.shared.activity_tools import (
         ActivityTool,
         activity_arguments,
         argument_problems,
         call_idempotency_key,
         result_text,
     )
-    from agentloop.hooks import RunToolHooksInput, ToolHookDecision
-    from agentloop.messages import ToolCallPart, ToolResultPart
-    from agentloop.report import ToolCallReport, cut_strings
-    from agentloop.spec import AgentSpec
+    from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
+    from agentloop.shared.messages import ToolCallPart, ToolResultPart
+    from agentloop.shared.report import ToolCallReport, cut_strings
+    from agentloop.shared.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import error_result
     from agentloop.workflows.versions import ACTIVITY_TOOL_ARGUMENTS_PATCH, ACTIVITY_TOOL_HOOKS_PATCH
@@ -82,9 +82,9 @@ async def _hooks(stage: str, spec: AgentSpec, call: ToolCallPart, step: int, key
                               idempotency_key=key, workspace=spec.workspace, output_limit=spec.tool_output_limit,
                               agent_name=spec.name, model=spec.model)
     try:
-        return await workflow.execute_activity_method(
-            AgentActivities.run_tool_hooks, input, summary=f"tool hooks {call.name} ({stage})",
-            **calls.tool_call_options(spec, call.name, tools_queue).kwargs())
+        return await workflow.execute_activity(
+            contracts.RUN_TOOL_HOOKS, input, result_type=ToolHookDecision, summary=f"tool hooks {call.name} ({stage})",
+            **calls.tool_call_options(spec, call.name, tools_queue))
     except ActivityError as err:
         calls.reraise_cancel(err)
         return ToolHookDecision(action="failed", content=f"The tool hooks of '{call.name}' could not run: "

@@ -2,7 +2,7 @@
 
 Each LLM step and each tool call is an activity; Temporal's event history is
 the checkpoint, so a run survives worker crashes and restarts. The run is an
-interpreter over one :class:`~agentloop.workflows.state.LoopState`: the pure
+interpreter over one :class:`~agentloop.shared.state.LoopState`: the pure
 functions of :mod:`~agentloop.workflows.loop_logic` decide, this class
 matches on their answers and does the I/O (activities, waits, continue-as-new),
 and a :class:`~agentloop.workflows.recorder.RunRecorder` publishes what
@@ -22,14 +22,14 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
-    from agentloop.activity_io import (
+    from agentloop.shared.activity_io import (
         CallModelResult,
         ModelResponse,
         ResolveToolsInput,
         ResolveToolsResult,
         ToolDefinition,
     )
-    from agentloop.approvals import (
+    from agentloop.shared.approvals import (
         MAX_REASON_CHARS,
         DecisionAccepted,
         PendingWork,
@@ -39,19 +39,19 @@ with workflow.unsafe.imports_passed_through():
         cut_text,
         oversize_fields,
     )
-    from agentloop.config import workflow_sandbox_from_env
-    from agentloop.context import make_anchor
-    from agentloop.context_providers import agents_md_layer
-    from agentloop.errors import (
+    from agentloop.workflows.sandbox import workflow_sandbox_from_env
+    from agentloop.shared.context import make_anchor
+    from agentloop.shared.context import agents_md_layer
+    from agentloop.shared.errors import (
         INVALID_INPUT_ERROR_TYPE,
         MODEL_CONTEXT_LENGTH_ERROR_TYPE,
         RUN_FAILED_ERROR_TYPE,
         TOOL_DEFINITION_ERROR_TYPE,
     )
-    from agentloop.guardrails import GuardrailStage, messages_to_check
-    from agentloop.hooks import missing_hooks_message
-    from agentloop.model_settings import tool_choice_problem
-    from agentloop.events import (
+    from agentloop.shared.guardrails import GuardrailStage, messages_to_check
+    from agentloop.shared.hooks import missing_hooks_message
+    from agentloop.shared.model_settings import tool_choice_problem
+    from agentloop.shared.events import (
         ApprovalRequested,
         MessageCompleted,
         MessageCreated,
@@ -61,11 +61,11 @@ with workflow.unsafe.imports_passed_through():
         ToolCallCompletedByLLM,
         message_id,
     )
-    from agentloop.messages import Message
-    from agentloop.report import AgentRunReport, RunReason, StepReport, report_text
-    from agentloop.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
-    from agentloop.spec import AgentSpec
-    from agentloop.transcript import ModelContext, TranscriptPage, context_hash, page
+    from agentloop.shared.messages import Message
+    from agentloop.shared.report import AgentRunReport, RunReason, StepReport, report_text
+    from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
+    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows import requests
     from agentloop.workflows.compaction import ContextKeeper
@@ -88,16 +88,16 @@ with workflow.unsafe.imports_passed_through():
         missing_tools_message,
     )
     from agentloop.workflows.recorder import RunRecorder, ms
-    from agentloop.snapshot import AgentSnapshot
-    from agentloop.workflows import restore
-    from agentloop.workflows.state import LoopState, PendingStep
+    from agentloop.shared.snapshots import AgentSnapshot
+    from agentloop.workflows import snapshots
+    from agentloop.shared.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
     from agentloop.workflows.guardrails import GuardrailRunner
-    from agentloop.workflows.run_context import RunContext, system_prompt_with, wants_context
+    from agentloop.workflows.context import RunContext, system_prompt_with, wants_context
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
-    from agentloop.threads import MessageAccepted, SteerAccepted, TurnResult
+    from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
     from agentloop.workflows import conversation
     from agentloop.workflows.threads import ThreadRunner, apply_steering
 
@@ -144,7 +144,7 @@ class AgentRunWorkflow:
 
     def _fresh_state(self) -> LoopState:
         if self._input is not None and self._input.origin is not None:
-            return restore.origin_state(self._input, self._run_id, workflow.now())  # restored or forked
+            return snapshots.origin_state(self._input, self._run_id, workflow.now())  # restored or forked
         messages = list(self._input.messages) if self._input else []
         report = AgentRunReport(
             id=self._run_id,
@@ -187,10 +187,10 @@ class AgentRunWorkflow:
 
     @workflow.query(name="export")
     def export(self) -> AgentSnapshot:
-        """The run as a versioned snapshot (``agentloop.snapshot``), in one read."""
+        """The run as a versioned snapshot (``agentloop.shared.snapshots``), in one read."""
         if self._input is None:
             raise ApplicationError(f"run {self._run_id} has no valid input to export")
-        return restore.export_snapshot(self._state, self._input, self._run_id,
+        return snapshots.export_snapshot(self._state, self._input, self._run_id,
                                        [t.name for t in self._model_context.tools], self.report(), workflow.now())
 
     @workflow.query(name="transcript")
@@ -388,7 +388,7 @@ class AgentRunWorkflow:
         if self._input.carry is None:
             self._recorder.emit(RunCreated, agent_name=spec.name, model=spec.model, input=list(self._input.messages))
         if self._input.origin is not None and self._input.carry is None:
-            restore.announce_pending(self._state, self._recorder)
+            snapshots.announce_pending(self._state, self._recorder)
         self._recorder.index()
         try:
             return await self._loop(spec)
@@ -472,7 +472,7 @@ class AgentRunWorkflow:
                     raise
                 calls.reraise_cancel(err)
                 self._fail("error", calls.failure_detail(err))
-            missing = restore.unexpected_missing(resolved.missing, self._input.origin, self._state)
+            missing = snapshots.unexpected_missing(resolved.missing, self._input.origin, self._state)
             if missing:
                 self._fail("error", missing_tools_message(missing, resolved.available))
             tools = resolved.tools
@@ -502,7 +502,7 @@ class AgentRunWorkflow:
                                            context_hash=context_hash(system_prompt, model_tools))
         self._keeper.use(self._model_context)
         if self._input.carry is None:
-            restore.note_tool_changes(self._input.origin, [t.name for t in model_tools], self._state, self._recorder)
+            snapshots.note_tool_changes(self._input.origin, [t.name for t in model_tools], self._state, self._recorder)
         return tools
 
     # One LLM step ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 outputs, then summarise older history with the model (seeds 001 and 004).
 
 The decisions (the estimate, what to prune, where to split) are pure
-functions of :mod:`agentloop.context`; this module runs them against the
+functions of :mod:`agentloop.shared.context`; this module runs them against the
 run's state and makes the one I/O call there is, the summary (a
 ``call_model`` activity whose input names messages by index, so they do not
 enter history again).
@@ -15,22 +15,22 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.activity_io import CallModelInput, CompactionRef, ModelRequest, TranscriptRef
-    from agentloop.context import (
+    from agentloop.shared.activity_io import CallModelInput, CompactionRef, ModelRequest, TranscriptRef
+    from agentloop.shared.context import (
         estimate_tokens,
         needs_management,
         prune_target_tokens,
         prune_tool_outputs,
         split_for_compaction,
     )
-    from agentloop.events import ContextManaged
-    from agentloop.messages import Message
-    from agentloop.spec import AgentSpec
-    from agentloop.transcript import ModelContext
+    from agentloop.shared.events import ContextManaged
+    from agentloop.shared.messages import Message
+    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.transcripts import ModelContext
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import FailRun
     from agentloop.workflows.recorder import RunRecorder
-    from agentloop.workflows.state import LoopState
+    from agentloop.shared.state import LoopState
 
 #: The system prompt of the summariser call that compacts older history.
 SUMMARISER_PROMPT = "You summarise conversations between a user and an AI agent, faithfully and briefly."

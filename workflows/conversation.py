@@ -16,10 +16,10 @@ from typing import Any, Union
 
 from pydantic import ValidationError
 
-from agentloop.errors import INVALID_REQUEST_ERROR_TYPE, describe_validation_error
-from agentloop.events import MessageDelta, MessageReset
-from agentloop.messages import Message, TextPart, ToolResultPart
-from agentloop.threads import (
+from agentloop.shared.errors import INVALID_REQUEST_ERROR_TYPE, describe_validation_error
+from agentloop.shared.events import MessageDelta, MessageReset
+from agentloop.shared.messages import Message, TextPart, ToolResultPart
+from agentloop.shared.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
     MAX_QUEUED,

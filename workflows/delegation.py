@@ -15,13 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from agentloop.activity_io import ToolDefinition
-from agentloop.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.pricing import Budget, run_cost
-from agentloop.report import RunReason, RunStatus, Usage
-from agentloop.run import AgentRunInput
-from agentloop.spec import AgentSpec, SubAgent
-from agentloop.workflow import MAX_INPUT_BYTES
+from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.pricing import Budget, run_cost
+from agentloop.shared.report import RunReason, RunStatus, Usage
+from agentloop.shared.run import AgentRunInput
+from agentloop.shared.spec import AgentSpec, SubAgent
+from agentloop.shared.contracts import MAX_INPUT_BYTES
 
 #: Longest call id a child run id carries (provider ids are far shorter).
 MAX_CALL_ID_IN_RUN_ID = 128

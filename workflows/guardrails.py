@@ -4,7 +4,7 @@ each LLM step, output ones after its response.
 Workflow code: each guardrail is a ``run_guardrail`` activity on the run's
 own task queue (the models worker: LLM judges need its provider keys), those
 of one stage in parallel; what their verdicts mean comes from the pure
-helpers of :mod:`agentloop.guardrails`. Only runs whose spec names
+helpers of :mod:`agentloop.tools.guardrails`. Only runs whose spec names
 guardrails reach this code, so older runs replay as they were.
 """
 
@@ -14,14 +14,15 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.workflow import ActivityConfig
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.events import GuardrailTriggered
-    from agentloop.guardrails import (
+    from agentloop.shared import contracts
+    from agentloop.shared.events import GuardrailTriggered
+    from agentloop.shared.guardrails import (
         GuardrailInfo,
         GuardrailResult,
         GuardrailStage,
@@ -34,27 +35,27 @@ with workflow.unsafe.imports_passed_through():
         missing_guardrails_message,
         tripped_message,
     )
-    from agentloop.messages import Message
-    from agentloop.pricing import run_cost
-    from agentloop.report import GuardrailReport, StepReport
-    from agentloop.spec import AgentSpec
+    from agentloop.shared.messages import Message
+    from agentloop.shared.pricing import run_cost
+    from agentloop.shared.report import GuardrailReport, StepReport
+    from agentloop.shared.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import FailRun
     from agentloop.workflows.recorder import RunRecorder
-    from agentloop.workflows.state import LoopState
+    from agentloop.shared.state import LoopState
     from agentloop.workflows.versions import GUARDRAIL_USAGE_PATCH
 
 #: How long finding the spec's guardrails may take.
 RESOLVE_GUARDRAILS_TIMEOUT = timedelta(seconds=30)
 
 
-def guardrail_options(spec: AgentSpec) -> calls.ActivityOptions:
+def guardrail_options(spec: AgentSpec) -> ActivityConfig:
     """One guardrail: an LLM step's limits (a judge is one), retried with
     backoff, ``llm_max_attempts`` attempts."""
-    return calls.ActivityOptions(
-        start_to_close=timedelta(seconds=spec.llm_timeout_seconds),
-        heartbeat=timedelta(seconds=spec.heartbeat_timeout_seconds),
-        retry=RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
+    return ActivityConfig(
+        start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
+        heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
+        retry_policy=RetryPolicy(initial_interval=timedelta(seconds=1), backoff_coefficient=2.0,
                           maximum_interval=timedelta(seconds=60), maximum_attempts=spec.llm_max_attempts),
     )
 
@@ -78,8 +79,9 @@ class GuardrailRunner:
 
     async def prepare(self) -> FailRun | None:
         """Find the spec's guardrails on the worker; a name it lacks fails the run."""
-        resolved: ResolveGuardrailsResult = await workflow.execute_activity_method(
-            AgentActivities.resolve_guardrails, ResolveGuardrailsInput(names=self.spec.guardrails),
+        resolved = await workflow.execute_activity(
+            contracts.RESOLVE_GUARDRAILS, ResolveGuardrailsInput(names=self.spec.guardrails),
+            result_type=ResolveGuardrailsResult,
             summary="resolve guardrails", start_to_close_timeout=RESOLVE_GUARDRAILS_TIMEOUT,
         )
         if resolved.missing:
@@ -116,9 +118,9 @@ class GuardrailRunner:
         input = RunGuardrailInput(name=name, stage=stage, run_id=self.run_id, step=self.state.step,
                                   agent_name=spec.name, model=spec.model, messages=messages)
         try:
-            return await workflow.execute_activity_method(
-                AgentActivities.run_guardrail, input, summary=f"guardrail {name} ({stage})",
-                **guardrail_options(spec).kwargs())
+            return await workflow.execute_activity(
+                contracts.RUN_GUARDRAIL, input, result_type=GuardrailResult, summary=f"guardrail {name} ({stage})",
+                **guardrail_options(spec))
         except ActivityError as err:
             calls.reraise_cancel(err)
             after = calls.attempts_note(err, spec.llm_max_attempts)

@@ -14,12 +14,12 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.events import RunContinued
-    from agentloop.report import AgentRunReport
-    from agentloop.run import AgentRunInput
+    from agentloop.shared.events import RunContinued
+    from agentloop.shared.report import AgentRunReport
+    from agentloop.shared.run import AgentRunInput
     from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due, newest_within
     from agentloop.workflows.recorder import RunRecorder
-    from agentloop.workflows.state import LoopState, PendingStep
+    from agentloop.shared.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
 CARRIED_EVENTS = 1000

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, Union
 
-from agentloop.activity_io import ModelResponse, ToolDefinition
-from agentloop.approvals import (
+from agentloop.shared.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.approvals import (
     ApprovalDecision,
     PendingAction,
     PendingApproval,
@@ -29,10 +29,10 @@ from agentloop.approvals import (
     ToolOutput,
     check_permission,
 )
-from agentloop.messages import ToolCallPart, ToolResultPart
-from agentloop.pricing import check_budget, run_cost
-from agentloop.report import RunReason, Usage
-from agentloop.spec import AgentSpec
+from agentloop.shared.messages import ToolCallPart, ToolResultPart
+from agentloop.shared.pricing import check_budget, run_cost
+from agentloop.shared.report import RunReason, Usage
+from agentloop.shared.spec import AgentSpec
 
 # After a model response ---------------------------------------------------------
 

@@ -17,8 +17,8 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.approvals import cut_text
-    from agentloop.events import (
+    from agentloop.shared.approvals import cut_text
+    from agentloop.shared.events import (
         EVENTS_TOPIC,
         RunCancelled,
         RunCompleted,
@@ -27,11 +27,11 @@ with workflow.unsafe.imports_passed_through():
         StepCreated,
         ToolExecutionCompleted,
     )
-    from agentloop.messages import ToolResultPart
-    from agentloop.report import REPORT_TEXT_LIMIT, RunReason, RunStatus, StepReport, ToolCallReport
-    from agentloop.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT, AgentRunResult
-    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
-    from agentloop.workflows.state import LoopState
+    from agentloop.shared.messages import ToolResultPart
+    from agentloop.shared.report import REPORT_TEXT_LIMIT, RunReason, RunStatus, StepReport, ToolCallReport
+    from agentloop.shared.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT, AgentRunResult
+    from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
+    from agentloop.shared.state import LoopState
 
 
 def ms(delta: timedelta) -> float:

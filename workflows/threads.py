@@ -22,7 +22,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.events import (
+    from agentloop.shared.events import (
         EVENT_ADAPTER,
         EVENTS_TOPIC,
         MessageDelta,
@@ -35,11 +35,11 @@ with workflow.unsafe.imports_passed_through():
         TurnStarted,
         message_id,
     )
-    from agentloop.messages import Message
-    from agentloop.report import report_text
-    from agentloop.search_attributes import AGENT_THREAD
-    from agentloop.spec import AgentSpec
-    from agentloop.threads import (
+    from agentloop.shared.messages import Message
+    from agentloop.shared.report import report_text
+    from agentloop.shared.search_attributes import AGENT_THREAD
+    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.threads import (
         TURNS_KEPT,
         MessageAccepted,
         QueuedMessage,
@@ -59,7 +59,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.workflows.loop_logic import FailRun, FinalAnswer, Stopped, max_steps_message
     from agentloop.workflows.recorder import RunRecorder
-    from agentloop.workflows.state import LoopState
+    from agentloop.shared.state import LoopState
 
 #: How one turn's steps end (what ``AgentRunWorkflow._steps`` returns).
 TurnEnd = Union[FinalAnswer, Stopped, FailRun]

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from temporalio import workflow
 
+with workflow.unsafe.imports_passed_through():
+    from agentloop.shared import contracts
+
 #: Patch marker of runs started with permissions, approvals, requires_action,
 #: stop and search attributes. Runs recorded before it replay without them.
 HITL_PATCH = "agentloop-hitl-1"
@@ -26,8 +29,6 @@ LONG_RUNS_PATCH = "agentloop-long-runs-1"
 #: execute_tool) to the tools queue, ``<the run's task queue>-tools``, served by
 #: workers that hold no provider keys. Older runs send them to the run's queue.
 TOOL_QUEUE_PATCH = "agentloop-tool-queue-1"
-#: The tools queue's name is the run's task queue plus this.
-TOOL_QUEUE_SUFFIX = "-tools"
 
 #: Patch marker of runs that take an ``approve`` or ``submit_tool_outputs``
 #: signal with text over its limit cut (and noted); older runs ignored such a
@@ -103,7 +104,7 @@ class Features:
     def of_this_run() -> Features:
         """The run's features (records the marker in a new run; reads the
         markers on replay)."""
-        tools_queue = workflow.info().task_queue + TOOL_QUEUE_SUFFIX
+        tools_queue = workflow.info().task_queue + contracts.TOOL_QUEUE_SUFFIX
         if workflow.patched(RESOLVE_HERE_PATCH):
             return Features(hitl=True, by_reference=True, tool_queue=tools_queue, lean=True, resolve_here=True)
         if workflow.patched(LEAN_PATCH):

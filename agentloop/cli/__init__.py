@@ -24,7 +24,7 @@ commands), :mod:`~agentloop.cli.serve` (``dev``, ``worker``),
 :mod:`~agentloop.cli.embedded` (the embedded server and finding a server),
 :mod:`~agentloop.cli.chat` (``chat``), :mod:`~agentloop.cli.common`.
 
-``run`` and ``watch`` render the run's event stream (``agentloop.render``):
+``run`` and ``watch`` render the run's event stream (``agentloop.cli.render``):
 a live view on a terminal, ``[step N] ...`` lines otherwise, or with
 ``--jsonl`` one event per line and nothing else on stdout.
 """
@@ -47,7 +47,7 @@ from agentloop.cli.run import cmd_run, cmd_watch
 from agentloop.cli.serve import cmd_dev, cmd_worker
 from agentloop.cli.threads import cmd_send, cmd_steer
 from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
-from agentloop.errors import DecisionRejected, UserError
+from agentloop.shared.errors import DecisionRejected, UserError
 
 __all__ = ["CommandFailed", "build_parser", "entrypoint", "main"]
 

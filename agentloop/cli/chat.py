@@ -35,13 +35,13 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import CommandFailed, existing_workspace, say, temporal_status
-from agentloop.errors import AgentLoopError, UserError
-from agentloop.render import args_json, describe_compaction, describe_decision, describe_guardrail, short
+from agentloop.shared.errors import AgentLoopError, UserError
+from agentloop.cli.render import args_json, describe_compaction, describe_decision, describe_guardrail, short
 
 if TYPE_CHECKING:
-    from agentloop.approvals import PendingApproval
-    from agentloop.client import AgentClient, AgentRunHandle
-    from agentloop.messages import Message
+    from agentloop.shared.approvals import PendingApproval
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.shared.messages import Message
 
 
 #: How many of a resumed thread's last messages the recap shows.
@@ -404,7 +404,7 @@ class ApprovalAsker:
         self.view.show_prompt(self.prompt_text())
 
     async def answer(self, line: str) -> None:
-        from agentloop.approvals import ApprovalDecision
+        from agentloop.shared.approvals import ApprovalDecision
 
         approval = self.asking
         assert approval is not None
@@ -501,7 +501,7 @@ def new_thread_id() -> str:
 async def cmd_chat(args: argparse.Namespace) -> int:
     from agentloop.cli.embedded import command_config, session
     from agentloop.cli.run import spec_of_run, stdin_is_terminal
-    from agentloop.client import AgentClient
+    from agentloop.client.agent_client import AgentClient
 
     thread_id = args.thread or new_thread_id()
     # A new thread needs an agent: say what is missing before starting anything.
@@ -555,7 +555,7 @@ class Chat:
             return
         from temporalio.client import WorkflowExecutionStatus
 
-        from agentloop.search_attributes import AGENT_MODEL, AGENT_THREAD
+        from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_THREAD
 
         run = shlex.quote(self.thread_id)
         if not description.typed_search_attributes.get(AGENT_THREAD):

@@ -10,10 +10,10 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentloop.errors import AgentLoopError, UserError
+from agentloop.shared.errors import AgentLoopError, UserError
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle
 
 T = TypeVar("T")
 
@@ -104,7 +104,7 @@ async def running_handle(client: AgentClient, run_id: str, request: str) -> Agen
     """The handle of a run that is still going; CommandFailed otherwise."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from agentloop.search_attributes import AGENT_STATUS
+    from agentloop.shared.search_attributes import AGENT_STATUS
 
     description = await describe_run(client, run_id)
     if description.status != WorkflowExecutionStatus.RUNNING:

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from agentloop.cli.common import ADDRESS_FILE, agentloop_home, say
-from agentloop.config import TemporalConfig, connect_client
-from agentloop.errors import UserError
+from agentloop.workers.config import TemporalConfig, connect_client
+from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentClient
+    from agentloop.client.agent_client import AgentClient
 
 #: The data directory's lock file: held by the command that runs the embedded server.
 LOCK_FILE = "server.lock"
@@ -161,7 +161,7 @@ def stop_stale_servers(db_file: Path) -> None:
         UserError: A server agentloop did not start uses the file, or one
             would not stop.
     """
-    from agentloop.devserver import servers_using, stop_process
+    from agentloop.workers.devserver import servers_using, stop_process
 
     for pid, ours in servers_using(db_file):
         if not ours:
@@ -241,7 +241,7 @@ async def ops_client() -> AgentClient:
     ``agentloop run``/``dev``. Never starts anything."""
     from temporalio.contrib.pydantic import pydantic_data_converter
 
-    from agentloop.client import AgentClient
+    from agentloop.client.agent_client import AgentClient
 
     config = TemporalConfig.from_env()
     if not config.address:
@@ -300,7 +300,7 @@ async def session(
     async with contextlib.AsyncExitStack() as stack:
         ui_url = None
         if config.address is None:
-            from agentloop.devserver import DevServer
+            from agentloop.workers.devserver import DevServer
 
             data_dir = data_dir or agentloop_home()
             lock = stack.enter_context(data_dir_lock(data_dir, command))

@@ -12,8 +12,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.errors import AgentRunFailed, DecisionRejected
-from agentloop.events import (
+from agentloop.shared.errors import AgentRunFailed, DecisionRejected
+from agentloop.shared.events import (
     AgentEvent,
     ApprovalRequested,
     MessageReset,
@@ -21,11 +21,11 @@ from agentloop.events import (
     SubAgentInvocationStarted,
     is_terminal,
 )
-from agentloop.render import EventRenderer, args_json
+from agentloop.cli.render import EventRenderer, args_json
 
 if TYPE_CHECKING:
-    from agentloop.approvals import PendingApproval
-    from agentloop.client import AgentRunHandle
+    from agentloop.shared.approvals import PendingApproval
+    from agentloop.client.agent_client import AgentRunHandle
 
 #: How long ``run``/``watch`` wait for a run's first event before saying that
 #: no worker may be answering (reading events needs one, even for ended runs).
@@ -106,7 +106,7 @@ class Prompter:
 
     async def answer(self, line: str | None) -> None:
         """Act on one typed line."""
-        from agentloop.approvals import ApprovalDecision
+        from agentloop.shared.approvals import ApprovalDecision
 
         if line is None:
             if self.asking is not None or self.queue:

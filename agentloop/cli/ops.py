@@ -15,12 +15,12 @@ from temporalio.service import RPCError
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say
 from agentloop.cli.embedded import ops_client
-from agentloop.errors import AgentRunFailed, UserError
-from agentloop.render import approve_commands, args_json, submit_command, when
+from agentloop.shared.errors import AgentRunFailed, UserError
+from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentClient, RunSummary
-    from agentloop.run import AgentRunResult, RunState
+    from agentloop.client.agent_client import AgentClient, RunSummary
+    from agentloop.shared.run import AgentRunResult, RunState
 
 
 def _read_output(text: str, stdin_used: list[bool]) -> str:
@@ -46,7 +46,7 @@ def _still_pending(ids: list[str]) -> str:
 
 
 async def cmd_approve(args: argparse.Namespace) -> int:
-    from agentloop.approvals import ApprovalDecision
+    from agentloop.shared.approvals import ApprovalDecision
 
     if args.deny and args.result is not None:
         raise UserError("--deny takes --reason, not --result; to answer the model with your own text "
@@ -77,7 +77,7 @@ async def cmd_approve(args: argparse.Namespace) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    from agentloop.approvals import ToolOutput
+    from agentloop.shared.approvals import ToolOutput
 
     pairs: list[tuple[str, str]] = []
     if args.call is not None:
@@ -125,7 +125,7 @@ def _table(rows: list[list[str]]) -> list[str]:
 async def cmd_list(args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from agentloop.client import runs_query
+    from agentloop.client.agent_client import runs_query
 
     client = await ops_client()
     try:
@@ -179,8 +179,8 @@ async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tu
     are unknown. They come from the run's result; a cancelled (or
     terminated) run has none, so they come from its ``state`` query, which a
     worker answers."""
-    from agentloop.run import RunState
-    from agentloop.search_attributes import AGENT_MODEL, AGENT_NAME
+    from agentloop.shared.run import RunState
+    from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME
 
     attrs = description.typed_search_attributes
     state = RunState(run_id=run_id, status="failed", agent_name=attrs.get(AGENT_NAME) or "",

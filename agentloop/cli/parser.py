@@ -6,7 +6,7 @@ import argparse
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, RUN_STATUSES
 from agentloop.cli.threads import add_thread_commands
-from agentloop.config import WORKER_ROLES
+from agentloop.workers.config import WORKER_ROLES
 
 def version_line() -> str:
     """``agentloop --version``: this package's version and what it runs on."""

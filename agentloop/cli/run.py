@@ -15,11 +15,11 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
 from agentloop.cli.embedded import command_config, ops_client, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
-from agentloop.errors import AgentRunFailed, UserError, describe_validation_error
-from agentloop.render import make_renderer, when
+from agentloop.shared.errors import AgentRunFailed, UserError, describe_validation_error
+from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentRunHandle, RunIdInUse
+    from agentloop.client.agent_client import AgentRunHandle, RunIdInUse
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
@@ -28,7 +28,7 @@ CANCEL_WAIT_SECONDS = 10.0
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from agentloop.client import AgentClient, RunIdInUse
+    from agentloop.client.agent_client import AgentClient, RunIdInUse
 
     if not args.instruction.strip():
         raise UserError("the instruction is empty: say what the agent should do, e.g. "
@@ -72,9 +72,9 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
 def spec_of_run(args: argparse.Namespace):
     """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
-    from agentloop.approvals import PermissionRule
+    from agentloop.shared.approvals import PermissionRule
     from agentloop.cli.spec_file import spec_from_file
-    from agentloop.spec import AgentSpec
+    from agentloop.shared.spec import AgentSpec
 
     model = args.model or os.environ.get("AGENTLOOP_MODEL")
     if args.spec:
@@ -155,7 +155,7 @@ async def _cancel_and_wait(handle: AgentRunHandle) -> str:
 async def cmd_watch(args: argparse.Namespace) -> int:
     if args.from_offset < 0:
         raise UserError(f"--from {args.from_offset}: an offset is 0 or more (an event's seq)")
-    from agentloop.search_attributes import AGENT_STATUS
+    from agentloop.shared.search_attributes import AGENT_STATUS
 
     client = await ops_client()
     description = await describe_run(client, args.run)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from agentloop.cli.common import existing_workspace, say
 from agentloop.cli.embedded import session
-from agentloop.config import TemporalConfig
-from agentloop.errors import UserError
+from agentloop.workers.config import TemporalConfig
+from agentloop.shared.errors import UserError
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:

@@ -1,5 +1,5 @@
 """``agentloop export``, ``agentloop start --from`` and ``agentloop fork``:
-snapshots of runs (:mod:`agentloop.snapshot`). Like the ops commands they
+snapshots of runs (:mod:`agentloop.shared.snapshots`). Like the ops commands they
 talk to runs on ``TEMPORAL_ADDRESS`` or the embedded server of a running
 command, and never start a server or a worker: the new runs are run by the
 workers already polling the task queue."""
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run
 from agentloop.cli.embedded import ops_client
-from agentloop.errors import UserError
+from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentClient, AgentRunHandle
-    from agentloop.snapshot import AgentSnapshot
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.shared.snapshots import AgentSnapshot
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def read_snapshot_file(path: str) -> AgentSnapshot:
         UserError: No such file, not readable, not JSON, not a snapshot,
             another major version (``SnapshotError``).
     """
-    from agentloop.snapshot import load_snapshot
+    from agentloop.shared.snapshots import load_snapshot
 
     if path == "-":
         return load_snapshot(sys.stdin.buffer.read(), "the snapshot on stdin")
@@ -63,7 +63,7 @@ def read_snapshot_file(path: str) -> AgentSnapshot:
 
 async def cmd_start(args: argparse.Namespace) -> int:
     from agentloop.cli.run import run_id_in_use
-    from agentloop.client import RunIdInUse
+    from agentloop.client.agent_client import RunIdInUse
 
     snapshot = read_snapshot_file(args.from_file)
     client = await ops_client()
@@ -82,7 +82,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
 
 async def cmd_fork(args: argparse.Namespace) -> int:
     from agentloop.cli.run import run_id_in_use
-    from agentloop.client import RunIdInUse
+    from agentloop.client.agent_client import RunIdInUse
 
     client = await ops_client()
     snapshot = await _export(client, args.run)

@@ -12,10 +12,10 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
-from agentloop.errors import AgentRunFailed, DecisionRejected, UserError
+from agentloop.shared.errors import AgentRunFailed, DecisionRejected, UserError
 
 if TYPE_CHECKING:
-    from agentloop.client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle
 
 
 @asynccontextmanager
@@ -24,7 +24,7 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
     ``agentloop dev``, or the embedded server with a worker in this process
     (a thread's run waits in the embedded server's data between commands)."""
     from agentloop.cli.embedded import command_config, session
-    from agentloop.client import AgentClient
+    from agentloop.client.agent_client import AgentClient
 
     config, _ = command_config(getattr(args, "imports", []))
     embedded = config.address is None
@@ -35,7 +35,7 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
 
 async def cmd_send(args: argparse.Namespace) -> int:
     from agentloop.cli.follow import follow
-    from agentloop.render import make_renderer
+    from agentloop.cli.render import make_renderer
 
     if not args.message.strip():
         raise UserError(f"the message is empty: say something, e.g. agentloop send {shlex.quote(args.thread)} \"and now?\"")

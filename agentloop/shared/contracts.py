@@ -1,0 +1,41 @@
+"""The names both sides of a Temporal boundary use: the contract.
+
+A client starts ``AgentRunWorkflow`` by name, a workflow calls its
+activities by name, and a worker registers both under these names. They
+never change: runs in flight and other languages' clients depend on them.
+"""
+
+#: The workflow type name agent runs are started with.
+WORKFLOW_NAME = "AgentRunWorkflow"
+
+#: Largest run input a run is started with (Temporal's payload limit is
+#: 2 MB, and the run's first events carry the input again).
+MAX_INPUT_BYTES = 1_500_000
+
+
+#: The suffix of the task queue that serves tool activities beside a run's own
+#: queue (``<queue>-tools``), for workers started with role ``tools``.
+TOOL_QUEUE_SUFFIX = "-tools"
+
+
+# The agent's activities, by the names workers register them under and runs
+# call them by (agentloop/activities/agent_activities.py defines them).
+
+#: One LLM call: a step, or a compaction summary.
+CALL_MODEL = "call_model"
+#: One tool call, on the tools queue.
+EXECUTE_TOOL = "execute_tool"
+#: One call of a tool registered ``local=True``: a local activity of the run's worker.
+EXECUTE_TOOL_HERE = "execute_tool_here"
+#: The definitions of the spec's tools, on the tools queue.
+RESOLVE_TOOLS = "resolve_tools"
+#: The same, as a local activity of a worker that also serves the tools.
+RESOLVE_TOOLS_HERE = "resolve_tools_here"
+#: The run's context from the worker's context providers.
+LOAD_CONTEXT = "load_context"
+#: The spec's tool hooks around an activity tool's call.
+RUN_TOOL_HOOKS = "run_tool_hooks"
+#: Which of the spec's guardrails the worker has.
+RESOLVE_GUARDRAILS = "resolve_guardrails"
+#: One guardrail's verdict.
+RUN_GUARDRAIL = "run_guardrail"

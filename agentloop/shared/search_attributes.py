@@ -1,0 +1,69 @@
+"""The search attributes a run keeps up to date, for operators' queries::
+
+    temporal workflow list --query 'AgentStatus="awaiting_approval"'
+
+A cluster must know them before a worker runs (the embedded dev server
+registers them itself); README shows the ``temporal operator
+search-attribute create`` command.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+if TYPE_CHECKING:
+    from agentloop.shared.spec import AgentSpec
+
+#: The run's status (``agentloop.shared.run.RunStatus``).
+AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
+#: ``AgentSpec.name``.
+AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
+#: ``AgentSpec.model``, ``provider:model``.
+AGENT_MODEL = SearchAttributeKey.for_keyword("AgentModel")
+#: Names of the tools whose calls wait for approval or client outputs.
+AGENT_PENDING_TOOLS = SearchAttributeKey.for_keyword_list("AgentPendingTools")
+#: A sub-agent's run: the run that delegated to it.
+AGENT_PARENT_RUN = SearchAttributeKey.for_keyword("AgentParentRun")
+#: A sub-agent's run: the top run of its tree (``AgentRootRun="<run id>"``
+#: finds every run below it).
+AGENT_ROOT_RUN = SearchAttributeKey.for_keyword("AgentRootRun")
+
+#: A forked run: the run it was forked from (``AgentForkedFrom="<run id>"``
+#: finds every fork of a run).
+AGENT_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")
+
+#: A thread's run: the thread id (``AgentThread="<thread id>"`` finds every
+#: run of a thread, across continue-as-new).
+AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
+
+#: Every attribute, by name, with its Temporal type (as the CLI spells it).
+SEARCH_ATTRIBUTES: dict[str, str] = {
+    AGENT_STATUS.name: "Keyword",
+    AGENT_NAME.name: "Keyword",
+    AGENT_MODEL.name: "Keyword",
+    AGENT_PENDING_TOOLS.name: "KeywordList",
+    AGENT_PARENT_RUN.name: "Keyword",
+    AGENT_ROOT_RUN.name: "Keyword",
+    AGENT_THREAD.name: "Keyword",
+    AGENT_FORKED_FROM.name: "Keyword",
+}
+
+
+def create_commands(namespace: str = "default") -> list[str]:
+    """The ``temporal`` commands that register the attributes on a cluster."""
+    return [
+        f"temporal operator search-attribute create --namespace {namespace} --name {name} --type {kind}"
+        for name, kind in SEARCH_ATTRIBUTES.items()
+    ]
+
+
+def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:
+    """What a run is indexed with from its start, so ``temporal workflow
+    list`` finds it at once (the run keeps them current from then on)."""
+    return TypedSearchAttributes([
+        SearchAttributePair(AGENT_STATUS, "running"),
+        SearchAttributePair(AGENT_NAME, spec.name),
+        SearchAttributePair(AGENT_MODEL, spec.model),
+    ])

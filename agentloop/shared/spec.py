@@ -1,0 +1,368 @@
+"""The agent's configuration: model, prompt, tools, limits."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.activity_tools import ActivityTool
+from agentloop.shared.approvals import DefaultPermission, PermissionRule
+from agentloop.shared.context import ContextLayer, ContextPolicy, compose_system_prompt
+from agentloop.shared.model_settings import ThinkingConfig, check_tool_choice
+from agentloop.shared.pricing import Budget, price_for, validate_budget
+from agentloop.shared.threads import DoubleTexting
+
+#: What the model is asked before a run completes, with
+#: ``verify_before_completing``.
+DEFAULT_VERIFICATION_PROMPT = (
+    "Before you finish: check your work against the original request. If something is "
+    "missing or wrong, fix it now (use tools if needed). If everything is done, reply with "
+    "your final answer again."
+)
+
+#: How deep sub-agents may nest by default (``AgentSpec.max_depth``).
+DEFAULT_MAX_DEPTH = 3
+
+#: What a sub-agent's name (its tool's name) may be.
+_SUB_AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+#: Providers a model string may name, as ``provider:model``.
+KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
+
+
+def parse_model(model: str) -> tuple[str, str]:
+    """Split ``provider:model`` into its two halves, with a clear error.
+
+    Raises:
+        ValueError: The string has no provider prefix or names an unknown one.
+    """
+    provider, sep, name = model.partition(":")
+    if not sep or not provider or not name:
+        raise ValueError(
+            f"model {model!r} must be 'provider:model', e.g. 'openai:gpt-4.1-mini' or "
+            f"'anthropic:claude-sonnet-4-5'; providers: {', '.join(KNOWN_PROVIDERS)}"
+        )
+    if provider not in KNOWN_PROVIDERS:
+        raise ValueError(
+            f"unknown model provider {provider!r} in {model!r}; use one of "
+            f"{', '.join(KNOWN_PROVIDERS)} (any OpenAI-compatible server works as "
+            "'openai:<model>' with OPENAI_BASE_URL set on the worker)"
+        )
+    return provider, name
+
+
+class AgentSpec(BaseModel):
+    """What an agent is: its model, instructions, tools and limits.
+
+    Attributes:
+        model: ``provider:model``, e.g. ``openai:gpt-4.1-mini``,
+            ``anthropic:claude-sonnet-4-5``, or ``scripted:<name>`` for a
+            scripted model registered in the worker (tests and offline demos).
+        name: The agent's name, shown in reports and to operators.
+        system_prompt: Instructions sent as the system prompt on every step.
+        tools: Names of tools registered in the worker that the model may call.
+        mcp_servers: Names of MCP servers configured on the worker whose
+            tools the model may call, each as ``server__tool`` (README
+            "Tools from MCP servers"); listed once, at the run's start.
+        activity_tools: Tools that are Temporal activities on their own task
+            queues, called directly by the run (README "Activities as
+            tools"; :func:`~agentloop.shared.activity_tools.activity_as_tool`).
+        max_steps: Most LLM steps a run may take; at least one always runs.
+        max_tool_call_continuations: Most LLM steps that may follow tool
+            results; ``None`` leaves only ``max_steps`` in force.
+        max_consecutive_failed_tool_steps: The run fails once this many steps
+            in a row had every one of their tool calls fail. ``1`` (the
+            default) fails the run at the first such step; raise it to let the
+            model see the errors and recover.
+        parallel_tool_calls: Run the tool calls of one step concurrently.
+        tool_timeout_seconds: Default limit for one tool call.
+        tool_timeouts: Per-tool limits that override the default, by name.
+        tool_output_limit: Most characters of a tool's output that reach the
+            model; longer output is cut with a visible note.
+        temperature: Sampling temperature; provider default when unset.
+        max_tokens: Most output tokens per LLM step; provider default when unset
+            (Anthropic requires one: 4096 is used).
+        llm_timeout_seconds: Limit for one LLM attempt.
+        llm_max_attempts: Attempts for one LLM step (retryable errors only).
+        tool_max_attempts: Attempts for one tool call when its worker is lost
+            or the activity fails outside the tool; a tool's own errors are
+            results and never retried.
+        heartbeat_timeout_seconds: How soon Temporal notices a lost worker
+            during an LLM step or tool call and retries it elsewhere.
+        workspace: Directory the built-in file and shell tools are confined to,
+            on the worker; the worker's ``AGENTLOOP_WORKSPACE`` (or its working
+            directory) when unset.
+        permissions: Permission rules, first match wins (see
+            :class:`~agentloop.shared.approvals.PermissionRule`).
+        default_permission: What applies to a call no rule matches. ``auto``
+            (the default) allows read-only tools and asks for every other.
+        approval_timeout_seconds: A call waiting for approval this long is
+            denied (the model hears so); waits forever when unset.
+        client_tools: Tools the client declares and runs itself: the model
+            may call them, and the run waits in ``requires_action`` until the
+            client submits their outputs.
+        stream_deltas: Publish text, thinking and tool-call deltas on the
+            run's event stream as the provider streams them (each batch is a
+            signal in the run's history; turn off for batch jobs nobody watches).
+        stream_batch_seconds: Most time a delta waits before it is published;
+            the first delta of a step goes at once.
+        system_layers: Extra named layers of the system prompt (seed 004):
+            stable layers first, then by priority, so providers' prompt
+            caches keep hitting; ``system_prompt`` is the first stable layer.
+        context: Context window management: with ``context_window_tokens``
+            set, old tool outputs are pruned and then older history is
+            summarised once the estimate passes ``threshold`` of the window.
+        budget: Cost and token limits; a run past one ends ``failed`` with
+            reason ``cost_limit``.
+        continue_as_new_every_steps: Continue the run as a new Temporal run
+            after this many steps (it always does when Temporal suggests
+            it); the run id stays the same. None: only when suggested.
+        verify_before_completing: Before completing, ask the model once to
+            check its work (``verification_prompt``); it may confirm or go on.
+        verification_prompt: The question asked.
+        sub_agents: Agents this one may delegate to, by name: the model sees
+            one tool per sub-agent, named after it, taking ``{"task": ...}``;
+            each call runs the sub-agent as a child workflow (README
+            "Sub-agents").
+        max_depth: How deep sub-agents may nest below the run's top agent
+            (its sub-agents are level 1, theirs level 2...). A run whose
+            spec nests deeper is refused at start; a sub-agent's runs keep
+            the top agent's limit.
+        guardrails: Guardrails registered on the worker (function guardrails
+            and LLM judges, ``agentloop.tools.guardrails``), by name: input ones run
+            before each LLM step, output ones after its response; a tripwire
+            ends the run with reason ``guardrail``.
+        tool_hooks: Tool hooks registered on the tools worker
+            (``agentloop.tools.hooks``), by name, in order: ``before_tool_call``
+            ones may skip a call or give its result, ``on_tool_error`` ones
+            a fallback result or the run's end (reason ``tool_error``).
+        tool_choice: ``auto`` (the model decides; nothing is sent),
+            ``required`` (it must call a tool), ``none`` (it may not), or a
+            tool's name (it must call that one). Named and ``required`` keep
+            the model from answering: pair them with ``max_steps``.
+        thinking: Extended thinking (Anthropic's ``budget_tokens``) or
+            reasoning effort (OpenAI's ``effort``); either derives the other.
+            Not with ``temperature``.
+        context_providers: Context providers registered on the tools worker
+            (``agentloop.context_provider``), by name: each adds a system
+            layer at the run's start or before each step.
+        agents_md: Make the workspace root's ``AGENTS.md``, when present, a
+            system layer. None (the default): runs with tools (or MCP
+            servers) read it with their tool list, at no extra activity;
+            runs without tools use no workspace and read none. True: every
+            run reads it (a ``load_context`` activity at the start). False:
+            never.
+        workspace_listing: Put a listing of the workspace (two levels) in
+            the run's first user turn.
+        double_texting: What a thread does with a message that arrives
+            while it answers another (``enqueue``, ``interrupt``,
+            ``rollback``, ``reject``; README "Conversations"); the run's
+            ``thread`` options and the message itself may say otherwise.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    name: str = "agent"
+    system_prompt: str = ""
+    tools: list[str] = Field(default_factory=list)
+    mcp_servers: list[str] = Field(default_factory=list)
+    activity_tools: list[ActivityTool] = Field(default_factory=list)
+    max_steps: int = Field(default=16, ge=1)
+    max_tool_call_continuations: int | None = Field(default=None, ge=0)
+    max_consecutive_failed_tool_steps: int = Field(default=1, ge=1)
+    parallel_tool_calls: bool = True
+    tool_timeout_seconds: float = Field(default=120.0, gt=0)
+    tool_timeouts: dict[str, float] = Field(default_factory=dict)
+    tool_output_limit: int = Field(default=16_000, ge=256, le=1_000_000)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+    llm_timeout_seconds: float = Field(default=600.0, gt=0)
+    llm_max_attempts: int = Field(default=5, ge=1)
+    tool_max_attempts: int = Field(default=3, ge=1)
+    heartbeat_timeout_seconds: float = Field(default=30.0, gt=0)
+    workspace: str | None = None
+    permissions: list[PermissionRule] = Field(default_factory=list)
+    default_permission: DefaultPermission = "auto"
+    approval_timeout_seconds: float | None = Field(default=None, gt=0)
+    client_tools: list[ToolDefinition] = Field(default_factory=list)
+    stream_deltas: bool = True
+    stream_batch_seconds: float = Field(default=0.1, gt=0, le=10)
+    system_layers: list[ContextLayer] = Field(default_factory=list)
+    context: ContextPolicy = Field(default_factory=ContextPolicy)
+    budget: Budget = Field(default_factory=Budget)
+    continue_as_new_every_steps: int | None = Field(default=None, ge=1)
+    verify_before_completing: bool = False
+    verification_prompt: str = DEFAULT_VERIFICATION_PROMPT
+    sub_agents: dict[str, SubAgent] = Field(default_factory=dict)
+    max_depth: int = Field(default=DEFAULT_MAX_DEPTH, ge=1, le=10)
+    guardrails: list[str] = Field(default_factory=list)
+    tool_hooks: list[str] = Field(default_factory=list)
+    tool_choice: str = "auto"
+    thinking: ThinkingConfig | None = None
+    context_providers: list[str] = Field(default_factory=list)
+    agents_md: bool | None = None
+    workspace_listing: bool = False
+    double_texting: DoubleTexting = "enqueue"
+
+    @field_validator("model")
+    @classmethod
+    def _check_model(cls, value: str) -> str:
+        parse_model(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check_budget(self) -> AgentSpec:
+        validate_budget(self.model, self.budget)
+        return self
+
+    @property
+    def composed_system_prompt(self) -> str:
+        """``system_prompt`` and ``system_layers``, in cache-friendly order."""
+        if not self.system_layers:
+            return self.system_prompt
+        base = ContextLayer(name="system", content=self.system_prompt, priority=0, stable=True)
+        return compose_system_prompt([base, *self.system_layers])
+
+    @model_validator(mode="after")
+    def _check_client_tools(self) -> AgentSpec:
+        names = [t.name for t in self.client_tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"client_tools declares {', '.join(duplicates)} more than once")
+        clash = sorted(set(names) & set(self.tools))
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} is both a worker tool (tools) and a client tool (client_tools); "
+                "keep it in one list"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_activity_tools(self) -> AgentSpec:
+        names = [t.name for t in self.activity_tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"activity_tools declares {', '.join(duplicates)} more than once")
+        clash = sorted(set(names) & (set(self.tools) | {t.name for t in self.client_tools} | set(self.sub_agents)))
+        if clash:
+            raise ValueError(f"{', '.join(clash)} is both an activity tool (activity_tools) and a tool or sub-agent "
+                             "(tools, client_tools or sub_agents); keep it in one list")
+        return self
+
+    @model_validator(mode="after")
+    def _check_sub_agents(self) -> AgentSpec:
+        for name in self.sub_agents:
+            if not _SUB_AGENT_NAME.match(name):
+                raise ValueError(
+                    f"sub-agent name {name!r} is not allowed: the model calls it as a tool, so use "
+                    "1-64 letters, digits, '_' or '-'"
+                )
+        clash = sorted(set(self.sub_agents) & (set(self.tools) | {t.name for t in self.client_tools}))
+        if clash:
+            raise ValueError(
+                f"{', '.join(clash)} is both a sub-agent (sub_agents) and a tool (tools or client_tools); "
+                "the model calls sub-agents as tools, so give them different names"
+            )
+        if self.budget.cost_limit_usd is not None:
+            for name, sub in self.sub_agents.items():
+                prices = Budget(prices={**self.budget.prices, **sub.spec.budget.prices})
+                if price_for(sub.spec.model, prices) is None:
+                    raise ValueError(
+                        f"budget.cost_limit_usd is set, and it holds for the sub-agents too, but the price of "
+                        f"sub-agent {name}'s model {sub.spec.model!r} is unknown; add it to budget.prices, or "
+                        "limit tokens with max_total_tokens instead"
+                    )
+        return self
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _check_tool_choice(cls, value: str) -> str:
+        return check_tool_choice(value)
+
+    @model_validator(mode="after")
+    def _check_thinking(self) -> AgentSpec:
+        if self.thinking is None:
+            return self
+        if self.temperature is not None:
+            raise ValueError("thinking and temperature cannot be set together (reasoning models take the default "
+                             "temperature); unset one of them")
+        if self.provider == "anthropic" and self.tool_choice not in ("auto", "none"):
+            raise ValueError(f"Anthropic's extended thinking takes tool_choice 'auto' or 'none' only, not "
+                             f"{self.tool_choice!r}; unset thinking or tool_choice")
+        return self
+
+    @field_validator("guardrails", "tool_hooks", "context_providers")
+    @classmethod
+    def _check_worker_names(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        duplicates = sorted({n for n in value if value.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"{info.field_name} names {', '.join(duplicates)} more than once")
+        if any(not n.strip() for n in value):
+            raise ValueError(f"{info.field_name} holds an empty name; name ones registered on the worker")
+        return value
+
+    @property
+    def provider(self) -> str:
+        """The provider half of ``model``."""
+        return parse_model(self.model)[0]
+
+    @property
+    def model_name(self) -> str:
+        """The model half of ``model``."""
+        return parse_model(self.model)[1]
+
+    def timeout_for(self, tool_name: str) -> float:
+        """The time limit, in seconds, for one call of ``tool_name``."""
+        return self.tool_timeouts.get(tool_name, self.tool_timeout_seconds)
+
+
+class SubAgent(BaseModel):
+    """An agent another agent may delegate to (``AgentSpec.sub_agents``).
+
+    Attributes:
+        spec: The sub-agent.
+        description: One line for the model: what the sub-agent is for
+            (the description of its tool).
+        history: ``none``: the sub-agent sees only the task. ``fork``: it
+            sees a copy of the delegating agent's conversation so far, then
+            the task.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: AgentSpec
+    description: str = ""
+    history: Literal["none", "fork"] = "none"
+
+
+AgentSpec.model_rebuild()
+
+
+def deepest_path(spec: AgentSpec) -> list[str]:
+    """Names along the deepest chain of sub-agents, ``spec``'s own first
+    (``["lead"]`` for an agent without sub-agents)."""
+    best: list[str] = []
+    for name, sub in spec.sub_agents.items():
+        below = deepest_path(sub.spec)
+        if len(below) >= len(best):
+            best = [name, *below[1:]]
+    return [spec.name, *best]
+
+
+def depth_problem(spec: AgentSpec, *, depth: int = 0, max_depth: int | None = None) -> str | None:
+    """Why a run of ``spec`` at ``depth`` (0 for a top-level run) may not
+    start, or None: its sub-agents nest past ``max_depth`` (``spec.max_depth``
+    when None)."""
+    limit = spec.max_depth if max_depth is None else max_depth
+    path = deepest_path(spec)
+    if depth + len(path) - 1 <= limit:
+        return None
+    where = f" below a run at depth {depth}" if depth else ""
+    return (
+        f"sub-agents nest {depth + len(path) - 1} levels deep ({' -> '.join(path)}{where}), past "
+        f"max_depth={limit}; flatten the team or raise AgentSpec.max_depth (at most 10) on the top agent"
+    )
