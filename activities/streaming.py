@@ -1,5 +1,6 @@
-"""Building a :class:`ModelResponse` from a streamed answer (seed 004's
-``accumulateStreamEvent``, ``finalizeUnendedToolCalls`` and ``buildStepResponse``).
+"""Building a :class:`ModelResponse` from a streamed answer: text and tool
+call deltas accumulated, tool calls left open at the end finalised, and the
+step's response built.
 
 Each provider adapter reads its own wire events and tells a
 :class:`StepAccumulator` what they mean: text, thinking, a tool call's start,

@@ -4,187 +4,153 @@ Backend code imports this package only::
 
     from agentloop import AgentClient, AgentSpec
 
-A Temporal application of your own adds :class:`AgentLoopPlugin` to its
-Client and Worker, and runs agents inside its workflows with
-:func:`agentloop.workflow.run_agent`. Scripted models for tests are in
+``__all__`` holds what users write in their code (docs/api.md lists it, a line
+each). A Temporal application of your own adds :class:`AgentLoopPlugin` to its
+Client and Worker and runs agents inside its workflows with
+:mod:`agentloop.workflow`; scripted models for tests are in
 :mod:`agentloop.testing`.
+
+Names that earlier versions exported here (every event class, the error
+subclasses, report parts, the model protocol...) stay importable from
+``agentloop``, from the module that defines them (:data:`_MORE`); they are not
+part of ``__all__``.
 """
 
 # First: registers the exit hook that keeps scripts using Temporal's client
-# from crashing at interpreter exit (see agentloop/teardown.py).
+# from crashing at interpreter exit (see agentloop/workers/teardown.py).
 import agentloop.workers.teardown  # noqa: F401  (isort: skip)
-from agentloop.shared.activity_io import ChatModel, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.shared.approvals import (
-    ApprovalDecision,
-    DecisionAccepted,
-    PendingAction,
-    PendingApproval,
-    PendingWork,
-    PermissionRule,
-    ToolOutput,
-)
-from agentloop.client.agent_client import AgentClient, AgentRunHandle, RunSummary
+from agentloop.client.agent_client import AgentClient
+from agentloop.shared.activity_tools import activity_as_tool
+from agentloop.shared.approvals import ApprovalDecision, PermissionRule, ToolOutput
 from agentloop.shared.context import ContextLayer, ContextPolicy
-from agentloop.shared.errors import (
-    AgentLoopError,
-    AgentRunCancelled,
-    AgentRunFailed,
-    ContentFiltered,
-    CostLimitExceeded,
-    DecisionRejected,
-    GuardrailTripped,
-    MaxStepsExceeded,
-    MaxToolCallContinuationsExceeded,
-    OutputLimitReached,
-    RunError,
-    ToolError,
-    ToolStepFailed,
-    UserError,
-    run_failed_class,
-)
-from agentloop.shared.events import (
-    AgentEvent,
-    ApprovalRequested,
-    ApprovalResolved,
-    ContextManaged,
-    GuardrailTriggered,
-    MessageCompleted,
-    MessageCreated,
-    MessageDelta,
-    MessageReset,
-    RequiresAction,
-    RunCancelled,
-    RunCompleted,
-    RunContinued,
-    RunCreated,
-    RunFailed,
-    RunStatusChanged,
-    StepCreated,
-    SubAgentInvocationCompleted,
-    SubAgentInvocationStarted,
-    ToolCallCompletedByLLM,
-    ToolCallCreated,
-    ToolExecutionCompleted,
-    ToolExecutionStarted,
-)
-from agentloop.tools.context import ContextRequest, context_provider
-from agentloop.tools.guardrails import GuardrailContext, guardrail, llm_judge
+from agentloop.shared.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
 from agentloop.shared.guardrails import GuardrailResult
-from agentloop.tools.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
-from agentloop.shared.model_settings import ThinkingConfig
-from agentloop.shared.messages import (
-    ContentPart,
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from agentloop.workers.plugin import AgentLoopPlugin
+from agentloop.shared.messages import Message
 from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.report import AgentRunReport, RunReason, StepReport, SubRunReport, ToolCallReport, Usage
-from agentloop.shared.run import AgentRunInput, AgentRunResult, RunState, RunStatus
-from agentloop.shared.activity_tools import ActivityTool, activity_as_tool
+from agentloop.shared.report import AgentRunReport, Usage
+from agentloop.shared.run import AgentRunResult
 from agentloop.shared.spec import AgentSpec, SubAgent
-from agentloop.tools.registry import Tool, ToolContext, ToolRegistry, default_registry, tool
+from agentloop.shared.threads import ThreadBusy, ThreadNotFound
+from agentloop.tools.context import context_provider, ContextRequest
+from agentloop.tools.guardrails import guardrail, GuardrailContext, llm_judge
+from agentloop.tools.hooks import before_tool_call, EndRun, Fallback, on_tool_error, Override, Skip, ToolCallInfo
+from agentloop.tools.registry import tool, ToolContext
+from agentloop.workers.plugin import AgentLoopPlugin
+from agentloop.shared.events import AgentEvent
 
 __all__ = [
     "AgentClient",
     "AgentEvent",
     "AgentLoopError",
     "AgentLoopPlugin",
-    "AgentRunCancelled",
     "AgentRunFailed",
-    "AgentRunHandle",
-    "AgentRunInput",
     "AgentRunReport",
     "AgentRunResult",
-    "ActivityTool",
     "AgentSpec",
     "ApprovalDecision",
-    "ApprovalRequested",
-    "ApprovalResolved",
     "Budget",
-    "ChatModel",
-    "ContentFiltered",
-    "ContentPart",
     "ContextLayer",
-    "ContextManaged",
     "ContextPolicy",
     "ContextRequest",
-    "CostLimitExceeded",
-    "DecisionAccepted",
     "DecisionRejected",
     "EndRun",
     "Fallback",
     "GuardrailContext",
     "GuardrailResult",
-    "GuardrailTriggered",
-    "GuardrailTripped",
-    "ImagePart",
-    "MaxStepsExceeded",
-    "MaxToolCallContinuationsExceeded",
     "Message",
-    "MessageCompleted",
-    "MessageCreated",
-    "MessageDelta",
-    "MessageReset",
     "ModelPrice",
-    "ModelRequest",
-    "ModelResponse",
-    "OutputLimitReached",
     "Override",
-    "PendingAction",
-    "PendingApproval",
-    "PendingWork",
     "PermissionRule",
-    "RequiresAction",
-    "RunCancelled",
-    "RunCompleted",
-    "RunContinued",
-    "RunCreated",
-    "RunError",
-    "RunFailed",
-    "RunReason",
-    "RunState",
-    "RunStatus",
-    "RunStatusChanged",
-    "RunSummary",
     "Skip",
-    "StepCreated",
-    "StepReport",
     "SubAgent",
-    "SubAgentInvocationCompleted",
-    "SubAgentInvocationStarted",
-    "SubRunReport",
-    "TextPart",
-    "ThinkingConfig",
-    "ThinkingPart",
-    "Tool",
-    "ToolCallCompletedByLLM",
-    "ToolCallCreated",
+    "ThreadBusy",
+    "ThreadNotFound",
     "ToolCallInfo",
-    "ToolCallPart",
-    "ToolCallReport",
     "ToolContext",
-    "ToolDefinition",
     "ToolError",
-    "ToolExecutionCompleted",
-    "ToolExecutionStarted",
     "ToolOutput",
-    "ToolRegistry",
-    "ToolResultPart",
-    "ToolStepFailed",
     "Usage",
     "UserError",
     "activity_as_tool",
     "before_tool_call",
     "context_provider",
-    "default_registry",
     "guardrail",
     "llm_judge",
     "on_tool_error",
-    "run_failed_class",
     "tool",
 ]
+
+#: Importable from ``agentloop`` as before, outside ``__all__``: name -> module.
+_MORE = {
+    "ActivityTool": "agentloop.shared.activity_tools",
+    "AgentRunCancelled": "agentloop.shared.errors",
+    "AgentRunHandle": "agentloop.client.agent_client",
+    "AgentRunInput": "agentloop.shared.run",
+    "ApprovalRequested": "agentloop.shared.events",
+    "ApprovalResolved": "agentloop.shared.events",
+    "ChatModel": "agentloop.shared.activity_io",
+    "ContentFiltered": "agentloop.shared.errors",
+    "ContentPart": "agentloop.shared.messages",
+    "ContextManaged": "agentloop.shared.events",
+    "CostLimitExceeded": "agentloop.shared.errors",
+    "DecisionAccepted": "agentloop.shared.approvals",
+    "GuardrailTriggered": "agentloop.shared.events",
+    "GuardrailTripped": "agentloop.shared.errors",
+    "ImagePart": "agentloop.shared.messages",
+    "MaxStepsExceeded": "agentloop.shared.errors",
+    "MaxToolCallContinuationsExceeded": "agentloop.shared.errors",
+    "MessageCompleted": "agentloop.shared.events",
+    "MessageCreated": "agentloop.shared.events",
+    "MessageDelta": "agentloop.shared.events",
+    "MessageReset": "agentloop.shared.events",
+    "ModelRequest": "agentloop.shared.activity_io",
+    "ModelResponse": "agentloop.shared.activity_io",
+    "OutputLimitReached": "agentloop.shared.errors",
+    "PendingAction": "agentloop.shared.approvals",
+    "PendingApproval": "agentloop.shared.approvals",
+    "PendingWork": "agentloop.shared.approvals",
+    "RequiresAction": "agentloop.shared.events",
+    "RunCancelled": "agentloop.shared.events",
+    "RunCompleted": "agentloop.shared.events",
+    "RunContinued": "agentloop.shared.events",
+    "RunCreated": "agentloop.shared.events",
+    "RunError": "agentloop.shared.errors",
+    "RunFailed": "agentloop.shared.events",
+    "RunReason": "agentloop.shared.report",
+    "RunState": "agentloop.shared.run",
+    "RunStatus": "agentloop.shared.report",
+    "RunStatusChanged": "agentloop.shared.events",
+    "RunSummary": "agentloop.client.agent_client",
+    "StepCreated": "agentloop.shared.events",
+    "StepReport": "agentloop.shared.report",
+    "SubAgentInvocationCompleted": "agentloop.shared.events",
+    "SubAgentInvocationStarted": "agentloop.shared.events",
+    "SubRunReport": "agentloop.shared.report",
+    "TextPart": "agentloop.shared.messages",
+    "ThinkingConfig": "agentloop.shared.model_settings",
+    "ThinkingPart": "agentloop.shared.messages",
+    "Tool": "agentloop.tools.registry",
+    "ToolCallCompletedByLLM": "agentloop.shared.events",
+    "ToolCallCreated": "agentloop.shared.events",
+    "ToolCallPart": "agentloop.shared.messages",
+    "ToolCallReport": "agentloop.shared.report",
+    "ToolDefinition": "agentloop.shared.activity_io",
+    "ToolExecutionCompleted": "agentloop.shared.events",
+    "ToolExecutionStarted": "agentloop.shared.events",
+    "ToolRegistry": "agentloop.tools.registry",
+    "ToolResultPart": "agentloop.shared.messages",
+    "ToolStepFailed": "agentloop.shared.errors",
+    "default_registry": "agentloop.tools.registry",
+    "run_failed_class": "agentloop.shared.errors",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _MORE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentloop' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -1,5 +1,5 @@
 """How the run calls its activities: typed calls, and one options object per
-kind of activity (STYLE.md 14).
+kind of activity.
 
 Every LLM call (a step or a compaction summary) is a ``call_model`` activity
 with :func:`model_call_options`; every tool call an ``execute_tool`` activity

@@ -1,6 +1,6 @@
 """The run loop's decisions, as pure functions that return tagged unions.
 
-Each turn of the loop ends in plain data (STYLE.md 3): after a model
+Each turn of the loop ends in plain data (a tagged union): after a model
 response, :func:`decide_next_step` says final / verify / run tools /
 require action / fail; before a call runs, :func:`gate_call` says answered /
 execute / ask for approval / await the client; after the step's calls,
@@ -87,7 +87,7 @@ def decide_next_step(
     may_verify: bool = False,
     last_step: bool = False,
 ) -> NextStep:
-    """Decide what follows a step, from its finish reason (seed 000).
+    """Decide what follows a step, from its finish reason.
 
     Args:
         response: The step's model response.

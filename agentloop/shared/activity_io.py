@@ -125,7 +125,7 @@ class ModelResponse(BaseModel):
 
 
 class StreamDelta(BaseModel):
-    """One increment of a streaming answer (seed 004's stream events).
+    """One increment of a streaming answer (a ``thread.message.delta`` event).
 
     Attributes:
         kind: ``text`` and ``thinking`` carry ``text``; ``tool_call_start``

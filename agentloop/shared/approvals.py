@@ -113,7 +113,7 @@ def check_permission(
     default: DefaultPermission,
     read_only: bool,
 ) -> PermissionCheck:
-    """Decide whether ``call`` may run (seed 004's ``policy.check``).
+    """Decide whether ``call`` may run (the spec's permission rules).
 
     Args:
         call: The tool call.

@@ -1,4 +1,4 @@
-"""Model prices, run cost and budgets (seed 001's cost limit).
+"""Model prices, run cost and budgets (a cost limit ends a run).
 
 Pure and deterministic, so workflow code may call it after every LLM step.
 """

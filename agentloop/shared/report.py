@@ -1,4 +1,4 @@
-"""Usage and the run report (seed 004's AgentRunReport, StepReport, ToolCallReport)."""
+"""Usage and the run report (AgentRunReport, StepReport, ToolCallReport)."""
 
 from __future__ import annotations
 

@@ -109,7 +109,7 @@ class AgentSpec(BaseModel):
             signal in the run's history; turn off for batch jobs nobody watches).
         stream_batch_seconds: Most time a delta waits before it is published;
             the first delta of a step goes at once.
-        system_layers: Extra named layers of the system prompt (seed 004):
+        system_layers: Extra named layers of the system prompt:
             stable layers first, then by priority, so providers' prompt
             caches keep hitting; ``system_prompt`` is the first stable layer.
         context: Context window management: with ``context_window_tokens``
