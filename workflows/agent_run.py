@@ -20,6 +20,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from agentloop.shared import contracts
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
     from agentloop.shared.activity_io import (
@@ -110,7 +111,7 @@ class ContextTooLong:
 
 # Deterministic by construction and checked under the sandbox by the test
 # suite; run without it unless AGENTLOOP_WORKFLOW_SANDBOX says otherwise.
-@workflow.defn(name="AgentRunWorkflow", sandboxed=workflow_sandbox_from_env())
+@workflow.defn(name=contracts.WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())
 class AgentRunWorkflow:
     """The agent loop: step, decide, run tools, repeat (README "How a run works")."""
 
@@ -156,7 +157,7 @@ class AgentRunWorkflow:
 
     # Queries -----------------------------------------------------------------------
 
-    @workflow.query(name="state")
+    @workflow.query(name=contracts.STATE_QUERY)
     def state(self) -> RunState:
         """Status, step, tool calls running now, what the run waits for, usage."""
         s, spec = self._state, self._input.spec if self._input else None
@@ -172,12 +173,12 @@ class AgentRunWorkflow:
             queued=len(s.thread.queue) if s.thread else 0,
         )
 
-    @workflow.query(name="messages")
+    @workflow.query(name=contracts.MESSAGES_QUERY)
     def messages(self) -> MessagesResult:
         """The conversation so far, input included."""
         return MessagesResult(messages=list(self._state.messages))
 
-    @workflow.query(name="report")
+    @workflow.query(name=contracts.REPORT_QUERY)
     def report(self) -> AgentRunReport:
         """The run report, complete up to now."""
         report = self._state.report.model_copy()
@@ -185,7 +186,7 @@ class AgentRunWorkflow:
             report.total_ms = ms(workflow.now() - report.started_at)
         return report
 
-    @workflow.query(name="export")
+    @workflow.query(name=contracts.EXPORT_QUERY)
     def export(self) -> AgentSnapshot:
         """The run as a versioned snapshot (``agentloop.shared.snapshots``), in one read."""
         if self._input is None:
@@ -193,18 +194,18 @@ class AgentRunWorkflow:
         return snapshots.export_snapshot(self._state, self._input, self._run_id,
                                        [t.name for t in self._model_context.tools], self.report(), workflow.now())
 
-    @workflow.query(name="transcript")
+    @workflow.query(name=contracts.TRANSCRIPT_QUERY)
     def transcript(self, *args: Any) -> TranscriptPage:
         """Messages from an offset, with the transcript's hash: how a worker
         fills its cache for an LLM step that names the transcript by reference."""
         return page(self._state.messages, self._state.transcript_hashes(), requests.transcript_range(args))
 
-    @workflow.query(name="model_context")
+    @workflow.query(name=contracts.MODEL_CONTEXT_QUERY)
     def model_context(self) -> ModelContext:
         """The system prompt and tools every LLM step of this run uses."""
         return self._model_context
 
-    @workflow.query(name="pending")
+    @workflow.query(name=contracts.PENDING_QUERY)
     def pending(self) -> PendingWork:
         """Calls waiting for an operator's decision or the client's outputs."""
         return PendingWork(approvals=list(self._state.approvals.values()), actions=list(self._state.actions.values()))
@@ -217,7 +218,7 @@ class AgentRunWorkflow:
     # was accepted by the validator of its day: its handler checks the run's
     # state again, not the request's size.
 
-    @workflow.signal(name="approve")
+    @workflow.signal(name=contracts.APPROVE)
     def approve_signal(self, *args: Any) -> None:
         """Decide a pending call: approve, deny, skip, or approve with a result."""
         try:
@@ -226,7 +227,7 @@ class AgentRunWorkflow:
         except ValueError as exc:
             self._note(f"approve signal ignored: {exc}")
 
-    @workflow.update(name="approve")
+    @workflow.update(name=contracts.APPROVE)
     def approve_update(self, *args: Any) -> DecisionAccepted:
         """Like the ``approve`` signal, but answers, and refuses bad input."""
         decision = requests.as_update_error(
@@ -239,7 +240,7 @@ class AgentRunWorkflow:
         requests.as_update_error(
             lambda: requests.check_decision(requests.update_payload("approve", args), self._state, self._run_id))
 
-    @workflow.signal(name="submit_tool_outputs")
+    @workflow.signal(name=contracts.SUBMIT_TOOL_OUTPUTS)
     def submit_signal(self, *args: Any) -> None:
         """Outputs of the calls the client ran (``requires_action``)."""
         try:
@@ -248,7 +249,7 @@ class AgentRunWorkflow:
         except ValueError as exc:
             self._note(f"submit_tool_outputs signal ignored: {exc}")
 
-    @workflow.update(name="submit_tool_outputs")
+    @workflow.update(name=contracts.SUBMIT_TOOL_OUTPUTS)
     def submit_update(self, *args: Any) -> DecisionAccepted:
         """Like the ``submit_tool_outputs`` signal, but answers, and refuses bad input."""
         submission = requests.as_update_error(lambda: requests.check_outputs(
@@ -262,7 +263,7 @@ class AgentRunWorkflow:
         requests.as_update_error(lambda: requests.check_outputs(
             requests.update_payload("submit_tool_outputs", args), self._state, self._run_id))
 
-    @workflow.signal(name="stop")
+    @workflow.signal(name=contracts.STOP_SIGNAL)
     def stop_signal(self, *args: Any) -> None:
         """End the run ``stopped`` once the current step is done."""
         try:
@@ -274,7 +275,7 @@ class AgentRunWorkflow:
 
     # Threads: send and steer (decisions: agentloop.workflows.conversation) ------------
 
-    @workflow.signal(name="send")
+    @workflow.signal(name=contracts.SEND)
     def send_signal(self, *args: Any) -> None:
         """A thread's next message (see the ``send`` update)."""
         try:
@@ -282,7 +283,7 @@ class AgentRunWorkflow:
         except ValueError as exc:
             self._note(f"send signal ignored: {exc}")
 
-    @workflow.update(name="send")
+    @workflow.update(name=contracts.SEND)
     def send_update(self, *args: Any) -> MessageAccepted:
         """A thread's next message, handled by its double-texting strategy;
         answers the turn that will answer it. Refused (before it reaches
@@ -307,7 +308,7 @@ class AgentRunWorkflow:
         assert self._threads is not None  # decide_message refuses runs that are not threads
         return self._threads.accept(decision)
 
-    @workflow.signal(name="steer")
+    @workflow.signal(name=contracts.STEER)
     def steer_signal(self, *args: Any) -> None:
         """A user message for the run's next LLM step (see the ``steer`` update)."""
         try:
@@ -315,7 +316,7 @@ class AgentRunWorkflow:
         except ValueError as exc:
             self._note(f"steer signal ignored: {exc}")
 
-    @workflow.update(name="steer")
+    @workflow.update(name=contracts.STEER)
     def steer_update(self, *args: Any) -> SteerAccepted:
         """A user message the model sees before its next LLM step, after the
         results of the step under way; the turn goes on."""
@@ -337,7 +338,7 @@ class AgentRunWorkflow:
         turn = self._state.thread.turn if self._state.thread is not None else 0
         return SteerAccepted(run_id=self._run_id, turn=turn, waiting=len(self._state.steering))
 
-    @workflow.query(name="turn")
+    @workflow.query(name=contracts.TURN_QUERY)
     def turn(self, *args: Any) -> TurnResult | None:
         """Turn ``n`` of a thread (the argument): running, or how it ended;
         None when it has not begun (or the run is not a thread)."""

@@ -1,5 +1,5 @@
 """Keeping the conversation inside the model's context window: prune old tool
-outputs, then summarise older history with the model (seeds 001 and 004).
+outputs, then summarise older history with the model.
 
 The decisions (the estimate, what to prune, where to split) are pure
 functions of :mod:`agentloop.shared.context`; this module runs them against the

@@ -91,6 +91,7 @@ from agentloop.shared.threads import (
     ThreadNotFound,
     TurnResult,
 )
+from agentloop.shared import contracts
 from agentloop.shared.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
 from agentloop.shared.run import run_input
 from agentloop.shared.search_attributes import start_search_attributes
@@ -206,15 +207,15 @@ class AgentRunHandle:
 
     async def state(self) -> RunState:
         """Status, step, running tool calls, usage."""
-        return await self._handle.query("state", result_type=RunState)
+        return await self._handle.query(contracts.STATE_QUERY, result_type=RunState)
 
     async def messages(self) -> list[Message]:
         """The conversation so far."""
-        return (await self._handle.query("messages", result_type=MessagesResult)).messages
+        return (await self._handle.query(contracts.MESSAGES_QUERY, result_type=MessagesResult)).messages
 
     async def report(self) -> AgentRunReport:
         """The run report, up to now."""
-        return await self._handle.query("report", result_type=AgentRunReport)
+        return await self._handle.query(contracts.REPORT_QUERY, result_type=AgentRunReport)
 
     async def events(
         self, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False
@@ -402,7 +403,7 @@ class AgentRunHandle:
             UserError: No such run, or its worker cannot export it.
         """
         try:
-            return await self._handle.query("export", result_type=AgentSnapshot)
+            return await self._handle.query(contracts.EXPORT_QUERY, result_type=AgentSnapshot)
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise UserError(f"no run {self.run_id}: {err.message}") from None
@@ -418,7 +419,7 @@ class AgentRunHandle:
         """A thread's turn (query ``turn``): running, or how it ended; the
         handle's turn, else the latest, when ``turn`` is None."""
         n = turn if turn is not None else self.turn
-        raw = await self._handle.query("turn", *([n] if n is not None else []))
+        raw = await self._handle.query(contracts.TURN_QUERY, *([n] if n is not None else []))
         return TurnResult.model_validate(raw) if raw else None
 
     async def steer(self, text: str, *, by: str | None = None) -> SteerAccepted:
@@ -430,7 +431,7 @@ class AgentRunHandle:
         """
         message = build_request(SteerMessage, text=text, by=by)
         try:
-            return await self._handle.execute_update("steer", message, result_type=SteerAccepted)
+            return await self._handle.execute_update(contracts.STEER, message, result_type=SteerAccepted)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
             raise DecisionRejected(cause.message if isinstance(cause, ApplicationError) else str(cause or err)) from None
@@ -441,7 +442,7 @@ class AgentRunHandle:
 
     async def pending(self) -> PendingWork:
         """Calls waiting for an operator's decision or the client's outputs."""
-        return await self._handle.query("pending", result_type=PendingWork)
+        return await self._handle.query(contracts.PENDING_QUERY, result_type=PendingWork)
 
     async def decide(self, decision: ApprovalDecision) -> DecisionAccepted:
         """Deliver a decision on a pending call (update ``approve``).
@@ -450,7 +451,7 @@ class AgentRunHandle:
             DecisionRejected: The call id is unknown or already decided, or
                 the run has ended; nothing changed.
         """
-        return await self._update("approve", decision)
+        return await self._update(contracts.APPROVE, decision)
 
     async def approve(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
         """Approve a pending call; with ``result``, answer the model with it
@@ -487,11 +488,11 @@ class AgentRunHandle:
                 f"Send at most {MAX_INPUT_BYTES / 1e6:.1f} MB (the run cuts each output to the spec's "
                 "tool_output_limit anyway)"
             )
-        return await self._update("submit_tool_outputs", submission)
+        return await self._update(contracts.SUBMIT_TOOL_OUTPUTS, submission)
 
     async def stop(self, reason: str | None = None) -> None:
         """End the run ``stopped`` once its current step is done (signal ``stop``)."""
-        await self._handle.signal("stop", StopRequest(reason=reason))
+        await self._handle.signal(contracts.STOP_SIGNAL, StopRequest(reason=reason))
 
     async def cancel(self) -> None:
         """Cancel the run: running LLM calls and tools are cancelled (shell

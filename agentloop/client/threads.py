@@ -10,6 +10,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowU
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from agentloop.shared import contracts
 from agentloop.shared.errors import build_request, run_failed
 from agentloop.shared.run import AgentRunResult
 from agentloop.shared.threads import (
@@ -38,7 +39,7 @@ async def send_message(client: AgentClient, thread_id: str, text: str, spec: Age
     message = build_request(SendMessage, text=text, strategy=strategy, by=by)
     handle = client.temporal.get_workflow_handle(thread_id, result_type=AgentRunResult)
     try:
-        accepted = await handle.execute_update("send", message, result_type=MessageAccepted)
+        accepted = await handle.execute_update(contracts.SEND, message, result_type=MessageAccepted)
     except WorkflowUpdateFailedError as err:
         cause = err.cause
         said = cause.message if isinstance(cause, ApplicationError) else str(cause or err)

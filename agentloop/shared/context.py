@@ -1,5 +1,5 @@
 """Context-window management: token estimates, system-prompt layers, pruning
-and compaction (seeds 001 and 004).
+and compaction.
 
 Everything here is pure and deterministic, so workflow code may call it: no
 I/O, clocks or randomness, and inputs are never mutated.

@@ -39,3 +39,39 @@ RUN_TOOL_HOOKS = "run_tool_hooks"
 RESOLVE_GUARDRAILS = "resolve_guardrails"
 #: One guardrail's verdict.
 RUN_GUARDRAIL = "run_guardrail"
+
+
+# Signals, updates and queries of AgentRunWorkflow. ``approve``,
+# ``submit_tool_outputs``, ``send`` and ``steer`` are each a signal (fire and
+# forget, e.g. from ``temporal workflow signal``) and a validated update of the
+# same name (refused before it reaches history when wrong).
+
+#: Signal and update: a decision on a call that waits for approval.
+APPROVE = "approve"
+#: Signal and update: outputs of client-side tool calls (``requires_action``).
+SUBMIT_TOOL_OUTPUTS = "submit_tool_outputs"
+#: Signal and update: a thread's next message.
+SEND = "send"
+#: Signal and update: something the agent sees before its next step.
+STEER = "steer"
+#: Signal: end the run ``stopped`` after its current step.
+STOP_SIGNAL = "stop"
+#: Query: status, step, pending approvals and tool calls.
+STATE_QUERY = "state"
+#: Query: the run's messages.
+MESSAGES_QUERY = "messages"
+#: Query: the run report.
+REPORT_QUERY = "report"
+#: Query: the run's snapshot (``agentloop export``).
+EXPORT_QUERY = "export"
+#: Query: a page of the transcript (the LLM activity reads messages by reference).
+TRANSCRIPT_QUERY = "transcript"
+#: Query: the system prompt and tools a step is called with.
+MODEL_CONTEXT_QUERY = "model_context"
+#: Query: calls waiting for approval or for client outputs.
+PENDING_QUERY = "pending"
+#: Query: one turn of a thread.
+TURN_QUERY = "turn"
+#: The Workflow Streams topic the run's events are published on (read with the
+#: stream's poll query, from an offset).
+EVENTS_TOPIC = "events"

@@ -1,4 +1,4 @@
-"""The run's event stream (seeds 000 and 002), typed.
+"""The run's event stream, typed.
 
 Every event has ``type`` (the discriminator), ``run_id``, ``step``, ``time``
 and ``seq``. The workflow publishes the durable events (run, step, message,
@@ -23,13 +23,14 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from agentloop.shared import contracts
 from agentloop.shared.activity_io import FinishReason, StreamDelta
 from agentloop.shared.approvals import PendingAction, PendingApproval
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.report import RunReason, Usage
 
 #: The Workflow Streams topic every run event is published on.
-EVENTS_TOPIC = "events"
+EVENTS_TOPIC = contracts.EVENTS_TOPIC
 
 
 class _Event(BaseModel):
