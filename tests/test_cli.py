@@ -13,7 +13,7 @@ from pathlib import Path
 from temporalio.client import Client
 
 from agentloop.devserver import DevServer
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
     openai_completion,

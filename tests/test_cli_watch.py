@@ -48,7 +48,7 @@ from agentloop.render import JsonlRenderer, PlainRenderer, RichRenderer
 from agentloop.report import Usage
 from agentloop.testing import call, calls, reply
 from tests import test_cli
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
     openai_completion,

@@ -14,7 +14,7 @@ from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.models import ModelResolver
 from agentloop.events import TERMINAL_EVENT_TYPES, MessageDelta
 from agentloop.testing import call, calls, last_tool_results, reply, script
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     OpenAIServer,
     openai_completion,
     openai_completion_chunks,
@@ -277,7 +277,7 @@ async def test_tokens_of_a_failed_attempt_are_counted(agent_client: AgentClient,
     from anthropic import AsyncAnthropic
 
     from agentloop.activities.anthropic_model import AnthropicChatModel
-    from tests.provider_servers import (
+    from tests.helpers.provider_servers import (
         AnthropicServer,
         anthropic_message,
         anthropic_message_events,

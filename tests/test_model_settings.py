@@ -13,7 +13,7 @@ from agentloop.activity_io import ModelRequest, ToolDefinition
 from agentloop.messages import Message
 from agentloop.model_settings import ThinkingConfig, anthropic_tool_choice, tool_choice_problem
 from agentloop.testing import reply, script
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     AnthropicServer,
     OpenAIServer,
     ScriptedResponse,

@@ -38,7 +38,7 @@ from agentloop.messages import (
     ToolResultPart,
 )
 from agentloop.report import Usage
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     AnthropicServer,
     ErrorsSeen,
     ScriptedResponse,

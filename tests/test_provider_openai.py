@@ -45,7 +45,7 @@ from agentloop.messages import (
 )
 from agentloop.report import Usage
 from agentloop.streaming import parse_tool_arguments
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     ErrorsSeen,
     OpenAIServer,
     ScriptedResponse,

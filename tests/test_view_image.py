@@ -15,7 +15,7 @@ from agentloop.activities.image_tool import image_media_type
 from agentloop.activities.openai_model import to_openai_messages
 from agentloop.messages import ImagePart, Message, ToolResultPart
 from agentloop.testing import call, calls, last_tool_results, reply, script
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     AnthropicServer,
     OpenAIServer,
     ScriptedResponse,
