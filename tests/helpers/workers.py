@@ -1,0 +1,26 @@
+"""Worker subprocesses: ``agentloop worker --import MODULE`` on a test's
+task queue, for tests that kill or restart a worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from agentloop.devserver import DevServer
+from tests.helpers.paths import ROOT
+
+
+def start_worker(
+    server: DevServer, task_queue: str, log: Path, module: str = "tests.helpers.durable_fixture"
+) -> subprocess.Popen[bytes]:
+    """``agentloop worker --import module`` on ``task_queue``, its output appended to ``log``."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue)
+    return subprocess.Popen(
+        [sys.executable, "-m", "agentloop.cli", "worker", "--import", module],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("ab"),
+        stderr=subprocess.STDOUT,
+    )

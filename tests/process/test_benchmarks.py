@@ -1,0 +1,354 @@
+"""benchmarks/concurrency (and its CPU split) on real dev servers, at a few runs: both systems
+(and both with their tool call local) finish, the figures it prints are
+measured, and a server set up as it sets them up (search attributes cached,
+``PRODUCTION_LIKE``) still finds runs by their search attributes; the
+floor with agentloop's record has an agent run's history, event for event."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from google.protobuf.message import Message
+from temporalio.api.common.v1 import Payload
+from temporalio.api.enums.v1 import EventType
+from temporalio.worker import Worker
+
+from agentloop import AgentClient
+from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
+from agentloop.testing import register_scripted_model
+from agentloop.workers.worker import connect
+from agentloop.workflows.agent_run import AgentRunWorkflow
+from agentloop.workflows.recorder import RunRecorder
+from benchmarks import concurrency, cpu_split, history_growth
+from tests.helpers.paths import ROOT
+
+
+def test_a_server_given_dynamic_config_keeps_the_fast_polling() -> None:
+    command = DevServer(dynamic_config=PRODUCTION_LIKE).command()
+    settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--dynamic-config-value"]
+    assert settings == [f"{k}={v}" for k, v in {**FAST_POLLING, **PRODUCTION_LIKE}.items()]
+    assert "system.forceSearchAttributesCacheRefreshOnRead=false" in settings
+
+
+async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    # An odd repetition measures agentloop first; the rows are floor's first all the same.
+    floor, agentloop = await concurrency.measure(4, True, timeout=120, rep=1)
+    assert (floor["system"], agentloop["system"]) == ("floor", "agentloop")
+    for row in (floor, agentloop):
+        assert row["n"] == 4 and row["unfinished"] == 0
+        assert row["rate"] > 0 and row["server_ms"] > 0 and row["worker_ms"] > 0
+        # The worker's parts: its runs' activations, its activities, and what the collector took (maybe nothing).
+        assert 0 < row["workflow_ms"] < row["worker_ms"] and 0 < row["activities_ms"] < row["worker_ms"]
+        assert 0 <= row["full_gc_ms"] <= row["gc_ms"] < row["worker_ms"]
+        # Collections a run by where they started: counts, so whole multiples of 1/n (maybe none at n = 4).
+        for column in ("gcs_workflow", "gcs_activities", "gcs_elsewhere"):
+            assert row[column] >= 0 and round(row[column] * 4, 6).is_integer()
+    assert floor["queries"] is None and agentloop["queries"] == 0
+    median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
+    assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
+
+
+async def test_runs_are_found_by_search_attributes_on_a_production_like_server() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        row = await concurrency.measure_agentloop(client, 3, "sa", True, timeout=120)
+        assert row["unfinished"] == 0
+        query = 'AgentModel="scripted:bench-concurrency" AND AgentStatus="completed"'
+        found: list[str] = []
+        for _ in range(100):  # visibility lags a little
+            found = [w.id async for w in client.list_workflows(query)]
+            if len(found) == 3:
+                break
+            await asyncio.sleep(0.1)
+    assert sorted(found) == [f"agent-sa-{i}" for i in range(3)]
+
+
+async def test_with_local_tools_it_measures_both_systems_with_their_tool_call_local_too() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(3, True, timeout=120, rep=0, local=True)
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (local tool)", "agentloop (local tool)"]
+    for row in rows:
+        assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
+    assert rows[1]["queries"] == 0 and rows[3]["queries"] == 0
+
+
+async def test_with_unsandboxed_floor_and_without_it_measures_those_rows_too() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(3, True, timeout=120, rep=1, unsandboxed=True, without=("lookup",))
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (unsandboxed)",
+                                               "agentloop without lookup"]
+    for row in rows:
+        assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
+    definitions = {kind: workflow_class.__temporal_workflow_definition  # type: ignore[attr-defined]
+                   for kind, (workflow_class, _) in concurrency.FLOORS.items()}
+    assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
+    assert not definitions["floor-record"].sandboxed  # as agentloop's own workflow runs
+    assert definitions["floor-unsandboxed"].name != definitions["floor"].name
+
+
+def _payload_sizes(message: Message) -> list[int]:
+    """The byte sizes of every payload in a history event (search attributes included)."""
+    sizes: list[int] = []
+    for field, value in message.ListFields():
+        if field.message_type is None:
+            continue
+        if field.message_type.GetOptions().map_entry:
+            values = list(value.values())
+        else:
+            values = list(value) if field.is_repeated else [value]
+        for item in values:
+            if isinstance(item, Payload):
+                sizes.append(item.ByteSize())
+            elif isinstance(item, Message):
+                sizes.extend(_payload_sizes(item))
+    return sizes
+
+
+async def test_the_record_floor_records_what_an_agent_run_records() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(2, True, timeout=120, rep=0, record=True)
+    assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (agentloop's record)"]
+    assert all(row["unfinished"] == 0 and row["rate"] > 0 for row in rows)
+    with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        await concurrency.measure_agentloop(client, 1, "rec", True, timeout=120)
+        await concurrency.measure_floor(client, 1, "rec", 120, "floor-record")
+        histories = [await client.get_workflow_handle(run_id).fetch_history()
+                     for run_id in ("agent-rec-0", "floor-record-rec-0")]
+    shapes = [Counter(EventType.Name(event.event_type) for event in history.events) for history in histories]
+    sizes = [[size for event in history.events for size in _payload_sizes(event)] for history in histories]
+    summaries = [sum(event.user_metadata.HasField("summary") for event in history.events) for history in histories]
+    # The same events of each type (markers, upserts, activities, workflow tasks) and summaries; the same
+    # number of payloads, of about the same bytes. When an agent run's history changes shape, so must RecordFloor.
+    assert shapes[0] == shapes[1] and summaries[0] == summaries[1] > 8
+    assert len(sizes[0]) == len(sizes[1]) and abs(sum(sizes[0]) - sum(sizes[1])) < 0.05 * sum(sizes[0])
+
+
+async def test_without_lookup_and_events_its_runs_go_without_them_and_the_rest_is_put_back() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    saved = AgentRunWorkflow._look_tools_up, RunRecorder.emit
+    with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        row = await concurrency.measure_agentloop(client, 2, "wo", True, timeout=120, without=("lookup", "events"))
+        assert (AgentRunWorkflow._look_tools_up, RunRecorder.emit) == saved
+        plain = await concurrency.measure_agentloop(client, 1, "as", True, timeout=120)
+        assert row["system"] == "agentloop without lookup, events" and plain["system"] == "agentloop"
+        assert row["unfinished"] == plain["unfinished"] == 0 and row["queries"] == 0
+
+        async def seen(run_id: str) -> tuple[int, int, int]:
+            """The run's tool calls, lookups (local activity markers) and events."""
+            handle = AgentClient(client).get_handle(run_id)
+            result = await handle.result()
+            history = await client.get_workflow_handle(run_id).fetch_history()
+            markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")
+                       and e.marker_recorded_event_attributes.marker_name == "core_local_activity"]
+            events = [event async for event in handle.events()]  # read by query: a worker replays the run
+            return sum(len(step.tool_calls) for step in result.report.steps), len(markers), len(events)
+
+        # The echo calls still ran (on the run's own queue, from the lookup handed over), with no lookup and no
+        # event. Such a run replays only with the same parts switched off: it is not one agentloop makes.
+        plugin = concurrency.bench_plugin()
+        lookup = await concurrency.handed_lookup(plugin, concurrency.bench_spec(True), "agents-wo")
+        async with Worker(client, task_queue="agents-wo", plugins=[plugin]):
+            with concurrency.switched_off(("lookup", "events"), lookup):
+                assert [await seen(f"without-wo-{i}") for i in range(2)] == [(concurrency.STEPS, 0, 0)] * 2
+        async with Worker(client, task_queue="agents-as", plugins=[concurrency.bench_plugin()]):
+            calls, lookups, events = await seen("agent-as-0")
+        assert (calls, lookups) == (concurrency.STEPS, 1) and events > 10
+    with (pytest.raises(ValueError, match="cannot switch off clock: the parts are lookup, events"),
+          concurrency.switched_off(["clock"], concurrency.ResolveToolsResult())):
+        pass
+    with pytest.raises(ValueError, match="needs the lookup"), concurrency.switched_off(["lookup"], None):
+        pass
+    assert concurrency.parts_of(" events, lookup ,") == ("events", "lookup") and concurrency.parts_of("") == ()
+
+
+async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> None:
+    register_scripted_model("bench-concurrency", concurrency.scripted)
+    rows = await concurrency.measure(2, True, timeout=120, rep=0, window=3.0)
+    assert [row["system"] for row in rows] == ["floor", "agentloop"]
+    for row in rows:
+        # A run takes about 1.2 s of model time: two lanes finish several in a 3 s window.
+        assert row["n"] == 2 and row["unfinished"] == 0 and row["rate"] > 0
+        assert row["server_ms"] > 0 and row["worker_ms"] > 0 and 0 < row["workflow_ms"] < row["worker_ms"]
+        assert 0 < row["activities_ms"] < row["worker_ms"]
+    assert rows[1]["queries"] == 0
+
+
+async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -> None:
+    started: list[str] = []
+
+    class Handle:
+        def __init__(self, run_id: str) -> None:
+            self.run_id = run_id
+
+        async def result(self) -> None:
+            await asyncio.sleep(0.05)
+
+    async def start(run_id: str) -> Handle:
+        started.append(run_id)
+        return Handle(run_id)
+
+    reads = iter([(1.0, 2.0), (2.0, 4.0)])
+    driven = await concurrency.sustain(start, "x", 3, 10, concurrency.Sustained(0.5, lambda: next(reads)))
+    assert driven.started == started and len(set(started)) == len(started)
+    assert driven.unfinished == 0
+    # Three lanes of 50 ms runs: about 30 finish in the 0.5 s window; the warm-up's first three do not count.
+    assert 15 <= len(driven.measured) <= 31 and not set(driven.measured) & {"x-0", "x-1", "x-2"}
+    # The window is at least 0.5 s (a sleep), a little more on a busy machine.
+    assert len(driven.measured) / 1.0 <= driven.rate <= len(driven.measured) / 0.5
+    assert driven.cpu_ms == (1000 / len(driven.measured), 2000 / len(driven.measured))
+
+
+def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
+    originals = [cls.activate for cls in cpu_split.CpuSplit.INSTANCES]
+    callbacks = list(gc.callbacks)
+    gc.disable()  # only the two collections below
+    try:
+        junk = [[i] for i in range(200_000)]  # young objects, for both collections to walk
+        with cpu_split.CpuSplit() as split:
+            assert [cls.activate for cls in split.INSTANCES] != originals
+            gc.collect(0)  # a young collection: collector time, none of it full
+            young = split.seconds()
+            gc.collect()
+            activations, activities, collecting, full = split.seconds()
+    finally:
+        gc.enable()
+    del junk
+    assert young[2] > 0 and young[3] == 0
+    assert activations == activities == 0  # no workflow ran
+    assert full > 0 and collecting == young[2] + full  # the full collection counted, in both
+    assert split.collections() == (0, 0, 2)  # both started outside any activation or activity
+    assert [cls.activate for cls in cpu_split.CpuSplit.INSTANCES] == originals
+    assert gc.callbacks == callbacks
+
+
+def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_another(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    clock = [0.0]  # thread CPU, advanced by hand: each inner activation takes one second
+
+    class Inner:
+        def activate(self, activation: object) -> str:
+            clock[0] += 1.0
+            return f"done {activation}"
+
+    class Outer:  # the sandbox's activate, around the SDK's
+        def activate(self, activation: object) -> str:
+            return Inner().activate(activation)
+
+    class Split(cpu_split.CpuSplit):
+        INSTANCES = (Inner, Outer)  # type: ignore[assignment]
+
+    monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
+    with Split() as split:
+        assert Outer().activate(1) == "done 1" and Inner().activate(2) == "done 2"
+    assert split.seconds()[0] == 2.0  # one second each, not three
+
+
+def test_cpu_split_counts_collections_by_where_they_start() -> None:
+    collected = []
+
+    class Instance:
+        def activate(self, activation: object) -> None:
+            collected.append(gc.collect(0))  # a collection inside an activation
+
+    class Split(cpu_split.CpuSplit):
+        INSTANCES = (Instance,)  # type: ignore[assignment]
+
+    async def activity() -> None:
+        collected.append(gc.collect(0))  # one inside an activity's first step
+        await asyncio.sleep(0)
+        collected.append(gc.collect(0))  # and one inside its second
+
+    async def run(split: cpu_split.CpuSplit) -> None:
+        await cpu_split._Timed(activity(), split)
+        collected.append(gc.collect(0))  # outside both, on the same thread the activity ran on
+
+    gc.disable()  # only the collections above and below
+    try:
+        with Split() as split:
+            Instance().activate(1)
+            asyncio.run(run(split))
+            gc.collect(0)  # elsewhere too
+    finally:
+        gc.enable()
+    assert len(collected) == 4
+    assert split.collections() == (1, 2, 2)
+
+
+async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    clock = [0.0]  # thread CPU, advanced by hand
+    monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
+    split = cpu_split.CpuSplit()
+
+    async def activity(fail: bool) -> str:
+        clock[0] += 1.0  # first step
+        await asyncio.sleep(0)
+        clock[0] += 2.0  # second step, after a suspension
+        if fail:
+            raise ValueError("the activity's own error")
+        return "result"
+
+    assert await cpu_split._Timed(activity(False), split) == "result"
+    assert split.seconds() == (0.0, 3.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="own error"):
+        await cpu_split._Timed(activity(True), split)
+    assert split.seconds() == (0.0, 6.0, 0.0, 0.0)
+
+    async def waits() -> None:
+        clock[0] += 1.0
+        await asyncio.sleep(10)
+
+    task = asyncio.ensure_future(cpu_split._Timed(waits(), split))
+    await asyncio.sleep(0)
+    task.cancel()  # handed to the activity at its suspension
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert split.seconds() == (0.0, 7.0, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("flag", ["--record-floor", "--unsandboxed-floor"])
+def test_a_floor_row_without_the_floor_is_refused_in_a_sentence(flag: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.concurrency", "--no-floor", flag],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{flag} is a floor: it cannot go with --no-floor" in done.stderr
+
+
+async def test_history_growth_with_deltas_puts_streamed_batches_into_history() -> None:
+    # The scripted model pacing its chunks streams each answer over several
+    # batch windows (0.1 s): the published batches are signals in history.
+    # Without --deltas, or with an answer that comes whole, there are none.
+    streamed, whole = await history_growth.measure([3], True, 0.05), await history_growth.measure([3], True, 0.0)
+    quiet = await history_growth.measure([3], False)
+    for rows in (streamed, whole, quiet):
+        assert [(row.steps, row.taken) for row in rows] == [(3, 3)]
+        assert rows[0].message_bytes > 0 and rows[0].history_bytes > rows[0].message_bytes
+    assert streamed[0].signals >= 3 and whole[0].signals == 0 and quiet[0].signals == 0
+    assert streamed[0].history_bytes > quiet[0].history_bytes
+    assert [row.runs for row in streamed + whole + quiet] == [1, 1, 1]
+
+
+async def test_history_growth_counts_every_temporal_run_of_a_run_that_continued_as_new() -> None:
+    one, chained = await history_growth.measure([4], False), await history_growth.measure([4], False, continue_every=2)
+    assert (one[0].runs, one[0].taken, chained[0].taken) == (1, 4, 4)
+    # Continued as new after steps 2 and 4 (a hand-over at the top of a step):
+    # each Temporal run starts afresh, so the chain has more events than one run.
+    assert chained[0].runs >= 2 and chained[0].events > one[0].events
+    assert chained[0].history_bytes > one[0].history_bytes
+
+
+def test_history_growth_refuses_a_negative_pause_in_a_sentence() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.history_growth", "--deltas", "--delta-seconds", "-1"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "--delta-seconds must be 0 or more, not -1" in done.stderr

@@ -1,0 +1,215 @@
+"""The plain ``temporal`` CLI as a client of agent runs: what an operator
+types must work (signal and update with JSON input, list by search
+attribute, query, cancel)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected
+from agentloop.approvals import MAX_REASON_CHARS
+from agentloop.devserver import DevServer
+from agentloop.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
+from agentloop.testing import calls, reply, script
+from tests.helpers.agents import awaiting, echo_results, write
+from tests.helpers.cli import run_temporal
+from tests.helpers.runs import task_failures, wait_for_end, wait_state
+
+
+async def test_operator_session_with_the_temporal_cli(
+    agent_client: AgentClient, worker, workspace: Path, dev_server: DevServer
+) -> None:
+    model = script(calls(write("a.txt", "A"), write("b.txt", "B")), echo_results)
+    name = f"ops-{uuid.uuid4().hex[:6]}"
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, name=name, tools=["write_file"]), "write two files")
+        run = handle.run_id
+        await wait_state(handle, awaiting(2), "two approvals")
+
+        # Find it the way ops would.
+        query = f'AgentStatus="awaiting_approval" AND AgentName="{name}"'
+        for _ in range(100):
+            listed = await run_temporal(dev_server, "workflow", "list", "--query", query, "--output", "json")
+            assert listed.returncode == 0, listed.stderr
+            found = [w["execution"]["workflowId"] for w in json.loads(listed.stdout or "[]")]
+            if found:
+                break
+            await asyncio.sleep(0.1)
+        assert found == [run]
+
+        # What is it waiting for?
+        pending = await run_temporal(dev_server, "workflow", "query", "--workflow-id", run, "--name", "pending",
+                                     "--output", "json")
+        assert pending.returncode == 0, pending.stderr
+        approvals = json.loads(pending.stdout)["queryResult"][0]["approvals"]
+        assert [(a["call_id"], a["tool_name"], a["arguments"]["file_path"]) for a in approvals] == [
+            ("call_0_0", "write_file", "a.txt"), ("call_0_1", "write_file", "b.txt"),
+        ]
+
+        # A typo in the call id: the update is rejected with the reason, nothing changes.
+        typo = await run_temporal(dev_server, "workflow", "update", "execute", "--workflow-id", run,
+                                  "--name", "approve", "--input", '{"call_id": "call_0_9", "decision": "approve"}')
+        assert typo.returncode != 0
+        assert "no call 'call_0_9' waits for approval" in typo.stdout + typo.stderr
+        assert "waiting now: call_0_0, call_0_1" in typo.stdout + typo.stderr
+
+        # Deny one by update (answers), approve the other by signal.
+        denied = await run_temporal(dev_server, "workflow", "update", "execute", "--workflow-id", run,
+                                    "--name", "approve",
+                                    "--input", '{"call_id": "call_0_0", "decision": "deny", "reason": "no"}',
+                                    "--output", "json")
+        assert denied.returncode == 0, denied.stderr
+        assert json.loads(denied.stdout)["result"] == {"call_ids": ["call_0_0"], "still_pending": ["call_0_1"]}
+        signalled = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", run, "--name", "approve",
+                                       "--input", '{"call_id": "call_0_1", "decision": "approve"}')
+        assert signalled.returncode == 0, signalled.stderr
+        result = await handle.result()
+    assert result.status == "completed"
+    assert not (workspace / "a.txt").exists() and (workspace / "b.txt").read_text() == "B"
+    assert "write_file:ERR The call to 'write_file' was denied: no." in result.final_text
+
+    listed = await run_temporal(dev_server, "workflow", "list", "--query",
+                                f'AgentStatus="completed" AND AgentName="{name}"', "--output", "json")
+    for _ in range(100):
+        if run in listed.stdout:
+            break
+        await asyncio.sleep(0.1)
+        listed = await run_temporal(dev_server, "workflow", "list", "--query",
+                                    f'AgentStatus="completed" AND AgentName="{name}"', "--output", "json")
+    assert run in listed.stdout
+
+
+async def test_cancel_and_stop_from_the_temporal_cli(
+    agent_client: AgentClient, worker, dev_server: DevServer
+) -> None:
+    async with worker():
+        cancelled = await agent_client.start(
+            AgentSpec(model=script(calls(write("x.txt")), reply("x")), tools=["write_file"]), "write"
+        )
+        stopped = await agent_client.start(
+            AgentSpec(model=script(calls(write("y.txt")), reply("y")), tools=["write_file"]), "write"
+        )
+        await wait_state(cancelled, awaiting(), "approval")
+        await wait_state(stopped, awaiting(), "approval")
+
+        out = await run_temporal(dev_server, "workflow", "cancel", "--workflow-id", cancelled.run_id)
+        assert out.returncode == 0, out.stderr
+        try:
+            await cancelled.result()
+            raise AssertionError("a cancelled run returned a result")
+        except AgentRunFailed as failed:
+            assert failed.reason == "cancelled"
+        assert (await cancelled.state()).status == "cancelled"
+
+        # `stop` takes no input at all, or a reason.
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", stopped.run_id, "--name", "stop")
+        assert out.returncode == 0, out.stderr
+        result = await stopped.result()
+    assert (result.status, result.error) == ("stopped", "stopped by request")
+
+
+async def test_malformed_signal_from_the_temporal_cli_is_reported_not_fatal(
+    agent_client: AgentClient, worker, dev_server: DevServer, workspace: Path
+) -> None:
+    model = script(calls(write("z.txt", "Z")), echo_results)
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id,
+                                 "--name", "approve", "--input", '{"callid": "call_0_0"}')
+        assert out.returncode == 0  # signals cannot answer: the run notes why it ignored it
+        state = await wait_state(handle, lambda s: s.rejected_signals, "the rejection noted")
+        assert "call_id: Field required" in state.rejected_signals[0]
+        assert state.status == "awaiting_approval"
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id,
+                                 "--name", "approve", "--input", '{"call_id": "call_0_0"}')
+        assert out.returncode == 0, out.stderr
+        result = await handle.result()
+    assert (workspace / "z.txt").read_text() == "Z" and result.status == "completed"
+
+
+async def test_refused_updates_are_not_retryable(
+    agent_client: AgentClient, worker, dev_server: DevServer
+) -> None:
+    model = script(calls(write("a.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        refusals = [
+            (['{"call_id": "nope"}'], INVALID_DECISION_ERROR_TYPE, "no call 'nope' waits for approval"),
+            (['{"call_id": "call_0_0", "decision": "deny", "result": "x"}'], INVALID_DECISION_ERROR_TYPE,
+             "a denial takes a reason, not a result"),
+            (['{"call_id": "call_0_0", "decision": "yes"}'], INVALID_REQUEST_ERROR_TYPE,
+             "malformed approve payload: decision: Input should be 'approve', 'deny' or 'skip'"),
+            (['{"call_id": "call_0_0"}', "{}"], INVALID_REQUEST_ERROR_TYPE,
+             "approve takes one JSON object, not 2 inputs"),
+        ]
+        for inputs, error_type, message in refusals:
+            args = [arg for value in inputs for arg in ("--input", value)]
+            out = await run_temporal(dev_server, "workflow", "update", "execute", "--workflow-id", handle.run_id,
+                                     "--name", "approve", *args)
+            said = out.stdout + out.stderr
+            assert out.returncode != 0 and message in said, said
+            assert f"(type: {error_type}, retryable: false)" in said, said
+        # The Python client still raises DecisionRejected for the same refusal.
+        with pytest.raises(DecisionRejected, match="no call 'nope' waits for approval"):
+            await handle.approve("nope")
+        await handle.approve("call_0_0")
+        result = await handle.result()
+    assert result.status == "completed"
+
+
+async def test_signals_with_two_inputs_are_noted_not_fatal(
+    agent_client: AgentClient, worker, dev_server: DevServer
+) -> None:
+    model = script(calls(write("a.txt")), reply("unreachable"))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id, "--name", "approve",
+                                 "--input", '{"call_id": "call_0_0"}', "--input", "{}")
+        assert out.returncode == 0, out.stderr
+        state = await wait_state(handle, lambda s: s.rejected_signals, "the rejection noted")
+        assert state.rejected_signals == [
+            ('approve signal ignored: approve takes one JSON object, not 2 inputs; expected e.g. '
+             '{"call_id": "call_0_0", "decision": "approve"}')
+        ]
+        assert state.status == "awaiting_approval"
+        # A stop is a stop, however it is typed.
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id, "--name", "stop",
+                                 "--input", "{}", "--input", "{}")
+        assert out.returncode == 0, out.stderr
+        history = await wait_for_end(handle.workflow_handle)
+        result = await handle.result()
+    assert task_failures(history) == []
+    assert result.status == "stopped"
+
+
+async def test_a_stop_reason_of_a_megabyte_and_a_half_from_a_file(
+    agent_client: AgentClient, worker, dev_server: DevServer, tmp_path: Path
+) -> None:
+    model = script(calls(write("a.txt")), reply("unreachable"))
+    reason = tmp_path / "reason.json"
+    reason.write_text(json.dumps({"reason": "r" * 1_500_000}))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id, "--name", "stop",
+                                 "--input-file", str(reason))
+        assert out.returncode == 0, out.stderr
+        history = await wait_for_end(handle.workflow_handle)
+        assert task_failures(history) == []
+        described = await run_temporal(dev_server, "workflow", "describe", "--workflow-id", handle.run_id,
+                                       "--output", "json")
+        assert json.loads(described.stdout)["workflowExecutionInfo"]["status"] == "WORKFLOW_EXECUTION_STATUS_COMPLETED"
+        state = await run_temporal(dev_server, "workflow", "query", "--workflow-id", handle.run_id, "--name", "state",
+                                   "--output", "json")
+        assert state.returncode == 0, state.stderr
+        error = json.loads(state.stdout)["queryResult"][0]["error"]
+    assert error.startswith("stopped: rrr") and error.endswith(" characters cut ...]")
+    assert len(error) <= len("stopped: ") + MAX_REASON_CHARS

@@ -1,0 +1,597 @@
+"""Record the workflow histories that tests/replay/test_replay.py replays.
+
+Run from the repository root when a deliberate, versioned change to the
+workflow needs new histories (keep the old ones: runs in flight still have
+them)::
+
+    python -m tests.replay.record            # scenarios without a file yet
+    python -m tests.replay.record NAME ...   # re-record these
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+from agentloop import (
+    AgentClient,
+    AgentRunFailed,
+    AgentSpec,
+    GuardrailContext,
+    GuardrailResult,
+    ToolContext,
+    ToolRegistry,
+    guardrail,
+    llm_judge,
+)
+from agentloop.activities.builtin_tools import register_builtin_tools
+from agentloop.activity_io import ToolDefinition
+from agentloop.context import ContextPolicy, is_summary_message
+from agentloop.devserver import DevServer
+from agentloop.spec import SubAgent
+from agentloop.testing import call, calls, register_scripted_model, reply
+from agentloop.tools import Tool
+from agentloop.workers.worker import build_worker, connect
+from tests.helpers.paths import HISTORIES, ROOT
+
+HERE = HISTORIES  # where the recorded histories go
+
+async def wait_pending(handle, count: int) -> None:
+    for _ in range(600):
+        pending = await handle.pending()
+        if len(pending.approvals) + len(pending.actions) == count:
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError(f"{handle.run_id}: never had {count} pending calls")
+
+
+async def drive_approvals(handle) -> None:
+    # Two writes wait at once; one approved by signal (as `temporal workflow
+    # signal` sends it), one denied by update; a malformed signal is ignored.
+    await wait_pending(handle, 2)
+    raw = handle.workflow_handle
+    await raw.signal("approve", {"call": "oops"})
+    await raw.signal("approve", {"call_id": "call_0_1", "decision": "approve"})
+    await handle.deny("call_0_0", "not today")
+
+
+async def drive_client_tool_then_stop(handle) -> None:
+    await wait_pending(handle, 1)
+    await handle.submit_tool_outputs({"call_0_0": "order shipped"})
+    await wait_pending(handle, 1)  # the write of step 2 waits for approval
+    await handle.stop("enough")
+
+
+def compacting_script(request):
+    # Summariser requests get a summary; otherwise read the big file four
+    # times (calls counted from the tool results seen), then answer.
+    if request.system_prompt.startswith("You summarise"):
+        return reply("SUMMARY: the big file was read several times; it is all x.")
+    reads = sum(1 for m in request.messages for p in m.content if getattr(p, "type", "") == "tool_result")
+    summaries = sum(1 for m in request.messages if is_summary_message(m))
+    if reads + 2 * summaries < 4:
+        return calls(call("read_file", {"file_path": "big.txt"}), text="Reading it again. " * 200)
+    return reply("done reading")
+
+
+async def drive_bounded_signals(handle) -> None:
+    # Text over its limit arrives by signal: cut, noted, and applied (patch
+    # agentloop-bounded-signals-1); then a stop whose reason is over its limit.
+    await wait_pending(handle, 2)
+    raw = handle.workflow_handle
+    await raw.signal("approve", {"call_id": "call_0_0", "decision": "deny", "reason": "r" * 12_000, "by": "b" * 300})
+    await wait_pending(handle, 1)
+    await handle.stop("s" * 12_000)
+
+
+async def drive_continue_as_new(handle) -> None:
+    await wait_pending(handle, 1)  # the write waits, in the second Temporal run
+    await handle.approve("call_1_0")
+
+
+LOOKUP = ToolDefinition(name="lookup_order", parameters={"type": "object", "properties": {"id": {"type": "string"}}})
+
+SCENARIOS = {
+    # Parallel calls (one unknown), then a sequential step, then an answer.
+    "tools_parallel": (
+        [
+            calls(call("read_file", {"file_path": "a.txt"}), call("nope"), call("list_dir", {"path": "."})),
+            calls(call("write_file", {"file_path": "b.txt", "content": "b"})),
+            reply("done"),
+        ],
+        dict(tools=["read_file", "list_dir", "write_file"]),
+    ),
+    # A run that fails on its finish reason.
+    "failed_length": ([reply("cut off", finish_reason="length")], {}),
+    # A run that runs out of steps.
+    "max_steps": ([calls(call("list_dir")) for _ in range(3)], dict(tools=["list_dir"], max_steps=2)),
+    # Approvals (patch agentloop-hitl-1): both decided, out of order.
+    "hitl_approvals": (
+        [
+            calls(call("write_file", {"file_path": "c.txt", "content": "c"}),
+                  call("write_file", {"file_path": "d.txt", "content": "d"})),
+            reply("done"),
+        ],
+        dict(tools=["write_file"], approval_timeout_seconds=3600),
+        drive_approvals,
+    ),
+    # requires_action for a client tool, then a stop while an approval waits.
+    "hitl_client_tool_stop": (
+        [
+            calls(call("lookup_order", {"id": "7"})),
+            calls(call("write_file", {"file_path": "e.txt", "content": "e"})),
+            reply("unreachable"),
+        ],
+        dict(tools=["write_file"], client_tools=[LOOKUP]),
+        drive_client_tool_then_stop,
+    ),
+    # Pruning and a summary (patch agentloop-long-runs-1): a small window.
+    "long_compaction": (
+        compacting_script,
+        dict(tools=["read_file"], default_permission="allow", max_steps=12,
+             context=ContextPolicy(context_window_tokens=4096, reserve_output_tokens=512,
+                                   protect_recent_tool_results=1, keep_recent_messages=2)),
+    ),
+    # Oversize text by signal (patch agentloop-bounded-signals-1): a denial
+    # whose reason and `by` are cut, then a stop whose reason is cut.
+    "bounded_signals": (
+        [
+            calls(call("write_file", {"file_path": "g.txt", "content": "g"}),
+                  call("write_file", {"file_path": "h.txt", "content": "h"})),
+            reply("unreachable"),
+        ],
+        dict(tools=["write_file"], parallel_tool_calls=False),
+        drive_bounded_signals,
+    ),
+    # Continue-as-new while an approval waits: both Temporal runs recorded.
+    "continue_as_new": (
+        [
+            calls(call("list_dir", {"path": "."})),
+            calls(call("write_file", {"file_path": "f.txt", "content": "f"})),
+            reply("done"),
+        ],
+        dict(tools=["list_dir", "write_file"], continue_as_new_every_steps=2),
+        drive_continue_as_new,
+    ),
+}
+
+
+async def drive_approval_timeout_then_approve(handle) -> None:
+    # The first write times out (1 s); the second step's write is approved.
+    await wait_pending(handle, 1)
+    await wait_pending(handle, 0)
+    await wait_pending(handle, 1)
+    await handle.approve("call_1_0", by="ops")
+
+
+# Recorded after the run became an interpreter over one LoopState (the
+# workflows/ modules of agentloop 0.1's restructure): the same paths again,
+# plus self-verification and an approval timeout.
+SCENARIOS.update({
+    "state_tools_parallel": (SCENARIOS["tools_parallel"][0],
+                             dict(SCENARIOS["tools_parallel"][1], default_permission="allow")),
+    "state_approvals": SCENARIOS["hitl_approvals"],
+    "state_client_tool_stop": SCENARIOS["hitl_client_tool_stop"],
+    "state_compaction": SCENARIOS["long_compaction"],
+    "state_continue_as_new": SCENARIOS["continue_as_new"],
+    "state_verify": (
+        [reply("draft"), reply("checked: final")],
+        dict(verify_before_completing=True),
+    ),
+    "state_approval_timeout": (
+        [
+            calls(call("write_file", {"file_path": "t.txt", "content": "t"})),
+            calls(call("write_file", {"file_path": "u.txt", "content": "u"})),
+            reply("done"),
+        ],
+        dict(tools=["write_file"], approval_timeout_seconds=1, max_consecutive_failed_tool_steps=2),
+        drive_approval_timeout_then_approve,
+    ),
+})
+
+# Recorded with the hand-over's carry bounded by bytes (patch
+# agentloop-carry-bytes-1): the report counts in the carry's limit, and the
+# carried events are the newest within CARRIED_EVENT_BYTES.
+SCENARIOS["carry_bytes"] = (
+    [calls(call("read_file", {"file_path": "big.txt"})) for _ in range(3)] + [reply("done")],
+    {"tools": ["read_file"], "default_permission": "allow", "continue_as_new_every_steps": 2},
+)
+
+
+# Recorded with the report's long texts cut (REPORT_TEXT_LIMIT): a call
+# whose argument is 20,000 characters, and its report keeps 2,000.
+SCENARIOS["report_cut"] = (
+    [calls(call("write_file", {"file_path": "long.txt", "content": "w" * 20_000})), reply("written")],
+    {"tools": ["write_file"], "default_permission": "allow"},
+)
+
+
+async def drive_cancel_while_waiting(handle) -> None:
+    await wait_pending(handle, 1)
+    await handle.cancel()
+
+
+# Recorded after runs started lean (patch agentloop-lean-1): one marker, no
+# redundant first upsert, the cancel checks.
+SCENARIOS.update({
+    "lean_tools": SCENARIOS["state_tools_parallel"],
+    "lean_approvals": SCENARIOS["hitl_approvals"],
+    "lean_cancel": (
+        [calls(call("write_file", {"file_path": "c.txt", "content": "c"}))],
+        dict(tools=["write_file"]),
+        drive_cancel_while_waiting,
+    ),
+})
+
+
+# Tool calls on the run's own queue (no patch: resolve_tools' result in
+# history says where they go): a worker of role all answered resolve_tools.
+SCENARIOS.update({
+    "tools_beside": SCENARIOS["state_tools_parallel"],
+})
+
+
+# Tools looked up on the run's own worker (patch agentloop-lean-2): a local
+# activity of the worker of role all, in the run's first workflow task.
+SCENARIOS.update({
+    "resolve_here": SCENARIOS["state_tools_parallel"],
+})
+
+
+# A tool registered local=True (no patch: resolve_tools' result in history
+# names the local tools): its calls are local activities of the worker of
+# role all running the run, one of them beside a call of an ordinary tool.
+def register_local_tools(registry: ToolRegistry) -> None:
+    @registry.tool(local=True, read_only=True)
+    async def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+
+SCENARIOS.update({
+    "local_tools": (
+        [calls(call("shout", {"text": "hi"}), call("read_file", {"file_path": "a.txt"})),
+         calls(call("shout", {"text": "again"})), reply("done")],
+        dict(tools=["shout", "read_file"]),
+    ),
+})
+
+
+
+# Recorded with the report's steps carried within REPORT_STEPS_CARRY_BYTES
+# (patch agentloop-report-steps-1): each call reports about 160 KB of
+# metrics, and the hand-over after step 2 carries the newest step only.
+def register_measure(registry: ToolRegistry) -> None:
+    @registry.tool
+    async def measure(part: int, ctx: ToolContext) -> str:
+        """Reports many numbers."""
+        ctx.metrics["samples"] = list(range(part * 1_000_000, part * 1_000_000 + 20_000))
+        return f"measured {part}"
+
+
+SCENARIOS["report_steps"] = (
+    [calls(call("measure", {"part": i})) for i in range(3)] + [reply("done")],
+    {"tools": ["measure"], "default_permission": "allow", "continue_as_new_every_steps": 2},
+)
+
+
+# A tool whose definition() raises on the worker (no patch: before, the
+# lookup was retried until it stopped raising): the lookup fails beside the
+# run (a marker), then on the tools queue non-retryably (ToolDefinitionError),
+# and the run fails with a sentence naming the tool.
+class BrokenDefinition(Tool):
+    def definition(self) -> ToolDefinition:
+        raise KeyError("#/components/schemas/Order")
+
+
+def register_broken_definition(registry: ToolRegistry) -> None:
+    async def order(id: str) -> str:
+        """Look an order up."""
+        return id
+
+    registry.register(BrokenDefinition(order))
+
+
+SCENARIOS.update({
+    "tool_definition_error": ([reply("never")], dict(tools=["order"])),
+})
+
+# Sub-agents (no patch: only runs with sub_agents reach the code): two
+# delegations in parallel, one with a forked history, one failing (max_steps);
+# the children's histories are recorded too (NAME-sub-N.json).
+register_scripted_model("record-sub_agents-researcher", [reply("the answer is 42")])
+register_scripted_model("record-sub_agents-critic", [calls(call("list_dir", {"path": "."})) for _ in range(3)])
+SCENARIOS.update({
+    "sub_agents": (
+        [
+            calls(call("researcher", {"task": "find the answer"}), call("critic", {"task": "check it"})),
+            reply("done"),
+        ],
+        dict(sub_agents={
+            "researcher": SubAgent(spec=AgentSpec(model="scripted:record-sub_agents-researcher", name="researcher"),
+                                   description="Finds answers."),
+            "critic": SubAgent(spec=AgentSpec(model="scripted:record-sub_agents-critic", name="critic",
+                                              tools=["list_dir"], max_steps=2),
+                               description="Checks answers.", history="fork"),
+        }),
+    ),
+})
+
+
+# Guardrails (no patch: only runs whose spec names guardrails reach the
+# code): an input guardrail that fails without a tripwire, an LLM judge that
+# passes, and an output guardrail whose tripwire ends the run.
+def register_guardrails(registry: ToolRegistry) -> None:
+    def record_input_note(ctx: GuardrailContext) -> GuardrailResult:
+        return GuardrailResult.fail("input noted", severity="low") if ctx.step == 0 else GuardrailResult.ok()
+
+    def record_no_secrets(ctx: GuardrailContext) -> GuardrailResult:
+        return GuardrailResult.trip("the answer tells a secret") if "secret" in ctx.text else GuardrailResult.ok()
+
+    register_scripted_model("record-judge", lambda request: reply('{"pass": true, "reason": "fine"}'))
+    guardrail(record_input_note, stage="input", registry=registry)
+    guardrail(record_no_secrets, stage="output", registry=registry)
+    llm_judge("record_judge", stage="output", model="scripted:record-judge", prompt="Judge.", registry=registry)
+
+
+SCENARIOS.update({
+    "guardrails": (
+        [calls(call("list_dir", {"path": "."})), reply("the secret is 42")],
+        dict(tools=["list_dir"], guardrails=["record_input_note", "record_judge", "record_no_secrets"]),
+    ),
+})
+
+
+# MCP tools (no patch: only runs with mcp_servers reach the code): the
+# listing of a stdio server (tests/helpers/mcp_server.py) recorded by resolve_tools,
+# then a result, an isError result and a JSON-RPC error in parallel.
+SCENARIOS.update({
+    "mcp_tools": (
+        [
+            calls(call("notes__add", {"a": 2, "b": 40}), call("notes__fail", {"message": "disk full"}),
+                  call("notes__rpc_error")),
+            reply("done"),
+        ],
+        dict(mcp_servers=["notes"], default_permission="allow"),
+    ),
+})
+
+#: The MCP servers of the recording worker.
+MCP_SERVERS = {"notes": {"command": sys.executable, "args": ["-m", "tests.helpers.mcp_server", "stdio"],
+                         "cwd": str(ROOT)}}
+
+
+async def drive_restore(handle):
+    # Export the run while its write waits, cancel it, and restore the
+    # snapshot as a new run (with a tool the worker lacks: a warning, not a
+    # failed start); the restored run's write waits again and is approved.
+    # Its history is the one recorded.
+    await wait_pending(handle, 1)
+    snapshot = await handle.export()
+    await handle.cancel()
+    spec = snapshot.spec.model_copy(update={"tools": [*snapshot.spec.tools, "gone_tool"]})
+    snapshot = snapshot.model_copy(update={"spec": spec, "tools": [*snapshot.tools, "gone_tool"]})
+    restored = await AgentClient(handle.workflow_handle._client, task_queue=RECORD_QUEUE[0]).restore(
+        snapshot, run_id=f"{handle.run_id}-restored")
+    await wait_pending(restored, 1)
+    await restored.approve("call_0_0", by="ops")
+    return restored
+
+
+# Restore (no patch: only runs started from a snapshot, AgentRunInput.origin,
+# reach the code): a restored run whose approval waits again.
+SCENARIOS.update({
+    "restored_approval": (
+        [calls(call("write_file", {"file_path": "r.txt", "content": "r"})), reply("done")],
+        dict(tools=["write_file"]),
+        drive_restore,
+    ),
+})
+
+# Threads (no patch: only runs started with AgentRunInput.thread reach the
+# code): turns by update and by signal, an enqueued message, steering, an
+# interrupt and a rollback (each cancelling a step under way), a reject that
+# leaves no trace, and a stop while idle that ends the thread.
+THREAD_GATES: dict[str, asyncio.Event] = {}
+
+
+def thread_gate(name: str) -> asyncio.Event:
+    return THREAD_GATES.setdefault(name, asyncio.Event())
+
+
+async def thread_script(request):
+    users = [m.text for m in request.messages if m.role == "user"]
+    last_user, last = users[-1], request.messages[-1]
+    if last_user == "scenario thread_turns" and last.role == "user":
+        return calls(call("list_dir", {"path": "."}))
+    if last_user in ("a long one", "research this", "steer me") and last.role == "user":
+        thread_gate(f"at {last_user}").set()
+        await thread_gate(f"release {last_user}").wait()  # never released: cut short
+    return reply(f"answer to {last_user}")
+
+
+async def drive_thread(handle):
+    from agentloop.client import AgentRunHandle
+
+    raw = handle.workflow_handle
+    await handle.result()  # turn 1: a tool step, then an answer
+    await raw.execute_update("send", {"text": "a long one"})  # turn 2
+    await thread_gate("at a long one").wait()
+    await raw.execute_update("send", {"text": "and a queued one", "strategy": "enqueue"})  # turn 3
+    await raw.execute_update("send", {"text": "stop that", "strategy": "interrupt"})  # turn 4, answered next
+    await AgentRunHandle(raw, turn=3).result()
+    await raw.signal("send", {"text": "steer me"})  # turn 5, by signal
+    await thread_gate("at steer me").wait()
+    await raw.execute_update("steer", {"text": "use the v2 API"})
+    thread_gate("release steer me").set()
+    await AgentRunHandle(raw, turn=5).result()
+    await raw.execute_update("send", {"text": "research this"})  # turn 6
+    await thread_gate("at research this").wait()
+    try:
+        await raw.execute_update("send", {"text": "refused", "strategy": "reject"})
+    except Exception:  # ThreadBusy: refused by the validator, nothing in history
+        pass
+    await raw.execute_update("send", {"text": "instead this", "strategy": "rollback"})  # turn 7
+    await AgentRunHandle(raw, turn=7).result()
+    await handle.stop("the conversation is over")  # idle: the thread ends stopped
+    return AgentRunHandle(raw)
+
+
+SCENARIOS.update({
+    "thread_turns": (thread_script, dict(tools=["list_dir"]), drive_thread),
+})
+
+def write_history(out: Path, history) -> None:
+    out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
+    print(f"wrote {out} ({len(history.events)} events)")
+
+
+#: The recording worker's task queue (set in main).
+RECORD_QUEUE: list[str] = []
+
+
+# A run whose tool lookup was answered by a worker that serves the tools on
+# the run's queue too (as role all does), while only a models worker polls
+# that queue: two parallel calls fail there (NotFoundError) and move to the
+# tools queue. Recorded on queues of its own (not in SCENARIOS).
+async def record_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
+    from temporalio.worker import Worker
+
+    from agentloop.activities.agent_activities import AgentActivities
+
+    name, queue = "tools_moved", f"record-moved-{uuid.uuid4().hex[:8]}"
+    acts = AgentActivities(registry, workspace=ws, tools_beside_runs=True)
+    register_scripted_model(f"record-{name}", [
+        calls(call("read_file", {"file_path": "a.txt"}), call("list_dir", {"path": "."})), reply("moved")])
+    async with (build_worker(client, task_queue=queue, registry=registry, role="models"),
+                Worker(client, task_queue=f"{queue}-tools", activities=[acts.resolve_tools, acts.execute_tool])):
+        spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["read_file", "list_dir"],
+                         default_permission="allow")
+        handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await handle.result()
+    history = await handle.workflow_handle.fetch_history()
+    out = HERE / f"{name}.json"
+    write_history(out, history)
+
+
+# The local tools' lookup answered by a worker that serves the tools beside
+# the runs, while only a models worker runs the run: it refuses the local
+# call (a marker) and the call, and the next one, run on the tools queue.
+async def record_local_tools_moved(client, registry: ToolRegistry, ws: str) -> None:
+    from temporalio.worker import Worker
+
+    from agentloop.activities.agent_activities import AgentActivities
+
+    name, queue = "local_tools_moved", f"record-local-moved-{uuid.uuid4().hex[:8]}"
+    acts = AgentActivities(registry, workspace=ws, tools_beside_runs=True)
+    register_scripted_model(f"record-{name}", [
+        calls(call("shout", {"text": "moved"})), calls(call("shout", {"text": "again"})), reply("moved")])
+    async with (build_worker(client, task_queue=queue, registry=registry, role="models"),
+                Worker(client, task_queue=f"{queue}-tools", activities=[acts.resolve_tools, acts.execute_tool])):
+        spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["shout"])
+        handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await handle.result()
+    write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
+
+
+@contextlib.asynccontextmanager
+async def split_deployment(client, queue: str, registry: ToolRegistry, ws: str):
+    """A models worker on ``queue`` and a tools worker on its tools queue."""
+    async with (build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="models"),
+                build_worker(client, task_queue=queue, registry=registry, workspace=ws, role="tools")):
+        yield
+
+
+# A split deployment: the models worker refuses the local lookup (its
+# failure is a marker) and the tools queue answers resolve_tools.
+async def record_resolve_split(client, registry: ToolRegistry, ws: str) -> None:
+    name, queue = "resolve_split", f"record-split-{uuid.uuid4().hex[:8]}"
+    register_scripted_model(f"record-{name}", [calls(call("read_file", {"file_path": "a.txt"})), reply("split")])
+    async with split_deployment(client, queue, registry, ws):
+        spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["read_file"])
+        handle = await AgentClient(client, task_queue=queue).start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await handle.result()
+    write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
+
+
+# Tools looked up on a worker of role all; the run waits for an approval
+# while the deployment is split, and the models worker goes on with it: the
+# approved call, placed beside the run, moves to the tools queue.
+async def record_resolve_here_split(client, registry: ToolRegistry, ws: str) -> None:
+    name, queue = "resolve_here_split", f"record-here-split-{uuid.uuid4().hex[:8]}"
+    register_scripted_model(f"record-{name}", [
+        calls(call("write_file", {"file_path": "split.txt", "content": "s"})), reply("split later")])
+    agents = AgentClient(client, task_queue=queue)
+    spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["write_file"])
+    async with build_worker(client, task_queue=queue, registry=registry, workspace=ws):
+        handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}")
+        await wait_pending(handle, 1)
+    async with split_deployment(client, queue, registry, ws):
+        await handle.approve("call_0_0")
+        await handle.result()
+    write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
+
+
+#: Histories recorded on workers and queues of their own (not in SCENARIOS).
+OWN_WORKERS = {
+    "tools_moved": record_tools_moved,
+    "resolve_split": record_resolve_split,
+    "resolve_here_split": record_resolve_here_split,
+    "local_tools_moved": record_local_tools_moved,
+}
+
+
+async def main() -> None:
+    registry = ToolRegistry()
+    register_builtin_tools(registry)
+    register_guardrails(registry)
+    register_local_tools(registry)
+    register_broken_definition(registry)
+    register_measure(registry)
+    with tempfile.TemporaryDirectory() as ws, DevServer() as server:
+        (Path(ws) / "a.txt").write_text("alpha\n")
+        (Path(ws) / "big.txt").write_text("x" * 6000)
+        await server.wait_ready()
+        client = await connect(server.address)
+        queue = f"record-{uuid.uuid4().hex[:8]}"
+        RECORD_QUEUE.append(queue)
+        agents = AgentClient(client, task_queue=queue)
+        async with build_worker(client, task_queue=queue, registry=registry, workspace=ws, mcp_servers=MCP_SERVERS):
+            wanted = sys.argv[1:] or [n for n in [*SCENARIOS, *OWN_WORKERS] if not (HERE / f"{n}.json").exists()]
+            for name in [n for n in wanted if n in OWN_WORKERS]:
+                await OWN_WORKERS[name](client, registry, ws)
+                wanted.remove(name)
+            for name in wanted:
+                script, options, *drive = SCENARIOS[name]
+                register_scripted_model(f"record-{name}", script)
+                spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, **options)
+                handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}",
+                                            thread_id=f"replay-{name}" if name.startswith("thread_") else None)
+                if drive:
+                    handle = await drive[0](handle) or handle  # a drive may hand over to a new run
+                try:
+                    await handle.result()
+                except AgentRunFailed:
+                    pass
+                runs = [w async for w in client.list_workflows(f'WorkflowId="{handle.run_id}"')]
+                runs.sort(key=lambda w: w.start_time)
+                for index, execution in enumerate(runs):
+                    run = client.get_workflow_handle(handle.run_id, run_id=execution.run_id)
+                    history = await run.fetch_history()
+                    out = HERE / (f"{name}.json" if index == 0 else f"{name}-{index + 1}.json")
+                    write_history(out, history)
+                children = [w async for w in client.list_workflows(f'AgentRootRun="{handle.run_id}"')]
+                children.sort(key=lambda w: w.id)
+                for index, execution in enumerate(children):
+                    history = await client.get_workflow_handle(execution.id, run_id=execution.run_id).fetch_history()
+                    out = HERE / f"{name}-sub-{index + 1}.json"
+                    write_history(out, history)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
