@@ -38,7 +38,7 @@ from agentloop.shared.messages import (
     ToolResultPart,
 )
 from agentloop.shared.report import Usage
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     AnthropicServer,
     ErrorsSeen,
     ScriptedResponse,

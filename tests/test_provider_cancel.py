@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from agentloop import AgentClient, AgentRunHandle, AgentSpec
 from agentloop.shared.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
     openai_completion,

@@ -45,7 +45,7 @@ from agentloop.shared.messages import (
 )
 from agentloop.shared.report import Usage
 from agentloop.activities.streaming import parse_tool_arguments
-from tests.provider_servers import (
+from tests.helpers.provider_servers import (
     ErrorsSeen,
     OpenAIServer,
     ScriptedResponse,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentloop.devserver import DevServer, find_temporal_binary
+from agentloop.workers.devserver import DevServer, find_temporal_binary
 from agentloop.testing import call, calls, register_scripted_model, script
 from tests.helpers.agents import echo_results
 from tests.helpers.paths import ROOT

@@ -10,8 +10,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from agentloop.messages import ImagePart, Message, ToolResultPart
-from agentloop.tools import ToolContext
+from agentloop.shared.messages import ImagePart, Message, ToolResultPart
+from agentloop.tools.registry import ToolContext
 
 #: A line the regex in :func:`hog_tool` backtracks over for a long time.
 HOG_LINE = "a" * 28 + "!"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.helpers.paths import ROOT
 
 

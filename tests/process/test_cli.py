@@ -11,7 +11,7 @@ from pathlib import Path
 
 from temporalio.client import Client
 
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.helpers.cli import agentloop, clean_env
 from tests.helpers.provider_servers import (
     OpenAIServer,
@@ -99,7 +99,7 @@ async def test_dev_serves_other_clients_and_temporal_cli_shows_summaries(
     import signal
 
     from agentloop import AgentClient, AgentSpec
-    from agentloop.devserver import find_temporal_binary, free_port
+    from agentloop.workers.devserver import find_temporal_binary, free_port
 
     (workspace / "hello.txt").write_text("hi\n")
     port = free_port()

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.client import RunIdInUse
-from agentloop.devserver import DevServer, free_port
+from agentloop.client.agent_client import RunIdInUse
+from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.cli import agentloop_async, clean_env, read_until, write_script
 from tests.helpers.paths import ROOT
 from tests.helpers.runs import wait_status

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.helpers.cli import agentloop, clean_env
 from tests.helpers.paths import ROOT
 

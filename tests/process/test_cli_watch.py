@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.events import (
+from agentloop.shared.events import (
     EVENT_ADAPTER,
     TERMINAL_EVENT_TYPES,
 )

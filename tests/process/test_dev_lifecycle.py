@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient
-from agentloop.devserver import DevServer, find_temporal_binary, free_port
+from agentloop.workers.devserver import DevServer, find_temporal_binary, free_port
 from tests.helpers.cli import agentloop, agentloop_async, clean_env, read_until, start_run
 from tests.helpers.paths import ROOT
 from tests.helpers.polling import eventually

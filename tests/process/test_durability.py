@@ -13,7 +13,7 @@ from temporalio.worker import Worker
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.agent_activities import AgentActivities
 from agentloop.activities.transcripts import QueryTimeouts
-from agentloop.plugin import workflow_runner
+from agentloop.workers.plugin import workflow_runner
 from agentloop.testing import reply, script
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workflows.activity_calls import SEED_MAX_BYTES

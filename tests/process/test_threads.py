@@ -10,13 +10,13 @@ from pathlib import Path
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.testing import reply
-from agentloop.tools import ToolRegistry
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import recording, user_texts
 from tests.helpers.paths import ROOT
 
 
 async def test_a_follow_up_after_the_worker_and_then_the_server_restarted(tmp_path: Path) -> None:
-    from agentloop.devserver import DevServer
+    from agentloop.workers.devserver import DevServer
     from agentloop.workers.worker import build_worker, connect
 
     model, seen = recording(lambda r: reply(f"answer to {user_texts(r)[-1]}"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.helpers.cli import agentloop_async, clean_env, read_until
 from tests.helpers.paths import ROOT
 from tests.helpers.tls_proxy import Certificates, TLSProxy, make_certificates

@@ -30,12 +30,12 @@ from agentloop import (
     llm_judge,
 )
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.activity_io import ToolDefinition
-from agentloop.context import ContextPolicy, is_summary_message
-from agentloop.devserver import DevServer
-from agentloop.spec import SubAgent
+from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.context import ContextPolicy, is_summary_message
+from agentloop.workers.devserver import DevServer
+from agentloop.shared.spec import SubAgent
 from agentloop.testing import call, calls, register_scripted_model, reply
-from agentloop.tools import Tool
+from agentloop.tools.registry import Tool
 from agentloop.workers.worker import build_worker, connect
 from tests.helpers.paths import HISTORIES, ROOT
 
@@ -416,7 +416,7 @@ async def thread_script(request):
 
 
 async def drive_thread(handle):
-    from agentloop.client import AgentRunHandle
+    from agentloop.client.agent_client import AgentRunHandle
 
     raw = handle.workflow_handle
     await handle.result()  # turn 1: a tool step, then an answer

@@ -16,8 +16,8 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from agentloop.plugin import AgentLoopPlugin
-from agentloop.run import AgentRunInput, AgentRunResult
+from agentloop.workers.plugin import AgentLoopPlugin
+from agentloop.shared.run import AgentRunInput, AgentRunResult
 from tests.helpers.paths import HISTORIES
 
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))

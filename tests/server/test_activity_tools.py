@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentloop import ActivityTool, AgentClient, AgentSpec, activity_as_tool
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.activity_tool_worker import charge_card
 from tests.helpers.paths import ROOT

@@ -39,8 +39,8 @@ from agentloop.shared.errors import (
     INVALID_REQUEST_ERROR_TYPE,
     REQUEST_TOO_LARGE_ERROR_TYPE,
 )
-from agentloop.messages import Message
-from agentloop.run import MAX_ERROR_CHARS
+from agentloop.shared.messages import Message
+from agentloop.shared.run import MAX_ERROR_CHARS
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, echo_results, write

@@ -15,7 +15,7 @@ from agentloop import (
     guardrail,
     llm_judge,
 )
-from agentloop.guardrails import (
+from agentloop.tools.guardrails import (
     guardrails_of,
 )
 from agentloop.testing import call, calls, reply, script, script_every_step

@@ -14,9 +14,9 @@ from temporalio.worker import Worker
 
 from agentloop import AgentClient, AgentRunCancelled, AgentSpec, ToolContext, ToolError, tool
 from agentloop.activities.agent_activities import AgentActivities
-from agentloop.activity_io import ResolveToolsInput
+from agentloop.shared.activity_io import ResolveToolsInput
 from agentloop.testing import call, calls, reply, script
-from agentloop.tools import Tool, ToolRegistry, default_registry
+from agentloop.tools.registry import Tool, ToolRegistry, default_registry
 from agentloop.workers.worker import build_worker
 from tests.helpers.agents import awaiting
 from tests.helpers.runs import local_activities, scheduled_queues, task_failures, wait_state

@@ -24,9 +24,9 @@ from agentloop import (
     ToolRegistry,
     UserError,
 )
-from agentloop.context import ContextPolicy, is_summary_message
-from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import REPORT_TEXT_LIMIT
+from agentloop.shared.context import ContextPolicy, is_summary_message
+from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.report import REPORT_TEXT_LIMIT
 from agentloop.testing import (
     call,
     calls,

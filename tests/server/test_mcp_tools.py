@@ -21,8 +21,8 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.devserver import free_port
-from agentloop.plugin import AgentLoopPlugin
+from agentloop.workers.devserver import free_port
+from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.paths import ROOT
 

@@ -21,8 +21,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, ToolRegistry, UserError
-from agentloop.devserver import DevServer
-from agentloop.plugin import HEARTBEAT_THROTTLE
+from agentloop.workers.devserver import DevServer
+from agentloop.workers.plugin import HEARTBEAT_THROTTLE
 from agentloop.testing import call, calls, reply, script
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from tests.helpers.user_workflows import GreetingWorkflow, shout

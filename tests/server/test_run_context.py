@@ -18,8 +18,9 @@ from agentloop import (
     ToolRegistry,
     context_provider,
 )
-from agentloop.context_providers import agents_md_layer, workspace_listing
-from agentloop.plugin import AgentLoopPlugin
+from agentloop.shared.context import agents_md_layer
+from agentloop.tools.context import workspace_listing
+from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script, script_every_step, step_of
 from tests.helpers.agents import spec
 

@@ -14,9 +14,9 @@ import pytest
 
 from agentloop import AgentClient, AgentSpec, ModelRequest, ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.errors import UserError
-from agentloop.messages import Message
-from agentloop.snapshot import (
+from agentloop.shared.errors import UserError
+from agentloop.shared.messages import Message
+from agentloop.shared.snapshots import (
     SNAPSHOT_VERSION,
     SnapshotError,
     load_snapshot,

@@ -16,7 +16,7 @@ from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolRegistry
 from agentloop.shared.activity_io import ToolDefinition
 from agentloop.shared.errors import UserError
 from agentloop.testing import reply, script
-from agentloop.tools import Tool
+from agentloop.tools.registry import Tool
 from tests.helpers.runs import task_failures
 
 

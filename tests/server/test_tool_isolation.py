@@ -13,7 +13,7 @@ import pytest
 
 from agentloop import AgentClient, AgentRunFailed, ToolContext, ToolRegistry
 from agentloop.testing import call, calls, script
-from agentloop.tools import Tool
+from agentloop.tools.registry import Tool
 from tests.helpers.agents import echo_results, spec
 from tests.helpers.processes import process_gone, wait_for_pid, wait_until_exited
 from tests.helpers.tools import HOG_LINE, ctx_for, hog_tool

@@ -16,13 +16,10 @@ from typing import Any
 import pytest
 
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
-from agentloop.activities.workspace import (
-    resolve_in_workspace,
-    truncate_output,
-    workspace_relative,
-)
-from agentloop.errors import ToolError
-from agentloop.tools import InvalidToolArguments, ToolContext, ToolRegistry
+from agentloop.activities.workspace import resolve_in_workspace, workspace_relative
+from agentloop.shared.messages import truncate_output
+from agentloop.shared.errors import ToolError
+from agentloop.tools.registry import InvalidToolArguments, ToolContext, ToolRegistry
 from tests.helpers.processes import unique_sleep, wait_until_gone, wait_until_running
 
 TOOLS = {t.name: t for t in BUILTIN_TOOLS}

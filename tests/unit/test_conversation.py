@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from agentloop.activity_io import StreamDelta
-from agentloop.events import MessageDelta, MessageReset
-from agentloop.messages import Message, ToolCallPart
-from agentloop.threads import (
+from agentloop.shared.activity_io import StreamDelta
+from agentloop.shared.events import MessageDelta, MessageReset
+from agentloop.shared.messages import Message, ToolCallPart
+from agentloop.shared.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
     MAX_QUEUED,

@@ -14,15 +14,15 @@ from agentloop import (
     guardrail,
     llm_judge,
 )
-from agentloop.errors import UserError
-from agentloop.guardrails import (
+from agentloop.shared.errors import UserError
+from agentloop.shared.guardrails import (
     Verdict,
     first_tripwire,
     judge_request_text,
     messages_to_check,
     parse_judge_reply,
 )
-from agentloop.messages import Message, ToolResultPart
+from agentloop.shared.messages import Message, ToolResultPart
 
 
 def test_input_guardrails_check_what_is_new_since_the_model_spoke() -> None:
@@ -72,8 +72,8 @@ def test_the_cli_shows_guardrail_events() -> None:
     import io
     from datetime import datetime, timezone
 
-    from agentloop.events import GuardrailTriggered
-    from agentloop.render import PlainRenderer
+    from agentloop.shared.events import GuardrailTriggered
+    from agentloop.cli.render import PlainRenderer
 
     out = io.StringIO()
     PlainRenderer(out, io.StringIO()).render(GuardrailTriggered(

@@ -18,9 +18,9 @@ from agentloop.shared.approvals import (
     ToolOutput,
     check_permission,
 )
-from agentloop.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.pricing import Budget, ModelPrice
-from agentloop.report import Usage
+from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.report import Usage
 from agentloop.workflows.loop_logic import (
     Answered,
     AskApproval,

@@ -15,7 +15,7 @@ from temporalio.converter import (
 from temporalio.worker import Replayer
 
 from agentloop import AgentLoopPlugin
-from agentloop.plugin import data_converter
+from agentloop.workers.plugin import data_converter
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from tests.helpers.paths import HISTORIES
 from tests.helpers.user_workflows import GreetingWorkflow

@@ -25,8 +25,9 @@ from agentloop import (
     RunReason,
     ToolStepFailed,
 )
-from agentloop.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class, run_failed_from
-from agentloop.run import AgentRunResult
+from agentloop.shared.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class
+from agentloop.shared.run import run_failed_from
+from agentloop.shared.run import AgentRunResult
 
 REPORT = {"id": "r", "model": "scripted:x", "started_at": "2026-01-01T00:00:00Z"}
 

@@ -1,5 +1,5 @@
 """Export, restore and fork (README "Conversations"): the pure helpers of
-agentloop.snapshot (runs and the CLI: tests/server/test_snapshots.py)."""
+agentloop.shared.snapshots (runs and the CLI: tests/server/test_snapshots.py)."""
 
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 
 from agentloop import AgentSpec
-from agentloop.approvals import PendingApproval, ToolGate
-from agentloop.errors import UserError
-from agentloop.messages import Message, ToolCallPart
-from agentloop.report import AgentRunReport, StepReport
-from agentloop.snapshot import (
+from agentloop.shared.approvals import PendingApproval, ToolGate
+from agentloop.shared.errors import UserError
+from agentloop.shared.messages import Message, ToolCallPart
+from agentloop.shared.report import AgentRunReport, StepReport
+from agentloop.shared.snapshots import (
     AgentSnapshot,
     SnapshotError,
     fork_input,
@@ -24,7 +24,7 @@ from agentloop.snapshot import (
     tool_changes,
     tool_warnings,
 )
-from agentloop.workflows.state import PendingStep
+from agentloop.shared.state import PendingStep
 
 
 def snapshot_of(messages: list[Message], step_ends: dict[int, int], **kw) -> AgentSnapshot:

@@ -24,7 +24,7 @@ from agentloop.shared.report import AgentRunReport, StepReport, Usage
 from agentloop.shared.run import AgentRunInput
 from agentloop.shared.transcripts import transcript_hashes
 from agentloop.workflows import requests
-from agentloop.workflows.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
+from agentloop.shared.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 from tests.helpers.paths import HISTORIES
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)

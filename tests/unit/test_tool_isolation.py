@@ -18,9 +18,9 @@ from pydantic import BaseModel
 
 from agentloop import ToolContext, ToolRegistry
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS
-from agentloop.errors import ToolError, UserError
-from agentloop.isolation import IsolatedToolError
-from agentloop.tools import Tool
+from agentloop.shared.errors import ToolError, UserError
+from agentloop.tools.isolation import IsolatedToolError
+from agentloop.tools.registry import Tool
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import process_gone, wait_for_pid, wait_until_exited
 from tests.helpers.tools import ctx_for, hog_tool
