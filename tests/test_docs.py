@@ -1,20 +1,23 @@
-"""README.md runs as written.
+"""README.md and the pages of docs/ run as written.
 
-Every ```python block of README.md has a marker on the line right before it,
-an HTML comment (invisible when rendered) that says how it is checked here. A
-block without one fails ``test_every_python_block_is_marked``, so no block
-goes unchecked. Clauses are separated by ``;``:
+The pages checked are README.md and every docs/*.md. Every ```python block
+of a page has a marker on the line right before it, an HTML comment
+(invisible when rendered) that says how it is checked here. A block without
+one fails ``test_every_python_block_is_marked``, so no block goes unchecked.
+Clauses are separated by ``;``:
 
 ``<!-- readme-test: offline -->`` (optionally ``offline, expect "TEXT"``)
     A complete script, run for real: saved in a temporary directory next to
-    the README's ``file`` blocks and run by this venv's Python, with
+    its page's ``file`` blocks and run by this venv's Python, with
     ``TEMPORAL_ADDRESS`` of the session's dev server and
     ``AGENTLOOP_TASK_QUEUE`` of a worker in this process (built-in tools,
     ``scripted:demo``), as a user runs it against ``agentloop dev``. It must
     exit 0 (and print TEXT).
 ``<!-- readme-test: file NAME.py -->``
-    Saved as NAME.py for the blocks that import it (blocks naming the same
-    file are appended in order, as "continued" blocks are), and imported.
+    Saved as NAME.py for the blocks of the same page that import it (blocks
+    naming the same file are appended in order, as "continued" blocks are),
+    and imported. Files are collected per page: a page holds every file its
+    blocks import, as a reader following that one page has them saved.
 ``<!-- readme-test: pytest NAME.py -->``
     Saved as NAME.py and run with pytest in that directory; it must pass.
 ``<!-- readme-test: needs VARIABLE -->``
@@ -28,10 +31,17 @@ goes unchecked. Clauses are separated by ``;``:
     builtin type).
 
 Shell commands are not run, but every ``agentloop`` and ``temporal`` command
-in the README's shell blocks and code spans must exist, with the options it
+in the pages' shell blocks and code spans must exist, with the options it
 is given (``agentloop SUB --help``, ``temporal PATH --help``). Also checked:
-every ``#anchor`` link leads to a heading, the Python requirement is
-pyproject's, and the test command is the one ``.ci/run`` runs.
+every link of a page (``#anchor``, ``other.md``, ``other.md#anchor``, and
+README's ``docs/PAGE.md#anchor``) leads to a file and a heading that exist,
+and the pages of docs/ link only to pages of docs/; headings are unique
+within a page (so GitHub and MkDocs give them the same anchors); examples
+import user-facing names from ``agentloop``; the README stays a short front
+page; benchmarks/README.md says how to run each benchmark, and
+docs/performance.md gives each table its date, machine and command; the
+Python requirement is pyproject's, and the test command is the one
+``.ci/run`` runs.
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ import shlex
 import subprocess
 import sys
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -58,6 +69,7 @@ from agentloop.workers.devserver import DevServer
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 BIN = Path(sys.executable).parent
 MARKER = re.compile(r"^<!-- readme-test: (.*) -->$")
 
@@ -80,15 +92,20 @@ class Block:
     code: str
     line: int                       # of the opening fence, 1-based
     marker: str | None              # the marker's text, None when there is none
+    page: str = "README.md"         # the page it is on, relative to the repository
 
     @property
     def label(self) -> str:
         first = self.code.splitlines()[0] if self.code else ""
         name = re.match(r"# ([\w.]+\.py)", first)
-        return f"L{self.line}-{name.group(1) if name else 'block'}"
+        return f"{self.page}:L{self.line}-{name.group(1) if name else 'block'}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
 
-def fenced_blocks(text: str) -> list[Block]:
+def fenced_blocks(text: str, page: str = "README.md") -> list[Block]:
     """Every fenced block, with the marker on the line before its fence."""
     blocks: list[Block] = []
     lines = text.splitlines()
@@ -106,7 +123,7 @@ def fenced_blocks(text: str) -> list[Block]:
             i += 1
         before = MARKER.match(lines[start - 1]) if start else None
         blocks.append(Block(opening.group(1), "\n".join(body) + "\n", start + 1,
-                            before.group(1).strip() if before else None))
+                            before.group(1).strip() if before else None, page))
         i += 1
     return blocks
 
@@ -149,29 +166,74 @@ def parse_marker(text: str) -> Check:
     return check
 
 
+def pages() -> list[str]:
+    """The pages checked: README.md, then docs/*.md, relative to the repository."""
+    return ["README.md", *sorted(str(p.relative_to(ROOT)) for p in DOCS.glob("*.md"))]
+
+
+def page_text(page: str) -> str:
+    return (ROOT / page).read_text()
+
+
 def readme_text() -> str:
     return README.read_text()
 
 
-def python_blocks(text: str | None = None) -> list[Block]:
-    return [b for b in fenced_blocks(readme_text() if text is None else text) if b.lang == "python"]
+def python_blocks(text: str | None = None, page: str = "README.md") -> list[Block]:
+    """The python blocks of one text (a page's, by default README's)."""
+    return [b for b in fenced_blocks(page_text(page) if text is None else text, page) if b.lang == "python"]
 
 
-PYTHON_BLOCKS = python_blocks()
+def all_python_blocks() -> list[Block]:
+    return [block for page in pages() for block in python_blocks(page=page)]
+
+
+PYTHON_BLOCKS = all_python_blocks()
 
 
 # --------------------------------------------------------------------------- markers
 
 def test_every_python_block_is_marked() -> None:
     problems = []
-    for block in python_blocks():
+    for block in all_python_blocks():
         if block.marker is None:
-            problems.append(f"README.md:{block.line}: no <!-- readme-test: ... --> marker on the line before")
+            problems.append(f"{block.where}: no <!-- readme-test: ... --> marker on the line before")
             continue
         try:
             parse_marker(block.marker)
         except ValueError as err:
-            problems.append(f"README.md:{block.line}: {err}")
+            problems.append(f"{block.where}: {err}")
+    assert problems == [], "\n".join(problems)
+    assert len(pages()) > 10 and len(PYTHON_BLOCKS) >= 31  # the scan found the docs and their examples
+
+
+def test_a_page_imports_only_its_own_files() -> None:
+    """A block that imports a module saved by a ``file`` block finds it on its own page."""
+    saved = {page: files_of(python_blocks(page=page)) for page in pages()}
+    everywhere = {Path(name).stem for files in saved.values() for name in files}
+    problems = []
+    for block in PYTHON_BLOCKS:
+        for node in ast.walk(ast.parse(block.code)):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for module in modules:
+                if module in everywhere and module + ".py" not in saved[block.page]:
+                    problems.append(f"{block.where}: imports {module}, saved on another page")
+    assert problems == [], "\n".join(problems)
+
+
+# Modules whose names the examples import as they are; every other
+# user-facing name comes from ``agentloop`` itself.
+SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.workflow", "agentloop.threads", "agentloop.activities.")
+
+
+def test_examples_import_user_facing_names_from_agentloop() -> None:
+    problems = []
+    for block in PYTHON_BLOCKS:
+        for node in ast.walk(ast.parse(block.code)):
+            module = (node.module or "") if isinstance(node, ast.ImportFrom) else ""
+            if module.startswith("agentloop.") and not module.startswith(SUBMODULES_IMPORTED):
+                problems.append(f"{block.where}: from {module} import ...: import it from agentloop")
     assert problems == [], "\n".join(problems)
 
 
@@ -189,7 +251,7 @@ def test_an_unmarked_or_misspelt_block_is_caught() -> None:
 # --------------------------------------------------------------------------- running blocks
 
 def files_of(blocks: list[Block]) -> dict[str, str]:
-    """The README's files, as a user following it has them saved."""
+    """A page's files, as a user following it has them saved."""
     files: dict[str, str] = {}
     for block in blocks:
         if block.marker is None:
@@ -224,7 +286,7 @@ def imports_of(code: str) -> str:
 
 def compile_block(block: Block, top_level_await: bool = False) -> ast.Module:
     flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT if top_level_await else 0
-    compile(block.code, f"README.md:{block.line}", "exec", flags=flags)
+    compile(block.code, block.where, "exec", flags=flags)
     return ast.parse(block.code)
 
 
@@ -268,11 +330,11 @@ async def test_python_block(
     tmp_path: Path,
 ) -> None:
     if block.marker is None:
-        pytest.fail(f"README.md:{block.line} has no readme-test marker (see tests/test_readme.py)")
+        pytest.fail(f"{block.where} has no readme-test marker (see tests/test_docs.py)")
     check = parse_marker(block.marker)
-    work = tmp_path / "readme"
+    work = tmp_path / "docs"
     work.mkdir()
-    for name, code in files_of(PYTHON_BLOCKS).items():
+    for name, code in files_of(python_blocks(page=block.page)).items():
         (work / name).write_text(code)
     # What a user following the README has: a server, and a worker (agentloop
     # dev's) whose workspace holds a file for the demo model to read.
@@ -283,7 +345,7 @@ async def test_python_block(
         "TEMPORAL_ADDRESS": dev_server.address,
         "AGENTLOOP_TASK_QUEUE": task_queue,
     }
-    where = f"README.md:{block.line} ({block.marker})"
+    where = f"{block.where} ({block.marker})"
 
     if check.fragment is not None:
         problems = fragment_problems(block, check.fragment)
@@ -304,7 +366,7 @@ async def test_python_block(
         assert " passed" in output and "failed" not in output, output
     elif check.offline:
         compile_block(block)
-        script = work / f"readme_block_{block.line}.py"
+        script = work / f"{Path(block.page).stem.replace('-', '_').lower()}_block_{block.line}.py"
         script.write_text(block.code)
         await dev_server.wait_ready()
         async with worker():
@@ -326,20 +388,21 @@ def outside_fences(text: str) -> str:
 
 
 def command_lines() -> list[tuple[str, str]]:
-    """(where, command line) of the shell blocks' lines, the plain blocks'
-    lines that start with a command, and the code spans of the prose."""
-    text = readme_text()
+    """(where, command line) of the pages' shell blocks' lines, the plain
+    blocks' lines that start with a command, and the code spans of the prose."""
     found = []
-    for block in fenced_blocks(text):
-        lines = block.code.replace("\\\n", " ").splitlines()
-        # A plain block is a synopsis when each line is a command or continues one
-        # (an output sample such as "agentloop worker: stopped" is not).
-        synopsis = block.lang == "" and all(re.match(r"(agentloop [a-z]+(\s|$)|\s|$)", line) for line in lines)
-        if block.lang in ("bash", "sh", "shell") or synopsis:
-            found += [(f"README.md:{block.line + 1 + n}", line) for n, line in enumerate(lines)]
-    for span in re.findall(r"`([^`]+)`", outside_fences(text)):
-        if re.search(r"(^|\s|/)(agentloop|temporal) ", span):
-            found.append(("a code span", span.replace("\n", " ")))
+    for page in pages():
+        text = page_text(page)
+        for block in fenced_blocks(text, page):
+            lines = block.code.replace("\\\n", " ").splitlines()
+            # A plain block is a synopsis when each line is a command or continues one
+            # (an output sample such as "agentloop worker: stopped" is not).
+            synopsis = block.lang == "" and all(re.match(r"(agentloop [a-z]+(\s|$)|\s|$)", line) for line in lines)
+            if block.lang in ("bash", "sh", "shell") or synopsis:
+                found += [(f"{page}:{block.line + 1 + n}", line) for n, line in enumerate(lines)]
+        for span in re.findall(r"`([^`]+)`", outside_fences(text)):
+            if re.search(r"(^|\s|/)(agentloop|temporal) ", span):
+                found.append((f"a code span of {page}", span.replace("\n", " ")))
     return found
 
 
@@ -392,7 +455,7 @@ def options_of(args: list[str]) -> list[str]:
     return [a.split("=")[0] for a in args if re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", a)]
 
 
-def test_agentloop_commands_in_the_readme_exist() -> None:
+def test_agentloop_commands_in_the_docs_exist() -> None:
     code, top = help_text("agentloop")
     assert code == 0, top
     subcommands = set(re.search(r"\{([a-z,]+)\}", top).group(1).split(","))
@@ -420,10 +483,10 @@ def test_agentloop_commands_in_the_readme_exist() -> None:
             problems += [f"{where}: `agentloop {sub}` has no option {o} ({line.strip()})"
                          for o in options if not has_option(helped, o)]
     assert problems == [], "\n".join(problems)
-    assert seen > 30  # the scan found the README's commands
+    assert seen > 30  # the scan found the pages' commands
 
 
-def test_temporal_commands_in_the_readme_exist() -> None:
+def test_temporal_commands_in_the_docs_exist() -> None:
     problems, seen = [], 0
     for where, line in command_lines():
         for args in commands_in(line, "temporal"):
@@ -459,48 +522,138 @@ def test_the_command_scan_catches_a_wrong_command() -> None:
 # --------------------------------------------------------------------------- the rest
 
 def github_anchor(heading: str) -> str:
+    """The anchor GitHub gives a heading; mkdocs.yml's toc slugify
+    (pymdownx.slugs, lower case) gives the same."""
     slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
     return slug.replace(" ", "-")
 
 
-def readme_anchors() -> set[str]:
-    """The anchors of README.md's headings, numbered as GitHub numbers repeats."""
-    anchors: set[str] = set()
-    for heading in re.findall(r"^#{1,6} (.+)$", outside_fences(readme_text()), flags=re.MULTILINE):
-        anchor = github_anchor(heading)
+def heading_anchors(page: str) -> list[str]:
+    """The anchors of a page's headings, in order, repeats included."""
+    return [github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", outside_fences(page_text(page)), flags=re.MULTILINE)]
+
+
+def anchors(page: str) -> set[str]:
+    """The anchors of a page's headings, numbered as GitHub numbers repeats."""
+    found: set[str] = set()
+    for anchor in heading_anchors(page):
         n = 0
-        while (anchor if n == 0 else f"{anchor}-{n}") in anchors:
+        while (anchor if n == 0 else f"{anchor}-{n}") in found:
             n += 1
-        anchors.add(anchor if n == 0 else f"{anchor}-{n}")
-    return anchors
+        found.add(anchor if n == 0 else f"{anchor}-{n}")
+    return found
 
 
-def test_every_anchor_link_leads_to_a_heading() -> None:
-    anchors = readme_anchors()
-    links = re.findall(r"\]\(#([^)]+)\)", outside_fences(readme_text()))
-    assert len(links) > 20
-    assert sorted({link for link in links if link not in anchors}) == []
+def readme_anchors() -> set[str]:
+    return anchors("README.md")
+
+
+def link_targets(page: str) -> list[str]:
+    """The targets of a page's links, outside code."""
+    prose = re.sub(r"`[^`\n]+`", "", outside_fences(page_text(page)))
+    return re.findall(r"\]\(([^)\s]+)\)", prose)
+
+
+def link_problem(page: str, target: str) -> str | None:
+    """What is wrong with a link of ``page`` to ``target``, or None."""
+    if re.match(r"[a-z]+:", target):
+        return None  # https://..., mailto:...
+    path, _, anchor = target.partition("#")
+    resolved = (ROOT / page).parent / path if path else ROOT / page
+    resolved = resolved.resolve()
+    if not resolved.is_file():
+        return f"{page}: {target} leads to no file"
+    name = str(resolved.relative_to(ROOT))
+    if page.startswith("docs/") and not name.startswith("docs/") or page.startswith("docs/") and resolved.suffix != ".md":
+        return f"{page}: {target} leads out of docs/ (not a page of the site)"
+    if anchor and (resolved.suffix != ".md" or anchor not in anchors(name)):
+        return f"{page}: {target}: {name} has no heading #{anchor}"
+    return None
+
+
+def test_every_link_leads_to_a_page_and_a_heading() -> None:
+    problems, seen = [], 0
+    for page in pages():
+        for target in link_targets(page):
+            seen += 1
+            problem = link_problem(page, target)
+            if problem:
+                problems.append(problem)
+    assert problems == [], "\n".join(problems)
+    assert seen > 120
     assert github_anchor("Following a run: `run`, `watch` and `--jsonl`") == "following-a-run-run-watch-and---jsonl"
 
 
-def test_the_measurement_log_and_the_readme_link_each_other() -> None:
-    """README's links to files lead to files, and benchmarks/README.md (the
-    measurement log its Performance section points to) links only to
-    README headings that exist."""
-    files = re.findall(r"\]\(([A-Za-z][^)#:]*)\)", outside_fences(readme_text()))
-    assert "benchmarks/README.md" in files
-    assert sorted(f for f in files if not (ROOT / f).is_file()) == []
-    log = (ROOT / "benchmarks" / "README.md").read_text()
-    links = re.findall(r"\]\(\.\./README\.md#([^)]+)\)", outside_fences(log))
-    assert "performance" in links
-    assert sorted(set(links) - readme_anchors()) == []
+def test_the_link_check_catches_a_wrong_link() -> None:
+    assert link_problem("docs/tools.md", "backend.md#the-spec") is None
+    assert link_problem("docs/tools.md", "#guardrails") is None
+    assert link_problem("README.md", "docs/tools.md#guardrails") is None
+    assert "no heading" in (link_problem("docs/tools.md", "backend.md#the-spex") or "")
+    assert "no file" in (link_problem("docs/tools.md", "backends.md") or "")
+    assert "out of docs" in (link_problem("docs/tools.md", "../README.md") or "")
+
+
+def test_headings_are_unique_within_a_page() -> None:
+    # A repeated heading is numbered differently by GitHub (-1) and MkDocs (_1).
+    repeated = [f"{page}: #{anchor}" for page in pages()
+                for anchor, n in Counter(heading_anchors(page)).items() if n > 1]
+    assert repeated == []
+
+
+def test_the_readme_is_a_short_front_page() -> None:
+    text = readme_text()
+    assert len(text.splitlines()) <= 400
+    examples = python_blocks()
+    assert len(examples) == 1 and len(examples[0].code.splitlines()) <= 30
+    linked = {str(((ROOT / target.partition("#")[0]).resolve()).relative_to(ROOT)) for target in link_targets("README.md")
+              if target.startswith("docs/")}
+    assert sorted(set(pages()[1:]) - linked) == []  # every page of docs/ is linked from the front page
+    assert "`.venv/bin/pytest tests/unit`" in text
+
+
+RUNNABLE_BENCHMARKS = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if "__main__" in p.read_text())
+
+
+def test_the_benchmarks_readme_says_how_to_run_each_benchmark() -> None:
+    how_to = (ROOT / "benchmarks" / "README.md").read_text()
+    performance = page_text("docs/performance.md")
+    assert len(RUNNABLE_BENCHMARKS) > 5
+    assert [b for b in RUNNABLE_BENCHMARKS if f"python -m benchmarks.{b}" not in how_to] == []
+    named = set(re.findall(r"python -m benchmarks\.(\w+)", how_to + performance))
+    assert sorted(named - set(RUNNABLE_BENCHMARKS)) == []
+    # The figures are in docs/performance.md, not in the how-to.
+    links = link_targets("benchmarks/README.md")
+    assert "../docs/performance.md" in links
+    assert [p for t in links if (p := link_problem("benchmarks/README.md", t))] == []
+
+
+def test_each_benchmark_figure_has_its_date_machine_and_command() -> None:
+    """docs/performance.md: every section with a table of figures says when,
+    on what machine, and with which command they were measured."""
+    sections = re.split(r"^## ", outside_fences(page_text("docs/performance.md")), flags=re.MULTILINE)[1:]
+    figure = re.compile(r"\s*\d[\d.,]*\s*(x|ms|KiB|KB|MB)?\s*")
+    measured = [s for s in sections
+                if any(figure.fullmatch(cell) for row in re.findall(r"^\|(.*)\|$", s, flags=re.MULTILINE)
+                       for cell in row.split("|"))]
+    assert len(measured) >= 5
+    problems = []
+    for section in measured:
+        title = section.splitlines()[0]
+        if not re.search(r"\b20\d\d-\d\d-\d\d\b", section):
+            problems.append(f"{title}: no date")
+        if "2 cores, 24 GiB" not in section:
+            problems.append(f"{title}: no machine")
+        if not re.search(r"`[^`]*(python -m benchmarks\.\w+|\.\./shared/bench/peers\.py)[^`]*`", section):
+            problems.append(f"{title}: no command")
+    assert problems == [], "\n".join(problems)
 
 
 def test_the_python_requirement_is_pyprojects() -> None:
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     version = re.fullmatch(r">=\s*(3\.\d+)", requires).group(1)
-    stated = re.findall(r"Python (3\.\d+) or newer", readme_text())
-    assert stated == [version], (stated, requires)
+    assert re.findall(r"Python (3\.\d+) or newer", readme_text()) == [version], requires
+    stated = {v for page in pages() for v in re.findall(r"Python (3\.\d+) or newer", page_text(page))}
+    assert stated == {version}, (stated, requires)
     assert sys.version_info >= tuple(int(p) for p in version.split("."))
 
 
@@ -509,12 +662,16 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     blocks = fenced_blocks(readme_text())
     first_screen = next(b.code.strip() for b in blocks if b.lang == "bash" and b.code.strip().endswith("pytest"))
     assert first_screen == ci
-    tests_section = readme_text().split("\n## Tests\n", 1)[1]
-    assert tests_section.lstrip().startswith("```bash\n.venv/bin/pytest\n```"), tests_section[:200]
     assert ci.endswith("&& .venv/bin/pytest")
-    assert "tests/test_readme.py" in tests_section
+    development = page_text("docs/development.md")
+    first_block = fenced_blocks(development, "docs/development.md")[0]
+    assert (first_block.lang, first_block.code) == ("bash", ".venv/bin/pytest\n"), first_block
+    assert "tests/test_docs.py" in development and "tests/test_docs_site.py" in development
 
 
-def test_the_readme_speaks_of_the_product() -> None:
-    # Not of the design documents it was built from.
-    assert re.findall(r"(?i)\bseed \d+", readme_text()) == []
+def test_the_docs_speak_of_the_product() -> None:
+    # Not of the design documents they were built from, nor of the days the figures were taken.
+    for page in pages():
+        text = page_text(page)
+        assert re.findall(r"(?i)\bseed \d+", text) == [], page
+        assert re.findall(r"(?i)\b(on a (?:slow|slower|quiet|quieter|noisy) (?:day|hour)|twenty-\w+ run)", text) == [], page
