@@ -60,6 +60,7 @@ __all__ = [
     "openai_tool_call",
     "openai_usage",
     "rechunk",
+    "slow_anthropic_stream",
     "slow_openai_stream",
     "sse_event",
     "unused_port",
@@ -793,6 +794,25 @@ def anthropic_stream(
         break_stream=break_stream,
         reset_stream=reset_stream,
     )
+
+
+def slow_anthropic_stream(*, seconds: float, interval: float = 0.2, text: str = "la ") -> ScriptedResponse:
+    """A Messages API stream of ``text`` deltas, one every ``interval``
+    seconds, for ``seconds`` in all (a model that rambles on), then a normal
+    end. See :meth:`ScriptedHTTPServer.wait_for_stream_outcome`."""
+
+    def events() -> Iterator[bytes]:
+        yield anthropic_event(anthropic_message_events(anthropic_message([]))[0])
+        yield anthropic_event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        for _ in range(max(1, int(seconds / interval))):
+            yield anthropic_event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
+        yield anthropic_event({"type": "content_block_stop", "index": 0})
+        yield anthropic_event(
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5}}
+        )
+        yield anthropic_event({"type": "message_stop"})
+
+    return ScriptedResponse(body_chunks=events(), chunk_interval=interval)
 
 
 def unused_port() -> int:
