@@ -38,8 +38,8 @@ from openai import AsyncOpenAI
 from agentloop.activities import anthropic_model, openai_model
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.provider_common import Provider
-from agentloop.activity_io import ModelRequest, StreamDelta, ToolDefinition
-from agentloop.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.activity_io import ModelRequest, StreamDelta, ToolDefinition
+from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from tests.helpers.provider_servers import (
     AnthropicServer,
     OpenAIServer,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.devserver import DevServer
+from agentloop.workers.devserver import DevServer
 from tests.helpers.cli import agentloop, clean_env
 from tests.helpers.provider_cases import CASES, ProviderCase
 

@@ -22,9 +22,9 @@ from agentloop.activities.anthropic_model import (
     to_anthropic_system,
     to_anthropic_tools,
 )
-from agentloop.activity_io import ModelRequest, ToolDefinition
-from agentloop.errors import MODEL_BAD_REQUEST_ERROR_TYPE, MODEL_RATE_LIMITED_ERROR_TYPE
-from agentloop.messages import (
+from agentloop.shared.activity_io import ModelRequest, ToolDefinition
+from agentloop.shared.errors import MODEL_BAD_REQUEST_ERROR_TYPE, MODEL_RATE_LIMITED_ERROR_TYPE
+from agentloop.shared.messages import (
     ImagePart,
     Message,
     TextPart,
@@ -32,7 +32,7 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentloop.report import Usage
+from agentloop.shared.report import Usage
 from tests.helpers.provider_cases import ANTHROPIC_CASE, WEATHER_TOOL, Deltas, whole_conversation
 from tests.helpers.provider_servers import (
     AnthropicServer,

@@ -20,9 +20,9 @@ from agentloop.activities.openai_model import (
     to_openai_messages,
     to_openai_tools,
 )
-from agentloop.activity_io import ModelRequest, ToolDefinition
-from agentloop.errors import MODEL_RATE_LIMITED_ERROR_TYPE
-from agentloop.messages import (
+from agentloop.shared.activity_io import ModelRequest, ToolDefinition
+from agentloop.shared.errors import MODEL_RATE_LIMITED_ERROR_TYPE
+from agentloop.shared.messages import (
     ImagePart,
     Message,
     TextPart,
@@ -30,7 +30,7 @@ from agentloop.messages import (
     ToolCallPart,
     ToolResultPart,
 )
-from agentloop.report import Usage
+from agentloop.shared.report import Usage
 from tests.helpers.provider_cases import OPENAI_CASE, WEATHER_TOOL, Deltas, whole_conversation
 from tests.helpers.provider_servers import (
     OpenAIServer,
