@@ -48,7 +48,7 @@ class Heartbeats:
     A class with slots and a timer rather than a generator-based context
     manager and a task: every LLM step and tool call holds one for as long
     as it runs, so it is a few objects instead of some twenty for the
-    garbage collector to walk (README "Performance"). A beat that fails
+    garbage collector to walk (docs/performance.md). A beat that fails
     (details that do not serialise: a bug) stops the beats and fails the
     block when it ends.
     """

@@ -1,4 +1,4 @@
-"""MCP servers as tool sources (README "Tools from MCP servers").
+"""MCP servers as tool sources (docs/tools.md).
 
 The worker knows its MCP servers by name (:class:`McpServers`): a command
 and arguments (stdio), or a URL and headers (streamable HTTP). Secrets stay

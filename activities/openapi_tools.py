@@ -1,4 +1,4 @@
-"""OpenAPI operations as tools (README "Tools from an OpenAPI document").
+"""OpenAPI operations as tools (docs/tools.md).
 
 One tool per operation of an OpenAPI 3 document, named
 ``<api>__<operationId>``, with a JSON schema made of the operation's path,

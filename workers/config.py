@@ -124,8 +124,7 @@ def gc_threshold_from_env(environ: Mapping[str, str] | None = None) -> tuple[int
     With hundreds of runs in flight, each holding a few hundred objects the
     collector tracks, Python's thresholds have it walk them all every few
     seconds; ``700,10,100`` walks them far less often (4 full collections
-    against 29 in one measurement), CPU bought with memory (README,
-    Performance: "Runs kept in flight").
+    against 29 in one measurement), CPU bought with memory (docs/performance.md).
 
     Raises:
         UserError: A value that is neither.

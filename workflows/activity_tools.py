@@ -1,5 +1,5 @@
 """Calling an activity-tool: the activity itself, on its own task queue
-(README "Activities as tools"). Workflow code; the pure parts (arguments,
+(docs/tools.md). Workflow code; the pure parts (arguments,
 idempotency key, result text) are :mod:`agentloop.shared.activity_tools`.
 """
 

@@ -69,7 +69,6 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows import requests
-    from agentloop.workflows.compaction import ContextKeeper
     from agentloop.workflows.handover import Handover
     from agentloop.workflows.loop_logic import (
         Continue,
@@ -94,12 +93,12 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
     from agentloop.workflows.guardrails import GuardrailRunner
-    from agentloop.workflows.context import RunContext, system_prompt_with, wants_context
+    from agentloop.workflows.context import ContextKeeper, RunContext, system_prompt_with, wants_context
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
     from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
-    from agentloop.workflows import conversation
+    from agentloop.workflows import threads
     from agentloop.workflows.threads import ThreadRunner, apply_steering
 
 @dataclass(frozen=True)
@@ -113,7 +112,7 @@ class ContextTooLong:
 # suite; run without it unless AGENTLOOP_WORKFLOW_SANDBOX says otherwise.
 @workflow.defn(name=contracts.WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())
 class AgentRunWorkflow:
-    """The agent loop: step, decide, run tools, repeat (README "How a run works")."""
+    """The agent loop: step, decide, run tools, repeat (docs/how-a-run-works.md)."""
 
     @workflow.init
     def __init__(self, *args: Any) -> None:
@@ -294,17 +293,17 @@ class AgentRunWorkflow:
     def _validate_send(self, *args: Any) -> None:
         requests.as_update_error(lambda: self._decide_send(args))
 
-    def _decide_send(self, args: tuple[Any, ...]) -> conversation.MessageDecision:
-        message = conversation.parse_send(conversation.one_payload("send", args))
+    def _decide_send(self, args: tuple[Any, ...]) -> threads.MessageDecision:
+        message = threads.parse_send(threads.one_payload("send", args))
         s = self._state
         # A stop ends the turn under way; only a stop while the thread waits ends the thread.
         idle_stop = s.stop is not None and s.thread is not None and not s.thread.busy
         ended = s.status in ("completed", "failed", "cancelled", "stopped") or idle_stop
         facts = self._threads.facts(ended=ended) if self._threads is not None else \
-            conversation.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
-        return conversation.decide_message(message, facts)
+            threads.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
+        return threads.decide_message(message, facts)
 
-    def _accept(self, decision: conversation.MessageDecision) -> MessageAccepted:
+    def _accept(self, decision: threads.MessageDecision) -> MessageAccepted:
         assert self._threads is not None  # decide_message refuses runs that are not threads
         return self._threads.accept(decision)
 
@@ -330,7 +329,7 @@ class AgentRunWorkflow:
         s = self._state
         running = (s.status in ("running", "awaiting_approval", "requires_action") and
                    (s.thread.busy if s.thread is not None else True))
-        return conversation.decide_steer(conversation.parse_steer(conversation.one_payload("steer", args)),
+        return threads.decide_steer(threads.parse_steer(threads.one_payload("steer", args)),
                                          run_id=self._run_id, running=running, is_thread=s.thread is not None)
 
     def _steer(self, message: Any) -> SteerAccepted:

@@ -2,6 +2,15 @@
 ``agents_md``, ``workspace_listing``): a ``load_context`` activity on the
 tools queue at the run's start, and one before each step for providers of
 ``when="step"``. Only runs whose spec asks for any of it reach this code.
+
+Keeping the conversation inside the model's context window: prune old tool
+outputs, then summarise older history with the model.
+
+The decisions (the estimate, what to prune, where to split) are pure
+functions of :mod:`agentloop.shared.context`; this module runs them against the
+run's state and makes the one I/O call there is, the summary (a
+``call_model`` activity whose input names messages by index, so they do not
+enter history again).
 """
 
 from __future__ import annotations
@@ -15,13 +24,28 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.shared import contracts
-    from agentloop.shared.context import ContextLayer, compose_system_prompt
-    from agentloop.shared.context import LoadContextInput, LoadContextResult, missing_providers_message, with_listing
+    from agentloop.shared.activity_io import CallModelInput, CompactionRef, ModelRequest, TranscriptRef
+    from agentloop.shared.context import (
+        ContextLayer,
+        LoadContextInput,
+        LoadContextResult,
+        compose_system_prompt,
+        estimate_tokens,
+        missing_providers_message,
+        needs_management,
+        prune_target_tokens,
+        prune_tool_outputs,
+        split_for_compaction,
+        with_listing,
+    )
+    from agentloop.shared.events import ContextManaged
     from agentloop.shared.messages import Message, TextPart
     from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.state import LoopState
+    from agentloop.shared.transcripts import ModelContext
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.loop_logic import FailRun
-    from agentloop.shared.state import LoopState
+    from agentloop.workflows.recorder import RunRecorder
 
 #: How long loading the context may take (providers included).
 LOAD_CONTEXT_TIMEOUT = timedelta(seconds=60)
@@ -109,3 +133,105 @@ class RunContext:
         if loaded.missing:
             return FailRun("error", missing_providers_message(loaded.missing, loaded.available))
         return loaded
+
+
+#: The system prompt of the summariser call that compacts older history.
+SUMMARISER_PROMPT = "You summarise conversations between a user and an AI agent, faithfully and briefly."
+
+NOTHING_TO_SUMMARISE = (
+    "the provider refused the request as longer than the model's context window, and "
+    "there is no older history left to summarise; use a model with a larger window, "
+    "lower tool_output_limit, or start with a shorter input"
+)
+
+
+class ContextKeeper:
+    """Prunes and compacts one run's conversation.
+
+    Args:
+        state: The run's state (messages, anchor, input count).
+        recorder: For ``agent.context.compacted`` events.
+        spec: The agent (context policy, model, limits).
+    """
+
+    def __init__(self, state: LoopState, recorder: RunRecorder, spec: AgentSpec) -> None:
+        self.state = state
+        self.recorder = recorder
+        self.spec = spec
+        self.context = ModelContext()
+        self._tools_chars = 0
+
+    def use(self, context: ModelContext) -> None:
+        """The system prompt and tools every request of the run carries."""
+        self.context = context
+        self._tools_chars = sum(len(t.model_dump_json()) for t in context.tools)
+
+    def estimate(self, messages: list[Message]) -> int:
+        return estimate_tokens(messages, system_prompt=self.context.system_prompt,
+                               tools_json_chars=self._tools_chars, anchor=self.state.anchor)
+
+    async def manage(self, *, trigger: str) -> FailRun | None:
+        """Prune old tool outputs, then summarise older history, when the
+        estimate passes the policy's threshold, or always when the provider
+        said the request was too long (``trigger="context_length_error"``)."""
+        policy = self.spec.context
+        forced = trigger == "context_length_error"
+        if policy.context_window_tokens is None and not forced:
+            return None
+        before = self.estimate(self.state.messages)
+        if not forced and not needs_management(before, policy):
+            return None
+        target = prune_target_tokens(policy)
+        if target is not None:
+            pruned, count = prune_tool_outputs(self.state.messages, policy, target_tokens=target,
+                                               estimate=self.estimate)
+            if count:
+                self.state.replace_messages(pruned)
+                after = self.estimate(self.state.messages)
+                self.recorder.emit(ContextManaged, kind="prune", tokens_before=before, tokens_after=after,
+                                   messages_affected=count, trigger=trigger)
+                if not forced and not needs_management(after, policy):
+                    return None
+                before = after
+        return await self._summarise(before, trigger=trigger, forced=forced)
+
+    async def _summarise(self, before: int, *, trigger: str, forced: bool) -> FailRun | None:
+        split = split_for_compaction(self.state.messages, self.spec.context)
+        if split is None:
+            return FailRun("error", NOTHING_TO_SUMMARISE) if forced else None
+        start = len(split.head)
+        summary = await self._ask_for_summary(start, start + len(split.to_summarise))
+        if isinstance(summary, FailRun):
+            return summary
+        compacted = split.with_summary(summary)
+        self.state.input_count = min(self.state.input_count, start)
+        self.state.replace_messages(compacted)
+        self.state.anchor = None
+        self.recorder.emit(ContextManaged, kind="summary", tokens_before=before,
+                           tokens_after=self.estimate(compacted), messages_affected=len(split.to_summarise),
+                           trigger=trigger)
+        return None
+
+    async def _ask_for_summary(self, start: int, end: int) -> str | FailRun:
+        """The model's summary of messages[start:end], by reference: the worker
+        builds the summariser's request from the transcript it caches."""
+        spec, state = self.spec, self.state
+        request = ModelRequest(model=spec.model_name, system_prompt=SUMMARISER_PROMPT, messages=[],
+                               max_tokens=spec.context.reserve_output_tokens)
+        transcript = TranscriptRef(message_count=len(state.messages), transcript_hash=state.transcript_hashes()[-1],
+                                   context_hash=self.context.context_hash)
+        compaction = CompactionRef(head=start, end=end, policy=spec.context.model_dump(mode="json"))
+        input = CallModelInput(run_id=self.recorder.run_id, step=state.step, model=spec.model, request=request,
+                               stream_deltas=False, transcript=transcript, compaction=compaction)
+        try:
+            result = await calls.call_model(input, calls.model_call_options(spec), "compact context")
+        except ActivityError as err:
+            calls.reraise_cancel(err)
+            after = calls.attempts_note(err, spec.llm_max_attempts)
+            return FailRun("error", f"summarising older history to fit the context window failed{after}: "
+                                    f"{calls.failure_detail(err)}")
+        state.add_usage(result.response.usage + result.failed_attempts_usage, result.attempt)
+        text = result.response.message.text.strip()
+        if not text:
+            return FailRun("error", "summarising older history returned no text; the context could not be compacted")
+        return text

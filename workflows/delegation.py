@@ -1,4 +1,4 @@
-"""Sub-agents: the pure decisions (README "Sub-agents").
+"""Sub-agents: the pure decisions (docs/sub-agents.md).
 
 What the model sees of a sub-agent (one tool per sub-agent, named after it,
 taking ``{"task": ...}``), the id, input and budget of the child run a call
@@ -7,7 +7,7 @@ starts and waits for the child workflows, is
 :mod:`~agentloop.workflows.sub_agents`.
 
 No I/O, clocks or randomness: this code runs inside workflow replay, and the
-tests call it without a server (``tests/test_delegation.py``).
+tests call it without a server (``tests/unit/test_delegation.py``).
 """
 
 from __future__ import annotations

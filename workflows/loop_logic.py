@@ -9,7 +9,7 @@ continue as new and whether the budget is spent are decided here too. The
 workflow matches on the results and does the I/O.
 
 No I/O, clocks or randomness here: this code runs inside workflow replay,
-and the tests call it without a server (``tests/test_loop_logic.py``).
+and the tests call it without a server (``tests/unit/test_loop_logic.py``).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ def workflow_sandbox_from_env(environ: Mapping[str, str] | None = None) -> bool:
 
     The sandbox re-checks, on every workflow task, that workflow code makes
     no non-deterministic call (clocks, randomness, I/O), and it cost a fifth
-    of a worker's CPU under load (README, Performance). agentloop's
+    of a worker's CPU under load (docs/performance.md). agentloop's
     workflow code makes none, and its test suite runs with the sandbox on, so
     a mistake fails there; production workers run without it. Read once,
     when ``agentloop.workflows.agent_run`` is imported. A value that is not

@@ -1,5 +1,5 @@
 """Sub-agents: a delegation call runs the sub-agent as a child workflow
-(README "Sub-agents").
+(docs/sub-agents.md).
 
 The child is an ``AgentRunWorkflow`` like any run: its own history, events,
 approvals and ops commands. Its id comes from the parent's run id and the

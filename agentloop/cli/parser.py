@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "(AgentSpec.max_tokens; default: 4096, the providers' default)")
     run.add_argument("--run-id", type=run_id, help="run id (default: generated); refused while a run with this id runs")
     run.add_argument("--thread", type=run_id, metavar="ID", help="start thread ID with this as its first message: "
-                     "the run stays open for `agentloop send ID ...` (README \"Conversations\")")
+                     "the run stays open for `agentloop send ID ...` (docs/conversations.md)")
     run.add_argument("--allow-reuse", action="store_true", help="start even if a run with --run-id has ended "
                      "(the new run takes over the id); without it, such an id is refused")
     run.add_argument("--local-worker", action="store_true",

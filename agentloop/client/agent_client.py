@@ -655,7 +655,7 @@ class AgentClient:
             allow_reuse: Start even if a run that has ended has this id (the
                 new run then replaces it under the id: handles, ``show`` and
                 ``watch`` see the new one). Never while a run with the id runs.
-            thread_id: Start a thread with this id (README "Conversations"):
+            thread_id: Start a thread with this id (docs/conversations.md):
                 the run answers ``input`` as its turn 1, then stays open for
                 :meth:`send`; the handle is turn 1's. The run id is the thread id.
             double_texting: The thread's strategy for messages that arrive

@@ -1,4 +1,4 @@
-"""Any Temporal activity as a tool (README "Activities as tools").
+"""Any Temporal activity as a tool (docs/tools.md).
 
 A tool the run calls by scheduling an activity directly, on that activity's
 own task queue: it can be served by a worker in Go, Java, TypeScript or

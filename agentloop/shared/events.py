@@ -299,7 +299,7 @@ class ToolAdded(_Event):
 
 class ThreadMessageReceived(_Event):
     """``agent.thread.message.received``: a thread took a message; turn
-    ``turn`` answers it, by ``strategy`` (README "Conversations")."""
+    ``turn`` answers it, by ``strategy`` (docs/conversations.md)."""
 
     type: Literal["agent.thread.message.received"] = "agent.thread.message.received"
     turn: int

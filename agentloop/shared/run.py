@@ -125,7 +125,7 @@ class AgentRunInput(BaseModel):
         carry: Set only when a run continues as new: its state so far (then
             ``messages`` is the conversation so far).
         parent: Set only on a sub-agent's run: the run that delegated to it.
-        thread: Set on a thread's run (README "Conversations"): the run stays
+        thread: Set on a thread's run (docs/conversations.md): the run stays
             open after a turn and answers the messages sent to it.
         origin: Set only on a run restored from a snapshot or forked from a
             run (``AgentClient.restore``, ``AgentClient.fork``).

@@ -3,7 +3,7 @@
     temporal workflow list --query 'AgentStatus="awaiting_approval"'
 
 A cluster must know them before a worker runs (the embedded dev server
-registers them itself); README shows the ``temporal operator
+registers them itself); docs/operating.md shows the ``temporal operator
 search-attribute create`` command.
 """
 

@@ -1,4 +1,4 @@
-"""Snapshots of runs: export, restore and fork (README "Conversations").
+"""Snapshots of runs: export, restore and fork (docs/conversations.md).
 
 A snapshot is one JSON document that holds what a run is: its spec, its
 conversation, its report and usage, the calls it waits for, the tools it

@@ -65,11 +65,9 @@ class AgentSpec(BaseModel):
         system_prompt: Instructions sent as the system prompt on every step.
         tools: Names of tools registered in the worker that the model may call.
         mcp_servers: Names of MCP servers configured on the worker whose
-            tools the model may call, each as ``server__tool`` (README
-            "Tools from MCP servers"); listed once, at the run's start.
+            tools the model may call, each as ``server__tool`` (docs/tools.md); listed once, at the run's start.
         activity_tools: Tools that are Temporal activities on their own task
-            queues, called directly by the run (README "Activities as
-            tools"; :func:`~agentloop.shared.activity_tools.activity_as_tool`).
+            queues, called directly by the run (docs/tools.md; :func:`~agentloop.shared.activity_tools.activity_as_tool`).
         max_steps: Most LLM steps a run may take; at least one always runs.
         max_tool_call_continuations: Most LLM steps that may follow tool
             results; ``None`` leaves only ``max_steps`` in force.
@@ -125,8 +123,7 @@ class AgentSpec(BaseModel):
         verification_prompt: The question asked.
         sub_agents: Agents this one may delegate to, by name: the model sees
             one tool per sub-agent, named after it, taking ``{"task": ...}``;
-            each call runs the sub-agent as a child workflow (README
-            "Sub-agents").
+            each call runs the sub-agent as a child workflow (docs/sub-agents.md).
         max_depth: How deep sub-agents may nest below the run's top agent
             (its sub-agents are level 1, theirs level 2...). A run whose
             spec nests deeper is refused at start; a sub-agent's runs keep
@@ -159,7 +156,7 @@ class AgentSpec(BaseModel):
             the run's first user turn.
         double_texting: What a thread does with a message that arrives
             while it answers another (``enqueue``, ``interrupt``,
-            ``rollback``, ``reject``; README "Conversations"); the run's
+            ``rollback``, ``reject``; docs/conversations.md); the run's
             ``thread`` options and the message itself may say otherwise.
     """
 

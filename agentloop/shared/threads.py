@@ -1,4 +1,4 @@
-"""Threads: a conversation that goes on over many turns (README "Conversations").
+"""Threads: a conversation that goes on over many turns (docs/conversations.md).
 
 A thread is one run that stays open between turns (its run id is the thread
 id): after a turn it waits for the next message, which costs nothing while it

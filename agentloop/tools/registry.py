@@ -95,7 +95,7 @@ class Tool:
         local: A quick tool: a run whose own worker serves the tools (role
             ``all``) calls it as a local activity of that worker, in the
             workflow task that asked for it, instead of an ``execute_tool``
-            activity task (README "Quick tools as local activities").
+            activity task (docs/tools.md).
     """
 
     #: Off for tools made by subclasses that do not call ``__init__``.
