@@ -57,3 +57,30 @@ def test_shared_data_importing_the_client_breaks_a_contract(tmp_path: Path) -> N
     messages.write_text(messages.read_text() + "\nimport agentloop.client.agent_client  # noqa\n")
     done = lint_imports(tree)
     assert "Shared data imports no other side BROKEN" in done.stdout, done.stdout
+
+
+def test_the_public_surface_is_small_and_keeps_every_earlier_name() -> None:
+    import agentloop
+
+    assert len(agentloop.__all__) <= 40, len(agentloop.__all__)
+    assert len(set(agentloop.__all__)) == len(agentloop.__all__)
+    for name in agentloop.__all__:
+        assert getattr(agentloop, name) is not None, name
+    for name, module in agentloop._MORE.items():
+        assert name not in agentloop.__all__, name
+        assert getattr(agentloop, name) is getattr(__import__(module, fromlist=[name]), name), name
+
+
+def test_the_api_page_lists_every_public_name_once() -> None:
+    import re
+
+    import agentloop
+
+    page = (ROOT / "docs" / "api.md").read_text()
+    listed = re.findall(r"^\| `(\w+)` \|", page.split("## `agentloop.workflow`")[0], re.M)
+    assert sorted(listed) == sorted(agentloop.__all__)
+
+
+def test_the_package_keeps_about_ten_entries_at_its_top() -> None:
+    entries = [p.name for p in (ROOT / "agentloop").iterdir() if p.name != "__pycache__"]
+    assert len(entries) <= 10, sorted(entries)

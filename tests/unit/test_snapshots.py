@@ -83,7 +83,7 @@ def test_snapshot_json_round_trip_and_newer_minor_versions() -> None:
     ("{not json", ("the snapshot is not valid JSON (Expecting property name enclosed in double quotes at line 1, "
                    "column 2)")),
     ("[1, 2]", "the snapshot is not an agentloop snapshot: it is not a JSON object"),
-    ('{"format": "other"}', "the snapshot is not an agentloop snapshot: its \"format\" is not 'agentloop.shared.snapshots'"),
+    ('{"format": "other"}', "the snapshot is not an agentloop snapshot: its \"format\" is not 'agentloop.snapshot'"),
     ('{"format": "agentloop.snapshot", "version": "2.0"}',
      ("the snapshot is snapshot version 2.0, from a newer agentloop; this agentloop reads version 1.x snapshots "
       "only")),
