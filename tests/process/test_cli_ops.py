@@ -252,7 +252,7 @@ async def test_run_on_embedded_server_waits_for_approve_from_another_terminal(
             run.kill()
             await run.wait()
     assert run.returncode == 0, err.decode()
-    assert "call_0_0 ok:" in out.decode()
+    assert "\nwrite_file:Wrote 6 bytes to out.txt\n" in out.decode()
     assert (workspace / "out.txt").read_text() == "hello\n"
     assert not address_file.exists()  # removed with the server
     after = await agentloop_async("list", env=env)
@@ -272,7 +272,7 @@ async def test_run_with_allow_or_yes_does_not_wait(
     )
     assert proc.code == 0, proc.err
     assert "approval needed" not in proc.out
-    assert "call_0_0 ok:" in proc.out
+    assert "\nwrite_file:Wrote 6 bytes to out.txt\n" in proc.out
     assert (workspace / "out.txt").read_text() == "hello\n"
 
 
