@@ -36,13 +36,13 @@ from tests.helpers.paths import ROOT
 
 
 def readme_block(first_line: str) -> str:
-    """The README's Python block that starts with ``first_line``."""
+    """The Python block of docs/backend.md (agents inside your own workflows) that starts with ``first_line``."""
     # (Paths are resolved here, not at import: the workflow sandbox re-imports this module.)
-    readme = ROOT / "README.md"
+    readme = ROOT / "docs" / "backend.md"
     for block in re.findall(r"```python\n(.*?)```", readme.read_text(), flags=re.DOTALL):
         if block.startswith((first_line + "\n", first_line + ":")):
             return block
-    raise AssertionError(f"README has no python block starting with {first_line!r}")
+    raise AssertionError(f"docs/backend.md has no python block starting with {first_line!r}")
 
 
 def test_the_readme_order_triage_example_runs_as_written(dev_server: DevServer, tmp_path: Path) -> None:
