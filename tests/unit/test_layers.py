@@ -84,3 +84,13 @@ def test_the_api_page_lists_every_public_name_once() -> None:
 def test_the_package_keeps_about_ten_entries_at_its_top() -> None:
     entries = [p.name for p in (ROOT / "agentloop").iterdir() if p.name != "__pycache__"]
     assert len(entries) <= 10, sorted(entries)
+
+
+def test_every_subpackage_is_in_the_wheel() -> None:
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"agentloop." + init.parent.relative_to(ROOT / "agentloop").as_posix().replace("/", ".")
+             for init in (ROOT / "agentloop").rglob("__init__.py") if init.parent != ROOT / "agentloop"}
+    found |= {"agentloop", "agentloop.workflows", "agentloop.activities", "agentloop.workers"}
+    assert listed == found
