@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Union
 
 from temporalio.exceptions import ApplicationError
@@ -60,6 +60,16 @@ def calls(*tool_calls: ToolCallPart, text: str = "") -> ModelResponse:
 def step_of(request: ModelRequest) -> int:
     """The zero-based step a request belongs to: assistant messages so far."""
     return sum(1 for m in request.messages if m.role == "assistant")
+
+
+def turn_of(request: ModelRequest) -> tuple[str, int]:
+    """The message a request answers (the latest user message: a thread's
+    turn, or steering) and the zero-based step within its answer (assistant
+    messages since that message)."""
+    last_user = max((i for i, m in enumerate(request.messages) if m.role == "user"), default=-1)
+    text = request.messages[last_user].text if last_user >= 0 else ""
+    step = sum(1 for m in request.messages[last_user + 1:] if m.role == "assistant")
+    return text, step
 
 
 def last_tool_results(request: ModelRequest) -> list[ToolResultPart]:
@@ -107,11 +117,15 @@ class ScriptedChatModel:
             chunk, as a provider streaming slowly would pause (0: the whole
             answer at once, which publishes no deltas; see
             :mod:`agentloop.activities.stream_publisher`).
+        paced: The kinds of delta paused before (``"text"``,
+            ``"tool_call_delta"``, ...); None: every delta.
     """
 
-    def __init__(self, script: Sequence[ScriptStep] | ScriptFunction, *, delta_seconds: float = 0.0) -> None:
+    def __init__(self, script: Sequence[ScriptStep] | ScriptFunction, *, delta_seconds: float = 0.0,
+                 paced: Collection[str] | None = None) -> None:
         self.script = script
         self.delta_seconds = delta_seconds
+        self.paced = paced
 
     async def complete(self, request: ModelRequest, on_delta: DeltaSink | None = None) -> ModelResponse:
         """Play the script's entry for the request's step.
@@ -144,7 +158,7 @@ class ScriptedChatModel:
             response = response.model_copy(update={"usage": _estimate_usage(request, response)})
         if on_delta is not None:
             for delta in message_deltas(response.message):
-                if self.delta_seconds:
+                if self.delta_seconds and (self.paced is None or delta.kind in self.paced):
                     await asyncio.sleep(self.delta_seconds)
                 on_delta(delta)
         return response
@@ -154,11 +168,12 @@ _scripted_models: dict[str, ScriptedChatModel] = {}
 
 
 def register_scripted_model(
-    name: str, script: Sequence[ScriptStep] | ScriptFunction, *, delta_seconds: float = 0.0
+    name: str, script: Sequence[ScriptStep] | ScriptFunction, *, delta_seconds: float = 0.0,
+    paced: Collection[str] | None = None,
 ) -> None:
     """Make ``scripted:<name>`` play ``script`` in this worker process
-    (``delta_seconds``: see :class:`ScriptedChatModel`)."""
-    _scripted_models[name] = ScriptedChatModel(script, delta_seconds=delta_seconds)
+    (``delta_seconds``, ``paced``: see :class:`ScriptedChatModel`)."""
+    _scripted_models[name] = ScriptedChatModel(script, delta_seconds=delta_seconds, paced=paced)
 
 
 def get_scripted_model(name: str) -> ScriptedChatModel:
@@ -181,11 +196,11 @@ def get_scripted_model(name: str) -> ScriptedChatModel:
 
 
 def _demo(request: ModelRequest) -> ModelResponse:
-    """The offline demo: look around the workspace, read a file, report. An
-    agent with sub-agents hands the instruction to each of them, then reports
-    what they said."""
-    step = step_of(request)
-    instruction = next((m.text for m in request.messages if m.role == "user"), "")
+    """The offline demo: look around the workspace, read a file (one the
+    message names, else a README), report. Each message (a thread's turn,
+    steering) gets its own answer. An agent with sub-agents hands the
+    instruction to each of them, then reports what they said."""
+    instruction, step = turn_of(request)
     team = [t.name for t in request.tools if t.parameters.get("required") == ["task"]]
     if team:
         return _demo_lead(request, team, instruction)
@@ -199,16 +214,20 @@ def _demo(request: ModelRequest) -> ModelResponse:
             if line.strip() and not line.strip().endswith("/") and not line.startswith("[")
             and re.match(r"^\s*[\w.\-]+$", line)
         ]
-        # A README says most about a workspace; dotfiles the least.
-        files.sort(key=lambda f: (not f.lower().startswith("readme"), f.startswith("."), f))
+        # A file the message names first; then a README, which says most
+        # about a workspace; dotfiles the least.
+        named = instruction.lower()
+        files.sort(key=lambda f: (f.lower() not in named, not f.lower().startswith("readme"), f.startswith("."), f))
         if files:
             return calls(call("read_file", {"file_path": files[0], "limit": 5}),
                          text=f"I will read {files[0]}.")
         return reply(f"The workspace is empty. You asked: {instruction!r}. (scripted demo model)")
+    read = next((c for m in reversed(request.messages) for c in m.tool_calls if c.name == "read_file"), None)
+    name = read.arguments.get("file_path", "one file") if read else "one file"
     preview = results[0].content if results else ""
     first = re.sub(r"^\s*\d+\t", "", preview.splitlines()[0]) if preview else ""
     return reply(
-        f"You asked: {instruction!r}. I listed the workspace and read one file; its first "
+        f"You asked: {instruction!r}. I listed the workspace and read {name}; its first "
         f"line is: {json.dumps(first)}. (scripted demo model: no LLM was called)"
     )
 
@@ -222,4 +241,9 @@ def _demo_lead(request: ModelRequest, team: list[str], instruction: str) -> Mode
     return reply(f"My team reported. {said} (scripted demo model: no LLM was called)")
 
 
-register_scripted_model("demo", _demo)
+#: The demo's pause before each chunk of text it streams: longer than the
+#: default ``stream_batch_seconds``, so its answers stream (a real model's
+#: pace) and their deltas publish; tool calls come at once.
+DEMO_DELTA_SECONDS = 0.15
+
+register_scripted_model("demo", _demo, delta_seconds=DEMO_DELTA_SECONDS, paced=("text",))

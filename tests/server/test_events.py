@@ -327,3 +327,19 @@ async def test_a_sub_agents_events_are_awaited_until_the_server_has_created_its_
         await started.result()
         await asyncio.wait_for(reader, 30)
     assert seen[0] == "agent.run.created" and seen[-1] == "thread.run.completed"
+
+
+async def test_the_demo_model_streams_its_answers(agent_client: AgentClient, worker, workspace: Path) -> None:
+    # The quick start's model: its text streams slowly enough that deltas
+    # publish with the default batch window, as a real model's do.
+    (workspace / "README.md").write_text("# hello\n")
+    async with worker():
+        spec = AgentSpec(model="scripted:demo", tools=["list_dir", "read_file"], workspace=str(workspace))
+        handle = await agent_client.start(spec, "What is in this workspace?")
+        events = await collect(agent_client, handle.run_id)
+        result = await handle.result()
+    check_invariants(events)
+    streamed = streamed_text(events)
+    final = [e for e in events if e.type == "thread.message.completed"][-1]
+    assert streamed.get(final.message_id)
+    assert result.final_text.startswith(streamed[final.message_id])
