@@ -74,3 +74,26 @@ def test_run_thread_then_send_on_the_embedded_server_and_send_to_a_missing_threa
         "agentloop: thread no-such-thread does not exist; start it with `agentloop run --thread no-such-thread "
         "...` (or pass a spec to AgentClient.send)")
     assert "Traceback" not in missing.stderr + follow_up.stderr
+
+
+def shell_blocks(page: Path) -> list[str]:
+    """The commands of a page's ```bash blocks, in order."""
+    import re
+
+    blocks = re.findall(r"^```bash\n(.*?)^```", page.read_text(), re.S | re.M)
+    return [line for block in blocks for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_conversations_pages_shell_blocks_work_typed_in_order(env, spawn_worker, tmp_path: Path) -> None:
+    # A user against `agentloop dev`: one worker, and every command of the
+    # page typed in order, each of which must work.
+    import subprocess
+    import sys
+
+    spawn_worker("tests.helpers.durable_fixture")
+    (tmp_path / "README.md").write_text("# notes\nbuy milk\n")
+    env = dict(env, PATH=f"{Path(sys.executable).parent}:{env['PATH']}")
+    for command in shell_blocks(ROOT / "docs" / "conversations.md"):
+        done = subprocess.run(["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=120)
+        assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
