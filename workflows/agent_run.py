@@ -63,7 +63,7 @@ with workflow.unsafe.imports_passed_through():
         message_id,
     )
     from agentloop.shared.messages import Message
-    from agentloop.shared.report import AgentRunReport, RunReason, StepReport, report_text
+    from agentloop.shared.report import LIVE_STATUSES, AgentRunReport, RunReason, StepReport, report_text
     from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
@@ -168,7 +168,7 @@ class AgentRunWorkflow:
             agent_name=spec.name if spec else "", model=spec.model if spec else "",
             waiting_on=waiting_on(s.running_subs) if s.running_subs else "",
             thread_id=s.thread.id if s.thread else "", turn=s.thread.turn if s.thread else 0,
-            busy=s.thread.busy if s.thread else s.status in ("running", "awaiting_approval", "requires_action"),
+            busy=s.thread.busy if s.thread else s.status in LIVE_STATUSES,
             queued=len(s.thread.queue) if s.thread else 0,
         )
 
@@ -327,7 +327,7 @@ class AgentRunWorkflow:
 
     def _decide_steer(self, args: tuple[Any, ...]) -> Any:
         s = self._state
-        running = (s.status in ("running", "awaiting_approval", "requires_action") and
+        running = (s.status in LIVE_STATUSES and
                    (s.thread.busy if s.thread is not None else True))
         return threads.decide_steer(threads.parse_steer(threads.one_payload("steer", args)),
                                          run_id=self._run_id, running=running, is_thread=s.thread is not None)

@@ -31,7 +31,7 @@ from agentloop.shared.approvals import (
 )
 from agentloop.shared.messages import ToolCallPart, ToolResultPart
 from agentloop.shared.pricing import check_budget, run_cost
-from agentloop.shared.report import RunReason, Usage
+from agentloop.shared.report import RunReason, RunStatus, Usage
 from agentloop.shared.spec import AgentSpec
 
 # After a model response ---------------------------------------------------------
@@ -608,3 +608,13 @@ def clip_output(text: str, limit: int) -> str:
     note = f"[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]"
     return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}"
 
+
+
+def live_status(*, approvals: bool, actions: bool, idle: bool) -> RunStatus:
+    """The status of a run that goes on: waiting for a decision, for the
+    client's outputs, for a thread's next message (``idle``), else running."""
+    if approvals:
+        return "awaiting_approval"
+    if actions:
+        return "requires_action"
+    return "idle" if idle else "running"

@@ -28,10 +28,19 @@ with workflow.unsafe.imports_passed_through():
         ToolExecutionCompleted,
     )
     from agentloop.shared.messages import ToolResultPart
-    from agentloop.shared.report import REPORT_TEXT_LIMIT, RunReason, RunStatus, StepReport, ToolCallReport
+    from agentloop.shared.report import (
+        LIVE_STATUSES,
+        REPORT_TEXT_LIMIT,
+        RunReason,
+        RunStatus,
+        StepReport,
+        ToolCallReport,
+    )
     from agentloop.shared.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT, AgentRunResult
     from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from agentloop.shared.state import LoopState
+    from agentloop.workflows.loop_logic import live_status
+    from agentloop.workflows.versions import IDLE_PATCH
 
 
 def ms(delta: timedelta) -> float:
@@ -56,6 +65,7 @@ class RunRecorder:
         self._search_attributes = False
         self._name = self._model = ""
         self._held: Any = None
+        self._idle: bool | None = None
 
     def now(self) -> Any:
         """The run's time: ``workflow.now()``, or the time held by :meth:`hold_clock`."""
@@ -90,6 +100,14 @@ class RunRecorder:
             if attrs.get(AGENT_NAME) == name and attrs.get(AGENT_MODEL) == model and attrs.get(AGENT_STATUS):
                 self._indexed = (attrs.get(AGENT_STATUS) or "", tuple(sorted(attrs.get(AGENT_PENDING_TOOLS) or [])))
 
+    def _idle_status(self) -> bool:
+        """A thread between turns says ``idle`` (runs started before that
+        say ``running``). Asked the first time a thread is idle, so the
+        marker is recorded at the same point on replay."""
+        if self._idle is None:
+            self._idle = workflow.patched(IDLE_PATCH)
+        return self._idle
+
     def emit(self, event_type: Any, **fields: Any) -> None:
         """Publish one event on the run's stream."""
         fields.setdefault("step", self.state.step)
@@ -99,8 +117,9 @@ class RunRecorder:
         """Bring the status and the search attributes up to date with what the
         run waits for, and announce a status change on the event stream."""
         state = self.state
-        if state.status in ("running", "awaiting_approval", "requires_action"):
-            state.status = "awaiting_approval" if state.approvals else "requires_action" if state.actions else "running"
+        if state.status in LIVE_STATUSES:
+            state.status = live_status(approvals=bool(state.approvals), actions=bool(state.actions),
+                                       idle=state.thread is not None and not state.thread.busy and self._idle_status())
         if state.status != state.announced:
             self.emit(RunStatusChanged, status=state.status, previous=state.announced)
             state.announced = state.status

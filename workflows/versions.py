@@ -68,6 +68,13 @@ LEAN_PATCH = "agentloop-lean-1"
 RESOLVE_HERE_PATCH = "agentloop-lean-2"
 
 
+#: Patch marker of threads whose status between turns is ``idle`` (the
+#: ``AgentStatus`` search attribute and the ``state`` query); older runs say
+#: ``running``. Recorded when a thread's turn ends (or a thread's run starts
+#: between turns).
+IDLE_PATCH = "agentloop-idle-1"
+
+
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run

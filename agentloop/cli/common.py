@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentloop.shared.errors import AgentLoopError, UserError
+from agentloop.shared.report import LIVE_STATUSES
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, AgentRunHandle
@@ -28,7 +29,7 @@ ADDRESS_FILE = "server.address"
 OPS_TIMEOUT_SECONDS = 15.0
 
 #: The statuses ``agentloop list --status`` filters on.
-RUN_STATUSES = ["running", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped"]
+RUN_STATUSES = ["running", "idle", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped"]
 
 
 class CommandFailed(AgentLoopError):
@@ -109,7 +110,7 @@ async def running_handle(client: AgentClient, run_id: str, request: str) -> Agen
     description = await describe_run(client, run_id)
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = description.typed_search_attributes.get(AGENT_STATUS) or temporal_status(description)
-        if status in ("running", "awaiting_approval", "requires_action"):
+        if status in LIVE_STATUSES:
             status = temporal_status(description)
         raise CommandFailed(f"run {run_id} has ended ({status}); it takes no {request} any more")
     return client.get_handle(run_id)

@@ -61,7 +61,7 @@ from agentloop.shared.events import (
 )
 from agentloop.shared.messages import Message
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.shared.report import AgentRunReport
+from agentloop.shared.report import LIVE_STATUSES, AgentRunReport
 from agentloop.shared.run import (
     AgentRunInput,
     AgentRunResult,
@@ -567,7 +567,7 @@ def runs_query(status: str | None = None, name: str | None = None, extra: str | 
     clauses = [f'WorkflowType="{WORKFLOW_NAME}"', 'ExecutionStatus!="ContinuedAsNew"']
     if status:
         clauses.append(f'{AGENT_STATUS.name}="{status}"')
-        if status in ("running", "awaiting_approval", "requires_action"):
+        if status in LIVE_STATUSES:
             # A terminated run cannot update its status: trust Temporal's.
             clauses.append('ExecutionStatus="Running"')
     if name:
@@ -822,7 +822,7 @@ class AgentClient:
         if description.status == WorkflowExecutionStatus.RUNNING:
             return RunIdInUse(run_id, running=True, status="running")
         status = description.typed_search_attributes.get(AGENT_STATUS)
-        if status in (None, "running", "awaiting_approval", "requires_action"):
+        if status in (None, *LIVE_STATUSES):
             status = _TEMPORAL_STATUS.get(description.status, "ended")
         return RunIdInUse(run_id, running=False, status=status, closed_at=description.close_time)
 
@@ -851,7 +851,7 @@ class AgentClient:
             attrs = execution.typed_search_attributes
             indexed = attrs.get(AGENT_STATUS)
             temporal_status = _TEMPORAL_STATUS.get(execution.status, "unknown")
-            if execution.status != WorkflowExecutionStatus.RUNNING and indexed in (None, "running", "awaiting_approval", "requires_action"):
+            if execution.status != WorkflowExecutionStatus.RUNNING and indexed in (None, *LIVE_STATUSES):
                 indexed = temporal_status  # ended without indexing it (terminated, timed out)
             runs.append(
                 RunSummary(

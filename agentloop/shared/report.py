@@ -171,9 +171,11 @@ class StepReport(BaseModel):
     guardrails: list[GuardrailReport] = Field(default_factory=list)
 
 
-#: A run's status: ``running`` and the two waits while it goes on, then how it ended.
+#: A run's status: ``running``, the two waits while it goes on and ``idle``
+#: (a thread between turns), then how it ended.
 RunStatus = Literal[
     "running",
+    "idle",
     "awaiting_approval",
     "requires_action",
     "completed",
@@ -181,6 +183,9 @@ RunStatus = Literal[
     "cancelled",
     "stopped",
 ]
+
+#: The statuses of a run that goes on (every other status is how it ended).
+LIVE_STATUSES: tuple[str, ...] = ("running", "idle", "awaiting_approval", "requires_action")
 
 RunReason = Literal[
     "done",

@@ -407,7 +407,7 @@ def thread_gate(name: str) -> asyncio.Event:
 async def thread_script(request):
     users = [m.text for m in request.messages if m.role == "user"]
     last_user, last = users[-1], request.messages[-1]
-    if last_user == "scenario thread_turns" and last.role == "user":
+    if last_user in ("scenario thread_turns", "scenario thread_idle") and last.role == "user":
         return calls(call("list_dir", {"path": "."}))
     if last_user in ("a long one", "research this", "steer me") and last.role == "user":
         thread_gate(f"at {last_user}").set()
@@ -444,6 +444,8 @@ async def drive_thread(handle):
 
 SCENARIOS.update({
     "thread_turns": (thread_script, dict(tools=["list_dir"]), drive_thread),
+    # The same turns with the idle status between them (agentloop-idle-1).
+    "thread_idle": (thread_script, dict(tools=["list_dir"]), drive_thread),
 })
 
 def write_history(out: Path, history) -> None:

@@ -44,7 +44,7 @@ async def test_a_three_message_thread_sends_the_model_every_earlier_exchange(
         assert result.final_text == "answer 3"
         assert [m.text for m in result.messages] == ["answer 3"]
         state = await third.state()
-        assert (state.thread_id, state.turn, state.busy, state.status) == ("thread-three", 3, False, "running")
+        assert (state.thread_id, state.turn, state.busy, state.status) == ("thread-three", 3, False, "idle")
     assert texts(seen[2]) == [
         ("user", "first question"), ("assistant", "answer 1"),
         ("user", "second question"), ("assistant", "answer 2"),
@@ -385,3 +385,32 @@ async def test_a_thread_continues_as_new_while_idle_and_every_run_has_agent_thre
     assert len(runs) >= 2  # it handed over to a new Temporal run, and each is found by AgentThread
     assert (state.turn, state.message_count) == (4, 8)
     assert user_texts(seen[-1]) == ["one", "two", "three", "four"]
+
+
+async def test_an_idle_thread_has_its_own_status_and_list_finds_it(agent_client: AgentClient, worker: Any) -> None:
+    release = asyncio.Event()
+
+    async def answer(request: ModelRequest) -> ModelResponse:
+        if user_texts(request)[-1] == "slow one":
+            await release.wait()
+        return reply(f"answer to {user_texts(request)[-1]}")
+
+    thread_id = f"thread-idle-{uuid.uuid4().hex[:6]}"
+    async with worker():
+        first = await agent_client.start(AgentSpec(model=script_every_step(answer)), "hello", thread_id=thread_id)
+        await first.result()
+        state = await first.state()
+        assert (state.busy, state.status) == (False, "idle")
+
+        async def listed(status: str) -> bool:
+            return thread_id in [r.run_id for r in await agent_client.list_runs(status=status)]
+
+        await eventually(lambda: listed("idle"), "the idle thread listed with status idle")
+        slow = await agent_client.send(thread_id, "slow one")
+        await eventually(lambda: listed("running"), "the thread listed running during its turn")
+        assert (await slow.state()).status == "running"
+        release.set()
+        await slow.result()
+        await eventually(lambda: listed("idle"), "the thread idle again")
+        await agent_client.get_handle(thread_id).stop()
+        await eventually(lambda: listed("stopped"), "the thread stopped")
