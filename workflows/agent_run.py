@@ -88,7 +88,7 @@ with workflow.unsafe.imports_passed_through():
         missing_tools_message,
     )
     from agentloop.workflows.recorder import RunRecorder, ms
-    from agentloop.shared.snapshots import AgentSnapshot
+    from agentloop.shared.snapshots import AgentSnapshot, restores_completed
     from agentloop.workflows import snapshots
     from agentloop.shared.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
@@ -96,7 +96,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.context import ContextKeeper, RunContext, system_prompt_with, wants_context
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
-    from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, Features
+    from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, RESTORED_COMPLETED_PATCH, Features
     from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
     from agentloop.workflows import threads
     from agentloop.workflows.threads import ThreadRunner, apply_steering
@@ -403,6 +403,11 @@ class AgentRunWorkflow:
             self._threads.index_thread()
             return await self._threads.run(lambda turn_spec: self._steps(turn_spec, tools), ended=self._end_stopped,
                                            hand_over=lambda: self._handover.when_due(None))
+        if (self._input.carry is None and restores_completed(self._input)
+                and workflow.patched(RESTORED_COMPLETED_PATCH)):
+            # A completed run, restored without a new message: completed.
+            self._state.report.final_text = self._input.messages[-1].text
+            return self._recorder.completed(omit_long=self._features.by_reference)
         match await self._steps(spec, tools):
             case FinalAnswer():
                 return self._recorder.completed(omit_long=self._features.by_reference)

@@ -75,6 +75,12 @@ RESOLVE_HERE_PATCH = "agentloop-lean-2"
 IDLE_PATCH = "agentloop-idle-1"
 
 
+#: Patch marker of runs restored from a completed run's snapshot with no
+#: new message, which end completed at once (older ones took one more LLM
+#: step). Recorded only in such runs.
+RESTORED_COMPLETED_PATCH = "agentloop-restored-completed-1"
+
+
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run

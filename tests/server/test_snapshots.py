@@ -250,3 +250,24 @@ async def test_cli_export_start_and_fork(agent_client: AgentClient, worker, work
         (tmp_path / "v2.json").write_text(json.dumps(json.loads(exported.out) | {"version": "2.0"}))
         v2 = await agentloop_async("start", "--from", str(tmp_path / "v2.json"), env=env)
         assert v2.code == 2 and "is snapshot version 2.0, from a newer agentloop" in v2.err
+
+
+async def test_a_completed_run_restores_completed_unless_given_a_message(agent_client: AgentClient, worker) -> None:
+    from tests.helpers.agents import recording, user_texts
+
+    model, seen = recording(lambda r: reply(f"answer to {user_texts(r)[-1]}"))
+    async with worker():
+        run = await agent_client.start(AgentSpec(model=model), "first question")
+        assert (await run.result()).final_text == "answer to first question"
+        snapshot = await run.export()
+        assert len(seen) == 1
+        # No new message: the restored run is completed at once, with the
+        # snapshot's answer, and asks the model nothing.
+        restored = await agent_client.restore(snapshot)
+        result = await restored.result()
+        assert (result.status, result.final_text, len(seen)) == ("completed", "answer to first question", 1)
+        assert result.report.origin.kind == "restored" and result.usage == snapshot.usage
+        # With one: it goes on, and answers it.
+        asked = await agent_client.restore(snapshot, message="second question")
+        result = await asked.result()
+        assert (result.status, result.final_text, len(seen)) == ("completed", "answer to second question", 2)
