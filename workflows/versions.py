@@ -77,7 +77,9 @@ IDLE_PATCH = "agentloop-idle-1"
 
 #: Patch marker of runs restored from a completed run's snapshot with no
 #: new message, which end completed at once (older ones took one more LLM
-#: step). Recorded only in such runs.
+#: step). Recorded only in such runs. The run input is the one earlier
+#: versions take (the worker reads "completed" from the snapshot's report
+#: in ``origin``), so clients and workers may be upgraded in either order.
 RESTORED_COMPLETED_PATCH = "agentloop-restored-completed-1"
 
 

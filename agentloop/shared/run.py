@@ -71,9 +71,6 @@ class RunOrigin(BaseModel):
         outputs: Client outputs that had arrived for them.
         turn: A thread's turns so far (a thread restored or forked from a
             thread that waits for its next message starts waiting, at this turn).
-        completed: A restore, without a new message, of a run that had
-            completed: the new run ends completed at once (see
-            :func:`agentloop.shared.snapshots.restores_completed`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -90,7 +87,6 @@ class RunOrigin(BaseModel):
     decisions: dict[str, ApprovalDecision] = Field(default_factory=dict)
     outputs: dict[str, ToolOutput] = Field(default_factory=dict)
     turn: int = 0
-    completed: bool = False
 
     def note(self) -> RunOriginReport:
         """What the run's report says about it."""

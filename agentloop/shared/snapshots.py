@@ -242,7 +242,7 @@ def restore_input(snapshot: AgentSnapshot, spec: AgentSpec | None = None, messag
         kind="restored", from_run=snapshot.run_id, tools=list(snapshot.tools), step=snapshot.step,
         step_ends=dict(snapshot.step_ends), usage=snapshot.usage, report=snapshot.report, pending_step=pending,
         decisions=dict(snapshot.decisions) if pending else {}, outputs=dict(snapshot.outputs) if pending else {},
-        turn=snapshot.turn, completed=snapshot.status == "completed" and message is None,
+        turn=snapshot.turn,
     )
     return AgentRunInput(spec=spec or snapshot.spec, messages=messages, origin=origin)
 
@@ -276,7 +276,14 @@ def restores_completed(input: AgentRunInput) -> bool:
     """A run (not a thread) restored, with no new message, from a snapshot
     of a run that completed: it ends completed at once, with the
     snapshot's answer, and calls no model (a new message is what asks
-    it something)."""
+    it something).
+
+    "Completed" is read from the snapshot's report, which the input already
+    carries (``origin.report.reason == "done"``: only a completed run ends
+    with reason ``done``), so the input has no field that a worker of an
+    earlier version would refuse; "no new message" is the conversation
+    ending with the model's answer."""
     origin, last = input.origin, input.messages[-1]
-    return (origin is not None and origin.kind == "restored" and origin.completed and input.thread is None
+    return (origin is not None and origin.kind == "restored" and input.thread is None
+            and origin.report is not None and origin.report.reason == "done"
             and origin.pending_step is None and last.role == "assistant" and not last.tool_calls)

@@ -6,14 +6,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentSpec
-from agentloop.shared.approvals import PendingApproval, ToolGate
+from agentloop.shared.approvals import ApprovalDecision, PendingApproval, ToolGate, ToolOutput
 from agentloop.shared.errors import UserError
 from agentloop.shared.messages import Message, ToolCallPart
-from agentloop.shared.report import AgentRunReport, StepReport
+from agentloop.shared.report import AgentRunReport, StepReport, Usage
+from agentloop.shared.run import AgentRunInput
+from agentloop.shared.threads import ThreadOptions
 from agentloop.shared.snapshots import (
     AgentSnapshot,
     SnapshotError,
@@ -21,6 +26,7 @@ from agentloop.shared.snapshots import (
     load_snapshot,
     messages_through_step,
     restore_input,
+    restores_completed,
     tool_changes,
     tool_warnings,
 )
@@ -115,3 +121,63 @@ def test_restore_input_carries_the_step_under_way() -> None:
     ended = snap.model_copy(update={"status": "cancelled"})
     assert restore_input(ended).origin.pending_step is None
     assert restore_input(ended, message="next").messages[-1] == Message.user("next")
+
+
+def completed_snapshot(**kw) -> AgentSnapshot:
+    """A snapshot of a run that completed (as the ``export`` query writes
+    one: status ``completed``, its report's reason ``done``)."""
+    snap = snapshot_of(CONVERSATION, {1: 2, 2: 4, 3: 6}, **kw)
+    return snap.model_copy(update={"report": snap.report.model_copy(update={"reason": "done",
+                                                                            "completed_at": snap.exported_at})})
+
+
+def test_a_completed_run_restored_without_a_message_restores_completed() -> None:
+    snap = completed_snapshot()
+    assert restores_completed(restore_input(snap))
+    # A new message asks the model something.
+    assert not restores_completed(restore_input(snap, message="more"))
+    # A run that ended otherwise, or a thread, goes on as before.
+    stopped = snap.model_copy(update={"status": "stopped", "report": snap.report.model_copy(
+        update={"reason": "stopped"})})
+    assert not restores_completed(restore_input(stopped))
+    thread = restore_input(snap).model_copy(update={"thread": ThreadOptions(id="t-1")})
+    assert not restores_completed(thread)
+    # Forks start a new run on the conversation.
+    assert not restores_completed(fork_input(snap, 3))
+
+
+class RunOriginBefore(BaseModel):
+    """``RunOrigin`` as agentloop before agentloop-restored-completed-1 has it
+    (``git show main:agentloop/shared/run.py``): a worker of that version
+    validates the run input with it, and refuses fields it does not know."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["restored", "forked"]
+    from_run: str
+    at_step: int | None = None
+    tools: list[str] | None = None
+    step: int = 0
+    step_ends: dict[int, int] = Field(default_factory=dict)
+    usage: Usage = Field(default_factory=Usage)
+    report: AgentRunReport | None = None
+    pending_step: PendingStep | None = None
+    decisions: dict[str, ApprovalDecision] = Field(default_factory=dict)
+    outputs: dict[str, ToolOutput] = Field(default_factory=dict)
+    turn: int = 0
+
+
+class AgentRunInputBefore(AgentRunInput):
+    origin: RunOriginBefore | None = None  # type: ignore[assignment]
+
+
+def test_a_completed_restore_is_an_input_a_worker_of_the_previous_version_takes() -> None:
+    # A newer client restores a completed run while the worker is older:
+    # the input, as the client's converter writes it, validates under the
+    # previous RunOrigin (extra="forbid"): no key it lacks.
+    for built in (restore_input(completed_snapshot()), restore_input(completed_snapshot(), message="more")):
+        payload = pydantic_data_converter.payload_converter.to_payloads([built])[0]
+        data = json.loads(payload.data)
+        assert set(data["origin"]) <= set(RunOriginBefore.model_fields)
+        before = AgentRunInputBefore.model_validate(data)
+        assert before.origin.model_dump() == built.origin.model_dump()
