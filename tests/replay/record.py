@@ -393,6 +393,24 @@ SCENARIOS.update({
     ),
 })
 
+async def drive_restore_completed(handle):
+    # Export the run once it has completed and restore the snapshot with no
+    # new message (patch agentloop-restored-completed-1): the restored run
+    # ends completed at once, with the snapshot's answer, and calls no model.
+    # Its history is the one recorded.
+    await handle.result()
+    snapshot = await handle.export()
+    restored = await AgentClient(handle.workflow_handle._client, task_queue=RECORD_QUEUE[0]).restore(
+        snapshot, run_id=f"{handle.run_id}-restored")
+    result = await restored.result()
+    assert (result.status, result.final_text, result.report.step_count) == ("completed", "the answer", 1), result
+    return restored
+
+
+SCENARIOS.update({
+    "restored_completed": ([reply("the answer")], {}, drive_restore_completed),
+})
+
 # Threads (no patch: only runs started with AgentRunInput.thread reach the
 # code): turns by update and by signal, an enqueued message, steering, an
 # interrupt and a rollback (each cancelling a step under way), a reject that

@@ -57,6 +57,9 @@ def test_histories_are_committed() -> None:
         "local_tools", "local_tools_moved",
         # A tool whose definition() raises on the worker: the lookup fails once, the run fails with a sentence.
         "tool_definition_error",
+        # A completed run restored with no new message: completed at once, no model call
+        # (patch agentloop-restored-completed-1).
+        "restored_completed",
     }
 
 
