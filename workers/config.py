@@ -13,6 +13,9 @@ agentloop's own: ``AGENTLOOP_TASK_QUEUE``, ``AGENTLOOP_IMPORTS``,
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import re
 from collections.abc import Mapping
@@ -109,6 +112,102 @@ class TemporalConfig:
         without TLS, API key or metadata."""
         return TemporalConfig(address=address, namespace=self.namespace, task_queue=self.task_queue,
                               imports=list(self.imports), role=self.role, source="the embedded server")
+
+    def for_dev_server(self, dev: Holder, environ: Mapping[str, str] | None = None) -> TemporalConfig:
+        """This configuration pointed at a running ``agentloop dev``: its
+        server, namespace and task queue (unless ``AGENTLOOP_TASK_QUEUE`` is set)."""
+        env = os.environ if environ is None else environ
+        config = self.for_address(dev.address)  # type: ignore[arg-type]
+        config.namespace = dev.namespace or config.namespace
+        if dev.task_queue and not env.get("AGENTLOOP_TASK_QUEUE"):
+            config.task_queue = dev.task_queue
+        config.source = f"the running {dev.describe()}"
+        return config
+
+
+# The embedded server's data directory ----------------------------------------------
+#
+# A command that starts the embedded server (``agentloop run`` or ``agentloop
+# dev``) holds ``server.lock`` in the data directory for as long as the server
+# runs; the lock file says which command holds it, and ``server.address`` holds
+# the address. The CLI and AgentClient.connect find a running ``agentloop dev``
+# here.
+
+#: The file in the data directory that holds the embedded server's address
+#: while a ``run`` or ``dev`` command keeps the server up.
+ADDRESS_FILE = "server.address"
+
+#: The data directory's lock file: held by the command that runs the embedded server.
+LOCK_FILE = "server.lock"
+
+
+def agentloop_home() -> Path:
+    """Where the embedded server keeps its SQLite file and log (``$AGENTLOOP_HOME``)."""
+    return Path(os.environ.get("AGENTLOOP_HOME") or Path.home() / ".agentloop")
+
+
+@dataclass
+class Holder:
+    """The command that holds a data directory's lock, as its lock file says.
+
+    Attributes:
+        command: ``run`` or ``dev``; None when the file does not say (an
+            older agentloop, or a command that is just starting).
+        pid: That command's process id.
+        address: Its server's address, once the server is up.
+        namespace: Its server's namespace.
+        task_queue: The task queue its worker polls.
+    """
+
+    command: str | None = None
+    pid: int | None = None
+    address: str | None = None
+    namespace: str | None = None
+    task_queue: str | None = None
+
+    def describe(self) -> str:
+        who = f"`agentloop {self.command}`" if self.command else "another agentloop command"
+        return who + (f" (pid {self.pid})" if self.pid else "")
+
+
+def lock_held(data_dir: Path) -> bool:
+    """Whether a ``run`` or ``dev`` command holds the data directory's lock now."""
+    try:
+        lock = open(data_dir / LOCK_FILE, "a")  # noqa: SIM115
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        lock.close()  # closing releases the lock if we took it
+    return False
+
+
+def read_holder(data_dir: Path) -> Holder | None:
+    """The command holding the data directory's lock; None when none does."""
+    try:
+        text = (data_dir / LOCK_FILE).read_text()
+    except OSError:
+        text = ""
+    if not lock_held(data_dir):
+        return None
+    try:
+        info = json.loads(text)
+        holder = Holder(**{k: info.get(k) for k in ("command", "pid", "namespace", "task_queue")})
+    except (ValueError, TypeError, AttributeError):  # written by an older agentloop, or being written
+        holder = Holder()
+    with contextlib.suppress(OSError):
+        holder.address = (data_dir / ADDRESS_FILE).read_text().strip() or None
+    return holder
+
+
+def find_dev_server(data_dir: Path | None = None) -> Holder | None:
+    """The ``agentloop dev`` serving the data directory (``$AGENTLOOP_HOME``),
+    once its server is up; None when none is."""
+    holder = read_holder(data_dir or agentloop_home())
+    return holder if holder is not None and holder.command == "dev" and holder.address else None
 
 
 #: The garbage collector's thresholds for a worker process of the ``agentloop`` command.

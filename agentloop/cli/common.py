@@ -4,7 +4,6 @@ notes on stderr, and the helpers that find runs and wait for a worker."""
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -20,10 +19,6 @@ T = TypeVar("T")
 
 #: Tools ``agentloop run`` offers the model unless told otherwise.
 DEFAULT_RUN_TOOLS = ["shell_command", "read_file", "write_file", "apply_patch", "grep_files", "list_dir"]
-
-#: The file in the data directory that holds the embedded server's address
-#: while a ``run`` or ``dev`` command keeps the server up.
-ADDRESS_FILE = "server.address"
 
 #: How long an ops command waits for a worker to answer a query or update.
 OPS_TIMEOUT_SECONDS = 15.0
@@ -58,11 +53,6 @@ def existing_workspace(path: str | None, flag: str = "--workspace") -> str | Non
     if not resolved.is_dir():
         raise UserError(f"{flag} {path} is not a directory")
     return str(resolved)
-
-
-def agentloop_home() -> Path:
-    """Where the embedded server keeps its SQLite file and log."""
-    return Path(os.environ.get("AGENTLOOP_HOME") or Path.home() / ".agentloop")
 
 
 async def answer_within(request: Awaitable[T], what: str, run_id: str) -> T:

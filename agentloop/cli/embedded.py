@@ -21,16 +21,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from agentloop.cli.common import ADDRESS_FILE, agentloop_home, say
-from agentloop.workers.config import TemporalConfig, connect_client
+from agentloop.cli.common import say
+from agentloop.workers.config import (
+    ADDRESS_FILE,
+    LOCK_FILE,
+    Holder,
+    TemporalConfig,
+    agentloop_home,
+    connect_client,
+    lock_held,
+    read_holder,
+)
 from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
-
-#: The data directory's lock file: held by the command that runs the embedded server.
-LOCK_FILE = "server.lock"
-
 
 @dataclass
 class Session:
@@ -39,63 +44,6 @@ class Session:
     client: Any
     config: TemporalConfig
     ui_url: str | None = None
-
-
-@dataclass
-class Holder:
-    """The command that holds a data directory's lock, as its lock file says.
-
-    Attributes:
-        command: ``run`` or ``dev``; None when the file does not say (an
-            older agentloop, or a command that is just starting).
-        pid: That command's process id.
-        address: Its server's address, once the server is up.
-        namespace: Its server's namespace.
-        task_queue: The task queue its worker polls.
-    """
-
-    command: str | None = None
-    pid: int | None = None
-    address: str | None = None
-    namespace: str | None = None
-    task_queue: str | None = None
-
-    def describe(self) -> str:
-        who = f"`agentloop {self.command}`" if self.command else "another agentloop command"
-        return who + (f" (pid {self.pid})" if self.pid else "")
-
-
-def lock_held(data_dir: Path) -> bool:
-    """Whether a ``run`` or ``dev`` command holds the data directory's lock now."""
-    try:
-        lock = open(data_dir / LOCK_FILE, "a")  # noqa: SIM115
-    except OSError:
-        return False
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        lock.close()  # closing releases the lock if we took it
-    return False
-
-
-def read_holder(data_dir: Path) -> Holder | None:
-    """The command holding the data directory's lock; None when none does."""
-    try:
-        text = (data_dir / LOCK_FILE).read_text()
-    except OSError:
-        text = ""
-    if not lock_held(data_dir):
-        return None
-    try:
-        info = json.loads(text)
-        holder = Holder(**{k: info.get(k) for k in ("command", "pid", "namespace", "task_queue")})
-    except (ValueError, TypeError, AttributeError):  # written by an older agentloop, or being written
-        holder = Holder()
-    with contextlib.suppress(OSError):
-        holder.address = (data_dir / ADDRESS_FILE).read_text().strip() or None
-    return holder
 
 
 def _write_lock_info(lock: IO[str], info: dict[str, Any]) -> None:
@@ -227,11 +175,7 @@ def command_config(imports: list[str]) -> tuple[TemporalConfig, Holder | None]:
     dev = running_dev_server() if config.address is None else None
     if dev is not None:
         # `agentloop dev` keeps a server and a worker up: run there, as with TEMPORAL_ADDRESS.
-        config = config.for_address(dev.address)  # type: ignore[arg-type]
-        config.namespace = dev.namespace or config.namespace
-        if dev.task_queue and not os.environ.get("AGENTLOOP_TASK_QUEUE"):
-            config.task_queue = dev.task_queue
-        config.source = f"the running {dev.describe()}"
+        config = config.for_dev_server(dev)
     return config, dev
 
 

@@ -41,7 +41,13 @@ from agentloop.shared.approvals import (
     SubmitToolOutputs,
     ToolOutput,
 )
-from agentloop.workers.config import TemporalConfig, connect_client, task_queue_from_env
+from agentloop.workers.config import (
+    TemporalConfig,
+    agentloop_home,
+    connect_client,
+    find_dev_server,
+    task_queue_from_env,
+)
 from agentloop.shared.errors import (
     AgentRunFailed,
     DecisionRejected,
@@ -606,7 +612,10 @@ class AgentClient:
         ``temporal`` CLI reads it: ``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``,
         ``TEMPORAL_API_KEY``, ``TEMPORAL_TLS*``, over the profile
         ``TEMPORAL_PROFILE`` of ``temporal.toml`` (see :mod:`agentloop.workers.config`);
-        the task queue from ``AGENTLOOP_TASK_QUEUE``.
+        the task queue from ``AGENTLOOP_TASK_QUEUE``. With no address at
+        all, to the running ``agentloop dev`` of ``$AGENTLOOP_HOME`` (its
+        server, namespace and task queue), as the CLI does. Logs where it
+        connected (logger ``agentloop.client.agent_client``, level INFO).
 
         Args:
             address: ``host:port``; overrides the configured address (TLS and
@@ -623,17 +632,24 @@ class AgentClient:
         config = TemporalConfig.from_env()
         if address:
             config.address, config.source = address, "the address argument"
+        if not config.address:
+            # As the CLI does: a running `agentloop dev` (its server, namespace and queue).
+            dev = find_dev_server()
+            if dev is None:
+                raise UserError(
+                    "no Temporal address: pass one, set TEMPORAL_ADDRESS, or start `agentloop dev` in another "
+                    f"terminal (none is serving {agentloop_home()})"
+                )
+            config = config.for_dev_server(dev)
         if namespace:
             config.namespace = namespace
-        if not config.address:
-            raise UserError(
-                "no Temporal address: pass one or set TEMPORAL_ADDRESS (`agentloop dev` starts "
-                "a local server and prints its address)"
-            )
         # With the plugin, Workers built from this client (AgentClient.temporal)
         # run agents too, next to their own workflows.
         client = await connect_client(config, plugins=[AgentLoopPlugin()], **connect_options)
-        return cls(client, task_queue=task_queue or config.task_queue)
+        queue = task_queue or config.task_queue
+        _log.info("connected to Temporal at %s (from %s; namespace %r, task queue %r)",
+                  config.address, config.source, config.namespace, queue)
+        return cls(client, task_queue=queue)
 
     async def start(
         self,

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import difflib
 import re
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agentloop.shared.activity_io import ToolDefinition
 from agentloop.shared.activity_tools import ActivityTool
@@ -22,6 +33,25 @@ DEFAULT_VERIFICATION_PROMPT = (
     "missing or wrong, fix it now (use tools if needed). If everything is done, reply with "
     "your final answer again."
 )
+
+def with_field_suggestions(exc: ValidationError, model: type[BaseModel]) -> ValidationError:
+    """``exc`` with "did you mean FIELD?" after each unknown top-level key of
+    ``model`` that is close to one of its fields (``max_step``); ``exc``
+    itself when none is."""
+    found = exc.errors()
+    details: list[InitErrorDetails] = []
+    changed = False
+    for error in found:
+        message = error["msg"]
+        loc = error["loc"]
+        if error["type"] == "extra_forbidden" and len(loc) == 1 and isinstance(loc[0], str):
+            close = difflib.get_close_matches(loc[0], list(model.model_fields), n=1)
+            if close:
+                message, changed = f"{message}; did you mean {close[0]}?", True
+        details.append({"type": PydanticCustomError(error["type"], "{message}", {"message": message}),
+                        "loc": loc, "input": error["input"]})
+    return ValidationError.from_exception_data(exc.title, details) if changed else exc
+
 
 #: How deep sub-agents may nest by default (``AgentSpec.max_depth``).
 DEFAULT_MAX_DEPTH = 3
@@ -204,6 +234,14 @@ class AgentSpec(BaseModel):
     agents_md: bool | None = None
     workspace_listing: bool = False
     double_texting: DoubleTexting = "enqueue"
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _suggest_fields(cls, data: Any, handler: ModelWrapValidatorHandler[AgentSpec]) -> AgentSpec:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            raise with_field_suggestions(exc, cls) from None
 
     @field_validator("model")
     @classmethod

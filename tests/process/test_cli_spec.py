@@ -70,7 +70,13 @@ def test_bad_spec_files_are_sentences(tmp_path: Path) -> None:
         f"agentloop: --spec {tmp_path / 'nomodel.yaml'} names no model: add \"model\" to the file, or give "
         "--model (or set AGENTLOOP_MODEL)")
     assert refused("typo.yaml", "model: scripted:demo\nsub_agent: {}\n") == (
-        f"agentloop: --spec {tmp_path / 'typo.yaml'}: sub_agent: Extra inputs are not permitted")
+        f"agentloop: --spec {tmp_path / 'typo.yaml'}: sub_agent: Extra inputs are not permitted; "
+        "did you mean sub_agents?")
+    assert refused("steps.yaml", "model: scripted:demo\nmax_step: 4\n") == (
+        f"agentloop: --spec {tmp_path / 'steps.yaml'}: max_step: Extra inputs are not permitted; "
+        "did you mean max_steps?")
+    assert refused("odd.yaml", "model: scripted:demo\nzzzz: 1\n") == (
+        f"agentloop: --spec {tmp_path / 'odd.yaml'}: zzzz: Extra inputs are not permitted")
     deep = {"model": "scripted:demo", "max_depth": 1, "sub_agents": {"a": {"spec": {
         "model": "scripted:demo", "name": "a", "sub_agents": {"b": {"spec": {"model": "scripted:demo", "name": "b"}}}}}}}
     assert refused("deep.json", json.dumps(deep)) == (

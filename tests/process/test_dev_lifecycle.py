@@ -217,3 +217,56 @@ async def test_a_second_run_is_told_the_address_of_the_run_that_holds_the_server
     finally:
         await finish(first)
     assert first.returncode == 128 + signal.SIGTERM
+
+
+# AgentClient next to `agentloop dev` -----------------------------------------------------
+
+#: A user's script: AgentClient.connect() with no address, then a run on the queue it chose.
+CONNECT_SCRIPT = """
+import asyncio, logging, sys
+from agentloop import AgentClient, AgentSpec
+
+async def main():
+    client = await AgentClient.connect()
+    print("queue", client.task_queue)
+    spec = AgentSpec(model="scripted:demo", tools=["list_dir", "read_file"], default_permission="allow",
+                     workspace=sys.argv[1])
+    handle = await client.start(spec, "look")
+    print("status", (await handle.result()).status)
+
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+asyncio.run(main())
+"""
+
+
+async def test_agent_client_connects_to_a_running_dev_and_says_so(tmp_path: Path, workspace: Path) -> None:
+    env = clean_env(tmp_path)  # no TEMPORAL_ADDRESS anywhere
+    env.pop("AGENTLOOP_TASK_QUEUE", None)
+    script = tmp_path / "connect.py"
+    script.write_text(CONNECT_SCRIPT)
+    before = subprocess.run([sys.executable, str(script), str(workspace)], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert before.returncode == 1
+    assert ("agentloop.shared.errors.UserError: no Temporal address: pass one, set TEMPORAL_ADDRESS, or start "
+            f"`agentloop dev` in another terminal (none is serving {tmp_path / 'home'})") in before.stderr
+    dev = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "dev", "--headless", "--port", "0", "--workspace", str(workspace),
+        cwd=ROOT, env={**env, "AGENTLOOP_TASK_QUEUE": "dev-queue"}, stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert dev.stdout is not None
+        banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
+        address = re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)  # type: ignore[union-attr]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(script), str(workspace), cwd=tmp_path, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await finish(proc)
+        assert proc.returncode == 0, err
+        assert out.splitlines() == ["queue dev-queue", "status completed"]
+        assert (f"agentloop.client.agent_client: connected to Temporal at {address} (from the running "
+                f"`agentloop dev` (pid {dev.pid}); namespace 'default', task queue 'dev-queue')") in err
+    finally:
+        dev.send_signal(signal.SIGINT)
+        _, dev_err = await finish(dev)
+    assert dev.returncode == 0, dev_err

@@ -9,8 +9,10 @@ sandbox), bubblewrap, and a role split (models and tools worker
 subprocesses). The canary must appear nowhere: not in tool results, the
 run's history (payloads decoded), its events, or any process's output.
 
-A mode whose prerequisite is missing fails with the reason; it never passes
-or skips quietly (``.ci/run`` installs bubblewrap).
+A mode whose prerequisite is missing fails with the reason, except
+bubblewrap: without it the bwrap tests skip with the install command, and fail
+when ``AGENTLOOP_REQUIRE_BWRAP=1`` (``.ci/run`` installs bubblewrap and sets it,
+so CI never skips them).
 """
 
 from __future__ import annotations
@@ -123,10 +125,18 @@ def require_namespaces() -> None:
                     "so this test must run where user and PID namespaces are allowed")
 
 
+#: Set to 1 (``.ci/run`` does) to make the bwrap tests fail, not skip, without bubblewrap.
+REQUIRE_BWRAP = "AGENTLOOP_REQUIRE_BWRAP"
+
+
 def require_bwrap() -> None:
+    """Skip without bubblewrap (with the install command), or fail when
+    ``AGENTLOOP_REQUIRE_BWRAP=1``; fail when it is there but cannot work."""
     if shutil.which("bwrap") is None:
-        pytest.fail("bubblewrap is not installed (apt-get install -y bubblewrap; .ci/run installs it): "
-                    "the bwrap sandbox cannot be tested")
+        reason = "bubblewrap is not installed, so the bwrap sandbox is not tested: apt-get install -y bubblewrap"
+        if os.environ.get(REQUIRE_BWRAP) == "1":
+            pytest.fail(f"{reason} ({REQUIRE_BWRAP}=1 requires these tests)")
+        pytest.skip(reason)
     problem = sandbox._bwrap_problem()
     if problem is not None:
         pytest.fail(f"bubblewrap cannot create its sandbox here: {problem}")
@@ -793,3 +803,41 @@ def test_as_a_non_root_user(mode: str, protect: str) -> None:
     else:
         # ...which the sandbox, or a non-dumpable worker, prevents.
         assert token not in out["worker"] and token not in out["all"], out
+
+
+# Without bubblewrap ------------------------------------------------------------------
+
+#: A bwrap test that needs no server: it stops at require_bwrap when bubblewrap is absent.
+BWRAP_TEST = "tests/process/test_security.py::test_processes_started_by_a_command_that_ends_are_killed[bwrap]"
+
+
+def run_bwrap_test_without_bwrap(tmp_path: Path, **extra: str) -> subprocess.CompletedProcess[str]:
+    """Pytest on BWRAP_TEST in a subprocess whose PATH holds only this
+    interpreter's directory, so ``bwrap`` is not found (as on a machine
+    without bubblewrap)."""
+    env = {k: v for k, v in os.environ.items() if k != "AGENTLOOP_REQUIRE_BWRAP"}
+    env.update(PATH=str(Path(sys.executable).parent), **extra)
+    return subprocess.run([sys.executable, "-m", "pytest", BWRAP_TEST, "-rsf", "-p", "no:cacheprovider",
+                           "-o", "addopts="], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_bwrap_tests_skip_with_the_install_command_when_bubblewrap_is_absent(tmp_path: Path) -> None:
+    proc = run_bwrap_test_without_bwrap(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "1 skipped" in proc.stdout, proc.stdout[-3000:]
+    assert "SKIPPED" in proc.stdout and "apt-get install -y bubblewrap" in proc.stdout, proc.stdout[-3000:]
+
+
+def test_bwrap_tests_fail_when_ci_requires_bubblewrap(tmp_path: Path) -> None:
+    proc = run_bwrap_test_without_bwrap(tmp_path, AGENTLOOP_REQUIRE_BWRAP="1")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "1 failed" in proc.stdout, proc.stdout[-3000:]
+    assert "apt-get install -y bubblewrap" in proc.stdout and "AGENTLOOP_REQUIRE_BWRAP=1" in proc.stdout, \
+        proc.stdout[-3000:]
+
+
+def test_ci_requires_bubblewrap() -> None:
+    """.ci/run installs bubblewrap and turns a skipped bwrap test into a failure."""
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "bubblewrap" in script
+    assert "export AGENTLOOP_REQUIRE_BWRAP=1" in script
