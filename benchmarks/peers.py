@@ -327,18 +327,17 @@ async def measure(systems: list[System], address: str, mock_url: str, steps: int
     return samples
 
 
-def table(samples: dict[str, Samples], steps: int, concurrency: int, burst_steps: int) -> list[str]:
+def table(samples: dict[str, Samples], steps: int) -> list[str]:
     """The printed table: medians, each with its ratio to the floor's."""
     floor = samples["floor"]
-    lines = [f"{'system':<16}{'runs/s':>9}{'x floor':>9}{'WFT ms/step':>13}{'x floor':>9}"
-             f"{'wall ms/step':>14}{'x floor':>9}{f'history KiB at {steps}':>20}{'x floor':>9}"]
+    columns = (("runs/s", 9, ".2f", "rate"), ("WFT ms/step", 13, ".2f", "exec_ms"),
+               ("wall ms/step", 14, ".1f", "wall_ms"), (f"history KiB at {steps}", 20, ".0f", "history_kib"))
+    lines = [f"{'system':<16}" + "".join(f"{title:>{width}}{'x floor':>9}" for title, width, _, _ in columns)]
     for name, got in samples.items():
         cells = ""
-        for mine, floors, spec in ((got.rate, floor.rate, ".2f"), (got.exec_ms, floor.exec_ms, ".2f"),
-                                   (got.wall_ms, floor.wall_ms, ".1f"), (got.history_kib, floor.history_kib, ".0f")):
-            value = statistics.median(mine)
-            width = 20 if mine is got.history_kib else 14 if mine is got.wall_ms else 13 if mine is got.exec_ms else 9
-            cells += f"{value:>{width}{spec}}{value / statistics.median(floors):>8.2f}x"
+        for _, width, spec, attribute in columns:
+            value = statistics.median(getattr(got, attribute))
+            cells += f"{value:>{width}{spec}}{value / statistics.median(getattr(floor, attribute)):>8.2f}x"
         lines.append(f"{name:<16}{cells}")
     return lines
 
@@ -360,7 +359,7 @@ async def main(steps: int, reps: int, concurrency: int, burst_steps: int) -> Non
           f"medians of {reps} repetitions, systems interleaved")
     print(f"runs/s: {concurrency} runs of {burst_steps} steps at once; WFT ms/step (workflow-task time), "
           f"wall ms/step and history: one run of {steps} steps at a time")
-    for line in table(samples, steps, concurrency, burst_steps):
+    for line in table(samples, steps):
         print(line)
     for note in notes:
         print(note)
