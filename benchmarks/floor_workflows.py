@@ -8,12 +8,14 @@ floor run costs what Temporal itself costs.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import defaultdict
 from datetime import timedelta
 
 from temporalio import activity, workflow
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import ApplicationError
 
 #: When each run's model calls started, by workflow id.
 MODEL_CALLS: dict[str, list[float]] = defaultdict(list)
@@ -150,3 +152,68 @@ def record_start_options(steps: int) -> dict[str, object]:
     start = {"steps": steps, "padding": "p" * (RECORD_SIZES["input"] - 50)}
     return {"args": [start], "search_attributes": RECORD_START_ATTRIBUTES,
             "static_summary": "agent on scripted:bench-concurrency"}
+
+
+#: The scripted agent run of ``benchmarks.peers``: what every system is told,
+#: and the one tool the model asks for (Chat Completions' tool format).
+PEER_SYSTEM_PROMPT = "You are a benchmark agent. Call the echo tool until told to stop."
+PEER_PROMPT = "Run the benchmark script."
+PEER_TOOL_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "echo",
+        "description": "Return the given text unchanged.",
+        "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                       "required": ["text"], "additionalProperties": False},
+    },
+}
+
+
+def peer_model_name(steps: int) -> str:
+    """The model name that tells ``benchmarks.peers``' mock LLM how many tool steps to script."""
+    return f"mock-steps-{steps}"
+
+
+class ChatFloorActivities:
+    """The chat floor's activities: the model called with the ``openai``
+    SDK at ``base_url`` (``benchmarks.peers``' mock LLM), and ``echo``."""
+
+    def __init__(self, base_url: str) -> None:
+        from openai import AsyncOpenAI
+
+        self._client = AsyncOpenAI(base_url=base_url, api_key="mock", max_retries=0)
+
+    @activity.defn(name="bench_chat_model")
+    async def call_model(self, model: str, messages: list[dict]) -> dict:
+        response = await self._client.chat.completions.create(model=model, messages=messages,  # type: ignore[arg-type]
+                                                              tools=[PEER_TOOL_SCHEMA])  # type: ignore[list-item]
+        return response.choices[0].message.model_dump(exclude_none=True)
+
+    @activity.defn(name="bench_chat_tool")
+    async def echo(self, text: str) -> str:
+        return text
+
+
+@workflow.defn(name="BenchPeersChatFloor")
+class ChatFloor:
+    """The floor of ``benchmarks.peers``: a hand-written tool-calling loop of
+    plain activities. Each step, one activity calls the model with the whole
+    message list (kept as plain dicts) and one runs the ``echo`` tool it
+    asked for, until the model answers without a tool call."""
+
+    @workflow.run
+    async def run(self, steps: int) -> str:
+        timeout = timedelta(seconds=30)
+        messages: list[dict] = [{"role": "system", "content": PEER_SYSTEM_PROMPT},
+                                {"role": "user", "content": PEER_PROMPT}]
+        for _ in range(steps + 1):
+            answer = await workflow.execute_activity("bench_chat_model", args=[peer_model_name(steps), messages],
+                                                     start_to_close_timeout=timeout)
+            messages.append(answer)
+            if not answer.get("tool_calls"):
+                return answer.get("content") or ""
+            for tool_call in answer["tool_calls"]:
+                text = json.loads(tool_call["function"]["arguments"])["text"]
+                result = await workflow.execute_activity("bench_chat_tool", text, start_to_close_timeout=timeout)
+                messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": result})
+        raise ApplicationError("the model did not stop within steps + 1 calls", non_retryable=True)

@@ -2,12 +2,16 @@
 (and both with their tool call local) finish, the figures it prints are
 measured, and a server set up as it sets them up (search attributes cached,
 ``PRODUCTION_LIKE``) still finds runs by their search attributes; the
-floor with agentloop's record has an agent run's history, event for event."""
+floor with agentloop's record has an agent run's history, event for event;
+benchmarks/peers prints the floor's and agentloop's rows and skips the peers
+that are not installed, in a note."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
+import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -26,6 +30,34 @@ from agentloop.workflows.agent_run import AgentRunWorkflow
 from agentloop.workflows.recorder import RunRecorder
 from benchmarks import concurrency, cpu_split, history_growth
 from tests.helpers.paths import ROOT
+
+
+def test_the_peer_benchmark_measures_floor_and_agentloop_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The peers' packages shadowed by ones that cannot be imported, as when
+    # the [peers] extra is not installed (whether or not this venv has it).
+    for package in ("agents", "pydantic_ai"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(
+            f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    done = subprocess.run([sys.executable, "-m", "benchmarks.peers", "--steps", "2", "--reps", "1",
+                           "--concurrency", "2", "--burst-steps", "1"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.startswith("system"))
+    assert header.split() == ["system", "runs/s", "x", "floor", "WFT", "ms/step", "x", "floor", "wall", "ms/step",
+                              "x", "floor", "history", "KiB", "at", "2", "x", "floor"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines if re.match(r"(floor|agentloop) ", line)}
+    assert sorted(rows) == ["agentloop", "floor"]
+    # Four measures, each a median and its ratio to the floor's.
+    for name, cells in rows.items():
+        assert len(cells) == 8 and all(float(cell) > 0 for cell in cells[0::2]), (name, cells)
+        assert all(re.fullmatch(r"\d+\.\d\dx", cell) for cell in cells[1::2]), (name, cells)
+    assert rows["floor"][1::2] == ["1.00x"] * 4
+    for peer, module in (("OpenAI Agents", "agents"), ("Pydantic AI", "pydantic_ai")):
+        assert f'{peer}: skipped, not installed ({module}); pip install -e ".[peers]" installs it' in lines
+        assert not any(line.startswith(peer + " ") for line in lines)
 
 
 def test_a_server_given_dynamic_config_keeps_the_fast_polling() -> None:
