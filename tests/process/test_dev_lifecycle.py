@@ -217,3 +217,37 @@ async def test_a_second_run_is_told_the_address_of_the_run_that_holds_the_server
     finally:
         await finish(first)
     assert first.returncode == 128 + signal.SIGTERM
+
+
+async def start_dev(env: dict[str, str], workspace: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """`agentloop dev` on a free port, its banner read; returns it and its address."""
+    dev = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "dev", "--headless", "--port", "0", "--workspace", str(workspace),
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert dev.stdout is not None
+    banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
+    return dev, re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)  # type: ignore[union-attr]
+
+
+async def test_dev_prints_one_line_per_failed_run_and_logs_the_traceback(tmp_path: Path, workspace: Path) -> None:
+    env = clean_env(tmp_path)
+    dev, _ = await start_dev(env, workspace)
+    try:
+        assert dev.stderr is not None
+        for run_id in ("broken-1", "broken-2"):
+            run = await agentloop_async("run", "look", "--model", "scripted:no-such-model", "--workspace",
+                                        str(workspace), "--run-id", run_id, env=env)
+            assert run.code == 1, run.err
+        said = await read_until(dev.stderr, "run broken-2 failed")
+    finally:
+        dev.send_signal(signal.SIGINT)
+        _, rest = await finish(dev)
+    said += rest
+    assert dev.returncode == 0, said
+    assert "Traceback" not in said
+    lines = [line for line in said.splitlines() if "broken-" in line]
+    assert [line.split()[1] for line in lines] == ["broken-1", "broken-2"], said
+    assert all("no scripted model named 'no-such-model'" in line for line in lines)
+    log = (tmp_path / "home" / "dev.log").read_text()
+    assert "Traceback" in log and "no-such-model" in log
