@@ -251,3 +251,46 @@ async def test_dev_prints_one_line_per_failed_run_and_logs_the_traceback(tmp_pat
     assert all("no scripted model named 'no-such-model'" in line for line in lines)
     log = (tmp_path / "home" / "dev.log").read_text()
     assert "Traceback" in log and "no-such-model" in log
+
+
+async def test_run_with_imports_a_key_or_local_worker_runs_on_its_own_worker_beside_dev(
+    tmp_path: Path, workspace: Path
+) -> None:
+    from tests.helpers.provider_servers import OpenAIServer, openai_completion, openai_completion_chunks, openai_stream
+
+    env = clean_env(tmp_path)  # dev has no provider key and imports nothing
+    dev, address = await start_dev(env, workspace)
+    try:
+        # A scripted model only this command's --import registers.
+        imported = await agentloop_async("run", "write it", "--model", "scripted:cli-ops-write", "--yes",
+                                         "--import", "tests.helpers.cli", "--workspace", str(workspace),
+                                         "--run-id", "own-import", env=env)
+        assert imported.code == 0, imported.err
+        assert (f"using the Temporal server of `agentloop dev` (pid {dev.pid}) at {address}, with a worker in this "
+                "process on task queue 'agentloop-run-own-import' (for --import)") in imported.err
+        # A provider key only this command has.
+        with OpenAIServer() as server:
+            server.enqueue(openai_stream(openai_completion_chunks(openai_completion(content="Keyed."), pieces=2)))
+            keyed = await agentloop_async("run", "answer", "--model", "openai:gpt-test", "--tool", "read_file",
+                                          "--workspace", str(workspace), "--run-id", "own-key",
+                                          env={**env, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url})
+        assert keyed.code == 0, keyed.err
+        assert keyed.out.endswith("Keyed.\n")
+        assert "(for OPENAI_API_KEY, OPENAI_BASE_URL)" in keyed.err
+        # --local-worker means this process's worker, alone.
+        local = await agentloop_async("run", "look", "--model", "scripted:demo", "--local-worker",
+                                      "--workspace", str(workspace), "--run-id", "own-local", env=env)
+        assert local.code == 0, local.err
+        client = await AgentClient.connect(address)
+        for run_id in ("own-import", "own-key", "own-local"):
+            description = await client.temporal.get_workflow_handle(run_id).describe()
+            assert description.task_queue == f"agentloop-run-{run_id}"
+        # Without them, dev's worker runs the run, as before.
+        plain = await agentloop_async("run", "look", "--model", "scripted:demo", "--workspace", str(workspace),
+                                      "--run-id", "on-dev-queue", env=env)
+        assert plain.code == 0, plain.err
+        assert (await client.temporal.get_workflow_handle("on-dev-queue").describe()).task_queue == "agentloop"
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await finish(dev)
+    assert dev.returncode == 0
