@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, say
 from agentloop.cli.embedded import ops_client
 from agentloop.shared.errors import UserError
 
@@ -75,9 +75,8 @@ async def cmd_start(args: argparse.Namespace) -> int:
     what = f"{len(snapshot.messages)} messages, {snapshot.step} steps"
     if waiting and args.message is None:
         what += f"; waiting again for {', '.join(waiting)} (`agentloop show {shlex.quote(handle.run_id)}`)"
-    print(f"started run {handle.run_id} from the snapshot of run {snapshot.run_id} ({what}); "
-          f"{_follow(handle)}")
-    return 0
+    return await _started(args, handle, f"started run {handle.run_id} from the snapshot of run {snapshot.run_id} "
+                                        f"({what})", thread=snapshot.thread_id is not None)
 
 
 async def cmd_fork(args: argparse.Namespace) -> int:
@@ -91,10 +90,24 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     except RunIdInUse as err:
         raise UserError(run_id_in_use(err)) from None
     then = ", then your message" if args.message is not None else ""
-    print(f"started run {handle.run_id}, forked from run {args.run} at the end of step {args.at_step} "
-          f"({snapshot.step_ends[args.at_step]} messages{then}); {_follow(handle)}")
-    return 0
+    return await _started(args, handle, f"started run {handle.run_id}, forked from run {args.run} at the end of "
+                                        f"step {args.at_step} ({snapshot.step_ends[args.at_step]} messages{then})",
+                          thread=snapshot.thread_id is not None)
 
 
-def _follow(handle: AgentRunHandle) -> str:
-    return f"follow it with `agentloop watch {shlex.quote(handle.run_id)}`"
+async def _started(args: argparse.Namespace, handle: AgentRunHandle, what: str, *, thread: bool) -> int:
+    """Follow the new run as ``agentloop run`` does (Ctrl-C stops following,
+    not the run); with ``--detach``, or for a thread (which waits for its
+    next message), print what started and return."""
+    from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
+    from agentloop.cli.render import make_renderer
+    from agentloop.cli.run import stdin_is_terminal
+
+    if args.detach or thread:
+        print(f"{what}; follow it with `agentloop watch {shlex.quote(handle.run_id)}`")
+        return 0
+    say(f"{what}; following it (Ctrl-C stops following, not the run)")
+    renderer = make_renderer(jsonl=args.jsonl)
+    prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note) if stdin_is_terminal() else None
+    terminal = await follow(handle, renderer, prompter=prompter)
+    return await exit_code(handle, terminal)
