@@ -14,13 +14,13 @@ from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
-from agentloop.cli.embedded import command_config, ops_client, session
+from agentloop.cli.embedded import command_config, reading_client, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
 from agentloop.shared.errors import AgentRunFailed, UserError, describe_validation_error
 from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentRunHandle, RunIdInUse
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle, RunIdInUse
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
@@ -184,9 +184,13 @@ async def _cancel_and_wait(handle: AgentRunHandle) -> str:
 async def cmd_watch(args: argparse.Namespace) -> int:
     if args.from_offset < 0:
         raise UserError(f"--from {args.from_offset}: an offset is 0 or more (an event's seq)")
+    async with reading_client("watch") as client:
+        return await _watch(client, args)
+
+
+async def _watch(client: AgentClient, args: argparse.Namespace) -> int:
     from agentloop.shared.search_attributes import AGENT_STATUS
 
-    client = await ops_client()
     description = await describe_run(client, args.run)
     handle = client.get_handle(args.run)
     status = temporal_status(description)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, say
-from agentloop.cli.embedded import ops_client
+from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
-    client = await ops_client()
-    snapshot = await _export(client, args.run)
+    async with reading_client("export") as client:
+        snapshot = await _export(client, args.run)
     sys.stdout.write(snapshot.to_json() + "\n")
     sys.stdout.flush()
     return 0

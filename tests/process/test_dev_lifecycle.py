@@ -294,3 +294,27 @@ async def test_run_with_imports_a_key_or_local_worker_runs_on_its_own_worker_bes
         dev.send_signal(signal.SIGINT)
         await finish(dev)
     assert dev.returncode == 0
+
+
+async def test_show_after_ctrl_c_starts_the_embedded_server_and_counts_the_step(
+    tmp_path: Path, workspace: Path
+) -> None:
+    env = clean_env(tmp_path)
+    run = await start_run("write it", "scripted:cli-ops-write", workspace, env, "--run-id", "cc-1")
+    try:
+        assert run.stdout is not None
+        await read_until(run.stdout, "  deny:    ")  # step 1 asked its LLM, then waits for an approval
+        run.send_signal(signal.SIGINT)
+    finally:
+        _, err = await finish(run)
+    assert "`agentloop show cc-1` shows where it stopped" in err
+    assert await wait_until_gone(data_file(tmp_path)) == []
+
+    # What the Ctrl-C line suggests works, with no server running.
+    show = await agentloop_async("show", "cc-1", env=env)
+    assert show.code == 0, show.err
+    assert "Traceback" not in show.err
+    assert "  status:   cancelled" in show.out
+    assert "  steps:    1\n" in show.out and "1 LLM request" in show.out, show.out
+    assert await wait_until_gone(data_file(tmp_path)) == []  # and it stops what it started
+    assert not (tmp_path / "home" / "server.address").exists()
