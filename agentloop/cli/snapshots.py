@@ -1,8 +1,9 @@
 """``agentloop export``, ``agentloop start --from`` and ``agentloop fork``:
 snapshots of runs (:mod:`agentloop.shared.snapshots`). Like the ops commands they
 talk to runs on ``TEMPORAL_ADDRESS`` or the embedded server of a running
-command, and never start a server or a worker: the new runs are run by the
-workers already polling the task queue."""
+command (``export`` starts the embedded server when none runs); the new runs
+are run by the workers already polling the task queue, and followed unless
+``--detach``."""
 
 from __future__ import annotations
 
