@@ -64,19 +64,28 @@ class AttemptUsage(BaseModel):
 
     failed: Usage = Usage()
     current: Usage = Usage()
+    #: Why this attempt failed (sent with the failure), for the next attempt's reset event.
+    error: str | None = None
 
 
-def _earlier_attempts_usage() -> Usage:
-    """Usage of this call's earlier, failed attempts (from the last
-    heartbeat the previous attempt sent)."""
+def _earlier_attempts() -> tuple[Usage, str | None]:
+    """Usage of this call's earlier, failed attempts, and why the last one
+    failed (from the last heartbeat the previous attempt sent)."""
     details = activity.info().heartbeat_details
     if not details:
-        return Usage()
+        return Usage(), None
     try:
         last = AttemptUsage.model_validate(details[-1])
     except Exception:  # details from another version: count nothing rather than fail
-        return Usage()
-    return last.failed + last.current
+        return Usage(), None
+    return last.failed + last.current, last.error
+
+
+def _failure_reason(exc: BaseException) -> str | None:
+    """What a failed attempt's error says, as Temporal's retry shows it."""
+    if isinstance(exc, asyncio.CancelledError):
+        return None
+    return (exc.message if isinstance(exc, ApplicationError) else str(exc)) or type(exc).__name__
 
 
 def _streams(model: object) -> bool:
@@ -281,7 +290,7 @@ class AgentActivities:
         attempt = activity.info().attempt
         # Usage reported so far travels in heartbeat details: when this
         # attempt fails, the next one reads it and counts those tokens too.
-        failed = _earlier_attempts_usage()
+        failed, failed_because = _earlier_attempts()
         usage_now = Usage()
 
         def progress() -> AttemptUsage:
@@ -303,15 +312,17 @@ class AgentActivities:
                 request = await self._full_request(input)
                 streams = _streams(model)
                 if input.stream_deltas and streams:
-                    publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds)
+                    publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds,
+                                               reset_reason=failed_because)
                     async with publisher:
                         response = await model.complete(request, on_delta=on_delta)
                 elif streams:
                     response = await model.complete(request, on_delta=on_delta)
                 else:
                     response = await model.complete(request)
-            except BaseException:
-                activity.heartbeat(progress())  # sent with the failure: the next attempt counts it
+            except BaseException as exc:
+                # Sent with the failure: the next attempt counts the usage and says why.
+                activity.heartbeat(progress().model_copy(update={"error": _failure_reason(exc)}))
                 raise
         if input.transcript is not None and input.compaction is None:
             # The run appends this message to its transcript: the next step

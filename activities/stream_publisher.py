@@ -47,6 +47,7 @@ class DeltaPublisher:
             so subscribers drop the failed attempt's partial message.
         batch_seconds: Most time a delta waits before it is published.
         client: The stream client; from the activity context when None.
+        reset_reason: Why the attempt before failed, carried by the reset.
     """
 
     def __init__(
@@ -56,8 +57,10 @@ class DeltaPublisher:
         attempt: int,
         batch_seconds: float,
         client: WorkflowStreamClient | None = None,
+        reset_reason: str | None = None,
     ) -> None:
         self.run_id = run_id
+        self.reset_reason = reset_reason
         self.step = step
         self.attempt = attempt
         self.message_id = message_id(run_id, step)
@@ -120,7 +123,7 @@ class DeltaPublisher:
         common: dict[str, Any] = {"run_id": self.run_id, "step": self.step, "time": time,
                                   "message_id": self.message_id, "attempt": self.attempt}
         if delta is None:
-            return MessageReset(**common)
+            return MessageReset(**common, reason=self.reset_reason)
         if delta.kind == "tool_call_start":
             return ToolCallCreated(**common, call_id=delta.call_id or "", name=delta.name or "")
         return MessageDelta(**common, delta=delta.model_copy(update={"text": "".join(texts)}))

@@ -240,7 +240,8 @@ class ChatView:
         elif kind == "thread.message.reset":
             self._shown[event.message_id] = ""
             self._attempt[event.message_id] = event.attempt
-            self.line(f"  (the LLM call failed; retrying step {step}, attempt {event.attempt})")
+            why = f" ({event.reason})" if getattr(event, "reason", None) else ""
+            self.line(f"  (the LLM call failed{why}; retrying step {step}, attempt {event.attempt})")
         elif kind == "thread.message.completed":
             self._completed(event)
         elif kind == "agent.tool.execution.completed":

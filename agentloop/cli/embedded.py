@@ -196,6 +196,25 @@ async def ops_client() -> AgentClient:
 
 
 @contextlib.asynccontextmanager
+async def reading_client(command: str) -> AsyncIterator[AgentClient]:
+    """A client for a command that reads runs (``show``, ``watch``,
+    ``export``): as :func:`ops_client`, but when no server is running and
+    the embedded server's data is there (an earlier ``agentloop run`` or
+    ``dev``), it starts that server and a worker, as ``run`` does, for as
+    long as the block runs."""
+    from agentloop.client.agent_client import AgentClient
+
+    config = TemporalConfig.from_env()
+    data_dir = agentloop_home()
+    if config.address or lock_held(data_dir) or not (data_dir / "temporal.db").is_file():
+        yield await ops_client()
+        return
+    say(f"agentloop: no Temporal server is running; starting the embedded one on {data_dir} for this command")
+    async with session(config, with_worker=True, command=command) as s:
+        yield AgentClient(s.client, task_queue=s.config.task_queue)
+
+
+@contextlib.asynccontextmanager
 async def session(
     config: TemporalConfig,
     *,

@@ -206,7 +206,9 @@ async def follow(
                         renderer.render_child(event, labels.label(event))
                         continue
                     labels.label(event)
-                    reason = await retry_reason(handle, event) if isinstance(event, MessageReset) else None
+                    reason = None
+                    if isinstance(event, MessageReset):  # runs before the reset said why: ask the server
+                        reason = event.reason or await retry_reason(handle, event)
                     renderer.render(event, reason=reason)
                     if is_terminal(event):
                         terminal = event

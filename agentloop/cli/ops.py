@@ -1,10 +1,12 @@
 """The ops commands: ``approve``, ``submit``, ``stop``, ``cancel``, ``list``
 and ``show``. They talk to runs on ``TEMPORAL_ADDRESS`` or the embedded
-server of a running command, and never start a server or a worker."""
+server of a running command; ``show`` (like ``watch`` and ``export``) starts
+the embedded server and a worker when none runs, the others never start anything."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import getpass
 import json
 import sys
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from temporalio.service import RPCError
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say
-from agentloop.cli.embedded import ops_client
+from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import AgentRunFailed, UserError
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
@@ -205,15 +207,25 @@ async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tu
         return state, "", (f"steps and usage unknown: a {state.status} run keeps them in its workflow state, "
                            f"which a worker on its task queue reads ({why})")
     state.step, state.usage = queried.step, queried.usage
+    # ``step`` counts the steps finished; a run cancelled while its calls
+    # waited or ran had taken one more (its LLM answered, its request
+    # counted): each step taken left one assistant message.
+    with contextlib.suppress(CommandFailed, RPCError):
+        messages = await answer_within(handle.messages(), "the messages query", run_id)
+        state.step = max(state.step, sum(1 for m in messages if m.role == "assistant"))
     state.pending_approvals, state.pending_actions = [], []
     state.rejected_signals = queried.rejected_signals
     return state, "", None
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
+    async with reading_client("show") as client:
+        return await _show(client, args)
+
+
+async def _show(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.client import WorkflowExecutionStatus
 
-    client = await ops_client()
     description = await describe_run(client, args.run)
     final_text, note = "", None
     if description.status == WorkflowExecutionStatus.RUNNING:

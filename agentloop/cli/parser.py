@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--allow-reuse", action="store_true", help="start even if a run with --run-id has ended "
                      "(the new run takes over the id); without it, such an id is refused")
     run.add_argument("--local-worker", action="store_true",
-                     help="with TEMPORAL_ADDRESS set, also run a worker in this process")
+                     help="on a server this command did not start (TEMPORAL_ADDRESS, agentloop dev), run the run "
+                          "on a worker in this process, on a task queue of its own (--import does too)")
     # Both flags append (action, tool) to one list, so rules keep the order given.
     run.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
                      type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable "
@@ -208,16 +209,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.add_argument("run", type=run_id, help="run id")
 
+    def following(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--detach", action="store_true",
+                       help="print the new run's id and return instead of following the run")
+        p.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout while following")
+
     start = sub.add_parser(
         "start", help="start a run from a snapshot (agentloop start --from run.json)",
         description="Start a new run from a snapshot `agentloop export` wrote: the run goes on where the "
                     "snapshot was taken, and calls that waited for a decision or outputs wait again. "
-                    "The workers polling the task queue run it; follow it with `agentloop watch`.",
+                    "The workers polling the task queue run it; the command follows it as `agentloop run` does "
+                    "(Ctrl-C stops following, not the run), or returns at once with --detach.",
     )
     start.add_argument("--from", dest="from_file", required=True, metavar="FILE",
                        help="the snapshot ('-': read it from stdin)")
     start.add_argument("--run-id", type=run_id, help="the new run's id (default: generated)")
     start.add_argument("--message", help="a new user message after the snapshot's conversation")
+    following(start)
 
     fork = sub.add_parser(
         "fork", help="start a run on a run's conversation up to the end of one of its steps",
@@ -229,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--at-step", type=positive, required=True, metavar="N", help="the step to cut after")
     fork.add_argument("--message", help="a new user message after the cut")
     fork.add_argument("--run-id", type=run_id, help="the fork's run id (default: generated)")
+    following(fork)
 
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
     show.add_argument("run", type=run_id, help="run id")

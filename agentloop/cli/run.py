@@ -7,19 +7,20 @@ import asyncio
 import os
 import shlex
 import sys
+import uuid
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
-from agentloop.cli.embedded import command_config, ops_client, session
+from agentloop.cli.embedded import command_config, reading_client, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
 from agentloop.shared.errors import AgentRunFailed, UserError, describe_validation_error
 from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentRunHandle, RunIdInUse
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle, RunIdInUse
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
@@ -37,12 +38,18 @@ async def cmd_run(args: argparse.Namespace) -> int:
     model, workspace = spec.model, spec.workspace
     config, dev = command_config(args.imports)
     embedded = config.address is None
-    local_worker = embedded or args.local_worker
+    own = [] if embedded else own_worker_reasons(args, model, dev_running=dev is not None)
+    if own:
+        # What only this process has (imports, a provider key) must be used:
+        # a worker here, on a queue no other worker polls, runs this run.
+        config.task_queue = f"{config.task_queue}-run-{args.run_id or uuid.uuid4().hex[:12]}"
     renderer = make_renderer(jsonl=args.jsonl)
-    async with session(config, with_worker=local_worker, workspace=workspace, command="run") as s:
-        if dev is not None:
-            say(f"using the Temporal server of {dev.describe()} at {s.config.address}: its worker runs this run"
-                + (", and so does this process's" if args.local_worker else ""))
+    async with session(config, with_worker=embedded or bool(own), workspace=workspace, command="run") as s:
+        if dev is not None and own:
+            say(f"using the Temporal server of {dev.describe()} at {s.config.address}, with a worker in this "
+                f"process on task queue {s.config.task_queue!r} (for {', '.join(own)})")
+        elif dev is not None:
+            say(f"using the Temporal server of {dev.describe()} at {s.config.address}: its worker runs this run")
         client = AgentClient(s.client, task_queue=s.config.task_queue)
         try:
             handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
@@ -68,6 +75,28 @@ async def cmd_run(args: argparse.Namespace) -> int:
 
             return await turn_exit_code(handle, jsonl=args.jsonl)
         return await exit_code(handle, terminal)
+
+
+#: The variables a provider's models read, by the model's prefix.
+PROVIDER_VARIABLES = {"openai": ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                      "anthropic": ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")}
+
+
+def own_worker_reasons(args: argparse.Namespace, model: str, *, dev_running: bool) -> list[str]:
+    """Why ``agentloop run`` on a server it did not start runs its own worker
+    (on a task queue of its own): ``--import``, ``--local-worker``, or, next
+    to ``agentloop dev``, the model's provider settings in this environment
+    (dev's worker may lack them, and the key must stay in the process that
+    calls the model). Empty: the running workers run it."""
+    reasons = []
+    if args.imports:
+        reasons.append("--import")
+    if args.local_worker:
+        reasons.append("--local-worker")
+    if dev_running:
+        provider = model.split(":", 1)[0]
+        reasons += [name for name in PROVIDER_VARIABLES.get(provider, ()) if os.environ.get(name)]
+    return reasons
 
 
 def spec_of_run(args: argparse.Namespace):
@@ -155,9 +184,13 @@ async def _cancel_and_wait(handle: AgentRunHandle) -> str:
 async def cmd_watch(args: argparse.Namespace) -> int:
     if args.from_offset < 0:
         raise UserError(f"--from {args.from_offset}: an offset is 0 or more (an event's seq)")
+    async with reading_client("watch") as client:
+        return await _watch(client, args)
+
+
+async def _watch(client: AgentClient, args: argparse.Namespace) -> int:
     from agentloop.shared.search_attributes import AGENT_STATUS
 
-    client = await ops_client()
     description = await describe_run(client, args.run)
     handle = client.get_handle(args.run)
     status = temporal_status(description)

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
+import os
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from agentloop.cli.common import existing_workspace, say
+from agentloop.cli.common import agentloop_home, existing_workspace, say
 from agentloop.cli.embedded import session
 from agentloop.workers.config import TemporalConfig
 from agentloop.shared.errors import UserError
@@ -20,6 +25,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         "its own: unset it, or run `agentloop worker` against that server")
     data_dir = Path(args.data_dir) if args.data_dir else None
     role = args.role or config.role
+    since = datetime.now(timezone.utc)
     async with session(
         config, with_worker=True, workspace=existing_workspace(args.workspace), ui=not args.headless,
         port=args.port, ui_port=args.ui_port, data_dir=data_dir, role=role, command="dev",
@@ -39,6 +45,10 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         print(f"\n  export TEMPORAL_ADDRESS={s.config.address}", flush=True)
         print("\nRuns waiting for you (from another terminal):  agentloop list --status awaiting_approval",
               flush=True)
+        log_file = divert_activity_failures((data_dir or agentloop_home()) / DEV_LOG)
+        if log_file is not None:
+            print(f"Failed runs: one line each here; details in {log_file}", flush=True)
+        reporter = asyncio.ensure_future(report_failed_runs(s.client, since))
         try:
             await asyncio.Event().wait()  # until Ctrl-C, SIGTERM or SIGHUP cancels the command
         except asyncio.CancelledError:
@@ -46,7 +56,65 @@ async def cmd_dev(args: argparse.Namespace) -> int:
             if task is not None:
                 task.uncancel()
             say("stopping the worker and the Temporal server")
+        finally:
+            reporter.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reporter
     return 0
+
+
+#: The debug log of ``agentloop dev`` in its data directory: what failed attempts raised, with tracebacks.
+DEV_LOG = "dev.log"
+
+#: How often ``agentloop dev`` looks for runs that failed since the last look.
+FAILED_RUNS_POLL_SECONDS = 1.0
+
+
+def divert_activity_failures(log_file: Path) -> Path | None:
+    """Send the Temporal SDK's activity log lines (a warning with a
+    traceback per failed attempt) to ``log_file`` instead of the terminal,
+    where :func:`report_failed_runs` says one line per failed run. Not when
+    ``AGENTLOOP_LOG_LEVEL`` is set: then the terminal gets what was asked for."""
+    if os.environ.get("AGENTLOOP_LOG_LEVEL"):
+        return None
+    handler = logging.FileHandler(log_file)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    activity_log = logging.getLogger("temporalio.activity")
+    activity_log.addHandler(handler)
+    activity_log.propagate = False
+    return log_file
+
+
+async def report_failed_runs(client: Any, since: datetime) -> None:
+    """Say one line on stderr per run that fails while ``agentloop dev`` runs:
+    its id and why (the run's own error)."""
+    from temporalio.service import RPCError
+
+    from agentloop.cli.render import short
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.shared.errors import AgentRunFailed
+
+    agents = AgentClient(client)
+    seen: set[tuple[str, str]] = set()
+    query = f'AgentStatus="failed" AND CloseTime >= "{since.isoformat().replace("+00:00", "Z")}"'
+    while True:
+        try:
+            failed = [wf async for wf in client.list_workflows(query)]
+        except RPCError:
+            failed = []  # the server is busy or stopping: look again next time
+        for wf in sorted(failed, key=lambda wf: wf.close_time or since):
+            if (wf.id, wf.run_id) in seen:
+                continue
+            seen.add((wf.id, wf.run_id))
+            try:
+                await agents.get_handle(wf.id).result()
+                why = f"run {wf.id} failed"
+            except AgentRunFailed as exc:
+                why = str(exc)
+            except RPCError as exc:
+                why = f"run {wf.id} failed ({exc.message})"
+            say(short(why, 500))
+        await asyncio.sleep(FAILED_RUNS_POLL_SECONDS)
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:

@@ -1,8 +1,9 @@
 """``agentloop export``, ``agentloop start --from`` and ``agentloop fork``:
 snapshots of runs (:mod:`agentloop.shared.snapshots`). Like the ops commands they
 talk to runs on ``TEMPORAL_ADDRESS`` or the embedded server of a running
-command, and never start a server or a worker: the new runs are run by the
-workers already polling the task queue."""
+command (``export`` starts the embedded server when none runs); the new runs
+are run by the workers already polling the task queue, and followed unless
+``--detach``."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run
-from agentloop.cli.embedded import ops_client
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, say
+from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
@@ -22,8 +23,8 @@ if TYPE_CHECKING:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
-    client = await ops_client()
-    snapshot = await _export(client, args.run)
+    async with reading_client("export") as client:
+        snapshot = await _export(client, args.run)
     sys.stdout.write(snapshot.to_json() + "\n")
     sys.stdout.flush()
     return 0
@@ -75,9 +76,8 @@ async def cmd_start(args: argparse.Namespace) -> int:
     what = f"{len(snapshot.messages)} messages, {snapshot.step} steps"
     if waiting and args.message is None:
         what += f"; waiting again for {', '.join(waiting)} (`agentloop show {shlex.quote(handle.run_id)}`)"
-    print(f"started run {handle.run_id} from the snapshot of run {snapshot.run_id} ({what}); "
-          f"{_follow(handle)}")
-    return 0
+    return await _started(args, handle, f"started run {handle.run_id} from the snapshot of run {snapshot.run_id} "
+                                        f"({what})", thread=snapshot.thread_id is not None)
 
 
 async def cmd_fork(args: argparse.Namespace) -> int:
@@ -91,10 +91,24 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     except RunIdInUse as err:
         raise UserError(run_id_in_use(err)) from None
     then = ", then your message" if args.message is not None else ""
-    print(f"started run {handle.run_id}, forked from run {args.run} at the end of step {args.at_step} "
-          f"({snapshot.step_ends[args.at_step]} messages{then}); {_follow(handle)}")
-    return 0
+    return await _started(args, handle, f"started run {handle.run_id}, forked from run {args.run} at the end of "
+                                        f"step {args.at_step} ({snapshot.step_ends[args.at_step]} messages{then})",
+                          thread=snapshot.thread_id is not None)
 
 
-def _follow(handle: AgentRunHandle) -> str:
-    return f"follow it with `agentloop watch {shlex.quote(handle.run_id)}`"
+async def _started(args: argparse.Namespace, handle: AgentRunHandle, what: str, *, thread: bool) -> int:
+    """Follow the new run as ``agentloop run`` does (Ctrl-C stops following,
+    not the run); with ``--detach``, or for a thread (which waits for its
+    next message), print what started and return."""
+    from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
+    from agentloop.cli.render import make_renderer
+    from agentloop.cli.run import stdin_is_terminal
+
+    if args.detach or thread:
+        print(f"{what}; follow it with `agentloop watch {shlex.quote(handle.run_id)}`")
+        return 0
+    say(f"{what}; following it (Ctrl-C stops following, not the run)")
+    renderer = make_renderer(jsonl=args.jsonl)
+    prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note) if stdin_is_terminal() else None
+    terminal = await follow(handle, renderer, prompter=prompter)
+    return await exit_code(handle, terminal)

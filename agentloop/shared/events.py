@@ -101,6 +101,9 @@ class MessageReset(_Event):
     type: Literal["thread.message.reset"] = "thread.message.reset"
     message_id: str
     attempt: int
+    #: Why the attempt before failed, as agentloop mapped the provider's
+    #: error (e.g. ``OpenAI server error (503): ...``); None when unknown.
+    reason: str | None = None
 
 
 class MessageCompleted(_Event):

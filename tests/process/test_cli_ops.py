@@ -358,10 +358,11 @@ async def test_show_a_cancelled_run_gives_its_steps_and_usage(
     assert state.usage.requests == 1 and state.usage.input_tokens > 0
     assert show.code == 0, show.err
     assert "status:   cancelled\n" in show.out
-    assert f"steps:    {state.step}\n" in show.out
+    # The state counts the steps finished (0); the step it was cancelled in had its LLM request.
+    assert state.step == 0 and "steps:    1\n" in show.out
     assert (f"usage:    {state.usage.input_tokens} in / {state.usage.output_tokens} out tokens, 1 LLM request\n"
             in show.out)
-    assert (shown["status"], shown["step"], shown["usage"]) == ("cancelled", state.step,
+    assert (shown["status"], shown["step"], shown["usage"]) == ("cancelled", 1,
                                                                 state.usage.model_dump(mode="json"))
     # Without a worker nothing can read them: say so instead of showing zeros.
     assert no_worker.code == 0, no_worker.err

@@ -193,8 +193,9 @@ async def test_watch_on_a_terminal_shows_a_retried_answer_once(
                     await watch.wait()
                 os.close(master)
     assert watch.returncode == 0
-    assert "\x1b[" not in shown and "(retrying step 1, attempt 2)" in shown  # a rich view, escapes stripped
-    before, after = shown.split("(retrying step 1, attempt 2)")
+    # A rich view, escapes stripped; the note says why the attempt failed.
+    assert "\x1b[" not in shown and "(retrying step 1, attempt 2: " in shown
+    before, after = shown.split("(retrying step 1, attempt 2: ")
     assert text not in before and after.count(text) == 1
     assert "✓ completed · 1 step, 0 tool calls" in after
 
@@ -261,3 +262,28 @@ def test_run_jsonl_on_the_embedded_server(tmp_path: Path, workspace: Path) -> No
 # The renderers -------------------------------------------------------------------------
 
 
+
+
+async def test_watch_of_a_finished_run_says_why_an_llm_attempt_was_retried(
+    agent_client: AgentClient, worker, workspace: Path, env: dict[str, str]
+) -> None:
+    # The second attempt answers at once: the reason must travel with the run's events,
+    # not be looked up while the attempt is still running.
+    chunks = openai_completion_chunks(openai_completion(content="Recovered."), pieces=2)
+    with OpenAIServer() as server:
+        server.enqueue(
+            ScriptedResponse(status=503, json_body=openai_error_body("The engine is currently overloaded",
+                                                                     type="server_error")),
+            openai_stream(chunks),
+        )
+        async with worker(models=openai_models(server)):
+            handle = await agent_client.start(
+                AgentSpec(model="openai:gpt-test", heartbeat_timeout_seconds=5), "answer"
+            )
+            assert (await handle.result()).status == "completed"
+            watch = await agentloop_async("watch", handle.run_id, env=env)
+    assert watch.code == 0, watch.err
+    (line,) = [line for line in watch.out.splitlines() if "retrying" in line]
+    assert line.startswith("[step 1] the LLM call failed (")
+    assert "503" in line and "The engine is currently overloaded" in line
+    assert line.endswith("); retrying (attempt 2)")

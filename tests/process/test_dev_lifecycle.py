@@ -270,3 +270,104 @@ async def test_agent_client_connects_to_a_running_dev_and_says_so(tmp_path: Path
         dev.send_signal(signal.SIGINT)
         _, dev_err = await finish(dev)
     assert dev.returncode == 0, dev_err
+
+
+async def start_dev(env: dict[str, str], workspace: Path) -> tuple[asyncio.subprocess.Process, str]:
+    """`agentloop dev` on a free port, its banner read; returns it and its address."""
+    dev = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "dev", "--headless", "--port", "0", "--workspace", str(workspace),
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert dev.stdout is not None
+    banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
+    return dev, re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)  # type: ignore[union-attr]
+
+
+async def test_dev_prints_one_line_per_failed_run_and_logs_the_traceback(tmp_path: Path, workspace: Path) -> None:
+    env = clean_env(tmp_path)
+    dev, _ = await start_dev(env, workspace)
+    try:
+        assert dev.stderr is not None
+        for run_id in ("broken-1", "broken-2"):
+            run = await agentloop_async("run", "look", "--model", "scripted:no-such-model", "--workspace",
+                                        str(workspace), "--run-id", run_id, env=env)
+            assert run.code == 1, run.err
+        said = await read_until(dev.stderr, "run broken-2 failed")
+    finally:
+        dev.send_signal(signal.SIGINT)
+        _, rest = await finish(dev)
+    said += rest
+    assert dev.returncode == 0, said
+    assert "Traceback" not in said
+    lines = [line for line in said.splitlines() if "broken-" in line]
+    assert [line.split()[1] for line in lines] == ["broken-1", "broken-2"], said
+    assert all("no scripted model named 'no-such-model'" in line for line in lines)
+    log = (tmp_path / "home" / "dev.log").read_text()
+    assert "Traceback" in log and "no-such-model" in log
+
+
+async def test_run_with_imports_a_key_or_local_worker_runs_on_its_own_worker_beside_dev(
+    tmp_path: Path, workspace: Path
+) -> None:
+    from tests.helpers.provider_servers import OpenAIServer, openai_completion, openai_completion_chunks, openai_stream
+
+    env = clean_env(tmp_path)  # dev has no provider key and imports nothing
+    dev, address = await start_dev(env, workspace)
+    try:
+        # A scripted model only this command's --import registers.
+        imported = await agentloop_async("run", "write it", "--model", "scripted:cli-ops-write", "--yes",
+                                         "--import", "tests.helpers.cli", "--workspace", str(workspace),
+                                         "--run-id", "own-import", env=env)
+        assert imported.code == 0, imported.err
+        assert (f"using the Temporal server of `agentloop dev` (pid {dev.pid}) at {address}, with a worker in this "
+                "process on task queue 'agentloop-run-own-import' (for --import)") in imported.err
+        # A provider key only this command has.
+        with OpenAIServer() as server:
+            server.enqueue(openai_stream(openai_completion_chunks(openai_completion(content="Keyed."), pieces=2)))
+            keyed = await agentloop_async("run", "answer", "--model", "openai:gpt-test", "--tool", "read_file",
+                                          "--workspace", str(workspace), "--run-id", "own-key",
+                                          env={**env, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url})
+        assert keyed.code == 0, keyed.err
+        assert keyed.out.endswith("Keyed.\n")
+        assert "(for OPENAI_API_KEY, OPENAI_BASE_URL)" in keyed.err
+        # --local-worker means this process's worker, alone.
+        local = await agentloop_async("run", "look", "--model", "scripted:demo", "--local-worker",
+                                      "--workspace", str(workspace), "--run-id", "own-local", env=env)
+        assert local.code == 0, local.err
+        client = await AgentClient.connect(address)
+        for run_id in ("own-import", "own-key", "own-local"):
+            description = await client.temporal.get_workflow_handle(run_id).describe()
+            assert description.task_queue == f"agentloop-run-{run_id}"
+        # Without them, dev's worker runs the run, as before.
+        plain = await agentloop_async("run", "look", "--model", "scripted:demo", "--workspace", str(workspace),
+                                      "--run-id", "on-dev-queue", env=env)
+        assert plain.code == 0, plain.err
+        assert (await client.temporal.get_workflow_handle("on-dev-queue").describe()).task_queue == "agentloop"
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await finish(dev)
+    assert dev.returncode == 0
+
+
+async def test_show_after_ctrl_c_starts_the_embedded_server_and_counts_the_step(
+    tmp_path: Path, workspace: Path
+) -> None:
+    env = clean_env(tmp_path)
+    run = await start_run("write it", "scripted:cli-ops-write", workspace, env, "--run-id", "cc-1")
+    try:
+        assert run.stdout is not None
+        await read_until(run.stdout, "  deny:    ")  # step 1 asked its LLM, then waits for an approval
+        run.send_signal(signal.SIGINT)
+    finally:
+        _, err = await finish(run)
+    assert "`agentloop show cc-1` shows where it stopped" in err
+    assert await wait_until_gone(data_file(tmp_path)) == []
+
+    # What the Ctrl-C line suggests works, with no server running.
+    show = await agentloop_async("show", "cc-1", env=env)
+    assert show.code == 0, show.err
+    assert "Traceback" not in show.err
+    assert "  status:   cancelled" in show.out
+    assert "  steps:    1\n" in show.out and "1 LLM request" in show.out, show.out
+    assert await wait_until_gone(data_file(tmp_path)) == []  # and it stops what it started
+    assert not (tmp_path / "home" / "server.address").exists()

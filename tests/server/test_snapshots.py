@@ -220,7 +220,8 @@ async def test_cli_export_start_and_fork(agent_client: AgentClient, worker, work
         assert load_snapshot(exported.out).pending_approvals[0].call_id == "call_1_0"
         await handle.cancel()
 
-        started = await agentloop_async("start", "--from", str(file), "--run-id", f"{handle.run_id}-restored", env=env)
+        started = await agentloop_async("start", "--from", str(file), "--run-id", f"{handle.run_id}-restored",
+                                        "--detach", env=env)
         assert started.code == 0, started.err
         assert started.out.startswith(f"started run {handle.run_id}-restored from the snapshot of run "
                                       f"{handle.run_id} (4 messages, 1 steps; waiting again for call_1_0")
@@ -230,7 +231,8 @@ async def test_cli_export_start_and_fork(agent_client: AgentClient, worker, work
         assert (await restored.result()).status == "completed"
         assert (workspace / "cli.txt").read_text() == "c"
 
-        forked = await agentloop_async("fork", restored.run_id, "--at-step", "1", "--message", "other way", env=env)
+        forked = await agentloop_async("fork", restored.run_id, "--at-step", "1", "--message", "other way",
+                                       "--detach", env=env)
         assert forked.code == 0, forked.err
         assert f"forked from run {restored.run_id} at the end of step 1 (3 messages, then your message)" in forked.out
         fork_id = forked.out.split()[2].rstrip(",")
@@ -271,3 +273,33 @@ async def test_a_completed_run_restores_completed_unless_given_a_message(agent_c
         asked = await agent_client.restore(snapshot, message="second question")
         result = await asked.result()
         assert (result.status, result.final_text, len(seen)) == ("completed", "answer to second question", 2)
+
+
+async def test_cli_start_and_fork_follow_the_new_run_unless_detached(
+    agent_client: AgentClient, worker, tmp_path: Path, env: dict[str, str]
+) -> None:
+    model = script(calls(call("list_dir", {"path": "."}), text="Looking."), reply("Done looking."),
+                   reply("Restored."))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "look")
+        await handle.result()
+        exported = await agentloop_async("export", handle.run_id, env=env)
+        file = tmp_path / "run.json"
+        file.write_text(exported.out)
+
+        # A fork from step 1 (the model's next step gives the answer) is followed until it ends, as `run` does.
+        forked = await agentloop_async("fork", handle.run_id, "--at-step", "1", "--run-id", f"{handle.run_id}-f",
+                                       env=env)
+        assert forked.code == 0, forked.err
+        assert f"started run {handle.run_id}-f, forked from run {handle.run_id} at the end of step 1" in forked.err
+        assert forked.out.endswith("Done looking.\n")
+        assert "[1 step, 0 tool calls" in forked.err
+        # A restore goes on where the snapshot was taken, followed to its end.
+        started = await agentloop_async("start", "--from", str(file), "--run-id", f"{handle.run_id}-r", env=env)
+        assert started.code == 0, started.err
+        assert started.out.endswith("Restored.\n")
+        assert started.err.startswith(f"started run {handle.run_id}-r from the snapshot of run {handle.run_id}")
+        # --detach: the id, and return.
+        detached = await agentloop_async("fork", handle.run_id, "--at-step", "1", "--detach", env=env)
+        assert detached.code == 0, detached.err
+        assert detached.out.startswith("started run ") and "follow it with `agentloop watch" in detached.out
