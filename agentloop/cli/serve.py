@@ -11,7 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agentloop.cli.common import agentloop_home, existing_workspace, say
+from agentloop.cli.common import existing_workspace, say
+from agentloop.workers.config import agentloop_home
 from agentloop.cli.embedded import session
 from agentloop.workers.config import TemporalConfig
 from agentloop.shared.errors import UserError

@@ -278,8 +278,7 @@ async def test_a_completed_run_restores_completed_unless_given_a_message(agent_c
 async def test_cli_start_and_fork_follow_the_new_run_unless_detached(
     agent_client: AgentClient, worker, tmp_path: Path, env: dict[str, str]
 ) -> None:
-    model = script(calls(call("list_dir", {"path": "."}), text="Looking."), reply("Done looking."),
-                   reply("Restored."))
+    model = script(calls(call("list_dir", {"path": "."}), text="Looking."), reply("Done looking."))
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "look")
         await handle.result()
@@ -294,10 +293,11 @@ async def test_cli_start_and_fork_follow_the_new_run_unless_detached(
         assert f"started run {handle.run_id}-f, forked from run {handle.run_id} at the end of step 1" in forked.err
         assert forked.out.endswith("Done looking.\n")
         assert "[1 step, 0 tool calls" in forked.err
-        # A restore goes on where the snapshot was taken, followed to its end.
+        # A restore is followed to its end: a completed run's snapshot, with no
+        # new message, restores completed at once, with the snapshot's answer.
         started = await agentloop_async("start", "--from", str(file), "--run-id", f"{handle.run_id}-r", env=env)
         assert started.code == 0, started.err
-        assert started.out.endswith("Restored.\n")
+        assert started.out.endswith("Done looking.\n")
         assert started.err.startswith(f"started run {handle.run_id}-r from the snapshot of run {handle.run_id}")
         # --detach: the id, and return.
         detached = await agentloop_async("fork", handle.run_id, "--at-step", "1", "--detach", env=env)
