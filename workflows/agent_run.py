@@ -397,17 +397,18 @@ class AgentRunWorkflow:
             raise
 
     async def _loop(self, spec: AgentSpec) -> AgentRunResult:
+        if (self._input.carry is None and restores_completed(self._input)
+                and workflow.patched(RESTORED_COMPLETED_PATCH)):
+            # A completed run, restored without a new message: completed, at
+            # once (decided before any activity, so its marker comes first).
+            self._state.report.final_text = self._input.messages[-1].text
+            return self._recorder.completed(omit_long=self._features.by_reference)
         tools = await self._prepare(spec)
         if self._threads is not None:
             # A thread: turn after turn, waiting for messages in between.
             self._threads.index_thread()
             return await self._threads.run(lambda turn_spec: self._steps(turn_spec, tools), ended=self._end_stopped,
                                            hand_over=lambda: self._handover.when_due(None))
-        if (self._input.carry is None and restores_completed(self._input)
-                and workflow.patched(RESTORED_COMPLETED_PATCH)):
-            # A completed run, restored without a new message: completed.
-            self._state.report.final_text = self._input.messages[-1].text
-            return self._recorder.completed(omit_long=self._features.by_reference)
         match await self._steps(spec, tools):
             case FinalAnswer():
                 return self._recorder.completed(omit_long=self._features.by_reference)
