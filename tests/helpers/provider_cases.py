@@ -22,6 +22,7 @@ writes in its own events:
 
 from __future__ import annotations
 
+import abc
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -191,7 +192,7 @@ class Deltas:
 
 
 @dataclass(frozen=True)
-class ProviderCase:
+class ProviderCase(abc.ABC):
     """What the contract tests need to know of one provider.
 
     Attributes:
@@ -244,22 +245,26 @@ class ProviderCase:
 
     # ------------------------------------------------------------ client and model
 
+    @abc.abstractmethod
     def server(self) -> ScriptedHTTPServer:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def sdk_base_url(self, origin: str) -> str:
         """The base URL an SDK client is given for a server at ``origin``."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def client(self, base_url: str, api_key: str | None = None) -> Any:
-        raise NotImplementedError
+        ...
 
     def model(self, client: Any) -> Any:
         return self.model_class(client)
 
+    @abc.abstractmethod
     def models(self, server: Any) -> ModelResolver:
         """A worker's ModelResolver whose models of this provider are served by ``server``."""
-        raise NotImplementedError
+        ...
 
     def spec_model(self) -> str:
         return f"{self.id}:{self.model_name}"
@@ -305,13 +310,15 @@ class ProviderCase:
         answer = Answer(text, thinking, list(calls or []), raw_finish, input_tokens, output_tokens, cached_tokens, model)
         return ScriptedResponse(json_body=self.answer_body(answer))
 
+    @abc.abstractmethod
     def answer_body(self, answer: Answer) -> dict[str, Any]:
         """The provider's whole response body for ``answer``."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def thinking_part(self, text: str) -> ThinkingPart:
         """The part a :meth:`reply` with ``thinking`` gives."""
-        raise NotImplementedError
+        ...
 
     def stream(
         self,
@@ -340,20 +347,23 @@ class ProviderCase:
             streamed.body_chunks = rechunk(list(streamed.body_chunks or []), chunk_size)
         return streamed
 
+    @abc.abstractmethod
     def stream_response(
         self, pieces: list[tuple[str, ...]], end: StreamEnd, *, break_stream: bool, reset_stream: bool
     ) -> ScriptedResponse:
         """The provider's stream of ``pieces``, ended as ``end`` says."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def slow_stream(self, *, seconds: float) -> ScriptedResponse:
         """A stream of text, one piece every 0.2 s for ``seconds``."""
-        raise NotImplementedError
+        ...
 
     # ------------------------------------------------------------ scripting errors
 
+    @abc.abstractmethod
     def error_body(self, message: str, *, type: str = "invalid_request_error") -> Any:
-        raise NotImplementedError
+        ...
 
     def error(
         self, status: int, message: str, *, type: str = "invalid_request_error", headers: dict[str, str] | None = None
@@ -361,10 +371,11 @@ class ProviderCase:
         """An HTTP error with the provider's error body."""
         return ScriptedResponse(status=status, headers=dict(headers or {}), json_body=self.error_body(message, type=type))
 
+    @abc.abstractmethod
     def context_length_error(self) -> tuple[ScriptedResponse, str]:
         """A 400 saying the conversation does not fit, in a wording this
         provider (or a server speaking its API) uses, and a part of that wording."""
-        raise NotImplementedError
+        ...
 
     # ------------------------------------------------------------ SDK exceptions
 
@@ -383,12 +394,14 @@ class ProviderCase:
         response = httpx2.Response(status, request=self.sdk_request(), headers=headers or {}, json=body)
         return self.sdk.APIStatusError(f"Error code: {status}", response=response, body=body)
 
+    @abc.abstractmethod
     def status_error_body(self, message: str, error: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def error_event(self, error_type: str, message: str) -> Exception:
         """What the SDK raises for an ``error`` event in a stream."""
-        raise NotImplementedError
+        ...
 
 
 class OpenAICase(ProviderCase):
