@@ -8,7 +8,13 @@ The worker's operator chooses the mode with ``AGENTLOOP_SHELL_SANDBOX``:
     ``/proc``, every capability dropped (``setpriv``). The command sees only
     the processes it started, never the worker's, so ``/proc/$PPID/environ``
     and ``ps eww`` have nothing to show; its environment is the allowlist
-    below. Files and network are those of the worker's user.
+    below. Where the kernel has Landlock (Linux 5.13+), the first process
+    also confines the filesystem before ``bash -c``: the workspace
+    read-write, the system directories read-only and executable, the files
+    of ``/etc`` bubblewrap mounts read-only, a private ``/tmp`` (a tmpfs of
+    the namespace, also ``HOME``) and nothing else. Without Landlock, files
+    are those of the worker's user (logged once). The network is the
+    worker's.
 ``bwrap``
     bubblewrap: the same namespaces, plus a filesystem of the workspace
     (read-write), the system directories read-only, a few files of ``/etc``,
@@ -17,8 +23,12 @@ The worker's operator chooses the mode with ``AGENTLOOP_SHELL_SANDBOX``:
 ``none``
     A plain child process with the allowlisted environment. It can read the
     environment of every process of the worker's user (the worker's own
-    included); use it only with a tools-only worker (``agentloop worker
-    --role tools``), which holds no provider keys.
+    included) unless Landlock confines it: where the kernel has Landlock,
+    the files are confined as in ``namespace`` (the private ``/tmp`` is a
+    directory of its own per call, given as ``TMPDIR`` and ``HOME``), and
+    Landlock keeps the command from reading other processes' ``/proc``
+    entries. Use it only with a tools-only worker (``agentloop worker --role
+    tools``), which holds no provider keys.
 
 When ``AGENTLOOP_SHELL_SANDBOX`` is unset and namespaces are not available
 (e.g. a container whose seccomp profile forbids user namespaces), commands run
@@ -38,12 +48,14 @@ import functools
 import logging
 import os
 import shutil
+import tempfile
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from agentloop.activities import sandbox_init
 from agentloop.activities.models import PROVIDER_KEY_VARIABLES
 from agentloop.shared.errors import UserError
 
@@ -75,6 +87,12 @@ BWRAP_ETC = (
 #: Top-level system directories bubblewrap mounts read-only (or recreates as
 #: the symlinks they are on merged-/usr systems).
 BWRAP_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+#: Device files a Landlock-confined command may read and write (when they exist).
+LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+                    "/dev/ptmx", "/dev/pts")
+#: Where the namespace mode mounts a private tmpfs (when Landlock confines files).
+PRIVATE_TMPFS = ("/tmp", "/dev/shm")
 
 _INIT = Path(__file__).with_name("sandbox_init.py")
 #: Where bubblewrap mounts the init script inside its sandbox.
@@ -188,16 +206,69 @@ class Launcher:
             arguments depend on the call (see :func:`command_line`).
         init_mode: ``ns`` or ``reaper`` (see :mod:`agentloop.activities.sandbox_init`).
         note: Why this launcher (a fallback's reason), for the log.
+        landlock: The Landlock ABI the files are confined with; 0: not
+            confined by Landlock (bubblewrap confines them its own way).
+        unconfined: Why Landlock does not confine the files (when it does not).
     """
 
     mode: str
     prefix: tuple[str, ...] = ()
     init_mode: str = "ns"
     note: str = ""
+    landlock: int = 0
+    unconfined: str = ""
 
 
-def _init_args(init_mode: str, status_fd: int | str, argv: list[str]) -> list[str]:
-    return [_python(), "-I", "-S", str(_INIT), init_mode, str(status_fd), *argv]
+def _init_args(init_mode: str, status_fd: int | str, argv: list[str], options: list[str] | None = None) -> list[str]:
+    return [_python(), "-I", "-S", str(_INIT), init_mode, str(status_fd), *(options or []), "--", *argv]
+
+
+def landlock_rules(workspace: Path, tmp: list[str]) -> list[str]:
+    """The init's ``--rw``/``--rx``/``--ro``/``--dev`` options: the workspace
+    and ``tmp`` read-write, the system directories read-only and executable,
+    bubblewrap's files of ``/etc`` and ``/proc`` read-only, a few devices."""
+    options = ["--rw", str(workspace)]
+    for path in tmp:
+        options += ["--rw", path]
+    for directory in BWRAP_SYSTEM_DIRS:
+        options += ["--rx", directory]
+    for name in BWRAP_ETC:
+        options += ["--ro", f"/etc/{name}"]
+    options += ["--ro", "/proc"]
+    for device in LANDLOCK_DEVICES:
+        options += ["--dev", device]
+    return options
+
+
+def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None) -> list[str]:
+    """The init's options for one call of ``launcher``: in namespace mode
+    the capabilities dropped, and with Landlock a private tmpfs and the
+    rules; in ``none`` mode with Landlock, the rules with ``tmp`` (the
+    call's own temporary directory)."""
+    if launcher.mode == "namespace":
+        if not launcher.landlock:
+            return ["--drop-caps"]
+        mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)]
+        options = ["--keep", str(workspace)]
+        for path in mounts:
+            options += ["--tmpfs", path]
+        return [*options, "--drop-caps", "--landlock", str(launcher.landlock), *landlock_rules(workspace, mounts)]
+    if launcher.mode == "none" and launcher.landlock:
+        assert tmp is not None
+        return ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp])]
+    return []
+
+
+@functools.lru_cache(maxsize=None)
+def landlock_support() -> int | str:
+    """The kernel's Landlock ABI version, or why there is none."""
+    if not sys.platform.startswith("linux"):
+        return f"Landlock is a Linux feature (this is {sys.platform})"
+    abi = sandbox_init.landlock_abi()
+    if abi <= 0:
+        return ("the kernel has no Landlock (Linux 5.13+ with landlock in the lsm= boot parameter or "
+                "CONFIG_LSM)")
+    return abi
 
 
 def _namespace_candidates() -> list[list[str]]:
@@ -208,21 +279,18 @@ def _namespace_candidates() -> list[list[str]]:
     # unshare dies with the worker (and the namespace with unshare), so a
     # worker killed mid-command leaves nothing running.
     unshare = [setpriv, "--pdeathsig", "KILL", "--", unshare]
-    # Drop every capability and keep them dropped across exec, also for a
-    # uid 0 inside (a root worker): the command can neither unmount the new
-    # /proc nor read kernel memory.
-    drop = [setpriv, "--no-new-privs", "--inh-caps=-all", "--bounding-set=-all",
-            "--securebits=+noroot,+noroot_locked,+no_setuid_fixup,+no_setuid_fixup_locked", "--"]
-    # A non-root uid inside has no capabilities after exec anyway, and may not
-    # change securebits.
-    keep_uid = [setpriv, "--no-new-privs", "--"]
+    # The init keeps the namespace's capabilities (a non-root uid inside only
+    # with --keep-caps) to mount the private /tmp, then drops every one of
+    # them for good before the command (its --drop-caps, also for a uid 0
+    # inside: the command can neither unmount the new /proc nor read kernel
+    # memory).
     candidates = []
     if os.geteuid() == 0:
-        candidates.append([*unshare, "--user", "--map-current-user", *base, "--", *drop])
-        candidates.append([*unshare, *base, "--", *drop])
+        candidates.append([*unshare, "--user", "--map-current-user", *base, "--"])
+        candidates.append([*unshare, *base, "--"])
     else:
-        candidates.append([*unshare, "--user", "--map-current-user", *base, "--", *keep_uid])
-        candidates.append([*unshare, "--user", "--map-root-user", *base, "--", *drop])
+        candidates.append([*unshare, "--user", "--map-current-user", "--keep-caps", *base, "--"])
+        candidates.append([*unshare, "--user", "--map-root-user", *base, "--"])
     return candidates
 
 
@@ -234,11 +302,29 @@ def _namespace_launcher() -> Launcher | str:
         return "util-linux unshare and setpriv were not found"
     reasons = []
     for prefix in candidates:
-        problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"])])
+        problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], ["--drop-caps"])])
         if problem is None:
-            return Launcher("namespace", tuple(prefix))
+            launcher = Launcher("namespace", tuple(prefix))
+            return _with_landlock(launcher)
         reasons.append(problem)
     return "unshare could not create the namespaces (" + "; ".join(dict.fromkeys(reasons)) + ")"
+
+
+def _with_landlock(launcher: Launcher) -> Launcher:
+    """``launcher`` with its files confined by Landlock when that works here
+    (probed with the whole confinement), else with the reason why not."""
+    support = landlock_support()
+    if isinstance(support, str):
+        return Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note, unconfined=support)
+    confined = Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note, landlock=support)
+    with tempfile.TemporaryDirectory(prefix="agentloop-probe-") as probe_dir:
+        ws = Path(probe_dir)
+        problem = _probe(lambda fd: [*launcher.prefix, *_init_args(
+            launcher.init_mode, fd, ["true"], confine_options(confined, ws, str(ws)))])
+    if problem is None:
+        return confined
+    return Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note,
+                    unconfined=f"Landlock ABI {support} could not confine the command ({problem})")
 
 
 def _probe(build: Callable[[int], list[str]]) -> str | None:
@@ -325,7 +411,7 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
         UserError: The mode was set explicitly and cannot work here.
     """
     if settings.mode == "none":
-        return Launcher("none", prefix=_reaper_prefix(), init_mode="reaper")
+        return _none_launcher()
     if settings.mode == "bwrap":
         problem = _bwrap_problem()
         if problem is not None:
@@ -333,6 +419,10 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
         return Launcher("bwrap")
     launcher = _namespace_launcher()
     if isinstance(launcher, Launcher):
+        if launcher.unconfined:
+            _warn_once(f"shell commands run in a namespace, but their files are NOT confined: "
+                       f"{launcher.unconfined}. They can read and write whatever this worker's user can; "
+                       "use AGENTLOOP_SHELL_SANDBOX=bwrap to confine them")
         return launcher
     if settings.explicit:
         raise UserError(
@@ -340,16 +430,30 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
             "(sysctl user.max_user_namespaces, or the container's seccomp profile), or run the shell "
             "in a tools-only worker (agentloop worker --role tools) with AGENTLOOP_SHELL_SANDBOX=none"
         )
+    none = _none_launcher()
+    confined = ("; Landlock still confines their files" if none.landlock else
+                f"; their files are not confined either ({none.unconfined})")
     note = (
         f"shell commands run WITHOUT a sandbox: {launcher}. They can read the environment of every "
-        "process of this user, this worker's included: keep provider keys out of this worker "
+        "process of this user, this worker's included"
+        + (" (Landlock keeps them from other processes' /proc entries)" if none.landlock else "")
+        + ": keep provider keys out of this worker "
         "(agentloop worker --role tools) or allow user namespaces; set AGENTLOOP_SHELL_SANDBOX=none "
-        "to silence this warning"
+        "to silence this warning" + confined
     )
+    _warn_once(note)
+    return Launcher("none", none.prefix, "reaper", note=note, landlock=none.landlock, unconfined=none.unconfined)
+
+
+def _warn_once(note: str) -> None:
     if note not in _warned:
         _warned.add(note)
         log.warning(note)
-    return Launcher("none", prefix=_reaper_prefix(), init_mode="reaper", note=note)
+
+
+@functools.lru_cache(maxsize=None)
+def _none_launcher() -> Launcher:
+    return _with_landlock(Launcher("none", prefix=_reaper_prefix(), init_mode="reaper"))
 
 
 def _reaper_prefix() -> tuple[str, ...]:
@@ -370,20 +474,61 @@ def describe(settings: SandboxSettings | None = None) -> str:
     if launcher.mode == "bwrap":
         net = "with" if settings.network else "without"
         return f"shell sandbox: bwrap (workspace-only filesystem, {net} network)"
+    files = describe_files(launcher)
     if launcher.mode == "namespace":
-        return "shell sandbox: namespace (own PID namespace and /proc, allowlisted environment)"
+        return f"shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; {files})"
     if launcher.note:
-        return "shell sandbox: none (fallback: namespaces unavailable)"
-    return "shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX)"
+        return f"shell sandbox: none (fallback: namespaces unavailable; {files})"
+    return f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; {files})"
+
+
+def describe_files(launcher: Launcher) -> str:
+    """What confines a launcher's files, in a few words."""
+    if launcher.landlock:
+        tmp = "a private /tmp" if launcher.mode == "namespace" else "a private TMPDIR"
+        return (f"files confined by Landlock ABI {launcher.landlock}: the workspace read-write, system "
+                f"directories read-only, {tmp}")
+    return f"files NOT confined: {launcher.unconfined}"
 
 
 def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Path, cwd: Path,
-                 status_fd: int, bash: str, command: str) -> list[str]:
-    """The argv that runs ``bash -c command`` in the launcher's sandbox."""
+                 status_fd: int, bash: str, command: str, tmp: str | None = None) -> list[str]:
+    """The argv that runs ``bash -c command`` in the launcher's sandbox
+    (``tmp``: the call's private temporary directory, ``none`` mode with
+    Landlock)."""
     argv = [bash, "-c", command]
     if launcher.mode == "bwrap":
         bwrap = _find("bwrap")
         assert bwrap is not None  # probed
         return _bwrap_args(bwrap, workspace=workspace, cwd=cwd, network=settings.network,
                            status_fd=status_fd, argv=argv)
-    return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv)]
+    return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv,
+                                          confine_options(launcher, workspace, tmp))]
+
+
+def private_tmp(launcher: Launcher) -> str | None:
+    """A new temporary directory for one call when its files are confined
+    without a namespace (``none`` mode with Landlock): the only place
+    besides the workspace it may write. The caller removes it."""
+    if launcher.mode == "none" and launcher.landlock:
+        return tempfile.mkdtemp(prefix="agentloop-shell-")
+    return None
+
+
+def confined_env(launcher: Launcher, env: dict[str, str], tmp: str | None, workspace: Path) -> dict[str, str]:
+    """``env`` fit for Landlock's confinement, when it confines the files:
+    ``HOME`` and ``TMPDIR`` in the private /tmp (the worker's home is out of
+    reach), and only the ``PATH`` entries the command may execute from (the
+    system directories and the workspace: bash would stop at a program it
+    finds but may not run)."""
+    if not launcher.landlock:
+        return env
+    place = tmp if launcher.mode == "none" and tmp else "/tmp"
+    allowed = [os.path.realpath(d) for d in BWRAP_SYSTEM_DIRS] + [os.path.realpath(workspace)]
+    entries = [entry for entry in env.get("PATH", DEFAULT_PATH).split(":")
+               if entry and any(_is_within(os.path.realpath(entry), root) for root in allowed)]
+    return {**env, "HOME": place, "TMPDIR": place, "PATH": ":".join(dict.fromkeys(entries)) or DEFAULT_PATH}
+
+
+def _is_within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")

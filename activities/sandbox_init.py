@@ -1,8 +1,28 @@
 """The first process of a sandboxed shell command (run as ``python -I -S``).
 
-Usage: ``sandbox_init.py MODE STATUS_FD PROGRAM [ARG ...]``.
+Usage: ``sandbox_init.py MODE STATUS_FD [OPTION ...] -- PROGRAM [ARG ...]``
+(without options, ``--`` may be left out).
 
-It starts ``PROGRAM`` (``bash -c COMMAND``) as its child, waits for it and
+Before anything else it confines itself, so the command inherits it all
+(options, in this order):
+
+* ``--keep PATH``: a directory (the workspace) to keep visible at its path
+  when a ``--tmpfs`` covers it (bind-mounted back onto the new tmpfs).
+* ``--tmpfs PATH``: mount an empty tmpfs on ``PATH`` (a private ``/tmp``;
+  needs the mount namespace and its capabilities, namespace mode only).
+* ``--drop-caps``: drop every capability, the bounding set and the ambient
+  set, and as uid 0 lock the securebits (no root, no setuid fixup), as
+  ``setpriv`` would; namespace mode, after the mounts.
+* ``--landlock ABI``: restrict the filesystem with Landlock (``ABI``: the
+  kernel's, queried by the worker) to the paths given with ``--rw PATH``
+  (everything), ``--rx PATH`` (read and execute), ``--ro PATH`` (read) and
+  ``--dev PATH`` (read and write a device file). ``PR_SET_NO_NEW_PRIVS`` is
+  set first, so no setuid program regains anything.
+
+A confinement step that fails ends the init with exit code 125 and the
+reason on stderr, before the command runs.
+
+It then starts ``PROGRAM`` (``bash -c COMMAND``) as its child, waits for it and
 writes the child's raw wait status, in decimal, to ``STATUS_FD``; then it
 makes sure nothing the command started is left, and exits:
 
@@ -30,6 +50,224 @@ except ImportError:  # pragma: no cover - other Pythons
     import signal  # type: ignore[no-redef]
 
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP = 24
+_PR_SET_SECUREBITS = 28
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+#: noroot, noroot_locked, no_setuid_fixup, no_setuid_fixup_locked.
+_SECUREBITS_LOCKED = 0x0F
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+#: Landlock's system calls; the same numbers on every architecture but alpha
+#: (new system calls share one table since Linux 5.1).
+LANDLOCK_SYSCALLS = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+
+# Filesystem access rights, and the ABI that brought each one.
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2: link and rename across directories
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+_FS_ABI_1 = (1 << 13) - 1
+#: Rights that apply to a file (a rule on a file may hold only these).
+_FS_FILE = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+# Scopes (ABI 6): no connecting to abstract unix sockets, no signals, outside.
+_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+_SCOPE_SIGNAL = 1 << 1
+
+#: What each kind of path grants.
+RIGHTS = {
+    "rw": -1,  # everything handled
+    "rx": FS_EXECUTE | FS_READ_FILE | FS_READ_DIR,
+    "ro": FS_READ_FILE | FS_READ_DIR,
+    "dev": FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV | FS_READ_DIR,
+}
+
+
+def handled_fs(abi: int) -> int:
+    """The filesystem rights Landlock ABI ``abi`` can restrict (all of them are)."""
+    rights = _FS_ABI_1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+def _libc():  # type: ignore[no-untyped-def]
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; 0 when it has none (or it is off)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    import platform
+
+    if platform.machine().startswith("alpha"):
+        return 0
+    try:
+        abi = _libc().syscall(LANDLOCK_SYSCALLS["create_ruleset"], None, 0, _LANDLOCK_CREATE_RULESET_VERSION)
+    except (OSError, AttributeError):
+        return 0
+    return max(int(abi), 0)
+
+
+class ConfineError(Exception):
+    """A confinement step failed (the command must not run)."""
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        import ctypes
+
+        errno = ctypes.get_errno()
+        raise ConfineError(f"{what}: {os.strerror(errno)}")
+    return result
+
+
+def restrict_filesystem(abi: int, rules: list[tuple[str, str]]) -> None:
+    """Landlock this process (and all it starts) to ``rules`` (kind, path):
+    paths that do not exist are left out."""
+    import ctypes
+
+    libc = _libc()
+    handled = handled_fs(abi)
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                    ("scoped", ctypes.c_uint64)]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    attr = RulesetAttr(handled, 0, _SCOPE_ABSTRACT_UNIX_SOCKET | _SCOPE_SIGNAL if abi >= 6 else 0)
+    # The struct's size tells the kernel which fields there are: scoped from ABI 6.
+    size = ctypes.sizeof(attr) if abi >= 6 else 8
+    ruleset = _check(libc.syscall(LANDLOCK_SYSCALLS["create_ruleset"], ctypes.byref(attr), ctypes.c_size_t(size), 0),
+                     "landlock_create_ruleset")
+    try:
+        for kind, path in rules:
+            try:
+                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rights = RIGHTS[kind] & handled
+                if not os.path.isdir(f"/proc/self/fd/{fd}"):
+                    rights &= _FS_FILE
+                beneath = PathBeneath(rights, fd)
+                _check(libc.syscall(LANDLOCK_SYSCALLS["add_rule"], ruleset, _LANDLOCK_RULE_PATH_BENEATH,
+                                    ctypes.byref(beneath), 0), f"landlock_add_rule {path}")
+            finally:
+                os.close(fd)
+        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(libc.syscall(LANDLOCK_SYSCALLS["restrict_self"], ruleset, 0), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+def mount_tmpfs(path: str, keep: str | None) -> None:
+    """An empty tmpfs on ``path``; ``keep`` (a directory under it) bound back."""
+    import ctypes
+
+    libc = _libc()
+    kept = os.open(keep, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if keep else None
+    cwd = os.getcwd()
+    try:
+        _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0x2 | 0x4, b"mode=1777"),  # nosuid, nodev
+               f"mount tmpfs on {path}")
+        if kept is not None and (keep + "/").startswith(path.rstrip("/") + "/"):
+            os.makedirs(keep, exist_ok=True)
+            _check(libc.mount(f"/proc/self/fd/{kept}".encode(), keep.encode(), None, 0x1000 | 0x4000, None),
+                   f"bind {keep}")  # MS_BIND | MS_REC
+        os.chdir(cwd)  # into the mount now at its path
+    finally:
+        if kept is not None:
+            os.close(kept)
+
+
+def drop_capabilities() -> None:
+    """No capability left, none to regain across exec (what ``setpriv
+    --inh-caps=-all --bounding-set=-all --securebits=+noroot,...`` does)."""
+    import ctypes
+
+    libc = _libc()
+    _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear the ambient capabilities")
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
+            if ctypes.get_errno() == 22:  # EINVAL: past the last capability
+                break
+            _check(-1, f"drop capability {cap} from the bounding set")
+    if os.geteuid() == 0:
+        _check(libc.prctl(_PR_SET_SECUREBITS, _SECUREBITS_LOCKED, 0, 0, 0), "lock the securebits")
+    header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    _check(libc.capset(header, data), "capset")
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def confine(options: list[tuple[str, str]]) -> None:
+    """Apply the options (see the module's docstring), in their order of kinds."""
+    keep = next((value for name, value in options if name == "--keep"), None)
+    for name, value in options:
+        if name == "--tmpfs":
+            mount_tmpfs(value, keep)
+    if any(name == "--drop-caps" for name, _ in options):
+        drop_capabilities()
+    abi = next((int(value) for name, value in options if name == "--landlock"), 0)
+    if abi:
+        rules = [(name[2:], value) for name, value in options if name in ("--rw", "--rx", "--ro", "--dev")]
+        restrict_filesystem(abi, rules)
+
+
+def parse(argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Options and the program's argv."""
+    if not argv or not argv[0].startswith("--"):
+        return [], argv
+    options = []
+    i = 0
+    while argv[i] != "--":
+        name = argv[i]
+        if name == "--drop-caps":
+            options.append((name, ""))
+            i += 1
+        else:
+            options.append((name, argv[i + 1]))
+            i += 2
+    return options, argv[i + 1:]
+
+
+def _which(program: str) -> str:
+    """``program``'s path on PATH (itself when not found: exec reports it)."""
+    if "/" in program:
+        return program
+    for directory in os.environ.get("PATH", "/usr/bin:/bin").split(":"):
+        candidate = os.path.join(directory or ".", program)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return program
 
 
 def _children_of(root: int) -> list[int]:
@@ -81,8 +319,16 @@ def _kill_descendants(sig: int) -> None:
 
 
 def main() -> None:
-    mode, status_fd, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+    mode, status_fd = sys.argv[1], int(sys.argv[2])
+    options, argv = parse(sys.argv[3:])
     os.set_inheritable(status_fd, False)
+    if options:
+        argv[0] = _which(argv[0])  # now: searching PATH imports a module the confinement hides
+        try:
+            confine(options)
+        except (ConfineError, OSError) as exc:
+            os.write(2, f"the sandbox could not confine the command: {exc}\n".encode())
+            os._exit(125)
     if mode == "reaper":
         import ctypes
 

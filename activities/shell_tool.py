@@ -67,6 +67,19 @@ async def shell_command(
     bash = shutil.which("bash", path=env["PATH"])
     if bash is None:
         raise ToolError(f"The command could not be started: bash was not found on PATH={env['PATH']}")
+    tmp = sandbox.private_tmp(launcher)
+    try:
+        return await _run(command, ctx, cwd, timeout_seconds, settings, launcher,
+                          sandbox.confined_env(launcher, env, tmp, ctx.workspace), bash, tmp)
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+async def _run(command: str, ctx: ToolContext, cwd, timeout_seconds: float,  # type: ignore[no-untyped-def]
+               settings: sandbox.SandboxSettings, launcher: sandbox.Launcher, env: dict[str, str], bash: str,
+               tmp: str | None) -> str:
+    """Run the command in the sandbox (see :func:`shell_command`)."""
 
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -76,7 +89,7 @@ async def shell_command(
     status_read, status_write = os.pipe()
     try:
         argv = sandbox.command_line(launcher, settings, workspace=ctx.workspace, cwd=cwd,
-                                    status_fd=status_write, bash=bash, command=command)
+                                    status_fd=status_write, bash=bash, command=command, tmp=tmp)
         transport, protocol = await loop.subprocess_exec(
             lambda: _CommandProtocol(capture),
             *argv,
@@ -136,6 +149,8 @@ async def shell_command(
         os.close(status_read)
         ctx.metrics["duration_ms"] = int((loop.time() - started) * 1000)
         ctx.metrics["sandbox"] = launcher.mode
+        if launcher.landlock:
+            ctx.metrics["landlock"] = launcher.landlock
 
     output = capture.text()
     if timed_out:
