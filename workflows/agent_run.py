@@ -12,10 +12,12 @@ happened. Deterministic: no I/O, clocks or randomness, only ``workflow.now()``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -96,7 +98,12 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.context import ContextKeeper, RunContext, system_prompt_with, wants_context
     from agentloop.workflows.sub_agents import SubAgentRunner
     from agentloop.workflows.tool_calls import StepGates, ToolRunner
-    from agentloop.workflows.versions import BOUNDED_SIGNALS_PATCH, RESTORED_COMPLETED_PATCH, Features
+    from agentloop.workflows.versions import (
+        BOUNDED_SIGNALS_PATCH,
+        RESTORED_COMPLETED_PATCH,
+        UNKNOWN_SIGNALS_PATCH,
+        Features,
+    )
     from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
     from agentloop.workflows import threads
     from agentloop.workflows.threads import ThreadRunner, apply_steering
@@ -271,6 +278,13 @@ class AgentRunWorkflow:
             self._note(f"stop signal ignored: {exc}")
             request = StopRequest()
         self._state.request_stop(request)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        """A signal of a name the run does not know: noted, never dropped
+        without a trace (runs started before the patch marker left none)."""
+        if workflow.patched(UNKNOWN_SIGNALS_PATCH):
+            self._note(requests.unknown_signal(name))
 
     # Threads: send and steer (decisions: agentloop.workflows.conversation) ------------
 

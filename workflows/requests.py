@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
+from agentloop.shared import contracts
 from agentloop.shared.approvals import (
     MAX_CALL_ID_CHARS,
     MAX_REQUEST_BYTES,
@@ -100,6 +101,17 @@ def update_payload(name: str, args: tuple[Any, ...]) -> Any:
             REQUEST_TOO_LARGE_ERROR_TYPE,
         )
     return one_payload(name, args)
+
+
+#: The signals a run takes, as ``unknown_signal`` lists them.
+KNOWN_SIGNALS = (contracts.APPROVE, contracts.SUBMIT_TOOL_OUTPUTS, contracts.STOP_SIGNAL, contracts.SEND,
+                 contracts.STEER)
+
+
+def unknown_signal(name: str) -> str:
+    """What ``rejected_signals`` says of a signal of a name the run does not know."""
+    return (f"signal {preview(name)!r} ignored: this run knows no such signal; it takes "
+            + ", ".join(KNOWN_SIGNALS) + " (send and steer only in threads)")
 
 
 def parse(model: Any, payload: Any, name: str) -> Any:

@@ -82,6 +82,11 @@ IDLE_PATCH = "agentloop-idle-1"
 #: in ``origin``), so clients and workers may be upgraded in either order.
 RESTORED_COMPLETED_PATCH = "agentloop-restored-completed-1"
 
+#: Patch marker of runs that note a signal of a name they do not know in
+#: ``rejected_signals`` (older runs left no trace of it). Recorded only when
+#: such a signal arrives.
+UNKNOWN_SIGNALS_PATCH = "agentloop-unknown-signals-1"
+
 
 @dataclass(frozen=True)
 class Features:

@@ -213,3 +213,65 @@ async def test_a_stop_reason_of_a_megabyte_and_a_half_from_a_file(
         error = json.loads(state.stdout)["queryResult"][0]["error"]
     assert error.startswith("stopped: rrr") and error.endswith(" characters cut ...]")
     assert len(error) <= len("stopped: ") + MAX_REASON_CHARS
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "Temporal's SDK core echoes an update's whole request in its rejection (and in its acceptance), so a "
+    "request over the 2 MB payload limit fails the workflow task (TMPRL1103) whatever its validator "
+    "decides; the validators refuse it by size, but the refusal cannot reach the server"))
+@pytest.mark.parametrize("name", ["approve", "steer"])
+async def test_an_update_over_the_payload_limit_is_refused_and_the_next_one_is_taken_at_once(
+    name: str, agent_client: AgentClient, worker, dev_server: DevServer, tmp_path: Path
+) -> None:
+    """2.1 MB through `temporal workflow update execute`: the validator refuses
+    it by size, so it never reaches a workflow task (one over Temporal's 2 MB
+    payload limit fails the task and stalls every update for ~20 s); a
+    correct update right after is accepted."""
+    model = script(calls(write("a.txt")), echo_results)
+    big = tmp_path / "big.json"
+    filler = "r" * 2_100_000
+    big.write_text(json.dumps({
+        "approve": {"call_id": "call_0_0", "decision": "deny", "reason": filler},
+        "steer": {"text": filler},
+        "send": {"text": filler},
+        "submit_tool_outputs": {"tool_outputs": [{"call_id": "call_0_0", "output": filler}]},
+    }[name]))
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "update", "execute", "--workflow-id", handle.run_id,
+                                 "--name", name, "--input-file", str(big))
+        said = out.stdout + out.stderr
+        assert out.returncode != 0, said
+        assert f"the {name} request is 2,1" in said and "a run takes requests of at most" in said, said[-2000:]
+        assert f"(type: {INVALID_REQUEST_ERROR_TYPE}, retryable: false)" in said, said[-2000:]
+        # At once: the run's workflow task did not fail, no update waits ~20 s for its retry.
+        out = await run_temporal(dev_server, "workflow", "update", "execute", "--workflow-id", handle.run_id,
+                                 "--name", "approve", "--input", '{"call_id": "call_0_0"}')
+        assert out.returncode == 0, out.stdout + out.stderr
+        history = await wait_for_end(handle.workflow_handle)
+        result = await handle.result()
+    assert task_failures(history) == []
+    assert result.status == "completed"
+
+
+async def test_a_signal_of_an_unknown_name_is_noted_with_the_known_ones(
+    agent_client: AgentClient, worker, dev_server: DevServer
+) -> None:
+    model = script(calls(write("a.txt")), echo_results)
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
+        await wait_state(handle, awaiting(), "approval")
+        out = await run_temporal(dev_server, "workflow", "signal", "--workflow-id", handle.run_id,
+                                 "--name", "aprove", "--input", '{"call_id": "call_0_0"}')
+        assert out.returncode == 0, out.stderr  # a signal cannot answer: the run notes it
+        state = await wait_state(handle, lambda s: s.rejected_signals, "the unknown signal noted")
+        assert state.rejected_signals == [
+            "signal 'aprove' ignored: this run knows no such signal; it takes approve, submit_tool_outputs, stop, "
+            "send, steer (send and steer only in threads)"
+        ]
+        assert state.status == "awaiting_approval"
+        await handle.approve("call_0_0")
+        history = await wait_for_end(handle.workflow_handle)
+        result = await handle.result()
+    assert task_failures(history) == [] and result.status == "completed"

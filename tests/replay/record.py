@@ -89,6 +89,18 @@ async def drive_bounded_signals(handle) -> None:
     await handle.stop("s" * 12_000)
 
 
+async def drive_unknown_signal(handle) -> None:
+    # A signal of a name the run does not know: noted (patch
+    # agentloop-unknown-signals-1), then the call approved.
+    await wait_pending(handle, 1)
+    await handle.workflow_handle.signal("aprove", {"call_id": "call_0_0"})
+    for _ in range(600):
+        if (await handle.state()).rejected_signals:
+            break
+        await asyncio.sleep(0.05)
+    await handle.approve("call_0_0")
+
+
 async def drive_continue_as_new(handle) -> None:
     await wait_pending(handle, 1)  # the write waits, in the second Temporal run
     await handle.approve("call_1_0")
@@ -147,6 +159,12 @@ SCENARIOS = {
         ],
         dict(tools=["write_file"], parallel_tool_calls=False),
         drive_bounded_signals,
+    ),
+    # A signal of an unknown name, noted (patch agentloop-unknown-signals-1).
+    "unknown_signal": (
+        [calls(call("write_file", {"file_path": "k.txt", "content": "k"})), reply("done")],
+        dict(tools=["write_file"]),
+        drive_unknown_signal,
     ),
     # Continue-as-new while an approval waits: both Temporal runs recorded.
     "continue_as_new": (
