@@ -52,6 +52,7 @@ from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.hooks import hooks_of
 from agentloop.shared.messages import ImagePart, ToolResultPart
 from agentloop.shared.report import Usage
+from agentloop.shared.spec import system_workspace_problem
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.shared import contracts
@@ -458,6 +459,9 @@ class AgentActivities:
                 is_error=True,
             )
         resolved = workspace.resolve()
+        problem = system_workspace_problem(str(resolved))
+        if problem:
+            return result(f"The {problem} (AgentSpec.workspace).", is_error=True)
         if self.workspace_roots and not any(resolved.is_relative_to(root) for root in self.workspace_roots):
             return result(
                 f"The workspace {workspace} is outside the directories this worker allows "

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentloop.shared.errors import ToolError
+from agentloop.shared.errors import ToolError, preview
 
 __all__ = [
     "hard_link_error",
@@ -64,6 +64,7 @@ def resolve_in_workspace(
     """
     if "\x00" in path:
         raise ToolError(f"Path {path!r} contains a NUL character; paths cannot contain NUL")
+    _check_lengths(workspace, path)
     given_root = Path(os.path.abspath(workspace))
     real_root = Path(os.path.realpath(workspace))
     # A model writing "~/x" means its home directory, not a folder named "~".
@@ -100,6 +101,32 @@ def resolve_in_workspace(
             "(relative paths are resolved against the workspace)"
         )
     return real
+
+
+#: Longest file name and path (bytes) where the system will not say (Linux's).
+_NAME_MAX, _PATH_MAX = 255, 4096
+
+
+def _check_lengths(workspace: Path, path: str) -> None:
+    """Refuse a name or a path longer than the filesystem takes, in the
+    tools' words (not ``File name too long`` with the whole workspace path)."""
+    try:
+        name_max = os.pathconf(workspace, "PC_NAME_MAX")
+        path_max = os.pathconf(workspace, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = _NAME_MAX, _PATH_MAX
+    longest = max(path.split("/"), key=lambda part: len(part.encode("utf-8", "surrogatepass")))
+    size = len(longest.encode("utf-8", "surrogatepass"))
+    if size > name_max:
+        raise ToolError(
+            f"Path '{preview(path)}' has a name of {size:,} bytes ('{preview(longest, 40)}'); file names are at "
+            f"most {name_max} bytes here: use a shorter name")
+    full = len(os.path.join(os.path.abspath(workspace), path).encode("utf-8", "surrogatepass"))
+    if full > path_max:
+        depth = path.count("/") + 1
+        raise ToolError(
+            f"Path '{preview(path)}' ({depth:,} levels) is {full:,} bytes long with the workspace's; paths are at "
+            f"most {path_max:,} bytes here: use a shorter path")
 
 
 def hard_link_error(shown: str, links: int, tool: str) -> ToolError:

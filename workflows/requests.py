@@ -207,4 +207,8 @@ def transcript_range(args: tuple[Any, ...]) -> TranscriptRange:
         raise ValueError(
             f"malformed transcript request: {describe_validation_error(exc)}; expected e.g. {_TRANSCRIPT_EXAMPLE}"
         ) from None
-    return TranscriptRange(start=max(0, wanted.start), max_bytes=min(max(1, wanted.max_bytes), TRANSCRIPT_PAGE_BYTES))
+    if wanted.start < 0:
+        raise ValueError(
+            f"transcript start {wanted.start} is negative: messages are numbered from 0; expected e.g. "
+            f"{_TRANSCRIPT_EXAMPLE}")
+    return TranscriptRange(start=wanted.start, max_bytes=min(max(1, wanted.max_bytes), TRANSCRIPT_PAGE_BYTES))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentloop.shared.errors import AgentLoopError, UserError
 from agentloop.shared.report import LIVE_STATUSES
+from agentloop.shared.spec import system_workspace_problem
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, AgentRunHandle
@@ -52,6 +53,9 @@ def existing_workspace(path: str | None, flag: str = "--workspace") -> str | Non
     resolved = Path(path).resolve()
     if not resolved.is_dir():
         raise UserError(f"{flag} {path} is not a directory")
+    problem = system_workspace_problem(str(resolved))
+    if problem:
+        raise UserError(f"{flag} {path}: {problem}")
     return str(resolved)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 from typing import Any, Literal
 
@@ -82,6 +83,24 @@ def parse_model(model: str) -> tuple[str, str]:
             "'openai:<model>' with OPENAI_BASE_URL set on the worker)"
         )
     return provider, name
+
+
+#: Kernel filesystems no workspace may be in: their files are the host's
+#: processes, devices and settings, not a project's.
+SYSTEM_FILESYSTEMS = ("/proc", "/sys", "/dev")
+
+
+def system_workspace_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a workspace (it is in ``/proc``, ``/sys`` or
+    ``/dev``), or None. Lexical: the worker checks the resolved path again."""
+    if not path.startswith("/"):
+        return None  # relative to the worker's directory: checked there, resolved
+    normalized = posixpath.normpath(path)
+    for root in SYSTEM_FILESYSTEMS:
+        if normalized == root or normalized.startswith(root + "/"):
+            return (f"workspace {path} is in {root}, a kernel filesystem, not a project directory; use a "
+                    "directory of your project")
+    return None
 
 
 class AgentSpec(BaseModel):
@@ -242,6 +261,14 @@ class AgentSpec(BaseModel):
             return handler(data)
         except ValidationError as exc:
             raise with_field_suggestions(exc, cls) from None
+
+    @field_validator("workspace")
+    @classmethod
+    def _check_workspace(cls, value: str | None) -> str | None:
+        problem = system_workspace_problem(value) if value else None
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("model")
     @classmethod

@@ -573,9 +573,11 @@ async def test_transcript_query_arguments_are_bounded(agent_client: AgentClient,
     async with worker():
         result = await agent_client.run(spec(script(reply("done")), tools=[]), big)
         raw = agent_client.get_handle(result.run_id).workflow_handle
-        page = await raw.query("transcript", {"start": -3, "max_bytes": 10**12})
+        page = await raw.query("transcript", {"start": 0, "max_bytes": 10**12})
         assert page["total"] == 4 and len(page["messages"]) == 2
         assert page["messages"][0]["content"][0]["text"].startswith("aaa")
+        with pytest.raises(WorkflowQueryFailedError, match="transcript start -5 is negative"):
+            await raw.query("transcript", {"start": -5})
         with pytest.raises(WorkflowQueryFailedError) as info:
             await raw.query("transcript", {"start": "Q" * 100_000})
         message = str(info.value)

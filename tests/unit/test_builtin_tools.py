@@ -1062,3 +1062,17 @@ async def test_grep_files_matches_line_by_line(ws: Path) -> None:
             f"No matches for {pattern!r} in '.'."
         )
         assert out == expected, pattern
+
+
+@pytest.mark.parametrize("tool", ["read_file", "write_file"])
+@pytest.mark.parametrize("path", ["a" * 5000, "/".join(["d"] * 3000)], ids=["long-name", "deep-path"])
+async def test_a_name_or_path_too_long_is_refused_in_the_tools_words(ws: Path, tool: str, path: str) -> None:
+    arguments = {"file_path": path, **({"content": "x"} if tool == "write_file" else {})}
+    message = await run_error(tool, ws, **arguments)
+    assert "Errno" not in message and str(ws) not in message, message
+    if path.startswith("a"):
+        assert message.endswith("has a name of 5,000 bytes ('" + "a" * 40 + "... (5,000 characters)'); file names "
+                                "are at most 255 bytes here: use a shorter name"), message
+    else:
+        assert "(3,000 levels)" in message and message.endswith("bytes here: use a shorter path"), message
+    assert message.startswith("Path '" + path[:60] + "... (")

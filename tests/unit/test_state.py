@@ -212,8 +212,15 @@ def test_update_refusals_are_non_retryable_application_errors() -> None:
 
 
 def test_transcript_ranges_are_clamped() -> None:
-    wanted = requests.transcript_range(({"start": -5, "max_bytes": 10**9},))
-    assert (wanted.start, wanted.max_bytes) == (0, requests.TRANSCRIPT_PAGE_BYTES)
+    wanted = requests.transcript_range(({"start": 2, "max_bytes": 10**9},))
+    assert (wanted.start, wanted.max_bytes) == (2, requests.TRANSCRIPT_PAGE_BYTES)
+
+
+def test_a_negative_transcript_start_is_refused() -> None:
+    with pytest.raises(ValueError) as info:
+        requests.transcript_range(({"start": -5},))
+    assert str(info.value) == ('transcript start -5 is negative: messages are numbered from 0; expected e.g. '
+                               '{"start": 0, "max_bytes": 1000000}')
     with pytest.raises(ValueError, match="takes one argument"):
         requests.transcript_range(({}, {}))
 
