@@ -145,11 +145,11 @@ def require_bwrap() -> None:
 @pytest.fixture
 def fresh_probes() -> Iterator[None]:
     """Forget probed launchers before and after (a test changes what works)."""
-    sandbox._namespace_launcher.cache_clear()
-    sandbox._bwrap_problem.cache_clear()
+    for probe in (sandbox._namespace_launcher, sandbox._bwrap_problem, sandbox._none_launcher):
+        probe.cache_clear()
     yield
-    sandbox._namespace_launcher.cache_clear()
-    sandbox._bwrap_problem.cache_clear()
+    for probe in (sandbox._namespace_launcher, sandbox._bwrap_problem, sandbox._none_launcher):
+        probe.cache_clear()
 
 
 # Canary keys through real runs -----------------------------------------------------
@@ -424,7 +424,106 @@ async def test_unset_mode_falls_back_to_none_with_one_warning(
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("shell commands run WITHOUT a sandbox: util-linux unshare and setpriv were not found. "
                               "They can read the environment of every process of this user")
-    assert sandbox.describe() == "shell sandbox: none (fallback: namespaces unavailable)"
+    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files ")
+
+
+# Files outside the workspace, in every mode ---------------------------------------------
+
+#: The same cases in each mode: (name, command, what shows it got through).
+#: ``{out}`` is a directory beside the workspace holding ``secret.txt``; the
+#: workspace's ``setuid-cat`` is a setuid-root copy of cat.
+OUTSIDE_CASES = (
+    ("read", "cat {out}/secret.txt", "top secret"),
+    ("write", "echo pwned > {out}/x; cat {out}/x", "pwned"),
+    ("hard link", "ln {out}/secret.txt hard && cat hard", "top secret"),
+    ("symlink", "ln -s {out}/secret.txt soft; cat soft", "top secret"),
+    ("/proc/1/root", "cat /proc/1/root{out}/secret.txt", "top secret"),
+    ("setuid helper", "./setuid-cat {out}/secret.txt", "top secret"),
+)
+
+#: What each case does, per mode, where the kernel has Landlock (Linux 5.13+,
+#: as here): nothing gets out. ``namespace (no Landlock)`` is the fallback of
+#: a kernel without it: the command has the worker's user's files.
+EXPECTED_OUTSIDE = {
+    "namespace": dict.fromkeys((c[0] for c in OUTSIDE_CASES), "denied"),
+    "bwrap": dict.fromkeys((c[0] for c in OUTSIDE_CASES), "denied"),
+    "none": dict.fromkeys((c[0] for c in OUTSIDE_CASES), "denied"),
+    "namespace (no Landlock)": dict.fromkeys((c[0] for c in OUTSIDE_CASES), "got through"),
+}
+
+
+def outside_setup(workspace: Path) -> Path:
+    """A secret beside the workspace and outside /tmp (a namespace's private
+    /tmp would hide one under /tmp anyway), and a setuid-root cat in it."""
+    out = ROOT / "tests" / "artifacts" / f"outside-{uuid.uuid4().hex[:8]}"
+    out.mkdir(parents=True)
+    (out / "secret.txt").write_text("top secret\n")
+    helper = workspace / "setuid-cat"
+    shutil.copy(shutil.which("cat") or "/bin/cat", helper)
+    helper.chmod(0o4755)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none", "namespace (no Landlock)"])
+async def test_outside_the_workspace_in_every_mode(
+    mode: str, workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if mode == "namespace (no Landlock)":
+        monkeypatch.setattr(sandbox, "landlock_support", lambda: "the kernel has no Landlock (test)")
+        monkeypatch.setattr(sandbox, "_warned", set())
+    else:
+        assert isinstance(sandbox.landlock_support(), int), "Landlock is not available on this machine"
+    use_mode(mode.split(" ")[0], monkeypatch)
+    out = outside_setup(workspace)
+    try:
+        got = {}
+        for name, command, leak in OUTSIDE_CASES:
+            result = await run_shell(workspace, command.format(out=out))
+            assert result.startswith("exit code: "), result
+            got[name] = "got through" if leak in result.split("\n", 1)[1] else "denied"
+        wrote = (out / "x").exists()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    assert got == EXPECTED_OUTSIDE[mode]
+    assert wrote == (mode == "namespace (no Landlock)")
+    # Not vacuous: inside the workspace the same commands work.
+    (workspace / "mine.txt").write_text("mine\n")
+    result = await run_shell(workspace, "cat mine.txt && echo more > new.txt && ln mine.txt hard2 && "
+                                        "ln -s mine.txt soft2 && cat soft2 && ./setuid-cat hard2 && echo t > ${TMPDIR:-/tmp}/t && "
+                                        "cat ${TMPDIR:-/tmp}/t && ls ~ >/dev/null && echo home")
+    assert result == "exit code: 0\nmine\nmine\nmine\nt\nhome\n", result
+
+
+async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    abi = sandbox.landlock_support()
+    assert isinstance(abi, int) and abi >= 1, abi
+    lines = {}
+    for mode in ("namespace", "none"):
+        monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", mode)
+        lines[mode] = sandbox.describe()
+    assert lines["namespace"] == (
+        "shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; files confined by "
+        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private /tmp)")
+    assert lines["none"] == (
+        "shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files confined by "
+        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private TMPDIR)")
+    sandbox._namespace_launcher.cache_clear()
+    monkeypatch.setattr(sandbox, "landlock_support", lambda: "the kernel has no Landlock (test)")
+    monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
+    assert sandbox.describe() == ("shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; "
+                                  "files NOT confined: the kernel has no Landlock (test))")
+
+
+@pytest.mark.parametrize("abi", [1, 2, 3, 4, 5, 6, 7])
+def test_the_rights_handled_follow_the_landlock_abi(abi: int) -> None:
+    from agentloop.activities import sandbox_init as init
+
+    handled = init.handled_fs(abi)
+    assert handled & init.FS_READ_FILE and handled & init.FS_MAKE_SYM
+    assert bool(handled & init.FS_REFER) == (abi >= 2)
+    assert bool(handled & init.FS_TRUNCATE) == (abi >= 3)
+    assert bool(handled & init.FS_IOCTL_DEV) == (abi >= 5)
+    assert handled < 1 << 16
 
 
 # Nothing outlives the call (defect 7) -------------------------------------------------
