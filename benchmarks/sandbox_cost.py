@@ -3,7 +3,10 @@
 Three measurements, each against its floor in the same run:
 
 * per command: ``shell_command`` running ``true`` in each sandbox mode that
-  works here (``none`` is the floor: a plain ``bash -c`` plus the init);
+  works here, against ``none`` without Landlock measured in the same run
+  (the floor: a plain ``bash -c`` plus the init): what each mode's
+  confinement adds per command (``namespace`` and ``none`` with Landlock
+  where the kernel has it, ``bwrap``);
 * the first command's one-off probe of the namespace sandbox;
 * a tools worker subprocess (``agentloop worker --role tools``, what an
   embedded setup with a key-free tools process would start) against an
@@ -52,18 +55,31 @@ async def plain_bash(n: int, ws: Path) -> float:
     return (time.perf_counter() - started) * 1000 / n
 
 
-async def per_command(mode: str, n: int, ws: Path) -> float | None:
+async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True) -> tuple[float, str] | None:
+    """Mean ms per ``shell_command('true')`` in ``mode``, and how its files were confined."""
     os.environ["AGENTLOOP_SHELL_SANDBOX"] = mode
+    for probe in (sandbox._namespace_launcher, sandbox._none_launcher, sandbox.landlock_support):
+        probe.cache_clear()
+    saved = sandbox.landlock_support
+    if not landlock:
+        sandbox.landlock_support = lambda: "left out (the floor)"  # type: ignore[assignment]
     try:
-        sandbox.resolve_launcher(sandbox.SandboxSettings.from_env())
-    except Exception as exc:  # a mode this machine cannot do
-        print(f"  {mode:9s} unavailable: {exc}")
-        return None
-    await shell_command("true", ctx=ToolContext(workspace=ws))  # warm
-    started = time.perf_counter()
-    for _ in range(n):
-        await shell_command("true", ctx=ToolContext(workspace=ws))
-    return (time.perf_counter() - started) * 1000 / n
+        try:
+            launcher = sandbox.resolve_launcher(sandbox.SandboxSettings.from_env())
+        except Exception as exc:  # a mode this machine cannot do
+            print(f"  {mode:9s} unavailable: {exc}")
+            return None
+        files = (f"Landlock ABI {launcher.landlock}" if launcher.landlock else
+                 "own filesystem" if launcher.mode == "bwrap" else "files not confined")
+        await shell_command("true", ctx=ToolContext(workspace=ws))  # warm
+        started = time.perf_counter()
+        for _ in range(n):
+            await shell_command("true", ctx=ToolContext(workspace=ws))
+        return (time.perf_counter() - started) * 1000 / n, files
+    finally:
+        sandbox.landlock_support = saved  # type: ignore[method-assign]
+        for probe in (sandbox._namespace_launcher, sandbox._none_launcher):
+            probe.cache_clear()
 
 
 async def worker_startup(server: DevServer, split: bool, ws: Path) -> float:
@@ -105,13 +121,18 @@ async def main(commands: int, repeat: int) -> None:
         started = time.perf_counter()
         sandbox._namespace_launcher()
         print(f"namespace probe (once per worker): {(time.perf_counter() - started) * 1000:.1f} ms")
-        print(f"shell_command 'true', mean of {commands}:")
-        floor = await plain_bash(commands, ws)
-        print(f"  plain bash -c (the floor) {floor:6.1f} ms")
-        for mode in ("none", "namespace", "bwrap"):
-            ms = await per_command(mode, commands, ws)
-            if ms is not None:
-                print(f"  sandbox {mode:17s} {ms:6.1f} ms  ({ms - floor:+.1f} ms)")
+        print(f"shell_command 'true', mean of {commands}; added cost against sandbox none without Landlock:")
+        bash = await plain_bash(commands, ws)
+        print(f"  plain bash -c, no tool              {bash:6.1f} ms")
+        base = await per_command("none", commands, ws, landlock=False)
+        assert base is not None
+        floor = base[0]
+        print(f"  none, files not confined (floor)    {floor:6.1f} ms")
+        for mode, landlock in (("none", True), ("namespace", False), ("namespace", True), ("bwrap", True)):
+            measured = await per_command(mode, commands, ws, landlock=landlock)
+            if measured is not None and (landlock or mode == "namespace"):
+                ms, files = measured
+                print(f"  {mode + ', ' + files:35s} {ms:6.1f} ms  ({ms - floor:+.1f} ms, x{ms / floor:.2f})")
         if saved is None:
             os.environ.pop("AGENTLOOP_SHELL_SANDBOX", None)
         else:
