@@ -114,12 +114,16 @@ class SandboxSettings:
             away; ``namespace`` and ``none`` share the worker's network.
         extra_env: Names of further variables commands get
             (``AGENTLOOP_SHELL_ENV``, comma-separated).
+        read_paths: Further directories commands may read and run programs
+            from when their files are confined (``AGENTLOOP_SHELL_READ_PATHS``,
+            separated by ``:``; e.g. a toolchain in ``/opt``).
     """
 
     mode: str = "namespace"
     explicit: bool = False
     network: bool = True
     extra_env: tuple[str, ...] = ()
+    read_paths: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> SandboxSettings:
@@ -158,7 +162,25 @@ class SandboxSettings:
                 f"AGENTLOOP_SHELL_ENV names provider keys ({', '.join(refused)}); commands never get "
                 "those: remove them from AGENTLOOP_SHELL_ENV"
             )
-        return cls(mode=mode, explicit=bool(raw), network=network, extra_env=names)
+        return cls(mode=mode, explicit=bool(raw), network=network, extra_env=names,
+                   read_paths=read_paths_from(env.get("AGENTLOOP_SHELL_READ_PATHS", "")))
+
+
+def read_paths_from(text: str) -> tuple[str, ...]:
+    """The directories of ``AGENTLOOP_SHELL_READ_PATHS`` (``:``-separated).
+
+    Raises:
+        UserError: An entry is not an absolute path to a directory.
+    """
+    paths = []
+    for entry in (e.strip() for e in text.split(":")):
+        if not entry:
+            continue
+        if not os.path.isabs(entry) or not os.path.isdir(entry):
+            raise UserError(f"AGENTLOOP_SHELL_READ_PATHS: {entry!r} is not an absolute path to a directory; "
+                            "list directories commands may read and run programs from, separated by ':'")
+        paths.append(os.path.realpath(entry))
+    return tuple(dict.fromkeys(paths))
 
 
 def command_env(settings: SandboxSettings, environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -223,14 +245,15 @@ def _init_args(init_mode: str, status_fd: int | str, argv: list[str], options: l
     return [_python(), "-I", "-S", str(_INIT), init_mode, str(status_fd), *(options or []), "--", *argv]
 
 
-def landlock_rules(workspace: Path, tmp: list[str]) -> list[str]:
+def landlock_rules(workspace: Path, tmp: list[str], read_paths: tuple[str, ...] = ()) -> list[str]:
     """The init's ``--rw``/``--rx``/``--ro``/``--dev`` options: the workspace
-    and ``tmp`` read-write, the system directories read-only and executable,
-    bubblewrap's files of ``/etc`` and ``/proc`` read-only, a few devices."""
+    and ``tmp`` read-write, the system directories (and ``read_paths``)
+    read-only and executable, bubblewrap's files of ``/etc`` and ``/proc``
+    read-only, a few devices."""
     options = ["--rw", str(workspace)]
     for path in tmp:
         options += ["--rw", path]
-    for directory in BWRAP_SYSTEM_DIRS:
+    for directory in (*BWRAP_SYSTEM_DIRS, *read_paths):
         options += ["--rx", directory]
     for name in BWRAP_ETC:
         options += ["--ro", f"/etc/{name}"]
@@ -240,7 +263,8 @@ def landlock_rules(workspace: Path, tmp: list[str]) -> list[str]:
     return options
 
 
-def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None) -> list[str]:
+def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None,
+                    read_paths: tuple[str, ...] = ()) -> list[str]:
     """The init's options for one call of ``launcher``: in namespace mode
     the capabilities dropped, and with Landlock a private tmpfs and the
     rules; in ``none`` mode with Landlock, the rules with ``tmp`` (the
@@ -252,10 +276,11 @@ def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None)
         options = ["--keep", str(workspace)]
         for path in mounts:
             options += ["--tmpfs", path]
-        return [*options, "--drop-caps", "--landlock", str(launcher.landlock), *landlock_rules(workspace, mounts)]
+        return [*options, "--drop-caps", "--landlock", str(launcher.landlock),
+                *landlock_rules(workspace, mounts, read_paths)]
     if launcher.mode == "none" and launcher.landlock:
         assert tmp is not None
-        return ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp])]
+        return ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp], read_paths)]
     return []
 
 
@@ -352,7 +377,7 @@ def _probe(build: Callable[[int], list[str]]) -> str | None:
 
 
 def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: bool, status_fd: int | str,
-                argv: list[str]) -> list[str]:
+                argv: list[str], read_paths: tuple[str, ...] = ()) -> list[str]:
     args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
     if not network:
@@ -373,6 +398,8 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: bool, status
         python = _python()
         prefix = os.path.realpath(sys.base_prefix)
         args += ["--ro-bind", prefix, prefix]
+    for path in read_paths:
+        args += ["--ro-bind", path, path]
     args += ["--ro-bind", os.path.realpath(_INIT), BWRAP_INIT_PATH]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd), "--"]
     return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *argv]
@@ -501,9 +528,9 @@ def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Pa
         bwrap = _find("bwrap")
         assert bwrap is not None  # probed
         return _bwrap_args(bwrap, workspace=workspace, cwd=cwd, network=settings.network,
-                           status_fd=status_fd, argv=argv)
+                           status_fd=status_fd, argv=argv, read_paths=settings.read_paths)
     return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv,
-                                          confine_options(launcher, workspace, tmp))]
+                                          confine_options(launcher, workspace, tmp, settings.read_paths))]
 
 
 def private_tmp(launcher: Launcher) -> str | None:
@@ -515,7 +542,8 @@ def private_tmp(launcher: Launcher) -> str | None:
     return None
 
 
-def confined_env(launcher: Launcher, env: dict[str, str], tmp: str | None, workspace: Path) -> dict[str, str]:
+def confined_env(launcher: Launcher, env: dict[str, str], tmp: str | None, workspace: Path,
+                 read_paths: tuple[str, ...] = ()) -> dict[str, str]:
     """``env`` fit for Landlock's confinement, when it confines the files:
     ``HOME`` and ``TMPDIR`` in the private /tmp (the worker's home is out of
     reach), and only the ``PATH`` entries the command may execute from (the
@@ -524,7 +552,7 @@ def confined_env(launcher: Launcher, env: dict[str, str], tmp: str | None, works
     if not launcher.landlock:
         return env
     place = tmp if launcher.mode == "none" and tmp else "/tmp"
-    allowed = [os.path.realpath(d) for d in BWRAP_SYSTEM_DIRS] + [os.path.realpath(workspace)]
+    allowed = [os.path.realpath(d) for d in (*BWRAP_SYSTEM_DIRS, *read_paths)] + [os.path.realpath(workspace)]
     entries = [entry for entry in env.get("PATH", DEFAULT_PATH).split(":")
                if entry and any(_is_within(os.path.realpath(entry), root) for root in allowed)]
     return {**env, "HOME": place, "TMPDIR": place, "PATH": ":".join(dict.fromkeys(entries)) or DEFAULT_PATH}

@@ -70,7 +70,7 @@ async def shell_command(
     tmp = sandbox.private_tmp(launcher)
     try:
         return await _run(command, ctx, cwd, timeout_seconds, settings, launcher,
-                          sandbox.confined_env(launcher, env, tmp, ctx.workspace), bash, tmp)
+                          sandbox.confined_env(launcher, env, tmp, ctx.workspace, settings.read_paths), bash, tmp)
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -494,6 +494,39 @@ async def test_outside_the_workspace_in_every_mode(
     assert result == "exit code: 0\nmine\nmine\nmine\nt\nhome\n", result
 
 
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
+async def test_read_paths_are_readable_and_runnable_but_not_writable(
+    mode: str, workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AGENTLOOP_SHELL_READ_PATHS: a toolchain outside the system directories
+    (a /opt, a pyenv) that commands may read and run, and still not write."""
+    if mode != "bwrap":
+        assert isinstance(sandbox.landlock_support(), int), "Landlock is not available on this machine"
+    use_mode(mode, monkeypatch)
+    tools = ROOT / "tests" / "artifacts" / f"toolchain-{uuid.uuid4().hex[:8]}"
+    (tools / "bin").mkdir(parents=True)
+    program = tools / "bin" / "hello-tool"
+    program.write_text("#!/bin/sh\necho hello from the toolchain\n")
+    program.chmod(0o755)
+    try:
+        command = f"{program}; echo x > {tools}/written"
+        before = await run_shell(workspace, command)
+        assert "hello from the toolchain" not in before, before
+        monkeypatch.setenv("AGENTLOOP_SHELL_READ_PATHS", str(tools))
+        after = await run_shell(workspace, command)
+        assert "hello from the toolchain" in after, after
+        assert not (tools / "written").exists()
+    finally:
+        shutil.rmtree(tools, ignore_errors=True)
+
+
+def test_read_paths_must_be_directories(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="'relative/bin' is not an absolute path to a directory"):
+        sandbox.SandboxSettings.from_env({"AGENTLOOP_SHELL_READ_PATHS": f"{tmp_path}:relative/bin"})
+    assert sandbox.SandboxSettings.from_env({"AGENTLOOP_SHELL_READ_PATHS": f"{tmp_path}:"}).read_paths == (
+        str(tmp_path.resolve()),)
+
+
 async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, monkeypatch: pytest.MonkeyPatch) -> None:
     abi = sandbox.landlock_support()
     assert isinstance(abi, int) and abi >= 1, abi
