@@ -52,7 +52,7 @@ class RunFeed:
                 self._notify()
         except asyncio.CancelledError:
             raise
-        except BaseException as err:  # handed to every subscriber
+        except Exception as err:  # handed to every subscriber
             self.error = err
         finally:
             self.done = True
