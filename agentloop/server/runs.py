@@ -107,15 +107,22 @@ async def start_run(body: StartRun, response: Response, state: ServerState = Sta
     return Started(run_id=handle.run_id)
 
 
+def _bad_page_token() -> Problem:
+    return Problem(422, "Invalid page token", "page_token is not a token this server gave: pass the "
+                   "next_page_token of the previous page as it was",
+                   errors=[{"field": "page_token", "reason": "not a page token"}])
+
+
 def _page_token(text: str | None) -> bytes | None:
     if not text:
         return None
     try:
-        return base64.urlsafe_b64decode(text.encode() + b"=" * (-len(text) % 4))
+        token = base64.b64decode(text.translate(str.maketrans("-_", "+/")) + "=" * (-len(text) % 4), validate=True)
     except (binascii.Error, ValueError):
-        raise Problem(422, "Invalid page token", "page_token is not a token this server gave: pass the "
-                      "next_page_token of the previous page as it was", errors=[
-                          {"field": "page_token", "reason": "not a page token"}]) from None
+        raise _bad_page_token() from None
+    if not token:
+        raise _bad_page_token()
+    return token
 
 
 @router.get("/runs", response_model=RunList)
@@ -134,6 +141,8 @@ async def list_runs(
         runs, token = await state.client.list_runs_page(status=status, name=name, query=extra, limit=limit,
                                                         page_token=_page_token(page_token))
     except RPCError as err:
+        if page_token:
+            raise _bad_page_token() from None
         raise Problem(400, "The list was refused", f"Temporal refused the list: {err.message}") from None
     return RunList(runs=runs, next_page_token=base64.urlsafe_b64encode(token).decode().rstrip("=") if token else None)
 
