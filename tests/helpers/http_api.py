@@ -78,16 +78,18 @@ class Sse:
         return [d.get("type", "") for _, d in self.events]
 
 
-async def read_sse(response: httpx.Response, *, stop_after: int | None = None,
+async def read_sse(source: httpx.Response | AsyncIterator[str], *, stop_after: int | None = None,
                    until: Callable[[Any], bool] | None = None, until_comment: bool = False) -> Sse:
     """Parse ``response``'s event stream until the server closes it, or
     ``stop_after`` events were read, or an event's data satisfies ``until``,
-    or (``until_comment``) a comment came."""
+    or (``until_comment``) a comment came. To read on where an earlier call
+    stopped, pass the same ``response.aiter_lines()`` each time."""
     sse = Sse()
+    lines = source.aiter_lines() if isinstance(source, httpx.Response) else source
     event_id: int | None = None
     data: list[str] = []
     read = 0
-    async for line in response.aiter_lines():
+    async for line in lines:
         if line == "":
             if data:
                 sse.events.append((event_id, json.loads("\n".join(data))))
