@@ -141,8 +141,8 @@ async def test_threads_messages_and_steering(agent_client: AgentClient, worker) 
 async def test_tool_outputs_stop_and_cancel(agent_client: AgentClient, worker) -> None:
     model = script(calls(call("lookup_order", {"order_id": "A-1"})), echo_results)
     async with worker(), serve(agent_client) as api:
-        run_id = (await api.http.post("/v1/runs", json={
-            "spec": spec_json(agents.spec(model, tools=[], client_tools=[LOOKUP])), "input": "where is A-1?"})).json()["run_id"]
+        body = {"spec": spec_json(agents.spec(model, tools=[], client_tools=[LOOKUP])), "input": "where is A-1?"}
+        run_id = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
         await wait_state(agent_client.get_handle(run_id), lambda s: s.status == "requires_action", "requires_action")
         wrong = problem(await api.http.post(f"/v1/runs/{run_id}/tool_outputs",
                                             json={"tool_outputs": [{"call_id": "nope", "output": "x"}]}), 409)
@@ -158,8 +158,9 @@ async def test_tool_outputs_stop_and_cancel(agent_client: AgentClient, worker) -
         problem(await api.http.post(f"/v1/runs/{run_id}/stop", json={}), 409)
 
         waiting = script(calls(write("x.txt")), echo_results)
-        cancelled = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(waiting)), "input": "w"})).json()["run_id"]
-        stopped = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(waiting)), "input": "w"})).json()["run_id"]
+        body = {"spec": spec_json(asking(waiting)), "input": "w"}
+        cancelled = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
+        stopped = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
         for run in (cancelled, stopped):
             await wait_state(agent_client.get_handle(run), awaiting(), "the write to wait")
         answer = await api.http.post(f"/v1/runs/{cancelled}/cancel")
