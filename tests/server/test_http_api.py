@@ -127,8 +127,11 @@ async def test_threads_messages_and_steering(agent_client: AgentClient, worker) 
         texts = [d["message"]["content"][0]["text"] for _, d in events if d["type"] == "thread.message.completed"]
         assert texts == ["second answer"]
         # The sender's name is the caller's (no token configured: "local").
-        queued = [d for _, d in events if d["type"] == "agent.turn.started"]
-        assert queued and queued[0].get("by") in ("local", None)
+        everything = await follow(api.http, thread_id, until=lambda d: d["type"] == "agent.turn.ended"
+                                  and d["turn"] == 2)
+        (received,) = [d for _, d in everything.events
+                       if d["type"] == "agent.thread.message.received" and d["turn"] == 2]
+        assert (received["text"], received["by"]) == ("and then?", "local")
 
         problem(await api.http.post(f"/v1/threads/missing-{uuid.uuid4().hex[:6]}/messages", json={"text": "hi"}),
                 404)
