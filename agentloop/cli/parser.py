@@ -105,6 +105,23 @@ def build_parser() -> argparse.ArgumentParser:
                      "$AGENTLOOP_WORKER_ROLE, else all); see `agentloop worker --help`")
     imports(dev)
 
+    serve = sub.add_parser(
+        "serve", help="serve the HTTP API, AG-UI streams and the web console",
+        description="Serve runs over HTTP: a JSON API under /v1, Server-Sent Events, AG-UI, and a web console "
+                    "at /. Bearer tokens come from AGENTLOOP_API_TOKENS (name:scope:secret, comma-separated; "
+                    "scope read or act); with none, it listens on 127.0.0.1 only.",
+    )
+    serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=port_number, default=8000, help="the HTTP port (default: 8000; 0: a free one, printed)")
+    serve.add_argument("--agent", action="append", default=[], metavar="[NAME=]FILE|MODULE:ATTR",
+                       help="an agent clients may start by name (AG-UI's /v1/ag-ui/NAME); repeatable")
+    serve.add_argument("--registered-only", action="store_true",
+                       help="start only --agent agents (refuse specs sent in request bodies)")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a browser origin allowed to call the API (also $AGENTLOOP_CORS_ORIGINS); repeatable")
+    serve.add_argument("--workspace", help="default workspace for runs that name none (embedded worker)")
+    imports(serve)
+
     worker = sub.add_parser(
         "worker", help="run a worker against $TEMPORAL_ADDRESS",
         description="Run a worker. Role models polls the task queue (workflows and LLM calls: give it the "

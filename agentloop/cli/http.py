@@ -1,0 +1,125 @@
+"""``agentloop serve``: the HTTP API, AG-UI streams and the web console
+(docs/http-api.md), connected like every command: ``TEMPORAL_ADDRESS`` with
+Temporal's environment configuration, else a running ``agentloop dev``, else
+the embedded server with a worker in this process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import socket
+from pathlib import Path
+from typing import Any
+
+from agentloop.cli.common import say
+from agentloop.cli.embedded import command_config, session
+from agentloop.shared.errors import UserError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def load_agent(reference: str) -> Any:
+    """An agent spec from a spec file (``.yaml``, ``.yml``, ``.json``) or an
+    import path (``package.module:NAME``: an ``AgentSpec``, or a function
+    that returns one).
+
+    Raises:
+        UserError: The file or attribute does not exist, or is not a spec.
+    """
+    from agentloop.cli.spec_file import spec_from_file
+    from agentloop.shared.spec import AgentSpec
+
+    if ":" in reference and not Path(reference).exists():
+        module_name, _, attribute = reference.partition(":")
+        try:
+            found = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as err:
+            raise UserError(f"--agent {reference}: cannot import it ({err}); give a spec file or "
+                            "package.module:NAME") from None
+        spec = found() if callable(found) and not isinstance(found, AgentSpec) else found
+        if not isinstance(spec, AgentSpec):
+            raise UserError(f"--agent {reference} is a {type(spec).__name__}, not an AgentSpec")
+        return spec
+    no_flags = argparse.Namespace(model=None, tool=None, system=None, max_steps=None, max_tokens=None,
+                                  rules=None, yes=False)
+    return spec_from_file(reference, no_flags, default_model=None, workspace=None)
+
+
+def registered_agents(references: list[str]) -> dict[str, Any]:
+    """``--agent [NAME=]FILE|module:attr`` entries, by name (the spec's own
+    name when none is given)."""
+    agents: dict[str, Any] = {}
+    for reference in references:
+        name, sep, source = reference.partition("=")
+        if not sep:
+            name, source = "", reference
+        spec = load_agent(source)
+        name = name or spec.name
+        if name in agents:
+            raise UserError(f"--agent: two agents are named {name!r}; name one with NAME=FILE")
+        agents[name] = spec
+    return agents
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port, the one printed).
+
+    Raises:
+        UserError: The address is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port} ({err.strerror}); choose another --port "
+                        "(0: a free one) or --host") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.server import ServerSettings, create_app
+
+    settings = ServerSettings.from_env(agents=registered_agents(args.agent), registered_only=args.registered_only)
+    if args.cors_origin:
+        settings.cors_origins += args.cors_origin
+    host = args.host or "127.0.0.1"
+    if not settings.tokens and host not in LOOPBACK:
+        raise UserError(f"no API token is configured, so the server listens on 127.0.0.1 only (asked: {host}); "
+                        "set AGENTLOOP_API_TOKENS=name:scope:secret,... to serve other hosts")
+    config, _ = command_config(args.imports)
+    embedded = config.address is None
+    async with session(config, with_worker=embedded, workspace=args.workspace, command="serve", ui=embedded,
+                       ui_port=0) as s:
+        client = AgentClient(s.client, task_queue=s.config.task_queue)
+        settings.temporal_ui = s.ui_url or settings.temporal_ui
+        app = create_app(client, settings)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
+        sock = listening_socket(host, args.port)
+        port = sock.getsockname()[1]
+        where = f"embedded server {s.config.address}" if embedded else f"Temporal at {s.config.address}"
+        shown = f"[{host}]" if ":" in host else host
+        say(f"agentloop serve: http://{shown}:{port}/ ({where}, namespace {s.config.namespace!r}, "
+            f"task queue {s.config.task_queue!r})")
+        if settings.tokens:
+            say(f"tokens: {', '.join(f'{t.name} ({t.scope})' for t in settings.tokens)}")
+        else:
+            say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may act")
+        if settings.agents:
+            say(f"agents: {', '.join(sorted(settings.agents))}")
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            await serving
+        except asyncio.CancelledError:
+            server.should_exit = True
+            await asyncio.shield(serving)
+            raise
+    return 0

@@ -1,0 +1,56 @@
+"""The ASGI app of ``agentloop serve``: the JSON API under ``/v1``, AG-UI
+streams, and the web console at ``/``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+
+from agentloop.server import agui, console, problems, runs, threads
+from agentloop.server.deps import ServerState
+from agentloop.server.hub import RunHub
+from agentloop.server.settings import ServerSettings
+
+if TYPE_CHECKING:
+    from agentloop.client.agent_client import AgentClient
+
+API_VERSION = "v1"
+
+
+def create_app(client: AgentClient, settings: ServerSettings | None = None) -> FastAPI:
+    """The app, serving runs of ``client``'s Temporal namespace and task queue.
+
+    Args:
+        client: Starts and reads runs.
+        settings: Tokens, CORS origins, registered agents; from the
+            environment when None (:meth:`ServerSettings.from_env`).
+    """
+    settings = settings or ServerSettings.from_env()
+    hub = RunHub(client, poll_interval=settings.poll_interval)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await hub.close()
+
+    app = FastAPI(
+        title="agentloop", version=API_VERSION, lifespan=lifespan,
+        openapi_url=f"/{API_VERSION}/openapi.json", docs_url=f"/{API_VERSION}/docs", redoc_url=None,
+        description="Start, follow, approve and steer durable agent runs. Errors are application/problem+json.",
+    )
+    app.state.agentloop = ServerState(client=client, settings=settings, hub=hub)
+    problems.install(app)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"], expose_headers=["Location"],
+        )
+    app.include_router(runs.router, prefix=f"/{API_VERSION}")
+    app.include_router(threads.router, prefix=f"/{API_VERSION}")
+    app.include_router(agui.router, prefix=f"/{API_VERSION}")
+    app.include_router(console.router)
+    return app

@@ -1,0 +1,64 @@
+"""Bearer tokens and scopes. A request names its token in the
+``Authorization: Bearer`` header, or (for ``EventSource``, which cannot set
+headers) in the ``access_token`` query parameter."""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from agentloop.server.problems import Problem
+from agentloop.server.settings import ApiToken, Scope, ServerSettings
+
+#: The caller's name when no token is configured (the server then listens on 127.0.0.1 only).
+LOCAL_CALLER = "local"
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who made a request: the token's name, or ``local``."""
+
+    name: str
+    scope: Scope
+
+
+def _presented(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    if header:
+        kind, _, value = header.partition(" ")
+        if kind.lower() != "bearer" or not value.strip():
+            raise Problem(401, "Bad Authorization header",
+                          "the Authorization header must be `Bearer <token>`")
+        return value.strip()
+    return request.query_params.get("access_token")
+
+
+def _match(tokens: list[ApiToken], presented: str) -> ApiToken | None:
+    found = None
+    for token in tokens:  # compare with every token, in constant time each
+        if hmac.compare_digest(token.secret.encode(), presented.encode()):
+            found = token
+    return found
+
+
+def authorize(settings: ServerSettings, request: Request, needed: Scope) -> Caller:
+    """The caller of ``request``, if its token allows ``needed``.
+
+    Raises:
+        Problem: 401 without a valid token, 403 with a token of too small a scope.
+    """
+    if not settings.tokens:
+        return Caller(LOCAL_CALLER, "act")
+    presented = _presented(request)
+    if not presented:
+        raise Problem(401, "Token required", "send `Authorization: Bearer <token>` with a token of "
+                      "AGENTLOOP_API_TOKENS (or ?access_token= for an EventSource)")
+    token = _match(settings.tokens, presented)
+    if token is None:
+        raise Problem(401, "Unknown token", "the bearer token is not one of AGENTLOOP_API_TOKENS")
+    if not token.allows(needed):
+        raise Problem(403, "Scope too small", f"token {token.name!r} has scope {token.scope!r}; this "
+                      f"request needs {needed!r}")
+    return Caller(token.name, token.scope)

@@ -1,0 +1,161 @@
+"""Fan-out: one reader per run, however many clients follow it.
+
+A run's events are read from its workflow (the Workflow Streams poll query)
+by one :class:`RunFeed`; every subscriber of the run reads the feed's
+buffer. So the worker that holds the run answers the same queries for one
+client or for a thousand. A subscriber that asks for events older than the
+feed's first reads that gap directly, once, then joins the feed. A feed
+outlives its last subscriber by ``linger`` seconds, so a client that
+reconnects (``Last-Event-ID``) is served from memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Final
+
+from agentloop.shared.events import is_terminal
+
+if TYPE_CHECKING:
+    from agentloop.client.agent_client import AgentClient
+
+#: Yielded by :meth:`RunHub.subscribe` when nothing happened for ``idle`` seconds.
+IDLE: Final = object()
+
+
+class RunFeed:
+    """The one reader of run ``run_id``, from offset ``start`` on, and the
+    events it has read."""
+
+    def __init__(self, client: AgentClient, run_id: str, start: int, poll_interval: float) -> None:
+        self.run_id, self.start = run_id, start
+        self.events: list[Any] = []
+        self.seqs: list[int] = []
+        self.done = False
+        self.error: BaseException | None = None
+        self.subscribers = 0
+        self.reads = 0  # events read from the run (for the benchmark's count)
+        self._wake = asyncio.Event()
+        self._client, self._poll_interval = client, poll_interval
+        self._task = asyncio.create_task(self._read(), name=f"agentloop-feed-{run_id}")
+        self.idle_since: float | None = None
+
+    async def _read(self) -> None:
+        try:
+            async for event in self._client.events(self.run_id, self.start, poll_interval=self._poll_interval):
+                self.events.append(event)
+                self.seqs.append(event.seq if event.seq is not None else len(self.seqs) + self.start)
+                self.reads += 1
+                self._notify()
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # handed to every subscriber
+            self.error = err
+        finally:
+            self.done = True
+            self._notify()
+
+    def _notify(self) -> None:
+        wake, self._wake = self._wake, asyncio.Event()
+        wake.set()
+
+    def index_of(self, offset: int) -> int:
+        """The buffer index of the first event at or after ``offset``."""
+        return bisect.bisect_left(self.seqs, offset)
+
+    async def wait(self, idle: float | None) -> bool:
+        """Wait for more events (or the end); False after ``idle`` seconds of nothing."""
+        wake = self._wake
+        try:
+            await asyncio.wait_for(wake.wait(), idle)
+            return True
+        except TimeoutError:
+            return False
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+
+
+class RunHub:
+    """The feeds of the runs being followed, by run id.
+
+    Args:
+        client: Reads the runs.
+        poll_interval: A feed's wait between reads once caught up.
+        linger: How long a feed with no subscriber is kept.
+    """
+
+    def __init__(self, client: AgentClient, *, poll_interval: float = 0.05, linger: float = 30.0) -> None:
+        self.client, self.poll_interval, self.linger = client, poll_interval, linger
+        self.feeds: dict[str, RunFeed] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+
+    def _feed(self, run_id: str, offset: int) -> RunFeed:
+        feed = self.feeds.get(run_id)
+        if feed is None or (feed.done and feed.error is not None) or (feed.done and offset < feed.start):
+            feed = self.feeds[run_id] = RunFeed(self.client, run_id, offset, self.poll_interval)
+            if self._sweeper is None or self._sweeper.done():
+                self._sweeper = asyncio.create_task(self._sweep())
+        return feed
+
+    async def subscribe(self, run_id: str, from_offset: int = 0, *, idle: float | None = None) -> AsyncIterator[Any]:
+        """The events of ``run_id`` from ``from_offset`` on, live, ending
+        after its terminal event; :data:`IDLE` after each ``idle`` seconds
+        without one. Raises what reading the run raised (e.g. ``UserError``
+        for an unknown run)."""
+        feed = self._feed(run_id, from_offset)
+        feed.subscribers += 1
+        feed.idle_since = None
+        try:
+            if from_offset < feed.start:
+                async for event in self._gap(run_id, from_offset, feed.start):
+                    yield event
+                    if is_terminal(event):
+                        return
+            index = feed.index_of(from_offset)
+            while True:
+                while index < len(feed.events):
+                    event = feed.events[index]
+                    index += 1
+                    yield event
+                    if is_terminal(event):
+                        return
+                if feed.done:
+                    if feed.error is not None:
+                        raise feed.error
+                    return
+                if not await feed.wait(idle):
+                    yield IDLE
+        finally:
+            feed.subscribers -= 1
+            if feed.subscribers == 0:
+                feed.idle_since = asyncio.get_running_loop().time()
+
+    async def _gap(self, run_id: str, start: int, end: int) -> AsyncIterator[Any]:
+        async for event in self.client.events(run_id, start, poll_interval=self.poll_interval):
+            if event.seq is not None and event.seq >= end:
+                return
+            yield event
+
+    async def _sweep(self) -> None:
+        """Close feeds nobody followed for ``linger`` seconds."""
+        loop = asyncio.get_running_loop()
+        while self.feeds:
+            await asyncio.sleep(min(self.linger, 5.0))
+            now = loop.time()
+            for run_id, feed in list(self.feeds.items()):
+                if feed.subscribers == 0 and feed.idle_since is not None and now - feed.idle_since >= self.linger:
+                    del self.feeds[run_id]
+                    await feed.close()
+
+    async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        for feed in self.feeds.values():
+            await feed.close()
+        self.feeds.clear()

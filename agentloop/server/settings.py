@@ -1,0 +1,96 @@
+"""What ``agentloop serve`` is configured with: tokens, CORS origins, and the
+agents AG-UI clients may start by name. Read from the environment and the
+command line; never from a request."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from agentloop.shared.errors import UserError
+from agentloop.shared.spec import AgentSpec
+
+#: ``read``: follow runs, list them, read reports. ``act``: also start,
+#: approve, submit outputs, stop, cancel and send messages.
+Scope = Literal["read", "act"]
+SCOPES: tuple[Scope, ...] = ("read", "act")
+
+TOKENS_ENV = "AGENTLOOP_API_TOKENS"
+CORS_ENV = "AGENTLOOP_CORS_ORIGINS"
+
+
+@dataclass(frozen=True)
+class ApiToken:
+    """One bearer token: its name (recorded as a decision's ``by``), its
+    scope, and the secret a caller sends."""
+
+    name: str
+    scope: Scope
+    secret: str = field(repr=False)
+
+    def allows(self, needed: Scope) -> bool:
+        return self.scope == "act" or needed == "read"
+
+
+def parse_tokens(text: str | None) -> list[ApiToken]:
+    """``name:scope:secret`` entries, comma-separated (``AGENTLOOP_API_TOKENS``).
+
+    Raises:
+        UserError: An entry is not ``name:scope:secret``, a scope is unknown,
+            or a name or secret repeats.
+    """
+    tokens: list[ApiToken] = []
+    for number, entry in enumerate(filter(None, (e.strip() for e in (text or "").split(","))), 1):
+        parts = entry.split(":", 2)
+        if len(parts) != 3 or not all(parts):
+            raise UserError(f"{TOKENS_ENV}: entry {number} is not name:scope:secret (e.g. "
+                            "ops:act:s3cret,dashboard:read:an0ther)")
+        name, scope, secret = parts
+        if scope not in SCOPES:
+            raise UserError(f"{TOKENS_ENV}: token {name!r} has scope {scope!r}; a scope is read or act")
+        if len(secret) < 16:
+            raise UserError(f"{TOKENS_ENV}: token {name!r} is {len(secret)} characters; use at least 16 "
+                            "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')")
+        tokens.append(ApiToken(name, scope, secret))  # type: ignore[arg-type]
+    for what, values in (("name", [t.name for t in tokens]), ("secret", [t.secret for t in tokens])):
+        if len(set(values)) != len(values):
+            raise UserError(f"{TOKENS_ENV}: two tokens have the same {what}; each token needs its own")
+    return tokens
+
+
+@dataclass
+class ServerSettings:
+    """Everything ``create_app`` needs besides the Temporal client.
+
+    Attributes:
+        tokens: Bearer tokens; none means no authentication (then the server
+            must listen on 127.0.0.1 only).
+        cors_origins: Origins allowed by CORS (``*`` for any).
+        agents: Specs AG-UI clients and ``POST /v1/runs`` may name, by name.
+        registered_only: ``POST /v1/runs`` starts only the agents above (a
+            body's inline spec is refused).
+        heartbeat_seconds: Idle time after which an SSE stream sends a comment.
+        poll_interval: How often a run's one reader asks its workflow for new events.
+        temporal_ui: The Temporal UI's base URL, for links from the console.
+    """
+
+    tokens: list[ApiToken] = field(default_factory=list)
+    cors_origins: list[str] = field(default_factory=list)
+    agents: dict[str, AgentSpec] = field(default_factory=dict)
+    registered_only: bool = False
+    heartbeat_seconds: float = 15.0
+    poll_interval: float = 0.05
+    temporal_ui: str | None = None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **fields: object) -> ServerSettings:
+        """Tokens from ``AGENTLOOP_API_TOKENS``, CORS origins from
+        ``AGENTLOOP_CORS_ORIGINS`` (comma-separated); ``fields`` set the rest."""
+        env = os.environ if environ is None else environ
+        return cls(
+            tokens=parse_tokens(env.get(TOKENS_ENV)),
+            cors_origins=[o.strip() for o in env.get(CORS_ENV, "").split(",") if o.strip()],
+            **fields,  # type: ignore[arg-type]
+        )

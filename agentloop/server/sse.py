@@ -1,0 +1,56 @@
+"""Server-Sent Events: frames, heartbeats, and where a stream resumes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from agentloop.server.hub import IDLE
+from agentloop.server.problems import Problem
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
+#: A comment line sent while a stream is idle: keeps proxies from closing it.
+HEARTBEAT = ": keep-alive\n\n"
+
+
+def frame(data: Any, *, event_id: int | None = None) -> str:
+    """One SSE event: ``id:`` (the stream offset) and one ``data:`` line of JSON."""
+    head = f"id: {event_id}\n" if event_id is not None else ""
+    text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"), default=str)
+    return head + "".join(f"data: {line}\n" for line in text.splitlines() or [""]) + "\n"
+
+
+def resume_offset(request: Request, from_: int | None) -> int:
+    """Where a stream starts: just after ``Last-Event-ID`` when the client
+    reconnects, else at ``?from=`` (an offset, inclusive), else at 0.
+
+    Raises:
+        Problem: 422 for a ``Last-Event-ID`` that is not an offset.
+    """
+    last = request.headers.get("last-event-id")
+    if last not in (None, ""):
+        try:
+            value = int(last)
+        except ValueError:
+            raise Problem(422, "Invalid Last-Event-ID",
+                          f"Last-Event-ID {last[:40]!r} is not an event id of this stream (ids are offsets: 0, 1, 2...)") from None
+        if value < 0:
+            raise Problem(422, "Invalid Last-Event-ID", "Last-Event-ID must be 0 or more")
+        return value + 1
+    return from_ or 0
+
+
+def event_stream(frames: AsyncIterator[Any]) -> StreamingResponse:
+    """A ``text/event-stream`` response of ``frames`` (strings), with a
+    heartbeat comment for each :data:`IDLE`."""
+
+    async def body() -> AsyncIterator[str]:
+        yield "retry: 1000\n\n"
+        async for item in frames:
+            yield HEARTBEAT if item is IDLE else item
+
+    return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
