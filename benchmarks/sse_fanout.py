@@ -59,7 +59,7 @@ from agentloop.activities.models import ModelResolver
 from agentloop.activities.openai_model import OpenAIChatModel
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
-from benchmarks.stream_latency import MARKER, _PacedServer, direct_run, pct
+from benchmarks.stream_latency import MARKER, _PacedServer, pct
 
 #: The issue's target for the p50 latency the gateway adds at 200 clients (information only).
 TARGET_ADDED_P50_MS = 15.0
