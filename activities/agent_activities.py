@@ -8,6 +8,7 @@ Temporal should retry are raised as mapped ``ApplicationError``s.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import os
@@ -57,6 +58,11 @@ from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, To
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.shared import contracts
 from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
+
+#: A list the worker's telemetry sets around a ``call_model`` attempt to see
+#: the request sent, transcript filled in (agentloop.workers.telemetry).
+REQUEST_SEEN: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("agentloop_request_seen",
+                                                                               default=None)
 
 
 class AttemptUsage(BaseModel):
@@ -311,6 +317,9 @@ class AgentActivities:
             try:
                 model = self.models.resolve(input.model)
                 request = await self._full_request(input)
+                seen = REQUEST_SEEN.get()
+                if seen is not None:  # the worker's telemetry shows the messages sent (its content switch)
+                    seen.append(request)
                 streams = _streams(model)
                 if input.stream_deltas and streams:
                     publisher = DeltaPublisher(input.run_id, input.step, attempt, input.stream_batch_seconds,

@@ -105,8 +105,8 @@ def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iter
     procs: list[subprocess.Popen[bytes]] = []
     log = tmp_path / "worker.log"
 
-    def spawn(module: str = "tests.helpers.durable_fixture") -> subprocess.Popen[bytes]:
-        procs.append(start_worker(dev_server, task_queue, log, module))
+    def spawn(module: str = "tests.helpers.durable_fixture", **extra_env: str) -> subprocess.Popen[bytes]:
+        procs.append(start_worker(dev_server, task_queue, log, module, **extra_env))
         return procs[-1]
 
     spawn.log = log  # type: ignore[attr-defined]

@@ -211,6 +211,9 @@ class AgentLoopPlugin(SimplePlugin):
         mcp_servers: The MCP servers tool workers reach, by name
             (``{name: McpServer or its settings}``, or an ``McpServers``);
             from the file ``AGENTLOOP_MCP_SERVERS`` names when None.
+        telemetry: Traces, metrics and structured logs of the runs
+            (:class:`~agentloop.workers.telemetry.Telemetry`); from the
+            environment (``Telemetry.from_env``) when None, none when False.
 
     Raises:
         UserError: An unknown role. When a worker is built: a tools worker
@@ -227,8 +230,10 @@ class AgentLoopPlugin(SimplePlugin):
         workspace: str | Path | None = None,
         role: str = "all",
         mcp_servers: Any = None,
+        telemetry: Any = None,
     ) -> None:
         self.role = check_role(role)
+        self.telemetry = telemetry
         self.mcp_servers = mcp_servers
         self.registry = registry
         self.models = models
@@ -322,9 +327,25 @@ class AgentLoopPlugin(SimplePlugin):
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]
+        config["interceptors"] = [*config.get("interceptors", []), *self._telemetry_interceptors(config)]
         if config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE) == SDK_DEFAULT_HEARTBEAT_THROTTLE:
             config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         return super().configure_worker(config)
+
+    def _telemetry_interceptors(self, config: WorkerConfig) -> list[Any]:
+        """The interceptors of :attr:`telemetry` (see :class:`~agentloop.workers.telemetry.Telemetry`);
+        none when it is False, or when the worker or its client traces already."""
+        from agentloop.workers.telemetry import Telemetry, TelemetryInterceptor
+
+        if self.telemetry is None:
+            self.telemetry = Telemetry.from_env() or False
+        if not self.telemetry:
+            return []
+        present = [*config.get("interceptors", []), *config["client"].config().get("interceptors", [])]  # type: ignore[typeddict-item]
+        if any(isinstance(i, TelemetryInterceptor) for i in present):
+            return []
+        return [i for i in self.telemetry.interceptors()
+                if type(i).__name__ != "TracingInterceptor" or not any(type(p) is type(i) for p in present)]
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """See :class:`temporalio.worker.Plugin`."""

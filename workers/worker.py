@@ -33,6 +33,7 @@ from agentloop.activities.models import ModelResolver
 from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
 from agentloop.shared.errors import UserError
 from agentloop.workers.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
+from agentloop.workers.telemetry import Telemetry, configure_logging, metrics_port_from_env, serve_metrics
 from agentloop.shared.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from agentloop.tools.registry import ToolRegistry
 
@@ -83,6 +84,7 @@ def build_worker(
     workspace: str | Path | None = None,
     role: str = "all",
     mcp_servers: Any = None,
+    telemetry: Any = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     **worker_options: Any,
 ) -> Worker:
@@ -103,6 +105,8 @@ def build_worker(
             the environment).
         mcp_servers: MCP servers by name (see :class:`~agentloop.workers.plugin.AgentLoopPlugin`);
             from the file ``AGENTLOOP_MCP_SERVERS`` names when None.
+        telemetry: A :class:`~agentloop.workers.telemetry.Telemetry`; from
+            the environment when None, none when False.
         graceful_shutdown_timeout: On shutdown, how long in-flight activities
             may finish before they are cancelled.
         worker_options: Passed on to :class:`temporalio.worker.Worker`.
@@ -113,7 +117,7 @@ def build_worker(
             work here.
     """
     plugin = AgentLoopPlugin(registry=registry, models=models, workspace=workspace, role=role,
-                             mcp_servers=mcp_servers)
+                             mcp_servers=mcp_servers, telemetry=telemetry)
     with warnings.catch_warnings():
         # A client from AgentClient.connect carries a plugin too: this
         # worker's own takes precedence (see AgentLoopPlugin), as intended.
@@ -177,10 +181,13 @@ async def missing_search_attributes(client: Client) -> list[str] | None:
     return [name for name in SEARCH_ATTRIBUTES if name not in names]
 
 
-async def run_worker(config: TemporalConfig, *, workspace: str | None = None) -> None:
+async def run_worker(config: TemporalConfig, *, workspace: str | None = None, metrics_port: int | None = None) -> None:
     """Run a worker of ``config.role`` until SIGINT, SIGTERM or SIGHUP, then
     shut down gracefully. Prints one line on stderr when it polls (where, which
-    queues, which tools) and one when it has stopped."""
+    queues, which tools) and one when it has stopped. Telemetry comes from
+    the environment (:meth:`~agentloop.workers.telemetry.Telemetry.from_env`);
+    with a metrics port, ``/metrics`` there serves agentloop's metrics and
+    Temporal's runtime metrics."""
     if not config.address:
         raise UserError("no Temporal server to work for: set TEMPORAL_ADDRESS (or an address in a profile "
                         "of Temporal's temporal.toml), or run `agentloop dev` for a local server and a worker")
@@ -191,7 +198,11 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
     else:
         protect_process()
     import_modules(config.imports)
-    client = await connect_client(config, data_converter=pydantic_data_converter)
+    configure_logging()
+    telemetry = Telemetry.from_env(metrics_port=metrics_port)
+    port = metrics_port if metrics_port is not None else metrics_port_from_env()
+    runtime, temporal_url = temporal_runtime(port)
+    client = await connect_client(config, data_converter=pydantic_data_converter, **runtime)
     if role != "tools":
         missing = await missing_search_attributes(client)
         if missing:
@@ -200,7 +211,9 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
                 "every run keeps up to date; register them once, then start the worker again:\n  "
                 + "\n  ".join(create_commands(config.namespace))
             )
-    worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
+    worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role,
+                          telemetry=telemetry or False)
+    metrics_server = serve_metrics(telemetry, port, temporal_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -213,7 +226,37 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None) ->
         await stop.wait()
         print("agentloop worker: stopping; in-flight activities may finish (up to 30 s)", file=sys.stderr,
               flush=True)
+    if metrics_server is not None:
+        metrics_server.stop()
+    flush_traces()
     print("agentloop worker: stopped", file=sys.stderr, flush=True)
+
+
+def temporal_runtime(metrics_port: int | None) -> tuple[dict[str, Any], str | None]:
+    """With a metrics port: ``Client.connect`` options giving the client a
+    Temporal runtime whose metrics are served in Prometheus's format on a
+    local port of its own, and that endpoint's URL (the worker's
+    ``/metrics`` serves them). Otherwise nothing."""
+    if metrics_port is None:
+        return {}, None
+    from temporalio.runtime import PrometheusConfig, Runtime, TelemetryConfig
+
+    from agentloop.workers.metrics import free_local_port
+
+    address = f"127.0.0.1:{free_local_port()}"
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=PrometheusConfig(bind_address=address)))
+    return {"runtime": runtime}, f"http://{address}/metrics"
+
+
+def flush_traces() -> None:
+    """Export the spans still buffered (the global tracer provider's)."""
+    try:
+        import opentelemetry.trace
+    except ImportError:
+        return
+    provider = opentelemetry.trace.get_tracer_provider()
+    if hasattr(provider, "force_flush"):
+        provider.force_flush()
 
 
 def describe_worker(config: TemporalConfig, role: str) -> str:

@@ -36,6 +36,7 @@ with workflow.unsafe.imports_passed_through():
         TranscriptSeed,
     )
     from agentloop.shared.model_settings import request_tool_choice
+    from agentloop.shared.pricing import price_for
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.transcripts import ModelContext
     from agentloop.shared.state import LoopState
@@ -134,7 +135,7 @@ def model_step_input(
                                tool_choice=request_tool_choice(spec.tool_choice), thinking=spec.thinking)
     return CallModelInput(run_id=run_id, step=state.step, model=spec.model, request=request,
                           stream_deltas=spec.stream_deltas, stream_batch_seconds=spec.stream_batch_seconds,
-                          transcript=transcript,
+                          transcript=transcript, price=price_for(spec.model, spec.budget),
                           seed=transcript_seed(state, context) if by_reference and seed else None)
 
 

@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.shared.events import ContextManaged
     from agentloop.shared.messages import Message, TextPart
+    from agentloop.shared.pricing import price_for
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.state import LoopState
     from agentloop.shared.transcripts import ModelContext
@@ -222,7 +223,8 @@ class ContextKeeper:
                                    context_hash=self.context.context_hash)
         compaction = CompactionRef(head=start, end=end, policy=spec.context.model_dump(mode="json"))
         input = CallModelInput(run_id=self.recorder.run_id, step=state.step, model=spec.model, request=request,
-                               stream_deltas=False, transcript=transcript, compaction=compaction)
+                               stream_deltas=False, transcript=transcript, compaction=compaction,
+                               price=price_for(spec.model, spec.budget))
         try:
             result = await calls.call_model(input, calls.model_call_options(spec), "compact context")
         except ActivityError as err:

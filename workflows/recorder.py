@@ -17,6 +17,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.shared import contracts
     from agentloop.shared.approvals import cut_text
     from agentloop.shared.events import (
         EVENTS_TOPIC,
@@ -41,6 +42,17 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.state import LoopState
     from agentloop.workflows.loop_logic import live_status
     from agentloop.workflows.versions import IDLE_PATCH
+
+
+def observe(event: Any, agent: str, model: str) -> None:
+    """Hand ``event`` to the worker's telemetry (metrics, logs, the run's
+    span), if the worker has some, and only when the workflow is not
+    replaying: a replay after a restart or an eviction shows nothing twice.
+    An extern function is no workflow command: history is the same with or
+    without it."""
+    hook = workflow.extern_functions().get(contracts.OBSERVE_EXTERN)
+    if hook is not None and not workflow.unsafe.is_replaying():
+        hook(event, agent, model)
 
 
 def ms(delta: timedelta) -> float:
@@ -109,9 +121,12 @@ class RunRecorder:
         return self._idle
 
     def emit(self, event_type: Any, **fields: Any) -> None:
-        """Publish one event on the run's stream."""
+        """Publish one event on the run's stream, and show it to the
+        worker's telemetry (:func:`observe`)."""
         fields.setdefault("step", self.state.step)
-        self._events.publish(event_type(run_id=self.run_id, time=self.now(), **fields))
+        event = event_type(run_id=self.run_id, time=self.now(), **fields)
+        self._events.publish(event)
+        observe(event, self._name, self._model)
 
     def index(self) -> None:
         """Bring the status and the search attributes up to date with what the

@@ -129,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "with provider keys in its environment); role all does both in one process.",
     )
     worker.add_argument("--workspace", help="default workspace for runs that name none")
+    worker.add_argument("--metrics-port", type=int, metavar="PORT",
+                        help="serve Prometheus metrics (agentloop's and Temporal's) on /metrics of this port "
+                             "(default: $AGENTLOOP_METRICS_PORT, else none)")
     worker.add_argument("--role", choices=WORKER_ROLES,
                         help="models, tools or all (default: $AGENTLOOP_WORKER_ROLE, else all)")
     imports(worker)

@@ -125,5 +125,5 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     config.imports += args.imports
     if args.role:
         config.role = args.role
-    await run_worker(config, workspace=existing_workspace(args.workspace))
+    await run_worker(config, workspace=existing_workspace(args.workspace), metrics_port=args.metrics_port)
     return 0

@@ -21,6 +21,7 @@ from pydantic import (
 
 from agentloop.shared.messages import ImagePart, Message
 from agentloop.shared.model_settings import ThinkingConfig
+from agentloop.shared.pricing import ModelPrice
 from agentloop.shared.report import Usage
 
 #: Normalised finish reasons.
@@ -180,6 +181,9 @@ class CallModelInput(_Compact):
             ``messages[head:end]`` of that transcript (for context
             compaction) instead of answering it; ``request`` carries the
             summariser's system prompt and output limit.
+        price: The model's price as the run counts it (its budget's
+            prices, else the built-in table), for the worker's cost
+            metric; None when unknown.
     """
 
     run_id: str
@@ -191,6 +195,7 @@ class CallModelInput(_Compact):
     transcript: TranscriptRef | None = None
     compaction: CompactionRef | None = None
     seed: TranscriptSeed | None = None
+    price: ModelPrice | None = None
 
 
 class CallModelResult(BaseModel):

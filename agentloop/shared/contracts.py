@@ -75,3 +75,8 @@ TURN_QUERY = "turn"
 #: The Workflow Streams topic the run's events are published on (read with the
 #: stream's poll query, from an offset).
 EVENTS_TOPIC = "events"
+
+#: The extern function a worker's telemetry gives workflows
+#: (``workflow.extern_functions()``): the recorder hands it each event it
+#: publishes, outside replays (agentloop.workers.telemetry).
+OBSERVE_EXTERN = "__agentloop_observe"

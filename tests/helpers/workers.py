@@ -13,10 +13,12 @@ from tests.helpers.paths import ROOT
 
 
 def start_worker(
-    server: DevServer, task_queue: str, log: Path, module: str = "tests.helpers.durable_fixture"
+    server: DevServer, task_queue: str, log: Path, module: str = "tests.helpers.durable_fixture",
+    **extra_env: str,
 ) -> subprocess.Popen[bytes]:
-    """``agentloop worker --import module`` on ``task_queue``, its output appended to ``log``."""
-    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue)
+    """``agentloop worker --import module`` on ``task_queue``, its output
+    appended to ``log``; ``extra_env`` is added to its environment."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue, **extra_env)
     return subprocess.Popen(
         [sys.executable, "-m", "agentloop.cli", "worker", "--import", module],
         cwd=ROOT,
