@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payload
@@ -100,6 +100,8 @@ from agentloop.shared.threads import (
 from agentloop.shared import contracts
 from agentloop.shared.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
 from agentloop.shared.output import OutputSpec
+if TYPE_CHECKING:
+    from agentloop.client.schedules import AgentSchedules
 from agentloop.shared.output import output_spec as output_spec_of
 from agentloop.shared.run import run_input, typed_result, with_output
 from agentloop.shared.search_attributes import start_search_attributes
@@ -604,6 +606,13 @@ class AgentClient:
     def __init__(self, client: Client, *, task_queue: str | None = None) -> None:
         self.temporal = client
         self.task_queue = task_queue or task_queue_from_env()
+
+    @property
+    def schedules(self) -> AgentSchedules:
+        """Schedules of agent runs, on Temporal Schedules (docs/schedules.md)."""
+        from agentloop.client.schedules import AgentSchedules
+
+        return AgentSchedules(self)
 
     @classmethod
     async def connect(
