@@ -52,8 +52,10 @@ _OVERLAP = {
 }
 _OVERLAP_NAMES = {v: k for k, v in _OVERLAP.items()}
 
-#: The schedule's memo key that says which thread it feeds.
+#: The schedule's memo keys: the thread it feeds, and when it fires as
+#: given (the server keeps a cron expression as a calendar).
 THREAD_MEMO = "agentloop_thread"
+WHEN_MEMO = "agentloop_when"
 
 
 class ScheduleSummary(BaseModel):
@@ -177,7 +179,9 @@ class AgentSchedules:
             state=ScheduleState(paused=paused, note=note or ""),
         )
         try:
-            await self._temporal.create_schedule(name, schedule, memo={THREAD_MEMO: thread_id} if thread_id else None)
+            given = f"cron {cron}" if cron else f"every {when.intervals[0].every}"
+            memo = {WHEN_MEMO: given, **({THREAD_MEMO: thread_id} if thread_id else {})}
+            await self._temporal.create_schedule(name, schedule, memo=memo)
         except ScheduleAlreadyRunningError:
             raise UserError(f"a schedule named {name} already exists; delete it first "
                             f"(agentloop schedule delete {name}) or choose another name") from None
@@ -262,15 +266,14 @@ class AgentSchedules:
 
 async def _summary(d: ScheduleDescription) -> ScheduleSummary:
     spec, action = d.schedule.spec, d.schedule.action
-    when = [f"cron {c}" for c in spec.cron_expressions]
-    when += [f"every {i.every}" for i in spec.intervals]
-    when += [f"calendar {c}" for c in spec.calendars] if not spec.cron_expressions else []
+    memo = await d.memo()
+    given = memo.get(WHEN_MEMO)
+    when = [given] if isinstance(given, str) else [f"cron {c}" for c in spec.cron_expressions] + \
+        [f"every {i.every}" for i in spec.intervals] + [f"calendar {c}" for c in spec.calendars]
     if spec.time_zone_name:
         when = [f"{w} ({spec.time_zone_name})" for w in when]
     args = getattr(action, "args", None) or []
-    agent, thread_id = "", None
-    memo = await d.memo() if hasattr(d, "memo") else {}
-    thread_id = memo.get(THREAD_MEMO) if isinstance(memo, dict) else None
+    agent, thread_id = "", memo.get(THREAD_MEMO)
     if args:
         raw = args[0]
         try:
