@@ -16,7 +16,7 @@ _RUN_FLAGS = ("model", "tool", "system", "max_steps", "max_tokens", "rules", "ye
 def add_schedule_parser(sub: argparse._SubParsersAction) -> None:
     """The ``schedule`` command and its subcommands."""
     schedule = sub.add_parser("schedule", help="run an agent on a clock (Temporal Schedules)")
-    actions = schedule.add_subparsers(dest="schedule_command", required=True, metavar="ACTION")
+    actions = schedule.add_subparsers(dest="schedule_command", required=True)
     create = actions.add_parser("create", help="create a schedule: --cron or --every")
     create.add_argument("name", help="the schedule's name (its runs' ids start with it)")
     create.add_argument("--spec", required=True, metavar="FILE", help="the agent's spec (JSON or YAML)")
