@@ -137,6 +137,9 @@ def to_anthropic_request(request: ModelRequest) -> dict[str, Any]:
         if choice is not None:
             params["tool_choice"] = choice
     mark_conversation_tail(messages)
+    if request.output is not None:
+        # Structured outputs: the answer's text is JSON matching the schema.
+        params["output_config"] = {"format": {"type": "json_schema", "schema": request.output.json_schema}}
     if request.thinking is not None:
         budget = request.thinking.anthropic_budget
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}

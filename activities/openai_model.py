@@ -152,6 +152,9 @@ def to_openai_request(request: ModelRequest) -> dict[str, Any]:
         params["parallel_tool_calls"] = request.parallel_tool_calls
         if request.tool_choice is not None:
             params["tool_choice"] = openai_tool_choice(request.tool_choice)
+    if request.output is not None:
+        params["response_format"] = {"type": "json_schema", "json_schema": {
+            "name": request.output.name, "schema": request.output.json_schema, "strict": True}}
     if request.thinking is not None:
         params["reasoning_effort"] = request.thinking.openai_effort
     if request.temperature is not None:

@@ -310,12 +310,12 @@ class AgentLoopPlugin(SimplePlugin):
 
             sandbox.describe()  # fail now, not at the first shell command
         from agentloop.workflows.agent_run import AgentRunWorkflow
+        from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
 
         acts = self.agent_activities
         if self.role in ("all", "models"):
             workflows = list(config.get("workflows", []))
-            if AgentRunWorkflow not in workflows:
-                workflows.append(AgentRunWorkflow)
+            workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow) if w not in workflows]
             config["workflows"] = workflows
         ours = {
             "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
@@ -350,11 +350,11 @@ class AgentLoopPlugin(SimplePlugin):
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """See :class:`temporalio.worker.Plugin`."""
         from agentloop.workflows.agent_run import AgentRunWorkflow
+        from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
 
         config = super().configure_replayer(config)
         workflows = list(config.get("workflows", []))
-        if AgentRunWorkflow not in workflows:
-            workflows.append(AgentRunWorkflow)
+        workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow) if w not in workflows]
         config["workflows"] = workflows
         return config
 

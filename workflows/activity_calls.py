@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
         ExecuteToolInput,
         ExecuteToolResult,
         ModelRequest,
+        OutputFormat,
         ResolveToolsInput,
         ResolveToolsResult,
         TranscriptRef,
@@ -40,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.transcripts import ModelContext
     from agentloop.shared.state import LoopState
+    from agentloop.workflows.output_logic import forced_tool_choice, output_format, output_mode
 
 #: Extra time a tool activity gets beyond the tool's own limit, so the tool's
 #: timeout (a clean error result) fires before Temporal's.
@@ -112,6 +114,16 @@ def transcript_seed(state: LoopState, context: ModelContext) -> TranscriptSeed |
     return seed if len(seed.model_dump_json()) <= SEED_MAX_BYTES else None
 
 
+def typed_request(spec: AgentSpec) -> tuple[OutputFormat | None, str]:
+    """A typed run's native output format (None in ``tool`` mode, and for
+    runs without ``output``) and the step's tool choice."""
+    if spec.output is None:
+        return None, spec.tool_choice
+    if output_mode(spec.model) == "native":
+        return output_format(spec.output), spec.tool_choice
+    return None, forced_tool_choice(spec.model, spec.tool_choice, spec.thinking is not None)
+
+
 def model_step_input(
     run_id: str, spec: AgentSpec, state: LoopState, context: ModelContext, *, by_reference: bool,
     seed: bool = False,
@@ -122,17 +134,18 @@ def model_step_input(
     tools from its cache and the run's queries: history holds each message
     once. Older runs pass them by value."""
     transcript = None
+    output, tool_choice = typed_request(spec)
     if by_reference:
         request = ModelRequest(model=spec.model_name, messages=[], temperature=spec.temperature,
                                max_tokens=spec.max_tokens, parallel_tool_calls=spec.parallel_tool_calls,
-                               tool_choice=request_tool_choice(spec.tool_choice), thinking=spec.thinking)
+                               tool_choice=request_tool_choice(tool_choice), thinking=spec.thinking, output=output)
         transcript = TranscriptRef(message_count=len(state.messages), transcript_hash=state.transcript_hashes()[-1],
                                    context_hash=context.context_hash)
     else:
         request = ModelRequest(model=spec.model_name, system_prompt=spec.system_prompt, messages=list(state.messages),
                                tools=context.tools, temperature=spec.temperature, max_tokens=spec.max_tokens,
                                parallel_tool_calls=spec.parallel_tool_calls,
-                               tool_choice=request_tool_choice(spec.tool_choice), thinking=spec.thinking)
+                               tool_choice=request_tool_choice(tool_choice), thinking=spec.thinking, output=output)
     return CallModelInput(run_id=run_id, step=state.step, model=spec.model, request=request,
                           stream_deltas=spec.stream_deltas, stream_batch_seconds=spec.stream_batch_seconds,
                           transcript=transcript, price=price_for(spec.model, spec.budget),

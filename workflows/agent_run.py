@@ -89,6 +89,7 @@ with workflow.unsafe.imports_passed_through():
         gate_calls,
         missing_tools_message,
     )
+    from agentloop.workflows.output_logic import RetryOutput, TypedAnswer, decide_output, final_result_tool, output_mode
     from agentloop.workflows.recorder import RunRecorder, ms
     from agentloop.shared.snapshots import AgentSnapshot, restores_completed
     from agentloop.workflows import snapshots
@@ -101,6 +102,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.versions import (
         BOUNDED_SIGNALS_PATCH,
         RESTORED_COMPLETED_PATCH,
+        TYPED_OUTPUT_PATCH,
         UNKNOWN_SIGNALS_PATCH,
         Features,
     )
@@ -404,6 +406,8 @@ class AgentRunWorkflow:
         if self._input.origin is not None and self._input.carry is None:
             snapshots.announce_pending(self._state, self._recorder)
         self._recorder.index()
+        if spec.output is not None:
+            workflow.patched(TYPED_OUTPUT_PATCH)  # typed answers: decided by agentloop.workflows.output_logic
         try:
             return await self._loop(spec)
         except asyncio.CancelledError:
@@ -454,6 +458,9 @@ class AgentRunWorkflow:
                         return answer
                     case Verify(prompt):
                         self._state.ask_to_verify(prompt)
+                        continue
+                    case RetryOutput(message):
+                        self._state.retry_output(message)
                         continue
                     case FailRun() as failed:
                         return failed
@@ -507,6 +514,8 @@ class AgentRunWorkflow:
                 self._fail(failed.reason, failed.message)
         tools = tools + sub_agent_tools(spec) + [t.definition() for t in spec.activity_tools]
         model_tools = tools + (spec.client_tools if self._features.hitl else [])
+        if spec.output is not None and output_mode(spec.model) == "tool":
+            model_tools = [*model_tools, final_result_tool(spec.output)]
         problem = tool_choice_problem(spec.tool_choice, [t.name for t in model_tools])
         if problem is not None:
             self._fail("error", problem)
@@ -527,7 +536,7 @@ class AgentRunWorkflow:
 
     # One LLM step ------------------------------------------------------------------------
 
-    async def _llm_step(self, spec: AgentSpec, tools: list[ToolDefinition]) -> NextStep | StepGates:
+    async def _llm_step(self, spec: AgentSpec, tools: list[ToolDefinition]) -> NextStep | RetryOutput | StepGates:
         """One LLM step and what follows it: the run's end, one more step, or
         the step's calls, gated."""
         state, features = self._state, self._features
@@ -555,6 +564,9 @@ class AgentRunWorkflow:
             state.report.total_cost_usd = budget.cost_usd
             if isinstance(budget, OverBudget):
                 return FailRun("cost_limit", budget.message)
+        typed = self._typed_answer(spec, result.response) if spec.output is not None else None
+        if typed is not None:
+            return typed
         decision = decide_next_step(
             result.response, spec=spec, continuations=state.continuations, limit_requires_action=features.hitl,
             may_verify=features.by_reference and not state.verified, last_step=state.step + 1 >= spec.max_steps,
@@ -567,6 +579,22 @@ class AgentRunWorkflow:
             case _:
                 return decision
         return self._gated(gates, report)
+
+    def _typed_answer(self, spec: AgentSpec, response: ModelResponse) -> FinalAnswer | RetryOutput | FailRun | None:
+        """A typed run's answer checked against ``spec.output``
+        (:func:`~agentloop.workflows.output_logic.decide_output`); None when
+        the response is not an answer."""
+        assert spec.output is not None
+        state = self._state
+        decision = decide_output(response, spec.output, tries=state.output_tries, retries=spec.output_retries,
+                                 last_step=state.step + 1 >= spec.max_steps)
+        if not isinstance(decision, TypedAnswer):
+            return decision
+        state.report.output, state.report.final_text = decision.value, decision.text
+        if decision.results is not None:  # the answer was a final_result call: answer the step's calls
+            state.messages.append(decision.results)
+            state.end_step_here()
+        return FinalAnswer(decision.text)
 
     async def _refresh_context(self) -> FailRun | None:
         """The step's system prompt with the spec's per-step context layers

@@ -210,6 +210,7 @@ class RunRecorder:
             status=status,
             reason=reason,
             final_text=state.report.final_text,
+            output=state.report.output,
             error=error,
             messages=added,
             messages_omitted=omitted,
@@ -220,7 +221,7 @@ class RunRecorder:
 
     def completed(self, *, omit_long: bool) -> AgentRunResult:
         result = self.finish("completed", "done", None, omit_long=omit_long)
-        self.emit(RunCompleted, final_text=result.final_text, usage=self.state.usage)
+        self.emit(RunCompleted, final_text=result.final_text, output=result.output, usage=self.state.usage)
         return result
 
     def stopped(self, note: str, *, omit_long: bool) -> AgentRunResult:

@@ -48,7 +48,7 @@ from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 from agentloop.shared.errors import AgentRunFailed, UserError
-from agentloop.shared.run import run_failed_from
+from agentloop.shared.run import run_failed_from, typed_result, with_output
 from agentloop.shared.messages import Message
 from agentloop.shared.contracts import WORKFLOW_NAME
 from agentloop.shared.run import AgentRunResult, run_input
@@ -127,22 +127,31 @@ async def run_agent(
     id: str | None = None,
     task_queue: str | None = None,
     parent_close_policy: ParentClosePolicy = ParentClosePolicy.REQUEST_CANCEL,
+    output_type: Any = None,
     **child_options: Any,
 ) -> AgentRunResult:
     """Run an agent as a child of the calling workflow and return its result
     (:func:`start_agent`, then :func:`agent_result`).
 
+    With ``output_type`` (a pydantic model class, a simple type such as
+    ``Literal["refund", "escalate"]``, or a JSON schema; it overrides
+    ``spec.output``), the run's answer is checked against it and
+    ``result.output`` is a value of that type (docs/typed-results.md).
+
     An :class:`~agentloop.AgentRunFailed` the workflow does not catch fails
     the workflow (the plugin registers it as a workflow failure type).
 
     Raises:
-        AgentRunFailed: The run did not complete (see :func:`agent_result`).
-        UserError: The input is empty or too large.
+        AgentRunFailed: The run did not complete (see :func:`agent_result`);
+            ``OutputInvalid`` when its answers never matched the type.
+        UserError: The input is empty or too large, or ``output_type`` is
+            not a type pydantic can describe.
     """
+    spec = with_output(spec, output_type)
     handle = await start_agent(
         spec, input, id=id, task_queue=task_queue, parent_close_policy=parent_close_policy, **child_options
     )
-    return await agent_result(handle)
+    return typed_result(await agent_result(handle), spec.output)
 
 
 async def chain(

@@ -399,7 +399,8 @@ class ThreadRunner:
         t.turns = [*t.turns, TurnResult(turn=message.turn, first_message=first)][-TURNS_KEPT:]
         state.continuations = state.failed_tool_steps = 0
         state.verified = False
-        state.report.final_text = ""
+        state.output_tries = 0
+        state.report.final_text, state.report.output = "", None
         state.report.user_message = report_text(state.messages[first].text) if state.messages else ""
         self.recorder.emit(TurnStarted, turn=message.turn)
         self.recorder.index()
@@ -428,12 +429,13 @@ class ThreadRunner:
             # their own numbers (message ids, the transcript by reference).
             state.advance()
         result.final_text = state.report.final_text if result.status != "rolled_back" else ""
+        result.output = state.report.output if result.status == "completed" else None
         result.usage = state.usage - t.usage_at_start
         result.steps = state.step - t.first_step
         result.end_message = len(state.messages)
         t.busy = False
         self.recorder.emit(TurnEnded, turn=result.turn, status=result.status, reason=result.reason,
-                           final_text=result.final_text, error=result.error, usage=result.usage)
+                           final_text=result.final_text, output=result.output, error=result.error, usage=result.usage)
         self.recorder.index()
 
     def _interrupt(self, result: TurnResult) -> None:

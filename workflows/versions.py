@@ -88,6 +88,12 @@ RESTORED_COMPLETED_PATCH = "agentloop-restored-completed-1"
 UNKNOWN_SIGNALS_PATCH = "agentloop-unknown-signals-1"
 
 
+#: Patch marker of runs with a typed answer (``AgentSpec.output``): the
+#: answer is checked against the schema and fed back when it does not
+#: match. Recorded only in such runs (no run before it had one).
+TYPED_OUTPUT_PATCH = "agentloop-typed-output-1"
+
+
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run

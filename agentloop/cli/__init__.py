@@ -49,6 +49,7 @@ from agentloop.cli.http import cmd_serve
 from agentloop.cli.serve import cmd_dev, cmd_worker
 from agentloop.cli.threads import cmd_send, cmd_steer
 from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
+from agentloop.cli.schedules import cmd_schedule
 from agentloop.shared.errors import DecisionRejected, UserError
 
 __all__ = ["CommandFailed", "build_parser", "entrypoint", "main"]
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         "run": cmd_run, "dev": cmd_dev, "worker": cmd_worker, "approve": cmd_approve, "submit": cmd_submit,
         "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show, "watch": cmd_watch,
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
-        "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve,
+        "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
     }[args.command]
     try:
         return run_command(command, args)

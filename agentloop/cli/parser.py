@@ -259,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
     fork.add_argument("--run-id", type=run_id, help="the fork's run id (default: generated)")
     following(fork)
 
+    from agentloop.cli.schedules import add_schedule_parser
+
+    add_schedule_parser(sub)
+
     show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
     show.add_argument("run", type=run_id, help="run id")
     show.add_argument("--json", action="store_true", help="the state as one JSON object")

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 from temporalio.api.common.v1 import Payload
@@ -99,7 +99,11 @@ from agentloop.shared.threads import (
 )
 from agentloop.shared import contracts
 from agentloop.shared.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
-from agentloop.shared.run import run_input
+from agentloop.shared.output import OutputSpec
+if TYPE_CHECKING:
+    from agentloop.client.schedules import AgentSchedules
+from agentloop.shared.output import output_spec as output_spec_of
+from agentloop.shared.run import run_input, typed_result, with_output
 from agentloop.shared.search_attributes import start_search_attributes
 
 _log = logging.getLogger(__name__)
@@ -161,8 +165,12 @@ class AgentRunHandle:
         run_id: The run id (the workflow id).
     """
 
-    def __init__(self, handle: WorkflowHandle, *, turn: int | None = None, offset: int = 0) -> None:
+    def __init__(self, handle: WorkflowHandle, *, turn: int | None = None, offset: int = 0,
+                 output: OutputSpec | None = None) -> None:
         self._handle = handle
+        #: The run's ``AgentSpec.output``, when this side knows it: ``result()``
+        #: parses the answer into its Python type.
+        self.output = output
         self.run_id = handle.id
         #: For a handle of a thread's turn (``AgentClient.send``): the turn;
         #: ``result()`` and ``events()`` are that turn's.
@@ -190,7 +198,7 @@ class AgentRunHandle:
         rolled-back turn ends ``stopped``, with ``error`` saying why).
         """
         if self.turn is not None:
-            return await turn_result(self)
+            return typed_result(await turn_result(self), self.output)
         try:
             result = await self._handle.result()
         except WorkflowFailureError as err:
@@ -199,7 +207,7 @@ class AgentRunHandle:
                 await self._fill_omitted(failed.result)
             raise failed from err
         await self._fill_omitted(result)
-        return result
+        return typed_result(result, self.output)
 
     async def _fill_omitted(self, result: AgentRunResult) -> None:
         """Long runs leave their messages, or their report's steps, out of
@@ -619,6 +627,13 @@ class AgentClient:
         self.temporal = client
         self.task_queue = task_queue or task_queue_from_env()
 
+    @property
+    def schedules(self) -> AgentSchedules:
+        """Schedules of agent runs, on Temporal Schedules (docs/schedules.md)."""
+        from agentloop.client.schedules import AgentSchedules
+
+        return AgentSchedules(self)
+
     @classmethod
     async def connect(
         cls,
@@ -680,6 +695,7 @@ class AgentClient:
         allow_reuse: bool = False,
         thread_id: str | None = None,
         double_texting: str | None = None,
+        output_type: Any = None,
     ) -> AgentRunHandle:
         """Start a run and return its handle.
 
@@ -696,17 +712,20 @@ class AgentClient:
                 :meth:`send`; the handle is turn 1's. The run id is the thread id.
             double_texting: The thread's strategy for messages that arrive
                 while it is busy; the spec's when None.
+            output_type: The answer's type (overrides ``spec.output``; see
+                docs/typed-results.md): ``result().output`` is a value of it.
 
         Raises:
             RunIdInUse: A run with ``run_id`` is running, or has ended and
                 ``allow_reuse`` is False.
         """
+        spec = with_output(spec, output_type)
         run_id = thread_id or run_id or new_run_id()
         built, attributes = run_input(spec, input), start_search_attributes(spec)
         if thread_id is not None:
             built, attributes = thread_start(built, attributes, thread_id, double_texting)
         handle = await self._start_workflow(built, run_id, attributes, allow_reuse=allow_reuse)
-        return AgentRunHandle(handle, turn=1) if thread_id is not None else AgentRunHandle(handle)
+        return AgentRunHandle(handle, turn=1 if thread_id is not None else None, output=spec.output)
 
     async def restore(
         self,
@@ -799,6 +818,7 @@ class AgentClient:
         *,
         strategy: str | None = None,
         by: str | None = None,
+        output_type: Any = None,
     ) -> AgentRunHandle:
         """Send a thread its next message; the handle is bound to the turn
         that answers it (``await handle.result()``). The model sees every
@@ -811,6 +831,9 @@ class AgentClient:
             strategy: ``enqueue``, ``interrupt``, ``rollback`` or ``reject``:
                 what to do if the thread is busy; the thread's when None.
             by: Who sent it (kept in the thread's event).
+            output_type: Parse the turn's typed answer into this type (the
+                thread's spec sets what it is asked for: ``AgentSpec.output``);
+                ``spec.output``'s when None.
 
         Raises:
             ThreadNotFound: No such thread, and no spec to start it.
@@ -820,11 +843,14 @@ class AgentClient:
         """
         from agentloop.client.threads import send_message
 
+        output = with_output(spec, output_type).output if spec is not None else \
+            (output_spec_of(output_type) if output_type is not None else None)
         sent = await send_message(self, thread_id, message, spec, strategy=strategy, by=by)
         if isinstance(sent, AgentRunHandle):  # the thread did not run: its first turn started it
+            sent.output = output or sent.output
             return sent
         workflow_handle, accepted = sent
-        return AgentRunHandle(workflow_handle, turn=accepted.turn, offset=accepted.offset)
+        return AgentRunHandle(workflow_handle, turn=accepted.turn, offset=accepted.offset, output=output)
 
     async def _start_workflow(
         self, input: AgentRunInput, run_id: str, attributes: Any, *, allow_reuse: bool
@@ -868,9 +894,11 @@ class AgentClient:
         input: str | Message | Sequence[Message],
         *,
         run_id: str | None = None,
+        output_type: Any = None,
     ) -> AgentRunResult:
-        """Start a run and wait for its result (see :meth:`AgentRunHandle.result`)."""
-        return await (await self.start(spec, input, run_id=run_id)).result()
+        """Start a run and wait for its result (see :meth:`AgentRunHandle.result`);
+        ``output_type`` as for :meth:`start`."""
+        return await (await self.start(spec, input, run_id=run_id, output_type=output_type)).result()
 
     async def list_runs(
         self,

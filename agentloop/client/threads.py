@@ -101,6 +101,7 @@ async def _result_of(handle: AgentRunHandle, turn: TurnResult) -> AgentRunResult
         status="completed" if turn.status == "completed" else "failed" if turn.status == "failed" else "stopped",
         reason=turn.reason or "done",
         final_text=turn.final_text,
+        output=turn.output,
         error=turn.error,
         messages=messages[turn.first_message + 1:end] if turn.status != "rolled_back" else [],
         usage=turn.usage,

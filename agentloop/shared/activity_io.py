@@ -74,6 +74,19 @@ class ToolDefinition(BaseModel):
     read_only: bool = False
 
 
+class OutputFormat(BaseModel):
+    """The answer's schema, for a provider's native structured output.
+
+    Attributes:
+        name: The schema's name.
+        json_schema: An object schema, in strict form (every property
+            required, no additional properties).
+    """
+
+    name: str
+    json_schema: dict[str, Any]
+
+
 class ModelRequest(_Compact):
     """What a :class:`ChatModel` is asked.
 
@@ -88,6 +101,9 @@ class ModelRequest(_Compact):
         tool_choice: ``required``, ``none`` or a tool's name; None for the
             provider's default (``auto``).
         thinking: Extended thinking / reasoning effort, or None.
+        output: The answer's schema, for the provider's native structured
+            output (OpenAI's ``response_format``, Anthropic's ``output_config``);
+            None for free text.
     """
 
     model: str
@@ -99,6 +115,7 @@ class ModelRequest(_Compact):
     parallel_tool_calls: bool = True
     tool_choice: str | None = None
     thinking: ThinkingConfig | None = None
+    output: OutputFormat | None = None
 
 
 class ModelResponse(BaseModel):

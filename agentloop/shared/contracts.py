@@ -8,6 +8,10 @@ never change: runs in flight and other languages' clients depend on them.
 #: The workflow type name agent runs are started with.
 WORKFLOW_NAME = "AgentRunWorkflow"
 
+#: The workflow a schedule that feeds a thread starts at each firing: it
+#: sends the firing's input to the thread (starting the thread the first time).
+SCHEDULE_FEED_WORKFLOW_NAME = "AgentScheduleFeed"
+
 #: Largest run input a run is started with (Temporal's payload limit is
 #: 2 MB, and the run's first events carry the input again).
 MAX_INPUT_BYTES = 1_500_000

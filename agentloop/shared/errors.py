@@ -98,6 +98,11 @@ class MaxToolCallContinuationsExceeded(AgentRunFailed):
     client's outputs."""
 
 
+class OutputInvalid(AgentRunFailed):
+    """Reason ``output_invalid``: the model's answer did not match
+    ``AgentSpec.output``, after ``output_retries`` more tries."""
+
+
 class AgentRunCancelled(AgentRunFailed):
     """Reason ``cancelled``: the run was cancelled (Temporal workflow
     cancellation). Named apart from the event class
@@ -115,6 +120,7 @@ RUN_FAILED_CLASSES: dict[str, type[AgentRunFailed]] = {
     "guardrail": GuardrailTripped,
     "max_tool_call_continuations": MaxToolCallContinuationsExceeded,
     "cancelled": AgentRunCancelled,
+    "output_invalid": OutputInvalid,
 }
 
 

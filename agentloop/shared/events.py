@@ -347,6 +347,7 @@ class TurnEnded(_Event):
     status: str
     reason: RunReason | None = None
     final_text: str = ""
+    output: Any = None
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
 
@@ -368,6 +369,7 @@ class RunCompleted(_Event):
     status: Literal["completed", "stopped"] = "completed"
     reason: RunReason = "done"
     final_text: str = ""
+    output: Any = None
     usage: Usage = Field(default_factory=Usage)
     note: str | None = None
 

@@ -199,6 +199,7 @@ RunReason = Literal[
     "cancelled",
     "guardrail",
     "cost_limit",
+    "output_invalid",
 ]
 
 
@@ -273,7 +274,9 @@ class AgentRunReport(BaseModel):
         user_message: The text of the run's input (cut to
             ``REPORT_TEXT_LIMIT`` characters: the whole of it is the
             conversation's).
-        final_text: The last assistant text.
+        final_text: The last assistant text (a typed run's: its answer as JSON).
+        output: A typed run's answer (``AgentSpec.output``), as JSON; a
+            thread's: its last turn's.
         error: What went wrong, when the run failed.
         steps: One report per step; in a long run, the newest (see
             ``earlier_steps``).
@@ -305,6 +308,7 @@ class AgentRunReport(BaseModel):
     reason: RunReason | None = None
     user_message: str = ""
     final_text: str = ""
+    output: Any = None
     error: str | None = None
     steps: list[StepReport] = Field(default_factory=list)
     earlier_steps: int = 0

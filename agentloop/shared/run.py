@@ -17,6 +17,7 @@ from agentloop.shared.errors import (
     run_failed,
 )
 from agentloop.shared.messages import Message, ToolCallPart
+from agentloop.shared.output import OutputSpec, output_spec
 from agentloop.shared.report import AgentRunReport, RunOriginReport, RunReason, RunStatus, RunWarning, Usage
 from agentloop.shared.spec import AgentSpec, depth_problem
 from agentloop.shared.state import LoopState, PendingStep
@@ -202,7 +203,11 @@ class AgentRunResult(BaseModel):
         run_id: The run id (workflow id).
         status: ``completed``, ``failed``, ``cancelled`` or ``stopped``.
         reason: Why the run ended.
-        final_text: The last assistant text.
+        final_text: The last assistant text (a typed run's: its answer as JSON).
+        output: A typed run's answer (``AgentSpec.output``): the parsed
+            value, as the Python type where the caller knows it
+            (``AgentClient.start`` with a spec whose ``output`` is a type,
+            ``run_agent(..., output_type=...)``), else as JSON.
         error: What went wrong, when the run failed.
         messages: The messages the run added (assistant and tool results).
             A run whose added messages exceed ``RESULT_MESSAGES_LIMIT`` bytes
@@ -225,6 +230,7 @@ class AgentRunResult(BaseModel):
     status: RunStatus
     reason: RunReason
     final_text: str = ""
+    output: Any = None
     error: str | None = None
     messages: list[Message] = Field(default_factory=list)
     messages_omitted: int = 0
@@ -332,6 +338,39 @@ def run_input(spec: AgentSpec, input: str | Message | Sequence[Message]) -> Agen
             "in the workspace and let the agent read them with its tools, or send a shorter thread"
         )
     return built
+
+
+def typed_result(result: AgentRunResult, output: OutputSpec | None) -> AgentRunResult:
+    """``result`` with its ``output`` parsed into ``output``'s Python type
+    (when known here); as is otherwise.
+
+    Raises:
+        OutputInvalid: The value the run checked against the schema does not
+            parse as the type (a validator the schema cannot express).
+    """
+    if output is None or output.python_type is None or result.output is None:
+        return result
+    try:
+        value = output.parse(result.output)
+    except ValidationError as exc:
+        raise run_failed(f"run {result.run_id}'s answer does not parse as {output.name}: "
+                         f"{describe_validation_error(exc)}", reason="output_invalid", result=result) from None
+    return result.model_copy(update={"output": value})
+
+
+def with_output(spec: AgentSpec, output_type: Any) -> AgentSpec:
+    """``spec`` answering in ``output_type`` (a type, import path or JSON
+    schema: see ``AgentSpec.output``); ``spec`` itself when None.
+
+    Raises:
+        UserError: ``output_type`` is not one of those.
+    """
+    if output_type is None:
+        return spec
+    try:
+        return spec.model_copy(update={"output": output_spec(output_type)})
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def run_failed_from(run_id: str, cause: BaseException) -> AgentRunFailed:

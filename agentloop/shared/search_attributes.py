@@ -38,6 +38,10 @@ AGENT_FORKED_FROM = SearchAttributeKey.for_keyword("AgentForkedFrom")
 #: run of a thread, across continue-as-new).
 AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
 
+#: A run started by a schedule (``agentloop schedule``): the schedule's name
+#: (``AgentSchedule="<name>"`` finds every firing's run).
+AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -48,6 +52,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_ROOT_RUN.name: "Keyword",
     AGENT_THREAD.name: "Keyword",
     AGENT_FORKED_FROM.name: "Keyword",
+    AGENT_SCHEDULE.name: "Keyword",
 }
 
 

@@ -24,6 +24,7 @@ from agentloop.shared.activity_tools import ActivityTool
 from agentloop.shared.approvals import DefaultPermission, PermissionRule
 from agentloop.shared.context import ContextLayer, ContextPolicy, compose_system_prompt
 from agentloop.shared.model_settings import ThinkingConfig, check_tool_choice
+from agentloop.shared.output import OutputSpec, output_spec
 from agentloop.shared.pricing import Budget, price_for, validate_budget
 from agentloop.shared.threads import DoubleTexting
 
@@ -207,6 +208,14 @@ class AgentSpec(BaseModel):
             while it answers another (``enqueue``, ``interrupt``,
             ``rollback``, ``reject``; docs/conversations.md); the run's
             ``thread`` options and the message itself may say otherwise.
+        output: The answer's type (docs/typed-results.md): a pydantic model
+            class (a spec file names it by import path, ``myapp.models:Triage``),
+            a JSON schema, or a simple type (``Literal["refund", "escalate"]``,
+            ``int``, ``list[str]``). The final answer is checked against it
+            and ``AgentRunResult.output`` holds the parsed value.
+        output_retries: How many times an answer that does not match
+            ``output`` goes back to the model with what was wrong; then the
+            run fails with reason ``output_invalid``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -253,6 +262,13 @@ class AgentSpec(BaseModel):
     agents_md: bool | None = None
     workspace_listing: bool = False
     double_texting: DoubleTexting = "enqueue"
+    output: OutputSpec | None = None
+    output_retries: int = Field(default=2, ge=0, le=10)
+
+    @field_validator("output", mode="before")
+    @classmethod
+    def _output_spec(cls, value: Any) -> Any:
+        return None if value is None else output_spec(value)
 
     @model_validator(mode="wrap")
     @classmethod

@@ -79,6 +79,8 @@ class LoopState(BaseModel):
         thread: A thread's turns: the one under way, the messages waiting,
             recent results (None: the run is not a thread).
         steering: Steering messages waiting for the next LLM step.
+        output_tries: Typed answers that did not match ``AgentSpec.output``
+            (this run, or this turn of a thread).
         messages: The conversation (carried as the next run's ``messages``).
         status: The run's status now.
         reason: Why it ended, once it has.
@@ -116,6 +118,7 @@ class LoopState(BaseModel):
     step_ends: dict[int, int] = Field(default_factory=dict)
     thread: ThreadState | None = None
     steering: list[str] = Field(default_factory=list)
+    output_tries: int = 0
 
     messages: list[Message] = Field(default_factory=list, exclude=True)
     status: RunStatus = Field(default="running", exclude=True)
@@ -211,6 +214,17 @@ class LoopState(BaseModel):
         """The verification question is the next user message: one more step."""
         self.verified = True
         self.messages.append(Message.user(prompt))
+        self.advance()
+
+    def retry_output(self, message: Message) -> None:
+        """A typed answer that did not match: what was wrong joins the
+        conversation (the results of the step's calls when it answered with
+        ``final_result``) and the model tries again, in one more step."""
+        self.output_tries += 1
+        self.messages.append(message)
+        if message.role == "tool":
+            self.under_way = None
+            self.end_step_here()
         self.advance()
 
     def finish_step(self, results: list[tuple[ToolResultPart, bool]], *, failed_steps: int) -> None:

@@ -8,7 +8,7 @@ and what it answers (``MessageAccepted``, ``SteerAccepted``, ``TurnResult``).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -143,6 +143,7 @@ class TurnResult(BaseModel):
         status: ``running``, or how it ended.
         reason: Why it ended (a run reason), once it has.
         final_text: The turn's last assistant text.
+        output: A typed turn's answer (``AgentSpec.output``), as JSON.
         error: What went wrong, or why it ended early.
         usage: What its LLM calls used (an interrupted or rolled-back turn's included).
         steps: LLM steps it took.
@@ -154,6 +155,7 @@ class TurnResult(BaseModel):
     status: TurnStatus = "running"
     reason: RunReason | None = None
     final_text: str = ""
+    output: Any = None
     error: str | None = None
     usage: Usage = Field(default_factory=Usage)
     steps: int = 0

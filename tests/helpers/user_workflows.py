@@ -5,11 +5,14 @@ that use agentloop.workflow's chain and consolidate (tests of sub-agents)."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Literal
+
+from pydantic import BaseModel
 
 from temporalio import activity, workflow
 
 from agentloop import AgentSpec
-from agentloop.workflow import chain, consolidate
+from agentloop.workflow import chain, consolidate, run_agent
 
 
 @activity.defn
@@ -44,3 +47,22 @@ class ConsolidateWorkflow:
         merged = await consolidate(specs, "Which colour?", summariser=AgentSpec(model=summariser, name="merger",
                                                                                  tools=["list_dir"]))
         return [merged.final_text, *(type(r).__name__ for r in merged.results)]
+
+
+class Verdict(BaseModel):
+    """A typed answer (tests of typed results)."""
+
+    decision: Literal["refund", "escalate"]
+    reason: str
+
+
+@workflow.defn
+class TypedTriageWorkflow:
+    """A user's workflow that runs an agent as a child and acts on its typed answer."""
+
+    @workflow.run
+    async def run(self, model: str) -> str:
+        result = await run_agent(AgentSpec(model=model, name="triage"), "Order A-1: the mug is broken.",
+                                 output_type=Verdict)
+        assert isinstance(result.output, Verdict)
+        return f"{result.output.decision}: {result.output.reason}"

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+from typing import Literal
 
 from agentloop import (
     AgentClient,
@@ -484,6 +485,18 @@ SCENARIOS.update({
     "thread_idle": (thread_script, dict(tools=["list_dir"]), drive_thread),
 })
 
+# A typed run (patch agentloop-typed-output-1): a tool step, an answer that
+# is not JSON (fed back as a user message), a final_result call with a wrong
+# value (fed back as its error result), then a right one.
+SCENARIOS.update({
+    "typed_output": (
+        [calls(call("list_dir", {"path": "."})), reply("refund, I think"),
+         calls(call("final_result", {"result": "maybe"})), calls(call("final_result", {"result": "refund"}))],
+        dict(tools=["list_dir"], default_permission="allow", output=Literal["refund", "escalate"]),
+    ),
+})
+
+
 def write_history(out: Path, history) -> None:
     out.write_text(json.dumps(json.loads(history.to_json()), indent=1) + "\n")
     print(f"wrote {out} ({len(history.events)} events)")
@@ -575,8 +588,28 @@ async def record_resolve_here_split(client, registry: ToolRegistry, ws: str) -> 
     write_history(HERE / f"{name}.json", await handle.workflow_handle.fetch_history())
 
 
+# Two firings of a schedule that feeds a thread (AgentScheduleFeed): the
+# first starts the thread (a child that outlives it), the second signals
+# the thread its next message. Started as a schedule would start them.
+async def record_schedule_feed(client, registry: ToolRegistry, ws: str) -> None:
+    from agentloop.shared.contracts import SCHEDULE_FEED_WORKFLOW_NAME
+    from agentloop.shared.schedules import ScheduleFeedInput
+
+    register_scripted_model("record-schedule_feed", lambda request: reply("the digest"))
+    spec = AgentSpec(model="scripted:record-schedule_feed", workspace=ws)
+    for suffix in ("start", "send"):
+        feed = ScheduleFeedInput(schedule="replay-digest", thread_id="replay-schedule_feed-thread", spec=spec,
+                                 text="what is new?")
+        handle = await client.start_workflow(SCHEDULE_FEED_WORKFLOW_NAME, feed, task_queue=RECORD_QUEUE[0],
+                                             id=f"replay-schedule_feed_{suffix}")
+        await handle.result()
+        write_history(HERE / f"schedule_feed_{suffix}.json", await handle.fetch_history())
+    await client.get_workflow_handle("replay-schedule_feed-thread").terminate("recorded")
+
+
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
+    "schedule_feed_start": record_schedule_feed,
     "tools_moved": record_tools_moved,
     "resolve_split": record_resolve_split,
     "resolve_here_split": record_resolve_here_split,

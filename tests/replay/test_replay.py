@@ -60,6 +60,11 @@ def test_histories_are_committed() -> None:
         # A completed run restored with no new message: completed at once, no model call
         # (patch agentloop-restored-completed-1).
         "restored_completed",
+        # A typed run (patch agentloop-typed-output-1): an answer fed back as a user message, a
+        # final_result call fed back as its error result, then a right one.
+        "typed_output",
+        # A schedule that feeds a thread: the firing that starts the thread, the one that signals it.
+        "schedule_feed_start", "schedule_feed_send",
     }
 
 

@@ -28,7 +28,7 @@ async def test_a_replayer_with_the_plugin_replays_a_committed_history_next_to_a_
     assert result.replay_failure is None
     config = replayer.config(active_config=True)
     assert config["data_converter"] is pydantic_data_converter
-    assert [w.__name__ for w in config["workflows"]] == ["GreetingWorkflow", "AgentRunWorkflow"]
+    assert [w.__name__ for w in config["workflows"]] == ["GreetingWorkflow", "AgentRunWorkflow", "ScheduleFeedWorkflow"]
 
 
 class Rot13Codec(PayloadCodec):
@@ -59,5 +59,5 @@ def test_converters_agentloop_can_use_are_kept_or_completed() -> None:
 def test_the_plugin_keeps_its_replayer_settings_when_given_the_workflow_too() -> None:
     # A Replayer given AgentRunWorkflow and the plugin registers it once.
     replayer = Replayer(workflows=[AgentRunWorkflow], plugins=[AgentLoopPlugin()])
-    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == ["AgentRunWorkflow"]
+    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == ["AgentRunWorkflow", "ScheduleFeedWorkflow"]
     assert dataclasses.is_dataclass(replayer.config(active_config=True)["workflow_runner"])
