@@ -587,6 +587,26 @@ def _run_failed(run_id: str, err: WorkflowFailureError) -> AgentRunFailed:
     return run_failed_from(run_id, err.cause or err)
 
 
+def _summary(execution: Any) -> RunSummary:
+    """A listed Temporal run as a :class:`RunSummary`."""
+    attrs = execution.typed_search_attributes
+    indexed = attrs.get(AGENT_STATUS)
+    temporal_status = _TEMPORAL_STATUS.get(execution.status, "unknown")
+    if execution.status != WorkflowExecutionStatus.RUNNING and indexed in (None, *LIVE_STATUSES):
+        indexed = temporal_status  # ended without indexing it (terminated, timed out)
+    return RunSummary(
+        run_id=execution.id,
+        status=indexed or temporal_status,
+        agent_name=attrs.get(AGENT_NAME) or "",
+        model=attrs.get(AGENT_MODEL) or "",
+        pending_tools=list(attrs.get(AGENT_PENDING_TOOLS) or []),
+        started_at=execution.start_time,
+        closed_at=execution.close_time,
+        parent_run_id=attrs.get(AGENT_PARENT_RUN),
+        root_run_id=attrs.get(AGENT_ROOT_RUN),
+    )
+
+
 class AgentClient:
     """Starts and follows agent runs on a Temporal server.
 
@@ -862,27 +882,25 @@ class AgentClient:
     ) -> list[RunSummary]:
         """Runs, newest first, filtered by agent status, agent name, and any
         extra visibility query (e.g. ``'AgentModel="openai:gpt-4.1"'``)."""
-        runs = []
-        async for execution in self.temporal.list_workflows(runs_query(status, name, query), limit=limit):
-            attrs = execution.typed_search_attributes
-            indexed = attrs.get(AGENT_STATUS)
-            temporal_status = _TEMPORAL_STATUS.get(execution.status, "unknown")
-            if execution.status != WorkflowExecutionStatus.RUNNING and indexed in (None, *LIVE_STATUSES):
-                indexed = temporal_status  # ended without indexing it (terminated, timed out)
-            runs.append(
-                RunSummary(
-                    run_id=execution.id,
-                    status=indexed or temporal_status,
-                    agent_name=attrs.get(AGENT_NAME) or "",
-                    model=attrs.get(AGENT_MODEL) or "",
-                    pending_tools=list(attrs.get(AGENT_PENDING_TOOLS) or []),
-                    started_at=execution.start_time,
-                    closed_at=execution.close_time,
-                    parent_run_id=attrs.get(AGENT_PARENT_RUN),
-                    root_run_id=attrs.get(AGENT_ROOT_RUN),
-                )
-            )
-        return runs
+        return [_summary(execution) async for execution in
+                self.temporal.list_workflows(runs_query(status, name, query), limit=limit)]
+
+    async def list_runs_page(
+        self,
+        *,
+        status: str | None = None,
+        name: str | None = None,
+        query: str | None = None,
+        limit: int = 100,
+        page_token: bytes | None = None,
+    ) -> tuple[list[RunSummary], bytes | None]:
+        """One page of :meth:`list_runs`: at most ``limit`` runs, newest
+        first, and the token of the next page (None after the last). Pass
+        the token back as ``page_token`` for the next page."""
+        pages = self.temporal.list_workflows(runs_query(status, name, query), page_size=limit,
+                                             next_page_token=page_token)
+        await pages.fetch_next_page(page_size=limit)
+        return [_summary(execution) for execution in pages.current_page or []], pages.next_page_token or None
 
     def events(
         self, run_id: str, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False

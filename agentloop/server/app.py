@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from agentloop.server import agui, console, problems, runs
+from agentloop.server import agui, console, problems, runs, threads
 from agentloop.server.deps import ServerState
 from agentloop.server.hub import RunHub
 from agentloop.server.settings import ServerSettings
@@ -50,6 +50,7 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
             allow_headers=["Authorization", "Content-Type", "Last-Event-ID"], expose_headers=["Location"],
         )
     app.include_router(runs.router, prefix=f"/{API_VERSION}")
+    app.include_router(threads.router, prefix=f"/{API_VERSION}")
     app.include_router(agui.router, prefix=f"/{API_VERSION}")
     app.include_router(console.router)
     return app

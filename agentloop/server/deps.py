@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Depends, Request
+from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.server.auth import Caller, authorize
@@ -15,7 +17,9 @@ from agentloop.server.settings import ServerSettings
 from agentloop.shared.spec import AgentSpec
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -74,3 +78,32 @@ async def describe_or_404(state: ServerState, run_id: str) -> Any:
             raise Problem(404, "Unknown run", f"no run {run_id[:200]!r} in namespace "
                           f"{state.client.temporal.namespace!r}: list runs with GET /v1/runs") from None
         raise
+
+
+async def running_or_409(state: ServerState, run_id: str) -> None:
+    """Raises:
+        Problem: 404 for an unknown run, 409 for one that has ended."""
+    description = await describe_or_404(state, run_id)
+    if description.status != WorkflowExecutionStatus.RUNNING:
+        status = description.status.name.lower() if description.status else "closed"
+        raise Problem(409, "Run ended", f"run {run_id[:200]!r} has ended ({status}); it takes no more requests")
+
+
+async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandle], Awaitable[T]]) -> T:
+    """Ask run ``run_id`` a query (its state, report, messages...).
+
+    Raises:
+        Problem: 404 for an unknown run, 503 when no worker answers for it,
+            502 when its workflow failed to answer.
+    """
+    await describe_or_404(state, run_id)
+    try:
+        return await question(state.client.get_handle(run_id))
+    except WorkflowQueryFailedError as err:
+        raise Problem(502, "The run could not answer", f"run {run_id[:200]!r} could not answer: {err.message}") from None
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise Problem(404, "Unknown run", f"no run {run_id[:200]!r}: {err.message}") from None
+        raise Problem(503, "No worker answers", f"no worker answered for run {run_id[:200]!r} ({err.message}); "
+                      f"a run is read from its workflow: start a worker on task queue "
+                      f"{state.client.task_queue!r}") from None

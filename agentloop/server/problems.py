@@ -9,11 +9,43 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentloop.shared.errors import DecisionRejected, UserError
 
 PROBLEM_JSON = "application/problem+json"
+
+
+class FieldError(BaseModel):
+    """One reason a request was not valid (422)."""
+
+    field: str = Field(description="the field, dotted (e.g. `spec.model`), or `body`")
+    reason: str
+
+
+class ProblemDetails(BaseModel):
+    """An error answer (RFC 9457), served as ``application/problem+json``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str = Field(description="what was wrong and what to do")
+    instance: str | None = Field(default=None, description="the request's path")
+    errors: list[FieldError] | None = Field(default=None, description="422: a reason per field")
+    waiting: list[str] | None = Field(default=None, description="409 on a call id: the call ids the run waits for")
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for these error statuses: each a problem document."""
+    described = {400: "Bad request", 401: "No valid token", 403: "The token's scope is too small",
+                 404: "No such run or agent", 409: "The run refused the request", 422: "A field is not valid",
+                 503: "No worker answers for the run"}
+    problem = {"schema": {"$ref": "#/components/schemas/ProblemDetails"}}
+    return {status: {"model": ProblemDetails, "description": described.get(status, "Error"),
+                     "content": {PROBLEM_JSON: problem}} for status in statuses}
 
 
 class Problem(Exception):

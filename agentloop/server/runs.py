@@ -1,24 +1,37 @@
-"""``/v1/runs`` and ``/v1/threads``: start, list, read, follow and act on runs."""
+"""``/v1/runs``: start, list, read, follow and act on runs."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
+from agentloop.client.agent_client import RunSummary
 from agentloop.server.auth import Caller
-from agentloop.server.deps import Actor, Reader, ServerState, State, describe_or_404, resolve_spec
+from agentloop.server.deps import Actor, Reader, ServerState, State, ask, describe_or_404, resolve_spec, running_or_409
 from agentloop.server.hub import IDLE
-from agentloop.server.problems import Problem
+from agentloop.server.problems import Problem, problem_responses
 from agentloop.server.sse import event_stream, frame, resume_offset
-from agentloop.shared.approvals import ApprovalDecision
+from agentloop.shared.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.errors import DecisionRejected, UserError
+from agentloop.shared.messages import Message
+from agentloop.shared.report import AgentRunReport, RunStatus
+from agentloop.shared.run import RunState
+from agentloop.shared.snapshots import AgentSnapshot
 from agentloop.shared.spec import AgentSpec
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], responses=problem_responses(401, 403, 422))
+
+#: A filter value of the runs list: no quotes or backslashes (it goes into a visibility query).
+_FILTER = r'^[^"\\]{1,200}$'
+#: How long a refused decision looks for the event that says who decided the call.
+_DECIDED_LOOKUP_SECONDS = 5.0
 
 
 class StartRun(BaseModel):
@@ -34,6 +47,23 @@ class Started(BaseModel):
     run_id: str
 
 
+class RunList(BaseModel):
+    """A page of runs, newest first."""
+
+    runs: list[RunSummary]
+    next_page_token: str | None = Field(default=None, description="pass as ?page_token= for the next page; "
+                                        "absent after the last")
+
+
+class MessagesPage(BaseModel):
+    """Messages ``offset`` to ``offset + len(messages)`` of the conversation."""
+
+    messages: list[Message]
+    offset: int
+    total: int = Field(description="messages in the conversation")
+    next_offset: int | None = Field(default=None, description="the next page's ?offset=; absent after the last")
+
+
 class Decide(BaseModel):
     """``POST /v1/runs/{id}/approvals``: a decision on one waiting call."""
 
@@ -43,8 +73,28 @@ class Decide(BaseModel):
     result: str | None = Field(default=None, description="approve or skip: answer the model with this instead")
 
 
-@router.post("/runs", status_code=201, response_model=Started)
-async def start_run(body: StartRun, request: Request, state: ServerState = State, caller: Caller = Actor) -> Started:
+class SubmitOutputs(BaseModel):
+    """``POST /v1/runs/{id}/tool_outputs``: an output for every call the run waits for."""
+
+    tool_outputs: list[ToolOutput] = Field(min_length=1)
+
+
+class StopRun(BaseModel):
+    """``POST /v1/runs/{id}/stop``: end the run after its current step."""
+
+    reason: str | None = Field(default=None, max_length=2000)
+
+
+class Requested(BaseModel):
+    """A stop or cancel was asked of the run; its events say when it ended."""
+
+    run_id: str
+    requested: Literal["stop", "cancel"]
+
+
+@router.post("/runs", status_code=201, response_model=Started, responses=problem_responses(404, 409))
+async def start_run(body: StartRun, response: Response, state: ServerState = State,
+                    caller: Caller = Actor) -> Started:
     """Start a run (or a thread, with ``thread_id``)."""
     from agentloop.client.agent_client import RunIdInUse
 
@@ -53,7 +103,84 @@ async def start_run(body: StartRun, request: Request, state: ServerState = State
         handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id)
     except RunIdInUse as err:
         raise Problem(409, "Run id in use", str(err)) from None
+    response.headers["Location"] = f"/v1/runs/{handle.run_id}"
     return Started(run_id=handle.run_id)
+
+
+def _bad_page_token() -> Problem:
+    return Problem(422, "Invalid page token", "page_token is not a token this server gave: pass the "
+                   "next_page_token of the previous page as it was",
+                   errors=[{"field": "page_token", "reason": "not a page token"}])
+
+
+def _page_token(text: str | None) -> bytes | None:
+    if not text:
+        return None
+    try:
+        token = base64.b64decode(text.translate(str.maketrans("-_", "+/")) + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise _bad_page_token() from None
+    if not token:
+        raise _bad_page_token()
+    return token
+
+
+@router.get("/runs", response_model=RunList)
+async def list_runs(
+    status: RunStatus | None = Query(default=None, description="the agent status"),
+    name: str | None = Query(default=None, pattern=_FILTER, description="AgentSpec.name"),
+    thread: str | None = Query(default=None, pattern=_FILTER, description="a thread id: that thread's run"),
+    limit: int = Query(default=50, ge=1, le=1000),
+    page_token: str | None = Query(default=None, max_length=4000),
+    state: ServerState = State, caller: Caller = Reader,
+) -> RunList:
+    """Runs, newest first, found by their search attributes (``AgentStatus``,
+    ``AgentName``, ``AgentThread``); a run continued as new is listed once."""
+    extra = f'AgentThread="{thread}"' if thread else None
+    try:
+        runs, token = await state.client.list_runs_page(status=status, name=name, query=extra, limit=limit,
+                                                        page_token=_page_token(page_token))
+    except RPCError as err:
+        if page_token:
+            raise _bad_page_token() from None
+        raise Problem(400, "The list was refused", f"Temporal refused the list: {err.message}") from None
+    return RunList(runs=runs, next_page_token=base64.urlsafe_b64encode(token).decode().rstrip("=") if token else None)
+
+
+@router.get("/runs/{run_id}", response_model=RunState, responses=problem_responses(404, 503))
+async def run_state(run_id: str, state: ServerState = State, caller: Caller = Reader) -> RunState:
+    """What the run is doing: status, step, pending calls, usage."""
+    return await ask(state, run_id, lambda handle: handle.state())
+
+
+@router.get("/runs/{run_id}/report", response_model=AgentRunReport, responses=problem_responses(404, 503))
+async def run_report(run_id: str, state: ServerState = State, caller: Caller = Reader) -> AgentRunReport:
+    """The run report up to now: steps, tool calls (with each decision's ``decided_by``), usage, cost."""
+    return await ask(state, run_id, lambda handle: handle.report())
+
+
+@router.get("/runs/{run_id}/messages", response_model=MessagesPage, responses=problem_responses(404, 503))
+async def run_messages(
+    run_id: str, offset: int = Query(default=0, ge=0), limit: int = Query(default=100, ge=1, le=1000),
+    state: ServerState = State, caller: Caller = Reader,
+) -> MessagesPage:
+    """The conversation, a page at a time (``?offset=&limit=``)."""
+    messages = await ask(state, run_id, lambda handle: handle.messages())
+    page = messages[offset:offset + limit]
+    end = offset + len(page)
+    return MessagesPage(messages=page, offset=offset, total=len(messages),
+                        next_offset=end if end < len(messages) else None)
+
+
+@router.get("/runs/{run_id}/export", response_model=AgentSnapshot, responses=problem_responses(404, 503))
+async def run_export(run_id: str, state: ServerState = State, caller: Caller = Reader) -> Any:
+    """The run as a versioned snapshot (what ``agentloop export`` writes)."""
+    await describe_or_404(state, run_id)
+    try:
+        snapshot = await state.client.get_handle(run_id).export()
+    except UserError as err:
+        raise Problem(409, "Cannot export", str(err)) from None
+    return snapshot.model_dump(mode="json")
 
 
 async def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
@@ -61,9 +188,15 @@ async def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator
         yield event if event is IDLE else frame(event.model_dump(mode="json"), event_id=event.seq)
 
 
-@router.get("/runs/{run_id}/events")
+_SSE_RESPONSE = {200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
+                       "heartbeat comments while idle; the stream ends after the run's terminal event",
+                       "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+@router.get("/runs/{run_id}/events", response_class=Response, responses={**_SSE_RESPONSE, **problem_responses(404)})
 async def run_events(
-    run_id: str, request: Request, from_: int | None = Query(default=None, alias="from", ge=0),
+    run_id: str, request: Request,
+    from_: int | None = Query(default=None, alias="from", ge=0, description="the first offset to send"),
     protocol: Literal["agentloop", "ag-ui"] = "agentloop", state: ServerState = State, caller: Caller = Reader,
 ) -> Any:
     """The run's events as Server-Sent Events: each ``id`` is the event's
@@ -81,13 +214,35 @@ async def run_events(
 
 async def _decided(state: ServerState, run_id: str, call_id: str) -> str:
     """Who decided ``call_id`` and when, from the run's events."""
-    async for event in state.client.events(run_id):
-        if getattr(event, "type", "") == "agent.tool.approval.resolved" and event.call_id == call_id:
-            return f"decided {event.decision} by {event.by or 'someone unnamed'} at {event.time.isoformat()}"
-    return "decided earlier"
+
+    async def find() -> str | None:
+        async for event in state.client.events(run_id):
+            if getattr(event, "type", "") == "agent.tool.approval.resolved" and event.call_id == call_id:
+                return f"decided ({event.decision}) by {event.by or 'someone unnamed'} at {event.time.isoformat()}"
+        return None
+
+    try:
+        found = await asyncio.wait_for(find(), _DECIDED_LOOKUP_SECONDS)
+    except (TimeoutError, UserError, RPCError):
+        found = None
+    return found or "decided earlier"
 
 
-@router.post("/runs/{run_id}/approvals")
+async def _waiting(handle: Any) -> list[str]:
+    try:
+        work = await handle.pending()
+    except (RPCError, UserError):
+        return []
+    return [p.call_id for p in work.approvals] + [a.call_id for a in work.actions]
+
+
+async def _refused(state: ServerState, run_id: str, err: DecisionRejected) -> Problem:
+    """The 409 of a refused decision or submission, with the call ids the run waits for."""
+    handle = state.client.get_handle(run_id)
+    return Problem(409, "Request refused by the run", str(err), waiting=await _waiting(handle))
+
+
+@router.post("/runs/{run_id}/approvals", response_model=DecisionAccepted, responses=problem_responses(404, 409))
 async def decide(run_id: str, body: Decide, state: ServerState = State, caller: Caller = Actor) -> Any:
     """Decide a waiting call, as the token's name (the decision's ``by``).
     A decision is single-use: deciding the same call again is 409, naming
@@ -100,17 +255,41 @@ async def decide(run_id: str, body: Decide, state: ServerState = State, caller: 
         accepted = await handle.decide(decision)
     except DecisionRejected as err:
         text = str(err)
-        if "already decided" in text:
-            raise Problem(409, "Already decided", f"call {body.call_id!r} was already "
-                          f"{await _decided(state, run_id, body.call_id)}; a decision is single-use") from None
-        pending = await _waiting(handle)
-        raise Problem(409, "Request refused by the run", text, waiting=pending) from None
+        if "already decided" in text or "is not running" in text:
+            decided = await _decided(state, run_id, body.call_id)
+            if decided != "decided earlier" or "already decided" in text:
+                raise Problem(409, "Already decided", f"call {body.call_id!r} was already {decided}; a decision "
+                              "is single-use") from None
+        raise await _refused(state, run_id, err) from None
     return accepted.model_dump(mode="json")
 
 
-async def _waiting(handle: Any) -> list[str]:
+@router.post("/runs/{run_id}/tool_outputs", response_model=DecisionAccepted, responses=problem_responses(404, 409))
+async def submit_tool_outputs(run_id: str, body: SubmitOutputs, state: ServerState = State,
+                              caller: Caller = Actor) -> Any:
+    """Answer every call the run waits for (``requires_action``), by call id."""
+    await describe_or_404(state, run_id)
     try:
-        work = await handle.pending()
-    except (RPCError, UserError):
-        return []
-    return [p.call_id for p in work.approvals] + [a.call_id for a in work.actions]
+        accepted = await state.client.get_handle(run_id).submit_tool_outputs(body.tool_outputs)
+    except DecisionRejected as err:
+        raise await _refused(state, run_id, err) from None
+    return accepted.model_dump(mode="json")
+
+
+@router.post("/runs/{run_id}/stop", status_code=202, response_model=Requested, responses=problem_responses(404, 409))
+async def stop_run(run_id: str, body: StopRun | None = Body(default=None), state: ServerState = State,
+                   caller: Caller = Actor) -> Requested:
+    """End the run ``stopped`` once its current step is done."""
+    await running_or_409(state, run_id)
+    reason = body.reason if body and body.reason else f"stopped by {caller.name}"
+    await state.client.get_handle(run_id).stop(reason)
+    return Requested(run_id=run_id, requested="stop")
+
+
+@router.post("/runs/{run_id}/cancel", status_code=202, response_model=Requested,
+             responses=problem_responses(404, 409))
+async def cancel_run(run_id: str, state: ServerState = State, caller: Caller = Actor) -> Requested:
+    """Cancel the run: running LLM calls and tools are cancelled; it ends ``cancelled``."""
+    await running_or_409(state, run_id)
+    await state.client.get_handle(run_id).cancel()
+    return Requested(run_id=run_id, requested="cancel")

@@ -1,0 +1,79 @@
+"""``/v1/threads``: send a thread its next message, or steer the turn under way."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from agentloop.server.auth import Caller
+from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec
+from agentloop.server.problems import Problem, problem_responses
+from agentloop.shared.errors import DecisionRejected
+from agentloop.shared.spec import AgentSpec
+from agentloop.shared.threads import (
+    MAX_MESSAGE_CHARS,
+    DoubleTexting,
+    MessageRefused,
+    SteerAccepted,
+    ThreadBusy,
+    ThreadNotFound,
+)
+
+router = APIRouter(tags=["threads"], responses=problem_responses(401, 403, 422))
+
+
+class SendBody(BaseModel):
+    """``POST /v1/threads/{id}/messages``: the thread's next message."""
+
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    strategy: DoubleTexting | None = Field(
+        default=None, description="what to do if the thread is busy (enqueue, interrupt, rollback, reject); "
+        "the thread's own strategy when absent")
+    spec: AgentSpec | str | None = Field(
+        default=None, description="starts the thread when it does not exist yet: an AgentSpec, or the name "
+        "of an agent registered with the server")
+
+
+class Sent(BaseModel):
+    """The turn that answers the message. Its events start at ``offset``:
+    ``GET /v1/runs/{run_id}/events?from={offset}``."""
+
+    run_id: str = Field(description="the thread's run (its id is the thread id)")
+    thread_id: str
+    turn: int
+    offset: int = Field(description="the event offset where the turn's events begin")
+
+
+class SteerBody(BaseModel):
+    """``POST /v1/threads/{id}/steer``: a message the model sees before its next step."""
+
+    text: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+
+@router.post("/threads/{thread_id}/messages", status_code=202, response_model=Sent,
+             responses=problem_responses(404, 409))
+async def send_message(thread_id: str, body: SendBody, state: ServerState = State, caller: Caller = Actor) -> Sent:
+    """Send the thread its next message, as the token's name (``by``),
+    with the thread's double-texting strategy (or ``strategy``). A thread
+    that does not exist is started when ``spec`` is given."""
+    spec = resolve_spec(state, body.spec) if body.spec is not None else None
+    try:
+        handle = await state.client.send(thread_id, body.text, spec, strategy=body.strategy, by=caller.name)
+    except ThreadNotFound as err:
+        raise Problem(404, "Unknown thread", f"{err} (or send `spec` with the message to start it)") from None
+    except ThreadBusy as err:
+        raise Problem(409, "Thread busy", str(err)) from None
+    except MessageRefused as err:
+        raise Problem(409, "Message refused", str(err)) from None
+    return Sent(run_id=handle.run_id, thread_id=thread_id, turn=handle.turn or 1, offset=handle.offset)
+
+
+@router.post("/threads/{thread_id}/steer", response_model=SteerAccepted, responses=problem_responses(404, 409))
+async def steer(thread_id: str, body: SteerBody, state: ServerState = State, caller: Caller = Actor) -> SteerAccepted:
+    """Add a user message the model sees before its next LLM step, without
+    ending the turn under way."""
+    await describe_or_404(state, thread_id)
+    try:
+        return await state.client.get_handle(thread_id).steer(body.text, by=caller.name)
+    except DecisionRejected as err:
+        raise Problem(409, "Nothing to steer", str(err)) from None
