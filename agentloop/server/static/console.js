@@ -35,6 +35,11 @@
     return node;
   }
 
+  // Replace a node's children, leaving out the null and false of optional parts.
+  function fill(node, ...kids) {
+    node.replaceChildren(...kids.flat().filter((k) => k != null && k !== false));
+  }
+
   function esc(text) {
     return String(text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
@@ -60,7 +65,8 @@
   function fmtCost(usd) {
     if (usd == null) return "—";
     if (usd === 0) return "$0.00";
-    return "$" + (usd < 0.01 ? usd.toFixed(4) : usd.toFixed(2));
+    // Two significant digits below a cent ($0.0018), cents above.
+    return "$" + (usd < 0.01 ? usd.toFixed(Math.min(8, 1 - Math.floor(Math.log10(usd)))) : usd.toFixed(2));
   }
 
   function fmtDuration(ms) {
@@ -251,7 +257,7 @@
       token.set(input.value.trim());
       location.reload();
     });
-    app.replaceChildren(el("section", { class: "card token-card" }, el("h2", { text: "Sign in" }), el("div", { class: "card-body" }, form)));
+    fill(app, el("section", { class: "card token-card" }, el("h2", { text: "Sign in" }), el("div", { class: "card-body" }, form)));
     input.focus();
   }
 
@@ -337,7 +343,7 @@
     const list = el("div", { class: "runs", id: "runs" });
     const more = el("div", { class: "more", hidden: true },
       el("button", { type: "button", text: "Load more", onclick: () => load(true) }));
-    app.replaceChildren(
+    fill(app,
       el("div", { class: "page-head" }, el("h1", { text: "Runs" })),
       el("div", { class: "filters" }, el("div", { class: "segmented", role: "group", "aria-label": "Filter runs" }, buttons), search),
       list, more,
@@ -374,7 +380,7 @@
           next = page.next;
         }
         pages = append ? pages + 1 : 1;
-        if (!append) list.replaceChildren(head());
+        if (!append) fill(list, head());
         runs.forEach((r) => list.append(runRow(r)));
         if (!list.querySelector(".run-row")) {
           list.append(el("div", { class: "empty" }, filter === "waiting"
@@ -384,7 +390,7 @@
         more.hidden = !next;
       } catch (err) {
         if (!quiet) toastError(err);
-        if (!append && !quiet) list.replaceChildren(el("div", { class: "empty error-box", text: err.message }));
+        if (!append && !quiet) fill(list, el("div", { class: "empty error-box", text: err.message }));
       } finally {
         loading = false;
       }
@@ -406,13 +412,13 @@
     const title = el("h1", { text: isThread ? `Thread ${runId}` : "Run" });
     const statusBadge = el("span", {}, badge(""));
     const live = el("span", { class: "live", text: "connecting" });
-    const sub = el("div", { class: "page-sub" }, el("span", { class: "mono", title: "run id", text: runId }));
+    const sub = el("div", { class: "page-sub" }, isThread ? null : el("span", { class: "mono", title: "run id", text: runId }));
     const waiting = el("section", { class: "waiting", id: "waiting", hidden: true, "aria-live": "polite" });
     const conv = el("div", { class: "conversation", id: "conversation" });
     const ending = el("div", { id: "ending" });
     const main = el("div", { class: "main" }, waiting, conv, ending);
     const side = el("aside", { class: "side" });
-    app.replaceChildren(
+    fill(app,
       el("div", { class: "page-head" }, title, statusBadge, live),
       sub,
       el("div", { class: "run-layout" }, main, side),
@@ -427,17 +433,18 @@
     side.append(costCard, factsCard, treeCard, actionsCard);
 
     // --- scrolling: follow the bottom while the reader is there
+    // (a thread's page, like a chat; a run's page once the reader scrolled down to the end)
     const nearBottom = () => window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 160;
     function stick(fn) {
-      const follow = nearBottom();
+      const follow = S.following && nearBottom() && (isThread || window.scrollY > 0);
       fn();
-      if (follow && S.following) window.scrollTo(0, document.documentElement.scrollHeight);
+      if (follow) window.scrollTo(0, document.documentElement.scrollHeight);
     }
 
     function setStatus(status) {
       if (!status) return;
       S.status = status;
-      statusBadge.replaceChildren(badge(status));
+      fill(statusBadge, badge(status));
       renderControls();
     }
 
@@ -539,7 +546,7 @@
       t.result.hidden = false;
       t.result.classList.toggle("error", !!result.is_error);
       const lines = (result.content || "").split("\n").length;
-      t.result.replaceChildren(
+      fill(t.result,
         el("div", { class: "label", text: `Result${lines > 1 ? ` · ${lines} lines` : ""}${latency ? ` · ${fmtDuration(latency)}` : ""}${ran ? "" : " · not run"}` }),
         outputBlock(result.content));
       toolState(t, result.is_error ? "error" : "ok", result.is_error ? "error" : ran ? "done" : "answered");
@@ -550,7 +557,7 @@
       const approvals = [...S.pending.values()];
       const actions = [...S.actions.values()];
       waiting.hidden = !approvals.length && !actions.length;
-      if (waiting.hidden) { waiting.replaceChildren(); return; }
+      if (waiting.hidden) { fill(waiting); return; }
       const parts = [];
       if (approvals.length) parts.push(`${approvals.length} call${approvals.length > 1 ? "s wait" : " waits"} for your decision`);
       if (actions.length) parts.push(`${actions.length} call${actions.length > 1 ? "s wait" : " waits"} for the client's output`);
@@ -560,7 +567,7 @@
         ...approvals.map((a) => keep.get(a.call_id) || decisionCard(a)),
         ...actions.map((a) => keep.get(a.call_id) || actionCard(a)),
       ];
-      waiting.replaceChildren(heading, ...cards);
+      fill(waiting, heading, ...cards);
     }
 
     function decisionCard(a) {
@@ -570,7 +577,7 @@
       buttons.forEach((b) => b.addEventListener("click", () => decide(a, b.dataset.decision, reason.value.trim(), buttons)));
       return el("div", { class: "decision", "data-call-id": a.call_id },
         el("div", { class: "decision-head" },
-          el("span", { class: "tool", text: a.tool_name }),
+          el("span", { class: "tool-name", text: a.tool_name }),
           el("span", { class: "meta", text: `step ${a.step} · asked ${fmtAgo(a.asked_at)}${a.expires_at ? ` · expires ${fmtAgo(a.expires_at)}` : ""}` }),
           el("span", { class: "meta mono", text: a.call_id })),
         a.reason ? el("p", { class: "why", text: a.reason }) : null,
@@ -620,7 +627,7 @@
       });
       return el("div", { class: "decision", "data-kind": "action", "data-call-id": a.call_id },
         el("div", { class: "decision-head" },
-          el("span", { class: "tool", text: a.tool_name }),
+          el("span", { class: "tool-name", text: a.tool_name }),
           el("span", { class: "meta", text: `step ${a.step} · ${a.reason === "client_tool" ? "a client tool" : a.reason}` }),
           el("span", { class: "meta mono", text: a.call_id })),
         jsonBlock(a.arguments || {}), form);
@@ -659,12 +666,12 @@
         m.thinkingBuf = "";
         m.args.clear();
         for (const card of m.tools.querySelectorAll(".tool")) S.tools.delete(card.dataset.callId);
-        m.tools.replaceChildren();
+        fill(m.tools);
         m.bubble.classList.add("typing");
         paint(m);
         m.node.before(el("div", { class: "note warn", text: `attempt ${e.attempt - 1} failed${e.reason ? `: ${e.reason}` : ""}; retrying` }));
       },
-      "thread.message.completed": (e) => completeMessage(assistant(e.message_id), e.message),
+      "thread.message.completed": (e) => { completeMessage(assistant(e.message_id), e.message); refreshSoon(); },
       "thread.run.step.tool_call.created": (e) => { tool(e.call_id, e.name, S.msgs.get(e.message_id)); },
       "thread.run.step.tool_call.completed_by_llm": (e) => setArgs(tool(e.call.id, e.call.name), e.call.arguments, e.call.arguments_error),
       "agent.tool.approval.requested": (e) => {
@@ -703,7 +710,6 @@
       "agent.run.tool_added": (e) => note(e.message || `tool ${e.tool} added`),
       "agent.run.continued": (e) => note(`continued as new (hand-over ${e.runs})`),
       "agent.thread.message.received": (e) => userMsg(e.text, e.turn ? `User · turn ${e.turn}` : "User", e.by),
-      "agent.turn.started": (e) => { if (e.turn > 1) conv.append(el("div", { class: "turn-divider", text: `Turn ${e.turn}` })); },
       "agent.turn.ended": (e) => {
         if (e.status !== "completed") note(`turn ${e.turn} ${e.status}${e.error ? `: ${e.error}` : ""}`, e.status === "failed" ? "bad" : "warn");
         for (const m of S.msgs.values()) m.bubble.classList.remove("typing");
@@ -736,7 +742,7 @@
       renderWaiting();
       for (const m of S.msgs.values()) m.bubble.classList.remove("typing");
       const words = { completed: "Completed", stopped: "Stopped", failed: "Failed", cancelled: "Cancelled" };
-      ending.replaceChildren(el("div", { class: `ending ${status}`, id: "run-ended", "data-status": status },
+      fill(ending, el("div", { class: `ending ${status}`, id: "run-ended", "data-status": status },
         badge(status), el("span", { class: "what", text: `Run ${words[status] ? words[status].toLowerCase() : status}` }),
         detail ? el("span", { class: "detail", text: detail }) : null));
       refreshSoon();
@@ -794,7 +800,7 @@
       const rp = S.report || {};
       const usage = rp.total_usage || st.usage || {};
       const cost = rp.total_cost_usd;
-      costCard.lastChild.replaceChildren(
+      fill(costCard.lastChild,
         el("div", { class: "cost", id: "cost", text: fmtCost(cost) }),
         el("div", { class: "cost-note", text: cost == null ? "the model's price is not known" : "at the model's list price, sub-agents included" }),
         el("dl", { class: "facts spaced" },
@@ -819,7 +825,7 @@
       if (isThread) links.push(el("a", { href: `/runs/${enc(runId)}` }, "Open as a run"));
       const parent = st.parent_run_id || (st.parent && st.parent.parent_run_id);
       if (parent) links.push(el("a", { href: `/runs/${enc(parent)}` }, `Delegated by ${short(parent, 30)}`));
-      factsCard.lastChild.replaceChildren(
+      fill(factsCard.lastChild,
         el("dl", { class: "facts" }, facts.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: v })])),
         st.error || rp.error ? el("p", { class: "error-box small", text: st.error || rp.error }) : null,
         links.length ? el("div", { class: "links spaced" }, links) : null);
@@ -829,13 +835,14 @@
       const isLive = LIVE.has(S.status) && !S.ended;
       actionsCard.hidden = !isLive;
       if (!isLive) return;
-      const stop = el("button", { type: "button", text: "Stop after this step" });
+      const thread = isThread || (S.state && S.state.thread_id);
+      const stop = el("button", { type: "button", text: thread ? "End the thread" : "Stop after this step" });
       const cancel = el("button", { type: "button", class: "danger", text: "Cancel" });
       stop.addEventListener("click", () => control("stop", "Stop requested: the run ends after its step under way.", stop));
       cancel.addEventListener("click", () => {
         if (confirm("Cancel this run now? Work under way is abandoned.")) control("cancel", "Cancel requested.", cancel);
       });
-      actionsCard.lastChild.replaceChildren(el("div", { class: "actions-row" }, stop, cancel));
+      fill(actionsCard.lastChild, el("div", { class: "actions-row" }, stop, cancel));
     }
 
     async function control(what, done, button) {
@@ -875,7 +882,7 @@
       const tree = await branch(children, 1);
       tree.className = "tree";
       treeCard.hidden = false;
-      treeCard.lastChild.replaceChildren(tree);
+      fill(treeCard.lastChild, tree);
     }
 
     // --- start: the facts, then the events from the beginning, live
@@ -883,7 +890,7 @@
       const problem = await loadFacts();
       if (problem && problem.status === 404) {
         setLive(false, "");
-        app.replaceChildren(el("div", { class: "error-box", id: "problem", text: problem.message }),
+        fill(app, el("div", { class: "error-box", id: "problem", text: problem.message }),
           el("p", {}, el("a", { href: "/", text: "← all runs" })));
         return;
       }
