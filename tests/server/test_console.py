@@ -23,8 +23,9 @@ import pytest
 from agentloop import AgentClient, AgentSpec
 from agentloop.server import ApiToken, ServerSettings
 from agentloop.server.console import temporal_ui_link
-from agentloop.testing import reply
-from tests.helpers.agents import recording
+from agentloop.shared.spec import SubAgent
+from agentloop.testing import call, calls, reply, script
+from tests.helpers.agents import echo_results, recording
 from tests.helpers.browser import chromium, launch
 from tests.helpers.http_api import serve
 from tests.helpers.paths import ROOT
@@ -263,3 +264,45 @@ async def test_the_console_in_a_browser(
                 await browser.close()
         finally:
             gate.set()
+
+
+async def test_the_sub_agent_tree_links_every_run_of_a_delegation(agent_client: AgentClient, worker: Any) -> None:
+    chromium()
+    from playwright.async_api import async_playwright, expect
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+
+    def sub(model: str, name: str, **fields: Any) -> SubAgent:
+        return SubAgent(spec=AgentSpec(model=model, name=name, heartbeat_timeout_seconds=5, **fields),
+                        description=f"The {name}.")
+
+    checker = sub(script(reply("All three figures check out.")), "fact_checker")
+    researcher = sub(script(calls(call("fact_checker", {"task": "Check the Q3 figures."})), echo_results),
+                     "researcher", sub_agents={"fact_checker": checker})
+    writer = sub(script(reply("A two-line summary, drafted.")), "writer")
+    lead = AgentSpec(model=script(calls(call("researcher", {"task": "Find the Q3 figures."}),
+                                        call("writer", {"task": "Draft the summary."})), echo_results),
+                     name="lead", heartbeat_timeout_seconds=5, sub_agents={"researcher": researcher, "writer": writer})
+    async with worker(), serve(agent_client) as served, async_playwright() as playwright:
+        handle = await agent_client.start(lead, "Report on Q3.")
+        await handle.result()
+        report = await handle.report()
+        children = {r.name: r.run_id for r in report.sub_runs}
+        grandchild = (await agent_client.get_handle(children["researcher"]).report()).sub_runs[0].run_id
+        browser = await launch(playwright)
+        desk = Page(await (await browser.new_context(**DESKTOP)).new_page(), "desktop")
+        await desk.page.goto(f"{served.url}/runs/{handle.run_id}")
+        tree = desk.page.locator("#sub-agents .tree")
+        await expect(tree.locator(":scope > li > .node a")).to_have_text(["researcher", "writer"], timeout=30_000)
+        for name in ("researcher", "writer"):
+            await expect(tree.locator(f'a[href="/runs/{children[name]}"]')).to_have_text(name)
+        await expect(tree.locator(":scope > li ul a")).to_have_text(["fact_checker"])
+        await expect(tree.locator(":scope > li ul a")).to_have_attribute("href", f"/runs/{grandchild}")
+        await expect(desk.page.locator('.tool .sub-link a').first).to_have_attribute(
+            "href", f"/runs/{children['researcher']}")
+        await desk.shot("sub-agents")
+        await tree.locator(":scope > li > .node a").first.click()
+        await desk.page.wait_for_url(f"**/runs/{children['researcher']}")
+        await expect(desk.page.locator("#sub-agents .tree a")).to_have_text(["fact_checker"], timeout=30_000)
+        assert desk.errors == []
+        await browser.close()
