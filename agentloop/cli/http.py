@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,26 @@ def registered_agents(references: list[str]) -> dict[str, Any]:
     return agents
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: a free port, the one printed).
+
+    Raises:
+        UserError: The address is taken or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise UserError(f"cannot listen on {host}:{port} ({err.strerror}); choose another --port "
+                        "(0: a free one) or --host") from None
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
 async def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -81,10 +102,12 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         client = AgentClient(s.client, task_queue=s.config.task_queue)
         settings.temporal_ui = s.ui_url or settings.temporal_ui
         app = create_app(client, settings)
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=args.port, log_level="warning",
-                                               lifespan="on", timeout_graceful_shutdown=3))
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
+        sock = listening_socket(host, args.port)
+        port = sock.getsockname()[1]
         where = f"embedded server {s.config.address}" if embedded else f"Temporal at {s.config.address}"
-        say(f"agentloop serve: http://{host}:{args.port}/ ({where}, namespace {s.config.namespace!r}, "
+        shown = f"[{host}]" if ":" in host else host
+        say(f"agentloop serve: http://{shown}:{port}/ ({where}, namespace {s.config.namespace!r}, "
             f"task queue {s.config.task_queue!r})")
         if settings.tokens:
             say(f"tokens: {', '.join(f'{t.name} ({t.scope})' for t in settings.tokens)}")
@@ -92,7 +115,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may act")
         if settings.agents:
             say(f"agents: {', '.join(sorted(settings.agents))}")
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
         try:
             await serving
         except asyncio.CancelledError:

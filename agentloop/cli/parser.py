@@ -112,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "scope read or act); with none, it listens on 127.0.0.1 only.",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=port_number, default=8000, help="the HTTP port (default: 8000)")
+    serve.add_argument("--port", type=port_number, default=8000, help="the HTTP port (default: 8000; 0: a free one, printed)")
     serve.add_argument("--agent", action="append", default=[], metavar="[NAME=]FILE|MODULE:ATTR",
                        help="an agent clients may start by name (AG-UI's /v1/ag-ui/NAME); repeatable")
     serve.add_argument("--registered-only", action="store_true",
