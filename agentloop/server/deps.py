@@ -100,7 +100,8 @@ async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandl
     try:
         return await question(state.client.get_handle(run_id))
     except WorkflowQueryFailedError as err:
-        raise Problem(502, "The run could not answer", f"run {run_id[:200]!r} could not answer: {err.message}") from None
+        raise Problem(502, "The run could not answer",
+                      f"run {run_id[:200]!r} could not answer: {err.message}") from None
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Problem(404, "Unknown run", f"no run {run_id[:200]!r}: {err.message}") from None

@@ -127,8 +127,11 @@ async def test_threads_messages_and_steering(agent_client: AgentClient, worker) 
         texts = [d["message"]["content"][0]["text"] for _, d in events if d["type"] == "thread.message.completed"]
         assert texts == ["second answer"]
         # The sender's name is the caller's (no token configured: "local").
-        queued = [d for _, d in events if d["type"] == "agent.turn.started"]
-        assert queued and queued[0].get("by") in ("local", None)
+        everything = await follow(api.http, thread_id, until=lambda d: d["type"] == "agent.turn.ended"
+                                  and d["turn"] == 2)
+        (received,) = [d for _, d in everything.events
+                       if d["type"] == "agent.thread.message.received" and d["turn"] == 2]
+        assert (received["text"], received["by"]) == ("and then?", "local")
 
         problem(await api.http.post(f"/v1/threads/missing-{uuid.uuid4().hex[:6]}/messages", json={"text": "hi"}),
                 404)
@@ -141,8 +144,8 @@ async def test_threads_messages_and_steering(agent_client: AgentClient, worker) 
 async def test_tool_outputs_stop_and_cancel(agent_client: AgentClient, worker) -> None:
     model = script(calls(call("lookup_order", {"order_id": "A-1"})), echo_results)
     async with worker(), serve(agent_client) as api:
-        run_id = (await api.http.post("/v1/runs", json={
-            "spec": spec_json(agents.spec(model, tools=[], client_tools=[LOOKUP])), "input": "where is A-1?"})).json()["run_id"]
+        body = {"spec": spec_json(agents.spec(model, tools=[], client_tools=[LOOKUP])), "input": "where is A-1?"}
+        run_id = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
         await wait_state(agent_client.get_handle(run_id), lambda s: s.status == "requires_action", "requires_action")
         wrong = problem(await api.http.post(f"/v1/runs/{run_id}/tool_outputs",
                                             json={"tool_outputs": [{"call_id": "nope", "output": "x"}]}), 409)
@@ -158,8 +161,9 @@ async def test_tool_outputs_stop_and_cancel(agent_client: AgentClient, worker) -
         problem(await api.http.post(f"/v1/runs/{run_id}/stop", json={}), 409)
 
         waiting = script(calls(write("x.txt")), echo_results)
-        cancelled = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(waiting)), "input": "w"})).json()["run_id"]
-        stopped = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(waiting)), "input": "w"})).json()["run_id"]
+        body = {"spec": spec_json(asking(waiting)), "input": "w"}
+        cancelled = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
+        stopped = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
         for run in (cancelled, stopped):
             await wait_state(agent_client.get_handle(run), awaiting(), "the write to wait")
         answer = await api.http.post(f"/v1/runs/{cancelled}/cancel")

@@ -91,7 +91,8 @@ async def test_heartbeats_while_idle_and_the_stream_closes_after_the_terminal_ev
     model = script(calls(write("out.txt", "x")), reply("written"))
     settings = ServerSettings(heartbeat_seconds=0.2)
     async with worker(), serve(agent_client, settings) as api:
-        run_id = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(model)), "input": "w"})).json()["run_id"]
+        started = await api.http.post("/v1/runs", json={"spec": spec_json(asking(model)), "input": "w"})
+        run_id = started.json()["run_id"]
         async with api.http.stream("GET", f"/v1/runs/{run_id}/events") as response:
             lines = response.aiter_lines()
             await wait_state(agent_client.get_handle(run_id), awaiting(), "the write to wait")
@@ -158,7 +159,8 @@ async def test_200_clients_on_one_run_each_see_every_event_once_in_order(
         await eventually(lambda: hub.feeds.get(run_id) and hub.feeds[run_id].subscribers == clients,
                          f"{clients} subscribers on the run's one feed", timeout=60)
         assert list(hub.feeds) == [run_id]  # one reader for the run
-        decided = await api.http.post(f"/v1/runs/{run_id}/approvals", json={"call_id": "call_0_0", "decision": "approve"})
+        decided = await api.http.post(f"/v1/runs/{run_id}/approvals",
+                                      json={"call_id": "call_0_0", "decision": "approve"})
         assert decided.status_code == 200
         seen = await asyncio.gather(*followers)
         feed = hub.feeds[run_id]
