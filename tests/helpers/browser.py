@@ -25,7 +25,8 @@ CHROMIUM_ARGS = [
 def chromium(path: str = CHROMIUM) -> str:
     """The browser's path; skip without it (fail when ``AGENTLOOP_REQUIRE_BROWSER=1``)."""
     if not Path(path).exists():
-        reason = f"Chromium is not installed ({path}), so the console is not tested in a browser: apt-get install -y chromium"
+        reason = (f"Chromium is not installed ({path}), so the console is not tested in a browser: "
+                  "apt-get install -y chromium")
         if os.environ.get(REQUIRE_BROWSER) == "1":
             pytest.fail(f"{reason} ({REQUIRE_BROWSER}=1 requires the browser tests)")
         pytest.skip(reason)
