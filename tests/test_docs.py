@@ -570,7 +570,8 @@ def link_problem(page: str, target: str) -> str | None:
     if not resolved.is_file():
         return f"{page}: {target} leads to no file"
     name = str(resolved.relative_to(ROOT))
-    if page.startswith("docs/") and (not name.startswith("docs/") or resolved.suffix != ".md"):
+    image = resolved.suffix in (".png", ".svg", ".jpg") and name.startswith("docs/")  # a picture of the site
+    if page.startswith("docs/") and (not name.startswith("docs/") or resolved.suffix != ".md") and not image:
         return f"{page}: {target} leads out of docs/ (not a page of the site)"
     if anchor and (resolved.suffix != ".md" or anchor not in anchors(name)):
         return f"{page}: {target}: {name} has no heading #{anchor}"

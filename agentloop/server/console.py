@@ -1,7 +1,119 @@
-"""The web console at ``/`` (to be built)."""
+"""The web console at ``/``: the runs list, a run's page (its conversation
+live, usage and cost, sub-agents, approvals) and a thread's page (the same,
+and a box to send the next message).
+
+No build step: each page is a small server-rendered shell, and
+``static/console.js`` (plain JavaScript, no bundler, no CDN) fills it from
+the JSON API and the run's Server-Sent Events, as any other client would.
+So the console needs the same token as the API: when tokens are configured,
+it asks for one and keeps it in the browser's ``localStorage``; the event
+stream gets it as ``?access_token=`` (an ``EventSource`` cannot set headers).
+The shells hold no data of any run, so they need no token themselves.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import hashlib
+import html
+from functools import cache
+from importlib import resources
+from string import Template
+from urllib.parse import quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, Response
+
+from agentloop.server.deps import server_state
+from agentloop.server.problems import Problem
 
 router = APIRouter(include_in_schema=False)
+
+#: The files under ``/assets/``, with their media types.
+ASSETS = {
+    "console.js": "text/javascript; charset=utf-8",
+    "console.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
+
+#: The pages run only the console's own script and style (no inline script,
+#: nothing from another origin) and are never framed.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-cache",
+}
+
+
+@cache
+def _asset(name: str) -> tuple[bytes, str]:
+    """An asset's bytes and its ETag (a hash of the bytes)."""
+    data = resources.files("agentloop.server").joinpath("static", name).read_bytes()
+    return data, hashlib.sha256(data).hexdigest()[:16]
+
+
+@cache
+def _shell() -> Template:
+    return Template(resources.files("agentloop.server").joinpath("static", "page.html").read_text("utf-8"))
+
+
+def temporal_ui_link(base: str | None, namespace: str, run_id: str) -> str:
+    """The run's page in the Temporal UI, or "" when the UI's address is unknown."""
+    if not base:
+        return ""
+    return f"{base.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
+
+
+def _page(request: Request, page: str, title: str, ident: str = "") -> HTMLResponse:
+    state = server_state(request)
+    namespace = state.client.temporal.namespace
+    attrs = {
+        "page": page,
+        "id": ident,
+        "auth": "1" if state.settings.tokens else "0",
+        "namespace": namespace,
+        "temporal-ui": temporal_ui_link(state.settings.temporal_ui, namespace, ident) if ident else "",
+        "temporal-ui-base": (state.settings.temporal_ui or "").rstrip("/"),
+    }
+    body = " ".join(f'data-{key}="{html.escape(value, quote=True)}"' for key, value in attrs.items())
+    text = _shell().substitute(
+        title=html.escape(title), body_attrs=body,
+        css=f"/assets/console.css?v={_asset('console.css')[1]}",
+        js=f"/assets/console.js?v={_asset('console.js')[1]}",
+        icon=f"/assets/favicon.svg?v={_asset('favicon.svg')[1]}",
+    )
+    return HTMLResponse(text, headers=PAGE_HEADERS)
+
+
+@router.get("/", response_class=HTMLResponse)
+async def runs_page(request: Request) -> HTMLResponse:
+    """The runs list (``?filter=waiting`` shows the runs waiting on someone)."""
+    return _page(request, "runs", "Runs · agentloop")
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(run_id: str, request: Request) -> HTMLResponse:
+    """One run: its conversation live, approvals, usage, cost and sub-agents."""
+    return _page(request, "run", f"Run {run_id} · agentloop", run_id)
+
+
+@router.get("/threads/{thread_id}", response_class=HTMLResponse)
+async def thread_page(thread_id: str, request: Request) -> HTMLResponse:
+    """One thread: its conversation live, and a box to send the next message."""
+    return _page(request, "thread", f"Thread {thread_id} · agentloop", thread_id)
+
+
+@router.get("/assets/{name}")
+async def asset(name: str, request: Request) -> Response:
+    """The console's script, style sheet and icon."""
+    if name not in ASSETS:
+        raise Problem(404, "Not found", f"the console has no asset {name[:80]!r}; it serves "
+                      f"{', '.join(sorted(ASSETS))}")
+    data, etag = _asset(name)
+    headers = {"ETag": f'"{etag}"', "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+    if request.headers.get("if-none-match") == f'"{etag}"':
+        return Response(status_code=304, headers=headers)
+    return Response(data, media_type=ASSETS[name], headers=headers)

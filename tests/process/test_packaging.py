@@ -102,7 +102,10 @@ def test_the_wheel_has_one_top_level_name_and_installs_beside_a_users_own_packag
     for module in ("agentloop/workflow.py", "agentloop/testing.py", "agentloop/shared/contracts.py",
                    "agentloop/client/agent_client.py", "agentloop/tools/registry.py", "agentloop/cli/parser.py",
                    "agentloop/workflows/agent_run.py", "agentloop/activities/agent_activities.py",
-                   "agentloop/workers/worker.py", "agentloop/workers/plugin.py"):
+                   "agentloop/workers/worker.py", "agentloop/workers/plugin.py",
+                   # The web console's files (package data).
+                   "agentloop/server/static/page.html", "agentloop/server/static/console.js",
+                   "agentloop/server/static/console.css", "agentloop/server/static/favicon.svg"):
         assert module in names
 
     venv = tmp_path / "venv"
