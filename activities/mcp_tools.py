@@ -448,6 +448,8 @@ class _HeldSession:
                                  f"within {self.server.timeout_seconds:g}s (its timeout_seconds, in the worker's MCP "
                                  "servers settings)") from None
         if self.session is None:
+            if isinstance(self.failure, UserError):
+                raise self.failure
             mcp_error = _mcp_error_in(self.failure) if self.failure is not None else None
             if mcp_error is not None and not _is_connection_closed(mcp_error):
                 raise mcp_error
@@ -507,7 +509,9 @@ class _HeldSession:
 
         while not self._stop:
             self._wake.clear()
+            # Kept for no time (0): the call that opened it closes it (touch).
             idle = self.server.idle_timeout_seconds if self.users == 0 else None
+            idle = idle or None
             with anyio.move_on_after(idle):
                 await self._wake.wait()
                 continue
@@ -526,7 +530,7 @@ async def _transport(server: McpServer, stderr: _StderrTail | None) -> AsyncIter
         path = {**os.environ, **env}.get("PATH")
         if shutil.which(command, path=path) is None:
             stderr.close_writer()
-            raise UserError(f"the command {command!r} is not found on the worker (PATH={path}); install it or give "
+            raise UserError(f"the command {command!r} is not found on the worker's PATH; install it there or give "
                             "its full path")
         # Started through the guard, so the server dies with the worker.
         params = StdioServerParameters(
