@@ -27,7 +27,7 @@ from agentloop.activities.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.shared.messages import truncate_output
+from agentloop.shared.messages import cut_hint, truncate_output
 from agentloop.shared.activity_io import (
     CallModelInput,
     CallModelResult,
@@ -431,7 +431,7 @@ class AgentActivities:
         metrics: dict[str, Any] = {}
 
         def result(content: str, *, is_error: bool) -> ExecuteToolResult:
-            text, truncated = truncate_output(content, input.output_limit)
+            text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
             return ExecuteToolResult(
                 call_id=input.call_id,
                 content=text,
@@ -496,6 +496,11 @@ class AgentActivities:
         if isinstance(value, ImagePart):
             return result(f"(the image {value.media_type or ''} is attached)", is_error=False).model_copy(
                 update={"images": [value]})
+        if isinstance(value, list) and any(isinstance(v, ImagePart) for v in value):
+            # Text and images (an OpenAPI operation's image response): the text, the images attached.
+            text = "\n".join(format_tool_output(v) for v in value if not isinstance(v, ImagePart))
+            return result(text, is_error=False).model_copy(
+                update={"images": [v for v in value if isinstance(v, ImagePart)]})
         return result(format_tool_output(value), is_error=False)
 
     async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any, key: str) -> ExecuteToolResult:
