@@ -28,7 +28,7 @@ from agentloop.activities.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.shared.messages import truncate_output
+from agentloop.shared.messages import cut_hint, truncate_output
 from agentloop.shared.activity_io import (
     CallModelInput,
     CallModelResult,
@@ -441,7 +441,7 @@ class AgentActivities:
         metrics: dict[str, Any] = {}
 
         def result(content: str, *, is_error: bool) -> ExecuteToolResult:
-            text, truncated = truncate_output(content, input.output_limit)
+            text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
             return ExecuteToolResult(
                 call_id=input.call_id,
                 content=text,
@@ -453,7 +453,7 @@ class AgentActivities:
 
         tool = self.registry.get(input.tool_name)
         if tool is None and self.mcp.owns(input.tool_name):
-            return await self._call_mcp_tool(input, result)
+            return await self._call_mcp_tool(input, result, key)
         if tool is None:
             return result(
                 f"Unknown tool '{input.tool_name}'. Available tools: "
@@ -509,20 +509,29 @@ class AgentActivities:
         if isinstance(value, ImagePart):
             return result(f"(the image {value.media_type or ''} is attached)", is_error=False).model_copy(
                 update={"images": [value]})
+        if isinstance(value, list) and any(isinstance(v, ImagePart) for v in value):
+            # Text and images (an OpenAPI operation's image response): the text, the images attached.
+            text = "\n".join(format_tool_output(v) for v in value if not isinstance(v, ImagePart))
+            return result(text, is_error=False).model_copy(
+                update={"images": [v for v in value if isinstance(v, ImagePart)]})
         return result(format_tool_output(value), is_error=False)
 
-    async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any) -> ExecuteToolResult:
-        """A call of an MCP server's tool: its errors are results; a server
-        that cannot be reached fails the attempt, and Temporal retries it."""
+    async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any, key: str) -> ExecuteToolResult:
+        """A call of an MCP server's tool, within the tool's own timeout: its
+        errors are results; a server that cannot be reached, or that exits or
+        breaks the connection during the call, fails the attempt, and
+        Temporal retries it. The call's idempotency key goes in the request's
+        ``_meta``."""
         try:
             async with keep_heartbeating(), asyncio.timeout(input.timeout_seconds):
-                text, is_error = await self.mcp.call(input.tool_name, input.arguments)
+                text, is_error = await self.mcp.call(input.tool_name, input.arguments, idempotency_key=key)
         except McpUnavailable as exc:
             raise ApplicationError(str(exc), type=MCP_UNAVAILABLE_ERROR_TYPE) from None
         except UserError as exc:
             return result(f"Error: {exc}", is_error=True)
         except asyncio.TimeoutError:
-            return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s and was "
-                          "stopped; try a smaller task or raise its timeout (AgentSpec.tool_timeouts).",
-                          is_error=True)
+            return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s, its own limit, and "
+                          "was stopped; try a smaller task or raise the limit: AgentSpec.tool_timeouts"
+                          f"['{input.tool_name}'] (default AgentSpec.tool_timeout_seconds). The MCP server's "
+                          "timeout_seconds bounds starting and listing only.", is_error=True)
         return result(text, is_error=is_error)

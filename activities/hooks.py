@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from temporalio import activity
 
-from agentloop.shared.messages import truncate_output
+from agentloop.shared.messages import CUT_HINT, cut_hint, truncate_output
 from agentloop.shared.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.tools.hooks import (
     EndRun,
@@ -48,7 +48,7 @@ async def execute_with_hooks(acts: AgentActivities, input: ExecuteToolInput, key
     started = time.monotonic()
 
     def result(content: str, *, is_error: bool, metrics: dict[str, Any], end_run: str | None = None) -> ExecuteToolResult:
-        text, truncated = truncate_output(content, input.output_limit)
+        text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
         return ExecuteToolResult(call_id=input.call_id, content=text, is_error=is_error, truncated=truncated,
                                  latency_ms=(time.monotonic() - started) * 1000, metrics=metrics, end_run=end_run)
 
@@ -94,7 +94,7 @@ async def run_tool_hooks(acts: AgentActivities, input: RunToolHooksInput) -> Too
     ``on_tool_error`` hooks with the call's error."""
 
     def decided(action: str, value: str) -> ToolHookDecision:
-        text, _ = truncate_output(value, input.output_limit)
+        text, _ = truncate_output(value, input.output_limit, CUT_HINT)
         return ToolHookDecision(action=action, content=text)  # type: ignore[arg-type]
 
     known = hooks_of(acts.registry)

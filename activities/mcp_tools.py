@@ -7,22 +7,34 @@ is read from the worker's environment when it connects. A spec names the
 servers it uses (``AgentSpec.mcp_servers``); the run lists their tools once,
 in its ``resolve_tools`` activity, so the list is in the run's history and a
 replay never asks a server again. Each tool is offered as ``server__tool``;
-a call is an ``execute_tool`` activity that connects, calls and disconnects.
+a call is an ``execute_tool`` activity. The worker keeps one session per
+server open between calls (a stdio server keeps running), closed after
+``idle_timeout_seconds`` without a call, re-opened when it died. A stdio
+server is started through a guard (``activities/mcp_guard.py``) so that it
+dies with the worker.
 
 Errors the server reports (an ``isError`` result, a JSON-RPC error) are
-error results the model sees. A server that cannot be reached is an
-``McpServerUnavailable`` failure: at listing time it fails the run, at call
-time Temporal retries the call (``AgentSpec.tool_max_attempts``) and then
-the model gets an error result.
+error results the model sees. A server that cannot be reached, or that
+exits or breaks the connection during a call, is an ``McpServerUnavailable``
+failure: at listing time it fails the run, at call time Temporal retries the
+call (``AgentSpec.tool_max_attempts``) and then the model gets an error
+result. Limits: starting, connecting and listing take at most the server's
+``timeout_seconds``; a call, its tool's timeout (``AgentSpec.tool_timeouts``,
+else ``AgentSpec.tool_timeout_seconds``), as for every tool.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import re
+import shutil
 import string
 import sys
+import threading
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -31,6 +43,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentloop.shared.activity_io import ToolDefinition
+from agentloop.activities.mcp_guard import EXIT_LINE
 from agentloop.shared.errors import UserError
 
 #: Separates the server's name from its tool's in the name the model sees.
@@ -41,6 +54,15 @@ MCP_SERVERS_ENV = "AGENTLOOP_MCP_SERVERS"
 
 #: ApplicationError type of a server that cannot be reached (or fails outside a tool).
 MCP_UNAVAILABLE_ERROR_TYPE = "McpServerUnavailable"
+
+#: The key of a call's idempotency key in the ``_meta`` of its ``tools/call`` request.
+IDEMPOTENCY_META_KEY = "agentloop/idempotency_key"
+
+#: How many of a stdio server's last stderr lines a failure quotes.
+STDERR_LINES = 8
+
+#: The script a stdio server is started through (it dies with the worker).
+GUARD = Path(__file__).with_name("mcp_guard.py")
 
 _SERVER_NAME = re.compile(r"^[a-zA-Z0-9-]+(?:_[a-zA-Z0-9-]+)*$")
 _TOOL_CHARS = re.compile(r"[^a-zA-Z0-9_-]")
@@ -56,7 +78,11 @@ class McpServer(BaseModel):
         cwd: Working directory of the stdio server's process.
         url: The streamable HTTP endpoint (e.g. ``http://localhost:8000/mcp``).
         headers: HTTP headers, e.g. ``{"Authorization": "Bearer ${TOKEN}"}``.
-        timeout_seconds: Most time connecting and listing may take.
+        timeout_seconds: Most time starting the server, connecting and
+            listing its tools may take (not a call's limit: a call has its
+            tool's timeout, ``AgentSpec.tool_timeouts``).
+        idle_timeout_seconds: How long the worker keeps a session (and a
+            stdio server's process) open without a call; 0 opens one per call.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -68,6 +94,7 @@ class McpServer(BaseModel):
     url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(default=30.0, gt=0)
+    idle_timeout_seconds: float = Field(default=300.0, ge=0)
 
     @model_validator(mode="after")
     def _one_transport(self) -> McpServer:
@@ -156,6 +183,8 @@ class McpServers:
                 raise UserError(f"MCP server {name!r}: {problems}") from None
         # The servers' own names of tools whose names the model sees changed.
         self._names: dict[str, str] = {}
+        # The open session with each server, shared by this worker's calls.
+        self._sessions: dict[str, _HeldSession] = {}
 
     @classmethod
     def from_file(cls, path: str | Path) -> McpServers:
@@ -200,98 +229,109 @@ class McpServers:
         parts = split_name(tool)
         return parts is not None and parts[0] in self.servers
 
+    async def aclose(self) -> None:
+        """Close every open session (their stdio servers exit)."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for held in sessions:
+            held.close()
+        await asyncio.gather(*(held.task for held in sessions), return_exceptions=True)
+
+    async def _open(self, name: str) -> _HeldSession:
+        """The worker's open session with server ``name``: the one kept from
+        an earlier call, or a new one if there is none or it died."""
+        held = self._sessions.get(name)
+        if held is None or not held.usable:
+            if held is not None:
+                held.close()
+            held = self._sessions[name] = _HeldSession(name, self.servers[name])
+        await held.opened()
+        return held
+
     @asynccontextmanager
-    async def session(self, name: str) -> AsyncIterator[Any]:
-        """An initialized ``ClientSession`` with server ``name``.
-
-        Raises:
-            McpUnavailable: It could not be started, reached or initialized.
-        """
-        from mcp.client.session import ClientSession
-
-        server = self.servers[name]
+    async def _use(self, name: str) -> AsyncIterator[_HeldSession]:
+        held = await self._open(name)
+        held.users += 1
+        completed = False
         try:
-            async with self._transport(server) as (read, write), \
-                    ClientSession(read, write, read_timeout_seconds=server.timeout_seconds) as session:
-                await session.initialize()
-                yield session
-        except UserError:
-            raise
-        except McpUnavailable:
-            raise
-        except BaseException as exc:
-            mcp_error = _mcp_error_in(exc)
-            if mcp_error is not None:
-                raise mcp_error from None
-            if not isinstance(exc, Exception):
-                raise
-            raise McpUnavailable(f"MCP server {name!r} ({server.transport}) is unreachable: {_describe(exc)}") from None
-
-    @asynccontextmanager
-    async def _transport(self, server: McpServer) -> AsyncIterator[Any]:
-        if server.command:
-            from mcp.client.stdio import StdioServerParameters, stdio_client
-
-            params = StdioServerParameters(
-                command=expand(server.command), args=[expand(a) for a in server.args],
-                env={k: expand(v) for k, v in server.env.items()} or None, cwd=server.cwd)
-            async with stdio_client(params, errlog=_errlog()) as streams:
-                yield streams
-        else:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            headers = {k: expand(v) for k, v in server.headers.items()}
-            timeout = httpx2.Timeout(server.timeout_seconds, read=300.0)
-            async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http, \
-                    streamable_http_client(expand(server.url or ""), http_client=http) as streams:
-                yield streams[0], streams[1]
+            yield held
+            completed = True
+        finally:
+            held.users -= 1
+            if not completed:
+                held.retire()  # a call cut short (timed out, cancelled) may leave the server busy
+            held.touch()
 
     async def list_tools(self, name: str) -> list[ToolDefinition]:
-        """The tools of server ``name``, as the model sees them.
+        """The tools of server ``name``, as the model sees them, within the
+        server's ``timeout_seconds`` (starting it, if need be, included).
 
         Raises:
-            McpUnavailable: The server could not be reached.
+            McpUnavailable: The server could not be started or reached, or
+                did not answer in time.
             MCPError: It answered the listing with an error.
         """
-        definitions: list[ToolDefinition] = []
-        async with self.session(name) as session:
-            cursor = None
-            while True:
-                from mcp.types import PaginatedRequestParams
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import PaginatedRequestParams
 
-                listing = await session.list_tools(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
-                for tool in listing.tools:
-                    shown = tool_name(name, tool.name)
-                    self._names[shown] = tool.name
-                    annotations = getattr(tool, "annotations", None)
-                    definitions.append(ToolDefinition(
-                        name=shown, description=tool.description or "",
-                        parameters=dict(tool.input_schema or {"type": "object", "properties": {}}),
-                        read_only=bool(annotations and getattr(annotations, "read_only_hint", False))))
-                cursor = listing.next_cursor
-                if not cursor:
-                    break
+        server = self.servers[name]
+        definitions: list[ToolDefinition] = []
+        try:
+            async with asyncio.timeout(server.timeout_seconds):
+                async with self._use(name) as held:
+                    cursor = None
+                    while True:
+                        try:
+                            listing = await held.session.list_tools(
+                                params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+                        except MCPError as exc:
+                            if held.lost(exc):
+                                raise await held.unavailable("while listing its tools") from None
+                            raise
+                        for tool in listing.tools:
+                            shown = tool_name(name, tool.name)
+                            self._names[shown] = tool.name
+                            annotations = getattr(tool, "annotations", None)
+                            definitions.append(ToolDefinition(
+                                name=shown, description=tool.description or "",
+                                parameters=dict(tool.input_schema or {"type": "object", "properties": {}}),
+                                read_only=bool(annotations and getattr(annotations, "read_only_hint", False))))
+                        cursor = listing.next_cursor
+                        if not cursor:
+                            break
+        except TimeoutError:
+            raise McpUnavailable(f"MCP server {name!r} ({server.transport}) did not start and list its tools within "
+                                 f"{server.timeout_seconds:g}s (its timeout_seconds, in the worker's MCP servers "
+                                 "settings)") from None
         return definitions
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
-        """Call tool ``name`` (``server__tool``): its text and whether it is an error.
+    async def call(self, name: str, arguments: dict[str, Any], idempotency_key: str | None = None) -> tuple[str, bool]:
+        """Call tool ``name`` (``server__tool``): its text and whether it is
+        an error. No limit of its own: the caller's (the tool's timeout)
+        applies; ``idempotency_key`` goes in the request's ``_meta`` as
+        :data:`IDEMPOTENCY_META_KEY`.
 
         Raises:
-            McpUnavailable: The server could not be reached, or broke the
-                connection during the call.
+            McpUnavailable: The server could not be started or reached, or
+                broke the connection (or exited) during the call.
         """
         from mcp.shared.exceptions import MCPError
 
         parts = split_name(name)
         assert parts is not None
         server, shown_tool = parts
-        try:
-            async with self.session(server) as session:
-                original = self._names.get(name) or await self._original_name(session, server, name, shown_tool)
-                result = await session.call_tool(original, arguments)
-        except MCPError as exc:
-            return f"MCP server {server!r} answered with error {exc.code}: {exc.message}", True
+        meta = {IDEMPOTENCY_META_KEY: idempotency_key} if idempotency_key else None
+        async with self._use(server) as held:
+            try:
+                original = self._names.get(name) or await self._original_name(held.session, server, name, shown_tool)
+                result = await held.session.call_tool(original, arguments, meta=meta)
+            except MCPError as exc:
+                if held.lost(exc):
+                    raise await held.unavailable("during the call") from None
+                return f"MCP server {server!r} answered with error {exc.code}: {exc.message}", True
+            except (OSError, RuntimeError) as exc:  # a transport broken under the session
+                held.retire()
+                raise McpUnavailable(f"MCP server {server!r} ({held.server.transport}) broke the connection "
+                                     f"during the call: {_describe(exc)}") from None
         return content_text(result), bool(getattr(result, "is_error", False))
 
     async def _original_name(self, session: Any, server: str, name: str, shown_tool: str) -> str:
@@ -303,6 +343,224 @@ class McpServers:
                 self._names[name] = tool.name
                 return tool.name
         return shown_tool
+
+
+class _StderrTail:
+    """A stdio server's stderr: forwarded to the worker's stderr, its last
+    lines kept, and the exit code its guard reports (activities/mcp_guard.py)."""
+
+    def __init__(self, name: str, on_exit: Any) -> None:
+        read_fd, write_fd = os.pipe()
+        self.writer: Any = os.fdopen(write_fd, "w")  # the server's stderr
+        self.lines: deque[str] = deque(maxlen=STDERR_LINES)
+        self.exit_code: int | None = None
+        self.ended = threading.Event()
+        self._name, self._on_exit = name, on_exit
+        threading.Thread(target=self._read, args=(read_fd,), name=f"MCP server {name} stderr", daemon=True).start()
+
+    def close_writer(self) -> None:
+        """Close the worker's copy of the write end (the server has its own),
+        so the reader sees the end when the server's side closes."""
+        if not self.writer.closed:
+            self.writer.close()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb") as pipe:
+            for raw in pipe:
+                line = raw.decode(errors="replace").rstrip("\r\n")
+                if line.startswith(EXIT_LINE):
+                    with contextlib.suppress(ValueError):
+                        self.exit_code = int(line.removeprefix(EXIT_LINE).strip())
+                    self._on_exit()
+                    continue
+                self.lines.append(line)
+                with contextlib.suppress(Exception):
+                    _errlog().write(f"[MCP server {self._name}] {line}\n")
+        self.ended.set()
+        self._on_exit()
+
+    def describe(self) -> str:
+        tail = [line for line in self.lines if line.strip()]
+        if not tail:
+            return "it wrote nothing on stderr"
+        return "the last lines of its stderr: " + " | ".join(line.strip()[:300] for line in tail)
+
+
+class _HeldSession:
+    """A session with one server, held open by a task of its own (anyio's
+    context managers are left by the task that entered them), shared by the
+    calls of this worker, closed after ``idle_timeout_seconds`` unused."""
+
+    def __init__(self, name: str, server: McpServer) -> None:
+        self.name, self.server = name, server
+        self.session: Any = None
+        self.users = 0
+        self.failure: BaseException | None = None
+        self.ended = False
+        self.retired = False
+        self._loop = asyncio.get_running_loop()
+        self._ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._stop = False
+        self.stderr = _StderrTail(name, self._exited_soon) if server.command else None
+        self.task = asyncio.create_task(self._hold(), name=f"MCP session {name}")
+
+    @property
+    def usable(self) -> bool:
+        """Open (or opening), not retired, and its server still running."""
+        exited = self.stderr is not None and (self.stderr.exit_code is not None or self.stderr.ended.is_set())
+        return not (self.ended or self.retired or self._stop or exited)
+
+    def _exited_soon(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nothing to wake
+            self._loop.call_soon_threadsafe(self.retire)
+
+    def touch(self) -> None:
+        """A call ended: the idle time counts from now (or it closes, when retired or kept for no time)."""
+        if self.users == 0 and (self.retired or self.server.idle_timeout_seconds == 0):
+            self.close()
+        self._wake.set()
+
+    def retire(self) -> None:
+        """Give it to no new call; close it once its calls are done."""
+        self.retired = True
+        if self.users == 0:
+            self.close()
+
+    def close(self) -> None:
+        self._stop = True
+        self._wake.set()
+
+    async def opened(self) -> None:
+        """Wait until the session is initialized.
+
+        Raises:
+            McpUnavailable: The server could not be started or reached, or
+                did not answer within its ``timeout_seconds``.
+            MCPError: It answered the initialization with an error.
+        """
+        try:
+            async with asyncio.timeout(self.server.timeout_seconds):
+                await asyncio.shield(self._ready.wait())
+        except TimeoutError:
+            self.close()
+            raise McpUnavailable(f"MCP server {self.name!r} ({self.server.transport}) did not start and answer "
+                                 f"within {self.server.timeout_seconds:g}s (its timeout_seconds, in the worker's MCP "
+                                 "servers settings)") from None
+        if self.session is None:
+            if isinstance(self.failure, UserError):
+                raise self.failure
+            mcp_error = _mcp_error_in(self.failure) if self.failure is not None else None
+            if mcp_error is not None and not _is_connection_closed(mcp_error):
+                raise mcp_error
+            raise await self.unavailable("before it answered")
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether an error of a request is the connection's end (the server
+        exited or went away), not the server's answer; the session is then retired."""
+        if _is_connection_closed(exc) or self.ended:
+            self.retire()
+            return True
+        return False
+
+    async def unavailable(self, when: str) -> McpUnavailable:
+        """The server is gone: why, in one sentence (a stdio server's exit
+        code and the last lines of its stderr)."""
+        self.retire()
+        where = f"MCP server {self.name!r} ({self.server.transport})"
+        if self.stderr is not None:
+            # The guard reports the exit code as soon as the server exits.
+            for _ in range(100):
+                if self.stderr.exit_code is not None or self.stderr.ended.is_set():
+                    break
+                await asyncio.sleep(0.02)
+            if self.stderr.exit_code is not None:
+                return McpUnavailable(f"{where} exited with code {self.stderr.exit_code} {when}; "
+                                      f"{self.stderr.describe()}")
+            if self.failure is not None and not _is_connection_closed(self.failure):
+                return McpUnavailable(f"{where} cannot be started: {_describe(self.failure)}")
+            return McpUnavailable(f"{where} closed the connection {when}; {self.stderr.describe()}")
+        if self.failure is not None:
+            return McpUnavailable(f"{where} is unreachable: {_describe(self.failure)}")
+        return McpUnavailable(f"{where} closed the connection {when}")
+
+    async def _hold(self) -> None:
+        from mcp.client.session import ClientSession
+
+        try:
+            async with _transport(self.server, self.stderr) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                self.session = session
+                self._ready.set()
+                await self._idle()
+        except BaseException as exc:  # noqa: BLE001 - kept, and told to the calls waiting for the session
+            self.failure = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.ended = True
+            self._ready.set()
+            if self.stderr is not None:
+                self.stderr.close_writer()
+
+    async def _idle(self) -> None:
+        """Until told to close, or unused for ``idle_timeout_seconds``."""
+        import anyio
+
+        while not self._stop:
+            self._wake.clear()
+            # Kept for no time (0): the call that opened it closes it (touch).
+            idle = self.server.idle_timeout_seconds if self.users == 0 else None
+            idle = idle or None
+            with anyio.move_on_after(idle):
+                await self._wake.wait()
+                continue
+            if self.users == 0:
+                return
+
+
+@asynccontextmanager
+async def _transport(server: McpServer, stderr: _StderrTail | None) -> AsyncIterator[Any]:
+    if server.command:
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        assert stderr is not None
+        command = expand(server.command)
+        env = {k: expand(v) for k, v in server.env.items()}
+        path = {**os.environ, **env}.get("PATH")
+        if shutil.which(command, path=path) is None:
+            stderr.close_writer()
+            raise UserError(f"the command {command!r} is not found on the worker's PATH; install it there or give "
+                            "its full path")
+        # Started through the guard, so the server dies with the worker.
+        params = StdioServerParameters(
+            command=sys.executable, args=["-I", "-S", str(GUARD), str(os.getpid()), command,
+                                          *[expand(a) for a in server.args]],
+            env=env or None, cwd=server.cwd)
+        try:
+            async with stdio_client(params, errlog=stderr.writer) as streams:
+                stderr.close_writer()
+                yield streams
+        finally:
+            stderr.close_writer()
+    else:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        headers = {k: expand(v) for k, v in server.headers.items()}
+        # Connecting is bounded by timeout_seconds; a call by its tool's timeout (no read limit here).
+        timeout = httpx2.Timeout(server.timeout_seconds, read=None)
+        async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http, \
+                streamable_http_client(expand(server.url or ""), http_client=http) as streams:
+            yield streams[0], streams[1]
+
+
+def _is_connection_closed(exc: BaseException) -> bool:
+    from mcp.shared.exceptions import MCPError
+    from mcp.types import CONNECTION_CLOSED
+
+    found = _mcp_error_in(exc)
+    return isinstance(found, MCPError) and found.code == CONNECTION_CLOSED
 
 
 def _mcp_error_in(exc: BaseException) -> Exception | None:

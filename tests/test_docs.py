@@ -12,7 +12,7 @@ Clauses are separated by ``;``:
     ``TEMPORAL_ADDRESS`` of the session's dev server and
     ``AGENTLOOP_TASK_QUEUE`` of a worker in this process (built-in tools,
     ``scripted:demo``), as a user runs it against ``agentloop dev``. It must
-    exit 0 (and print TEXT).
+    exit 0 without a traceback or a warning (and print TEXT).
 ``<!-- readme-test: file NAME.py -->``
     Saved as NAME.py for the blocks of the same page that import it (blocks
     naming the same file are appended in order, as "continued" blocks are),
@@ -373,6 +373,7 @@ async def test_python_block(
             code, output = await run_python([script.name], work, env)
         assert code == 0, f"{where}: exit {code}:\n{output}"
         assert "Traceback" not in output, f"{where}:\n{output}"
+        assert "Warning:" not in output, f"{where}: an example runs without warnings:\n{output}"
         if check.expect is not None:
             assert check.expect in output, f"{where}: {check.expect!r} not in its output:\n{output}"
     else:  # a file only: it must import

@@ -240,6 +240,7 @@ class AgentLoopPlugin(SimplePlugin):
         self.workspace = workspace
         self._activities: AgentActivities | None = None
         self._running: set[int] = set()
+        self._workers = 0
         super().__init__(
             PLUGIN_NAME,
             data_converter=data_converter,
@@ -362,19 +363,25 @@ class AgentLoopPlugin(SimplePlugin):
         """Run the worker; for role ``all``, with its sibling on the tools
         queue for as long as it runs."""
         active = worker.config(active_config=True)
-        if (
-            self.role != "all"
-            or id(worker) in self._running
-            or not self._configures(worker.client, active.get("plugins", []))
-            or not self._owns(active.get("activities", []))
-        ):
-            await next(worker)
-            return
-        self._running.add(id(worker))
+        self._workers += 1
         try:
-            await _run_with(worker, next, self._tools_worker(worker))
+            if (
+                self.role != "all"
+                or id(worker) in self._running
+                or not self._configures(worker.client, active.get("plugins", []))
+                or not self._owns(active.get("activities", []))
+            ):
+                await next(worker)
+                return
+            self._running.add(id(worker))
+            try:
+                await _run_with(worker, next, self._tools_worker(worker))
+            finally:
+                self._running.discard(id(worker))
         finally:
-            self._running.discard(id(worker))
+            self._workers -= 1
+            if self._workers == 0 and self._activities is not None:
+                await self._activities.mcp.aclose()  # the MCP sessions kept open between calls
 
     def _tools_worker(self, worker: Worker) -> Worker:
         """The Temporal worker that serves ``worker``'s tools queue: the tool

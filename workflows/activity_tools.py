@@ -15,7 +15,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared import contracts
-    from agentloop.shared.messages import truncate_output
+    from agentloop.shared.messages import CUT_HINT, truncate_output
     from agentloop.shared.activity_tools import (
         ActivityTool,
         activity_arguments,
@@ -116,6 +116,6 @@ async def _call(tool: ActivityTool, spec: AgentSpec, call: ToolCallPart, key: st
         after = calls.attempts_note(err, tool.max_attempts)
         return error_result(call, f"Tool '{tool.name}' (activity {tool.activity} on {tool.task_queue}) failed"
                                   f"{after}: {calls.failure_detail(err)}"), True
-    text, truncated = truncate_output(result_text(value), spec.tool_output_limit)
+    text, truncated = truncate_output(result_text(value), spec.tool_output_limit, CUT_HINT)
     report.truncated = truncated
     return ToolResultPart(id=call.id, name=call.name, content=text), False

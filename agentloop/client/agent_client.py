@@ -659,6 +659,9 @@ class AgentClient:
             task_queue: The queue agent workers poll.
             connect_options: Passed to ``temporalio.client.Client.connect``
                 (``tls=``, ``api_key=``, ``rpc_metadata=``...), over the configuration.
+                ``plugins=[AgentLoopPlugin(...)]`` gives the client (and the
+                Workers built from it) that plugin instead of a default one,
+                e.g. with the worker's MCP servers.
 
         Raises:
             UserError: No address, a configuration that cannot be read, or a
@@ -680,7 +683,10 @@ class AgentClient:
             config.namespace = namespace
         # With the plugin, Workers built from this client (AgentClient.temporal)
         # run agents too, next to their own workflows.
-        client = await connect_client(config, plugins=[AgentLoopPlugin()], **connect_options)
+        plugins = list(connect_options.pop("plugins", None) or [])
+        if not any(isinstance(p, AgentLoopPlugin) for p in plugins):
+            plugins.insert(0, AgentLoopPlugin())
+        client = await connect_client(config, plugins=plugins, **connect_options)
         queue = task_queue or config.task_queue
         _log.info("connected to Temporal at %s (from %s; namespace %r, task queue %r)",
                   config.address, config.source, config.namespace, queue)

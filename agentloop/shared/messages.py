@@ -156,7 +156,23 @@ class Message(BaseModel):
         return [p for p in self.content if isinstance(p, ToolResultPart)]
 
 
-def truncate_output(text: str, limit: int) -> tuple[str, bool]:
+#: What the note of a cut output suggests, by tool; other tools: :data:`CUT_HINT`.
+CUT_HINTS = {
+    "shell_command": "narrow the command",
+    "read_file": "read a smaller range",
+    "grep_files": "narrow the search",
+    "list_dir": "list a smaller directory",
+}
+CUT_HINT = "ask for less"
+
+
+def cut_hint(tool_name: str) -> str:
+    """What a cut output of ``tool_name`` suggests doing (never a shell
+    command for a tool that is not the shell)."""
+    return CUT_HINTS.get(tool_name, CUT_HINT)
+
+
+def truncate_output(text: str, limit: int, hint: str = "narrow the command or read a smaller range") -> tuple[str, bool]:
     """Shorten text to its head and tail with a visible note in between.
 
     Two thirds of the budget go to the head and one third to the tail: the
@@ -165,6 +181,7 @@ def truncate_output(text: str, limit: int) -> tuple[str, bool]:
     Args:
         text: The full output.
         limit: Most characters of the original text to keep.
+        hint: What the note suggests (:func:`cut_hint` of the tool).
 
     Returns:
         The text (unchanged if it fits, else head + note + tail, at most
@@ -178,8 +195,7 @@ def truncate_output(text: str, limit: int) -> tuple[str, bool]:
     tail = limit - head
     omitted = len(text) - head - tail
     note = (
-        f"\n[... output truncated: {omitted} of {len(text)} characters omitted; "
-        "narrow the command or read a smaller range ...]\n"
+        f"\n[... output truncated: {omitted} of {len(text)} characters omitted; {hint} ...]\n"
     )
     # text[-0:] would be the whole text, hence the explicit start index.
     return text[:head] + note + text[len(text) - tail :], True

@@ -4,14 +4,24 @@ server API: ``python -m tests.helpers.mcp_server stdio`` or
 
 Tools: ``add`` (read-only), ``fail`` (an ``isError`` result), ``rpc_error``
 (a JSON-RPC error), ``who.am.i`` (whether the worker's secret reached it,
-never the secret) and ``count`` (calls so far, in
-this server process).
+never the secret), ``count`` (calls so far, in this server process),
+``pid`` (this process's), ``slow`` (sleeps), ``exit_now`` (the process exits
+during the call), ``idempotency_key`` (the one in the request's ``_meta``)
+and ``insert`` (an insert into the JSON-lines table ``AGENTLOOP_TEST_TABLE``
+names once ``<table>.release`` exists, one row per idempotency key, each
+attempt logged to ``<table>.log``).
+
+``python -m tests.helpers.mcp_server crash`` writes two lines to stderr and
+exits with code 3 before it answers.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import sys
+from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -61,7 +71,59 @@ def count() -> int:
     return _calls["count"]
 
 
+@server.tool()
+def pid() -> int:
+    """This server process's id."""
+    return os.getpid()
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Answers after ``seconds``."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds:g}s"
+
+
+@server.tool()
+def exit_now(code: int) -> str:
+    """The server process exits during the call."""
+    sys.stderr.write(f"exiting with code {code} on purpose\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _key(ctx: Context) -> str | None:
+    meta = ctx.request_context.meta or {}
+    return meta.get("agentloop/idempotency_key")
+
+
+@server.tool()
+def idempotency_key(ctx: Context) -> str:
+    """The idempotency key the worker sent in the request's ``_meta``."""
+    return _key(ctx) or "none"
+
+
+@server.tool()
+async def insert(row: str, ctx: Context) -> str:
+    """Insert ``row`` once ``<table>.release`` exists, once per idempotency key."""
+    table = Path(os.environ["AGENTLOOP_TEST_TABLE"])
+    key = _key(ctx)
+    with open(f"{table}.log", "a") as log:
+        log.write(json.dumps({"pid": os.getpid(), "key": key}) + "\n")
+    while not Path(f"{table}.release").exists():
+        await asyncio.sleep(0.05)
+    rows = [json.loads(line) for line in table.read_text().splitlines()] if table.exists() else []
+    if key is not None and any(r["key"] == key for r in rows):
+        return f"{row} was inserted already"
+    with table.open("a") as file:
+        file.write(json.dumps({"row": row, "key": key}) + "\n")
+    return f"inserted {row}"
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "crash":
+        sys.stderr.write("loading the configuration\nFATAL: no database at /nowhere/db.sqlite\n")
+        sys.exit(3)
     if sys.argv[1] == "stdio":
         server.run("stdio")
     else:

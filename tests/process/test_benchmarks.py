@@ -384,3 +384,17 @@ def test_history_growth_refuses_a_negative_pause_in_a_sentence() -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--delta-seconds must be 0 or more, not -1" in done.stderr
+
+
+def test_the_mcp_calls_benchmark_measures_each_way_for_both_transports() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.mcp_calls", "--calls", "2"], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {(line[:10].strip(), line[11:39].strip()): line[39:].split() for line in done.stdout.splitlines()
+            if line.startswith(("stdio ", "http "))}
+    ways = ["fresh, mcp client (before)", "fresh, McpServers", "kept session (after)"]
+    assert list(rows) == [(t, w) for t in ("stdio", "http") for w in ways], done.stdout
+    for (transport, way), cells in rows.items():
+        assert float(cells[0]) > 0 and re.fullmatch(r"\d+\.\d{3}x", cells[1]), (transport, way, cells)
+        if way.endswith("(before)"):  # the baseline: 1x, and its shares starting and stopping
+            assert cells[1] == "1.000x" and all(re.fullmatch(r"\d+%", c) for c in cells[2:4]), cells

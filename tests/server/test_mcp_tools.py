@@ -9,10 +9,13 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +24,13 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
+from agentloop.activities.mcp_tools import McpServers
 from agentloop.workers.devserver import free_port
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.paths import ROOT
+from tests.helpers.polling import eventually
+from tests.helpers.processes import processes_with_argument, wait_until_gone, wait_until_running
 
 TOKEN = "tok-7f3a9c-not-in-history"
 
@@ -214,3 +220,139 @@ async def test_a_server_down_at_call_time_is_retried_then_an_error_result(
     assert max(attempts) == 2
 
 
+
+
+def attempts_of(history: Any) -> list[int]:
+    return [e.activity_task_started_event_attributes.attempt for e in history.events
+            if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+
+
+async def test_a_call_has_its_tools_timeout_not_the_servers_connect_timeout(
+        worker: Any, agent_client: AgentClient, http_server: HttpServer) -> None:
+    # The server's timeout_seconds (1 s) bounds connecting and listing; the
+    # 3 s call has its tool's own limit, and a call over its limit is told
+    # which limit fired and where to raise it.
+    spec = AgentSpec(model=script(calls(call("notes__slow", {"seconds": 3})),
+                                  calls(call("notes__slow", {"seconds": 60})), reply("done")),
+                     mcp_servers=["notes"], default_permission="allow",
+                     tool_timeouts={"notes__slow": 8}, max_consecutive_failed_tool_steps=2)
+    servers = {"notes": {"url": http_server.url, "timeout_seconds": 1}}
+    async with worker(mcp_servers=servers):
+        result = await agent_client.run(spec, "slow")
+    first, second = [r for m in result.messages for r in m.tool_results]
+    assert (first.content, first.is_error) == ("slept 3s", False)
+    assert second.is_error
+    assert second.content.startswith("Tool 'notes__slow' timed out after 8s, its own limit, and was stopped"), \
+        second.content
+    assert "AgentSpec.tool_timeouts['notes__slow']" in second.content
+
+
+async def test_a_stdio_server_that_exits_during_a_call_fails_the_attempt_and_is_retried(
+        worker: Any, agent_client: AgentClient, temporal_client: Client) -> None:
+    spec = AgentSpec(model=script(calls(call("notes__exit_now", {"code": 5})), reply("noted")),
+                     mcp_servers=["notes"], default_permission="allow", tool_max_attempts=2,
+                     max_consecutive_failed_tool_steps=2)
+    async with worker(mcp_servers={"notes": stdio_server()}):
+        handle = await agent_client.start(spec, "exit")
+        result = await handle.result()
+    content, is_error = results_of(result)["notes__exit_now"]
+    assert is_error
+    assert content == ("Tool 'notes__exit_now' could not complete: MCP server 'notes' (stdio) exited with code 5 "
+                       "during the call; the last lines of its stderr: exiting with code 5 on purpose"), content
+    history = await temporal_client.get_workflow_handle(handle.run_id).fetch_history()
+    assert max(attempts_of(history)) == 2  # Temporal retried it, on a new server process
+
+
+async def test_a_server_that_crashes_at_start_is_reported_with_its_exit_code_and_stderr(
+        worker: Any, agent_client: AgentClient) -> None:
+    crashing = {**stdio_server(), "args": ["-m", "tests.helpers.mcp_server", "crash"]}
+    spec = AgentSpec(model=script(reply("never")), mcp_servers=["db"])
+    async with worker(mcp_servers={"db": crashing}):
+        with pytest.raises(AgentRunFailed) as failed:
+            await agent_client.run(spec, "go")
+    assert failed.value.result.error == (
+        "cannot list the tools of MCP server 'db': MCP server 'db' (stdio) exited with code 3 before it answered; "
+        "the last lines of its stderr: loading the configuration | FATAL: no database at /nowhere/db.sqlite; "
+        "start it (or fix its settings on the worker) and run again")
+
+
+async def test_a_missing_command_is_named(worker: Any, agent_client: AgentClient) -> None:
+    spec = AgentSpec(model=script(reply("never")), mcp_servers=["db"])
+    async with worker(mcp_servers={"db": {"command": "no-such-mcp-server-xyz"}}):
+        with pytest.raises(AgentRunFailed) as failed:
+            await agent_client.run(spec, "go")
+    assert failed.value.result.error.startswith(
+        "cannot list the tools of MCP server 'db': the MCP server 'db' cannot be started: the command "
+        "'no-such-mcp-server-xyz' is not found on the worker"), failed.value.result.error
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_the_idempotency_key_reaches_the_server_in_meta(
+        transport: str, worker: Any, agent_client: AgentClient, http_server: HttpServer) -> None:
+    server = stdio_server() if transport == "stdio" else {"url": http_server.url}
+    spec = AgentSpec(model=script(calls(call("notes__idempotency_key")), reply("ok")), mcp_servers=["notes"],
+                     default_permission="allow")
+    async with worker(mcp_servers={"notes": server}):
+        handle = await agent_client.start(spec, "key")
+        result = await handle.result()
+    key, is_error = results_of(result)["notes__idempotency_key"]
+    workflow_id, run_id, activity_id = key.split("/")
+    assert not is_error and workflow_id == handle.run_id and activity_id.isdigit()
+    assert run_id == (await handle.workflow_handle.describe()).run_id
+
+
+async def test_calls_share_one_session_and_a_dead_server_is_started_again_on_the_next_call(
+        worker: Any, agent_client: AgentClient, temporal_client: Client) -> None:
+    marker = f"session-{uuid.uuid4().hex}"
+    server = {**stdio_server(), "args": [*stdio_server()["args"], marker]}
+    # Each call waits for approval (the tools are not read-only), so the
+    # test can kill the server between the second call and the third.
+    spec = AgentSpec(model=script(calls(call("notes__count")), calls(call("notes__count")),
+                                  calls(call("notes__pid")), reply("done")), mcp_servers=["notes"])
+    async with worker(mcp_servers={"notes": server}):
+        handle = await agent_client.start(spec, "count")
+        for _ in range(3):
+            (waiting,) = await eventually(lambda: _approvals(handle), "a call waiting for approval", timeout=60)
+            if waiting.tool_name == "notes__pid":
+                (running,) = [pid for pid in processes_with_argument(marker) if not is_guard(pid)]
+                os.kill(running, signal.SIGKILL)
+                assert await wait_until_gone(marker) == []  # the server, then its guard
+            await handle.approve(waiting.call_id)
+            await eventually(lambda: _no_approvals(handle), "the approval taken", timeout=60)
+        result = await handle.result()
+    answers = [r.content for m in result.messages for r in m.tool_results]
+    # One server process answered both counts (started once, at the listing).
+    assert answers[:2] == ["1", "2"]
+    # The killed one was replaced on the next call, within its first attempt.
+    assert int(answers[2]) != running
+    history = await temporal_client.get_workflow_handle(handle.run_id).fetch_history()
+    assert set(attempts_of(history)) == {1}  # no call needed a second attempt
+
+
+async def _approvals(handle: Any) -> list[Any]:
+    return list((await handle.pending()).approvals)
+
+
+async def _no_approvals(handle: Any) -> bool:
+    return not await _approvals(handle)
+
+
+def is_guard(pid: int) -> bool:
+    return b"mcp_guard.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+async def test_sessions_close_after_their_idle_timeout() -> None:
+    marker = f"idle-{uuid.uuid4().hex}"
+    servers = McpServers({"notes": {**stdio_server(), "args": [*stdio_server()["args"], marker],
+                                    "idle_timeout_seconds": 0.2},
+                          "fresh": {**stdio_server(), "idle_timeout_seconds": 0}})
+    try:
+        assert await servers.call("notes__add", {"a": 1, "b": 2}) == ("3", False)
+        assert await wait_until_running(marker)
+        assert await wait_until_gone(marker) == []  # closed after 0.2 s without a call
+        assert await servers.call("notes__add", {"a": 2, "b": 2}) == ("4", False)  # opened again
+        # idle_timeout_seconds 0: a server process per call, so the count starts over.
+        assert [await servers.call("fresh__count", {}) for _ in range(2)] == [("1", False), ("1", False)]
+    finally:
+        await servers.aclose()
+    assert await wait_until_gone(marker) == []
