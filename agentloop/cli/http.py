@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,10 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     async with session(config, with_worker=embedded, workspace=args.workspace, command="serve", ui=embedded,
                        ui_port=0) as s:
         client = AgentClient(s.client, task_queue=s.config.task_queue)
-        settings.temporal_ui = s.ui_url or settings.temporal_ui
+        settings.temporal_ui = (args.temporal_ui or os.environ.get("AGENTLOOP_TEMPORAL_UI") or s.ui_url
+                                 or settings.temporal_ui)
+        if settings.temporal_ui:
+            settings.temporal_ui = settings.temporal_ui.rstrip("/")
         app = create_app(client, settings)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
         sock = listening_socket(host, args.port)

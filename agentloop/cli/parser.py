@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="start only --agent agents (refuse specs sent in request bodies)")
     serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                        help="a browser origin allowed to call the API (also $AGENTLOOP_CORS_ORIGINS); repeatable")
+    serve.add_argument("--temporal-ui", metavar="URL",
+                       help="the Temporal UI's address, for the console's links to runs (also $AGENTLOOP_TEMPORAL_UI; "
+                            "default: the embedded server's UI, when it runs one)")
     serve.add_argument("--workspace", help="default workspace for runs that name none (embedded worker)")
     imports(serve)
 

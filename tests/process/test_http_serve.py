@@ -44,7 +44,7 @@ async def stop(proc: asyncio.subprocess.Process) -> int:
 
 async def test_serve_round_trip_start_follow_and_read(env, spawn_worker) -> None:
     spawn_worker()
-    proc, url, said = await start_serve(env)
+    proc, url, said = await start_serve(env, "--temporal-ui", "http://ui.example:8233/")
     try:
         assert url.startswith("http://127.0.0.1:")
         assert "no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only" in said[-1]
@@ -61,6 +61,9 @@ async def test_serve_round_trip_start_follow_and_read(env, spawn_worker) -> None
             state = (await http.get(f"/v1/runs/{run_id}")).json()
             assert state["status"] == "completed"
             assert (await http.get("/v1/openapi.json")).json()["info"]["title"] == "agentloop"
+            # The console links the run to the Temporal UI given with --temporal-ui.
+            page = (await http.get(f"/runs/{run_id}")).text
+            assert f"http://ui.example:8233/namespaces/default/workflows/{run_id}" in page, page
     finally:
         code = await stop(proc)
     assert code in (0, 130), code
