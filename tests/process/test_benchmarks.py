@@ -3,7 +3,7 @@
 measured, and a server set up as it sets them up (search attributes cached,
 ``PRODUCTION_LIKE``) still finds runs by their search attributes; the
 floor with agentloop's record has an agent run's history, event for event;
-benchmarks/peers prints the floor's and agentloop's rows and skips the peers
+benchmarks/peers prints the floor's and agentloop's rows (plain and encrypted) and skips the peers
 that are not installed, in a note."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from benchmarks import concurrency, cpu_split, history_growth
 from tests.helpers.paths import ROOT
 
 
-def test_the_peer_benchmark_measures_floor_and_agentloop_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # The peers' packages shadowed by ones that cannot be imported, as when
     # the [peers] extra is not installed (whether or not this venv has it).
     for package in ("agents", "pydantic_ai"):
@@ -48,8 +48,11 @@ def test_the_peer_benchmark_measures_floor_and_agentloop_and_skips_peers_not_ins
     header = next(line for line in lines if line.startswith("system"))
     assert header.split() == ["system", "runs/s", "x", "floor", "WFT", "ms/step", "x", "floor", "wall", "ms/step",
                               "x", "floor", "history", "KiB", "at", "2", "x", "floor"]
-    rows = {line.split()[0]: line.split()[1:] for line in lines if re.match(r"(floor|agentloop) ", line)}
-    assert sorted(rows) == ["agentloop", "floor"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines if re.match(r"(floor|agentloop|agentloop\+enc) ", line)}
+    assert sorted(rows) == ["agentloop", "agentloop+enc", "floor"]
+    (cost,) = [line for line in lines if line.startswith("encryption (agentloop+enc / agentloop): ")]
+    assert re.fullmatch(r".*: runs/s \d+\.\d\dx, WFT ms/step \d+\.\d\dx, wall ms/step \d+\.\d\dx, "
+                        r"history \d+\.\d\dx", cost), cost
     # Four measures, each a median and its ratio to the floor's.
     for name, cells in rows.items():
         assert len(cells) == 8 and all(float(cell) > 0 for cell in cells[0::2]), (name, cells)
