@@ -15,8 +15,8 @@ from agentloop.shared.errors import UserError
 
 
 def load_codec(reference: str | None) -> Any:
-    """``--codec package.module:NAME`` (a ``PayloadCodec``, or a function
-    returning one); the environment's ``EncryptionCodec`` when None.
+    """``--codec package.module:NAME`` (a ``PayloadCodec``, its class, or a
+    function of no arguments returning one); the environment's ``EncryptionCodec`` when None.
 
     Raises:
         UserError: It cannot be imported or is not a codec; no key is set.
@@ -38,7 +38,13 @@ def load_codec(reference: str | None) -> Any:
         found = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as err:
         raise UserError(f"--codec {reference}: cannot import it ({err})") from None
-    codec = found() if callable(found) and not isinstance(found, PayloadCodec) else found
+    codec = found
+    if not isinstance(found, PayloadCodec) and callable(found):
+        try:
+            codec = found()
+        except Exception as err:  # noqa: BLE001 - the user's code: say what it raised
+            raise UserError(f"--codec {reference}: calling it raised {type(err).__name__}: {err}; give a "
+                            "PayloadCodec, its class, or a function of no arguments that returns one") from None
     if not isinstance(codec, PayloadCodec):
         raise UserError(f"--codec {reference} is a {type(codec).__name__}, not a temporalio.converter.PayloadCodec")
     return codec

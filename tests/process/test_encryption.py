@@ -288,3 +288,24 @@ async def test_a_users_own_codec_works_through_the_plugin(
 
     with pytest.raises(UserError, match="its client does not"):
         Worker(temporal_client, task_queue=task_queue, plugins=[AgentLoopPlugin(codec=EncryptionCodec([("ka", KEY_A)]))])
+
+
+def test_the_commands_refuse_bad_or_missing_keys_in_a_sentence(tmp_path: Path) -> None:
+    from tests.helpers.cli import agentloop
+
+    env = clean_env(tmp_path, drop=("AGENTLOOP_ENCRYPTION", "AGENTLOOP_API_TOKENS"))
+    done = agentloop("codec-server", env=env, timeout=60)
+    assert done.returncode == 2 and done.stderr.startswith(f"agentloop: no encryption key: set {KEYS_ENV}="), done.stderr
+    done = agentloop("codec-server", "--host", "0.0.0.0", env={**env, KEYS_ENV: KEYS_A}, timeout=60)
+    assert done.returncode == 2 and "listens on 127.0.0.1 only (asked: 0.0.0.0)" in done.stderr, done.stderr
+    done = agentloop("codec-server", "--codec", "os:sep", env=env, timeout=60)
+    assert done.returncode == 2 and "--codec os:sep is a str, not a temporalio.converter.PayloadCodec" in (
+        done.stderr), done.stderr
+    done = agentloop("codec-server", "--codec", "json:dumps", env=env, timeout=60)
+    assert done.returncode == 2 and "--codec json:dumps: calling it raised TypeError" in done.stderr, done.stderr
+    bad = {**env, KEYS_ENV: "k1:c2hvcnQ=", "TEMPORAL_ADDRESS": "127.0.0.1:1"}
+    done = agentloop("worker", env=bad, timeout=60)
+    assert done.returncode == 2 and done.stderr.strip() == (
+        f"agentloop: {KEYS_ENV}: key 'k1' is 5 bytes; AES-256 needs 32 (generate one with python -c "
+        "'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')"), done.stderr
+    assert "Traceback" not in done.stderr
