@@ -387,3 +387,18 @@ def test_history_growth_refuses_a_negative_pause_in_a_sentence() -> None:
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--delta-seconds must be 0 or more, not -1" in done.stderr
+
+
+def test_the_codec_cost_benchmark_measures_plain_and_encrypted_runs_and_the_codec() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.codec_cost", "--steps", "2", "--reps", "1"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    rows = {line.split()[0]: [float(cell) for cell in line.split()[1:]] for line in lines
+            if line.startswith(("plain ", "encrypted "))}
+    assert sorted(rows) == ["encrypted", "plain"] and all(len(r) == 2 and min(r) > 0 for r in rows.values())
+    assert any(re.fullmatch(r"ratio\s+\d+\.\d\dx\s+\d+\.\d\dx  \(encrypted / plain\)", line) for line in lines), lines
+    (codec,) = [line for line in lines if line.startswith("the codec itself: ")]
+    found = re.fullmatch(r"the codec itself: (\d+\.\d+) ms a step \((\d+\.\d) payloads sealed or opened, "
+                         r"(\d+\.\d) KiB sealed\)", codec)
+    assert found and float(found.group(2)) > 1 and float(found.group(3)) > 0, codec
