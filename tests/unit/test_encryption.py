@@ -304,3 +304,18 @@ async def test_the_codec_server_takes_configured_origins_and_no_token_means_loca
 def test_os_urandom_keys_of_the_documented_one_liner_are_accepted() -> None:
     generated = base64.b64encode(os.urandom(32)).decode()
     assert len(keys_from_env({KEYS_ENV: f"k1:{generated}"})[0][1]) == 32
+
+
+async def test_the_cli_opens_a_sealed_failure_message_and_shows_the_servers_without_the_key() -> None:
+    from agentloop.cli.follow import failure_message
+
+    converter = converter_from_env({KEYS_ENV: f"ka:{b64(KEY_A)}"})
+    failure = Failure()
+    await converter.encode_failure(RuntimeError("the provider hiccuped"), failure)
+    assert failure.message == "Encoded failure"
+    assert await failure_message(converter, failure) == "the provider hiccuped"
+    assert failure.message == "Encoded failure"  # the pending activity's failure is left as it was
+    other = converter_from_env({KEYS_ENV: f"kb:{b64(KEY_B)}"})
+    assert await failure_message(other, failure) == "Encoded failure"
+    plain_failure = Failure(message="plain words")
+    assert await failure_message(pydantic_data_converter, plain_failure) == "plain words"
