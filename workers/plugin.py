@@ -238,10 +238,11 @@ class AgentLoopPlugin(SimplePlugin):
             when it has one (docs/security.md).
 
     Raises:
-        UserError: An unknown role, or malformed encryption keys. When a worker is built: a tools worker
-            with provider keys in the environment or not on a tools queue, a
-            shell sandbox setting that is invalid or cannot work here, or a
-            client whose data converter is not pydantic's.
+        UserError: An unknown role, or malformed encryption keys. When a
+            worker is built: a tools worker with provider keys in the
+            environment or not on a tools queue, a shell sandbox setting that
+            is invalid or cannot work here, a client whose data converter is
+            not pydantic's, or one without a codec when the plugin has one.
     """
 
     def __init__(

@@ -7,11 +7,14 @@ test can look for each in the raw history: a tool's arguments
 (``ARG-<id>``), its result (``FILE-<id>``, written by the test into
 ``given.txt``), a first attempt's failure (``FAIL-<id>``) and the streamed
 answer (``REPLY-<id>``, repeated so that every streamed chunk holds it whole).
+Also a user's own codec, :class:`Reverser`.
 """
 
 from __future__ import annotations
 
 from temporalio import activity
+from temporalio.api.common.v1 import Payload
+from temporalio.converter import PayloadCodec
 
 from agentloop.shared.activity_io import ModelRequest, ModelResponse
 from agentloop.testing import call, calls, register_scripted_model, reply
@@ -53,3 +56,19 @@ def _done(request: ModelRequest) -> ModelResponse:
 
 #: Waits for an approval (with ``default_permission="auto"``), then answers.
 register_scripted_model("enc-approve", [_ask, _done])
+
+
+class Reverser(PayloadCodec):
+    """A user's own codec (a KMS-backed one in real life)."""
+
+    async def encode(self, payloads):  # type: ignore[no-untyped-def]
+        return [Payload(metadata={"encoding": b"binary/reversed"}, data=p.SerializeToString()[::-1])
+                for p in payloads]
+
+    async def decode(self, payloads):  # type: ignore[no-untyped-def]
+        out = []
+        for p in payloads:
+            opened = Payload()
+            opened.ParseFromString(p.data[::-1])
+            out.append(opened)
+        return out

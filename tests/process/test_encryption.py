@@ -26,14 +26,13 @@ from temporalio.client import Client, WorkflowHistory
 
 from agentloop import AgentClient, AgentLoopPlugin
 from agentloop.shared.encryption import ENCODING, KEY_ID_METADATA, KEYS_ENV, EncryptionCodec
-from agentloop.workers.devserver import DevServer
+from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.agents import spec
 from tests.helpers.cli import clean_env, run_temporal
-from tests.helpers.encryption_fixture import answer_text
+from tests.helpers.encryption_fixture import Reverser, answer_text
 from tests.helpers.polling import eventually
 from tests.helpers.paths import ROOT
 from tests.helpers.runs import task_failures, wait_status
-from tests.unit.test_encryption import free_port
 
 FIXTURE = "tests.helpers.encryption_fixture"
 KEY_A, KEY_B = bytes(range(32)), bytes(range(32, 64))
@@ -267,7 +266,6 @@ async def test_a_users_own_codec_works_through_the_plugin(
 ) -> None:
     from agentloop.testing import reply, script
     from agentloop.workers.worker import build_worker
-    from tests.unit.test_encryption import Reverser
 
     marker = uuid.uuid4().hex
     mine = await Client.connect(dev_server.address, plugins=[AgentLoopPlugin(codec=Reverser())])
@@ -287,7 +285,8 @@ async def test_a_users_own_codec_works_through_the_plugin(
     from agentloop import UserError
 
     with pytest.raises(UserError, match="its client does not"):
-        Worker(temporal_client, task_queue=task_queue, plugins=[AgentLoopPlugin(codec=EncryptionCodec([("ka", KEY_A)]))])
+        Worker(temporal_client, task_queue=task_queue,
+               plugins=[AgentLoopPlugin(codec=EncryptionCodec([("ka", KEY_A)]))])
 
 
 def test_the_commands_refuse_bad_or_missing_keys_in_a_sentence(tmp_path: Path) -> None:
@@ -295,7 +294,8 @@ def test_the_commands_refuse_bad_or_missing_keys_in_a_sentence(tmp_path: Path) -
 
     env = clean_env(tmp_path, drop=("AGENTLOOP_ENCRYPTION", "AGENTLOOP_API_TOKENS"))
     done = agentloop("codec-server", env=env, timeout=60)
-    assert done.returncode == 2 and done.stderr.startswith(f"agentloop: no encryption key: set {KEYS_ENV}="), done.stderr
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"agentloop: no encryption key: set {KEYS_ENV}="), done.stderr
     done = agentloop("codec-server", "--host", "0.0.0.0", env={**env, KEYS_ENV: KEYS_A}, timeout=60)
     assert done.returncode == 2 and "listens on 127.0.0.1 only (asked: 0.0.0.0)" in done.stderr, done.stderr
     done = agentloop("codec-server", "--codec", "os:sep", env=env, timeout=60)

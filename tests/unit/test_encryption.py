@@ -9,7 +9,6 @@ import asyncio
 import base64
 import contextlib
 import os
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -40,6 +39,8 @@ from agentloop.shared.encryption import (
     keys_from_env,
     with_codec,
 )
+from agentloop.workers.devserver import free_port
+from tests.helpers.encryption_fixture import Reverser
 
 KEY_A = bytes(range(32))
 KEY_B = bytes(range(32, 64))
@@ -166,22 +167,6 @@ async def test_the_converter_seals_payloads_memos_and_failure_messages() -> None
     assert converter_from_env({}) is pydantic_data_converter
 
 
-class Reverser(PayloadCodec):
-    """A user's own codec (a KMS-backed one in real life)."""
-
-    async def encode(self, payloads):  # type: ignore[no-untyped-def]
-        return [Payload(metadata={"encoding": b"binary/reversed"}, data=p.SerializeToString()[::-1])
-                for p in payloads]
-
-    async def decode(self, payloads):  # type: ignore[no-untyped-def]
-        out = []
-        for p in payloads:
-            opened = Payload()
-            opened.ParseFromString(p.data[::-1])
-            out.append(opened)
-        return out
-
-
 def test_the_plugin_takes_a_codec_the_environments_or_none(monkeypatch: pytest.MonkeyPatch) -> None:
     mine = Reverser()
     assert AgentLoopPlugin(codec=mine).codec is mine
@@ -212,12 +197,6 @@ def test_two_codecs_are_refused_and_the_same_one_is_kept() -> None:
 
 
 # The codec server's app, served by uvicorn on a free localhost port ------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextlib.asynccontextmanager
