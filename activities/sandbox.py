@@ -58,6 +58,7 @@ from pathlib import Path
 from agentloop.activities import sandbox_init
 from agentloop.activities.models import PROVIDER_KEY_VARIABLES
 from agentloop.shared.errors import UserError
+from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV
 
 log = logging.getLogger("agentloop.sandbox")
 
@@ -161,6 +162,12 @@ class SandboxSettings:
             raise UserError(
                 f"AGENTLOOP_SHELL_ENV names provider keys ({', '.join(refused)}); commands never get "
                 "those: remove them from AGENTLOOP_SHELL_ENV"
+            )
+        sealing = [n for n in names if n.upper() in (KEYS_ENV, KEY_FILE_ENV)]
+        if sealing:
+            raise UserError(
+                f"AGENTLOOP_SHELL_ENV names the payload encryption keys ({', '.join(sealing)}); commands never "
+                "get those: remove them from AGENTLOOP_SHELL_ENV"
             )
         return cls(mode=mode, explicit=bool(raw), network=network, extra_env=names,
                    read_paths=read_paths_from(env.get("AGENTLOOP_SHELL_READ_PATHS", "")))

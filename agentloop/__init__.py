@@ -94,6 +94,8 @@ _MORE = {
     "ContextManaged": "agentloop.shared.events",
     "CostLimitExceeded": "agentloop.shared.errors",
     "DecisionAccepted": "agentloop.shared.approvals",
+    "EncryptionCodec": "agentloop.shared.encryption",
+    "EncryptionKeyMissing": "agentloop.shared.encryption",
     "GuardrailTriggered": "agentloop.shared.events",
     "GuardrailTripped": "agentloop.shared.errors",
     "ImagePart": "agentloop.shared.messages",

@@ -11,6 +11,10 @@ turn, the order rotating) so the machine's noise hits all alike:
 * agentloop: ``AgentRunWorkflow`` on an ``AgentLoopPlugin`` worker, its
   OpenAI provider pointed at the mock (``OPENAI_BASE_URL``), ``echo``
   registered as a tool, deltas streamed (the default);
+* agentloop+enc: the same with every payload encrypted (AES-256-GCM,
+  :class:`~agentloop.shared.encryption.EncryptionCodec`, as
+  ``AGENTLOOP_ENCRYPTION_KEYS`` sets it up); a line after the table gives its
+  ratios to agentloop's medians: the cost of encryption;
 * OpenAI Agents on Temporal and Pydantic AI's Temporal durability
   (``peer_systems/``), each as its docs set it up, when installed
   (``pip install -e ".[peers]"``); skipped with a note otherwise.
@@ -57,7 +61,10 @@ from temporalio.client import Client, WorkflowHandle
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
+from temporalio.contrib.pydantic import pydantic_data_converter
+
 from agentloop import AgentClient, AgentSpec
+from agentloop.shared.encryption import EncryptionCodec, with_codec
 from agentloop.workers.devserver import DevServer, free_port, port_in_use
 from agentloop.workers.worker import connect
 from benchmarks.concurrency import bench_plugin
@@ -201,10 +208,13 @@ def floor_system() -> System:
     return System("floor", lambda address, mock_url: Client.connect(address), worker, start)
 
 
-def agentloop_system() -> System:
+def agentloop_system(encrypted: bool = False) -> System:
     async def connect_agentloop(address: str, mock_url: str) -> Client:
         os.environ["OPENAI_BASE_URL"] = mock_url  # read by the OpenAI provider, as the README tells users
         os.environ["OPENAI_API_KEY"] = "mock"
+        if encrypted:
+            codec = EncryptionCodec([("bench", os.urandom(32))])
+            return await Client.connect(address, data_converter=with_codec(pydantic_data_converter, codec))
         return await connect(address)
 
     async def start(client: Client, queue: str, steps: int, run_id: str) -> WorkflowHandle:
@@ -213,7 +223,7 @@ def agentloop_system() -> System:
         handle = await AgentClient(client, task_queue=queue).start(spec, "Run the benchmark script.", run_id=run_id)
         return handle.workflow_handle
 
-    return System("agentloop", connect_agentloop,
+    return System("agentloop+enc" if encrypted else "agentloop", connect_agentloop,
                   lambda client, queue, mock_url: Worker(client, task_queue=queue, plugins=[bench_plugin()]), start)
 
 
@@ -296,7 +306,7 @@ async def running(systems: list[System], address: str, mock_url: str,
                     raise RuntimeError(f"the warm-up run answered {answer!r}, not 'done'")
                 await asyncio.wait_for(burst(system, client, queue, 2, 1), 120)
             except Exception as exc:  # noqa: BLE001 - note why, and measure the others
-                if system.name in ("floor", "agentloop"):
+                if system.name in ("floor", "agentloop", "agentloop+enc"):
                     raise
                 notes.append(f"{system.name}: failed its warm-up run, not measured ({type(exc).__name__}: {exc})")
                 continue
@@ -342,11 +352,22 @@ def table(samples: dict[str, Samples], steps: int) -> list[str]:
     return lines
 
 
+def encryption_cost(samples: dict[str, Samples]) -> str:
+    """agentloop+enc's medians over agentloop's, in the same run."""
+    plain, sealed = samples["agentloop"], samples["agentloop+enc"]
+
+    def ratio(attribute: str) -> str:
+        return f"{statistics.median(getattr(sealed, attribute)) / statistics.median(getattr(plain, attribute)):.2f}x"
+
+    return (f"encryption (agentloop+enc / agentloop): runs/s {ratio('rate')}, WFT ms/step {ratio('exec_ms')}, "
+            f"wall ms/step {ratio('wall_ms')}, history {ratio('history_kib')}")
+
+
 async def main(steps: int, reps: int, concurrency: int, burst_steps: int) -> None:
     notes: list[str] = []
     with mock_llm() as mock_url:
         os.environ["AGENTLOOP_PEERS_MOCK_URL"] = mock_url  # read by peer_systems/pai_agent.py at import
-        systems = [floor_system(), agentloop_system()]
+        systems = [floor_system(), agentloop_system(), agentloop_system(encrypted=True)]
         for name, module_name, workflow_name in PEERS:
             try:
                 systems.append(peer_system(name, module_name, workflow_name))
@@ -361,6 +382,7 @@ async def main(steps: int, reps: int, concurrency: int, burst_steps: int) -> Non
           f"wall ms/step and history: one run of {steps} steps at a time")
     for line in table(samples, steps):
         print(line)
+    print(encryption_cost(samples))
     for note in notes:
         print(note)
 

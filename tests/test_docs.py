@@ -459,7 +459,7 @@ def options_of(args: list[str]) -> list[str]:
 def test_agentloop_commands_in_the_docs_exist() -> None:
     code, top = help_text("agentloop")
     assert code == 0, top
-    subcommands = set(re.search(r"\{([a-z,]+)\}", top).group(1).split(","))
+    subcommands = set(re.search(r"\{([a-z,-]+)\}", top).group(1).split(","))
     with ThreadPoolExecutor(4) as pool:  # each --help starts a Python: ask them at once
         list(pool.map(lambda sub: help_text("agentloop", sub), sorted(subcommands)))
     problems, seen = [], 0

@@ -288,7 +288,9 @@ def temporal_connect_options(environ: Mapping[str, str] | None = None) -> dict[s
 async def connect_client(config: TemporalConfig, **options: Any) -> Client:
     """``Client.connect`` to ``config.address`` with its namespace, TLS, API
     key and gRPC metadata; ``options`` (``data_converter``, ``plugins``...)
-    are passed on and win over the configuration.
+    are passed on and win over the configuration. Given neither a data
+    converter nor plugins, the client gets pydantic's data converter, with
+    the payload encryption of ``AGENTLOOP_ENCRYPTION_KEYS`` when it is set.
 
     Raises:
         UserError: No address, or the connection failed; the message says
@@ -299,6 +301,10 @@ async def connect_client(config: TemporalConfig, **options: Any) -> Client:
     if not config.address:
         raise UserError("no Temporal address: set TEMPORAL_ADDRESS (or an address in a profile of "
                         "Temporal's temporal.toml)")
+    if "data_converter" not in options and "plugins" not in options:
+        from agentloop.shared.encryption import converter_from_env
+
+        options["data_converter"] = converter_from_env()  # pydantic's, encrypting when keys are set
     kwargs: dict[str, Any] = {"namespace": config.namespace, **config.connect_options, **options}
     try:
         return await Client.connect(config.address, **kwargs)

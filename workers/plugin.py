@@ -30,12 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 import temporalio.client
 from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.converter import DataConverter, DefaultPayloadConverter, PayloadCodec
 from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentloop.workers.config import WORKER_ROLES, provider_keys_in
+from agentloop.shared.encryption import codec_from_env, with_codec
 from agentloop.shared.errors import AgentRunFailed, UserError
 
 if TYPE_CHECKING:
@@ -140,6 +141,23 @@ def data_converter(converter: DataConverter | None) -> DataConverter:
     )
 
 
+def plugin_codec(codec: PayloadCodec | bool | None) -> PayloadCodec | None:
+    """The codec of ``AgentLoopPlugin(codec=...)``: the one given, the
+    environment's (None), or none (False).
+
+    Raises:
+        UserError: ``True``, or malformed keys in the environment.
+    """
+    if codec is None:
+        return codec_from_env()
+    if codec is False:
+        return None
+    if not isinstance(codec, PayloadCodec):
+        raise UserError(f"AgentLoopPlugin(codec=...) takes a temporalio.converter.PayloadCodec, None (from "
+                        f"AGENTLOOP_ENCRYPTION_KEYS) or False (none), not {codec!r}")
+    return codec
+
+
 def workflow_runner(runner: WorkflowRunner | None = None) -> WorkflowRunner:
     """``runner`` (a new ``SandboxedWorkflowRunner`` when None) with the
     ``agentloop`` package passed through the sandbox.
@@ -214,12 +232,20 @@ class AgentLoopPlugin(SimplePlugin):
         telemetry: Traces, metrics and structured logs of the runs
             (:class:`~agentloop.workers.telemetry.Telemetry`); from the
             environment (``Telemetry.from_env``) when None, none when False.
+        codec: The payload codec the client's data converter gets (e.g.
+            :class:`~agentloop.shared.encryption.EncryptionCodec`, or your own
+            KMS-backed ``PayloadCodec``); when None, an ``EncryptionCodec``
+            with the keys of ``AGENTLOOP_ENCRYPTION_KEYS`` (or
+            ``AGENTLOOP_ENCRYPTION_KEY_FILE``) if one is set; False: none.
+            A worker this plugin configures refuses a client without a codec
+            when it has one (docs/security.md).
 
     Raises:
-        UserError: An unknown role. When a worker is built: a tools worker
-            with provider keys in the environment or not on a tools queue, a
-            shell sandbox setting that is invalid or cannot work here, or a
-            client whose data converter is not pydantic's.
+        UserError: An unknown role, or malformed encryption keys. When a
+            worker is built: a tools worker with provider keys in the
+            environment or not on a tools queue, a shell sandbox setting that
+            is invalid or cannot work here, a client whose data converter is
+            not pydantic's, or one without a codec when the plugin has one.
     """
 
     def __init__(
@@ -231,9 +257,11 @@ class AgentLoopPlugin(SimplePlugin):
         role: str = "all",
         mcp_servers: Any = None,
         telemetry: Any = None,
+        codec: PayloadCodec | bool | None = None,
     ) -> None:
         self.role = check_role(role)
         self.telemetry = telemetry
+        self.codec = plugin_codec(codec)
         self.mcp_servers = mcp_servers
         self.registry = registry
         self.models = models
@@ -243,7 +271,7 @@ class AgentLoopPlugin(SimplePlugin):
         self._workers = 0
         super().__init__(
             PLUGIN_NAME,
-            data_converter=data_converter,
+            data_converter=lambda converter: with_codec(data_converter(converter), self.codec),
             workflow_runner=workflow_runner,
             workflow_failure_exception_types=[UserError, AgentRunFailed],
         )
@@ -296,6 +324,12 @@ class AgentLoopPlugin(SimplePlugin):
                 "this Worker's client does not use the pydantic data converter that agentloop's workflow and "
                 "activities need: connect it with Client.connect(..., plugins=[AgentLoopPlugin()]) (or "
                 "data_converter=temporalio.contrib.pydantic.pydantic_data_converter)"
+            )
+        if self.codec is not None and converter.payload_codec is None:
+            raise UserError(
+                f"this Worker's plugin encrypts payloads ({self.codec!r}) but its client does not: connect the client "
+                "with plugins=[AgentLoopPlugin()] (or data_converter=agentloop.shared.encryption.converter_from_env()) "
+                "so that what it sends is encrypted too"
             )
         task_queue = config.get("task_queue", "")
         if self.role == "tools":

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
 from agentloop.activities import sandbox
 from agentloop.activities.models import ModelResolver
+from agentloop.shared.encryption import converter_from_env
 from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
 from agentloop.shared.errors import UserError
 from agentloop.workers.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
@@ -55,11 +55,11 @@ log = logging.getLogger("agentloop.worker")
 
 
 async def connect(address: str, namespace: str = "default", **options: Any) -> Client:
-    """A Temporal client with the pydantic data converter (use it on both
-    sides). It carries no plugin: workers built from it get theirs from
+    """A Temporal client with the pydantic data converter, encrypting when
+    ``AGENTLOOP_ENCRYPTION_KEYS`` is set (use it on both sides). It carries no plugin: workers built from it get theirs from
     :func:`build_worker`, and bare Workers built from it stay bare.
     ``options`` (``tls``, ``api_key``...) go to ``Client.connect``."""
-    return await Client.connect(address, namespace=namespace, data_converter=pydantic_data_converter, **options)
+    return await Client.connect(address, namespace=namespace, data_converter=converter_from_env(), **options)
 
 
 def import_modules(modules: list[str]) -> None:
@@ -202,7 +202,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
     telemetry = Telemetry.from_env(metrics_port=metrics_port)
     port = metrics_port if metrics_port is not None else metrics_port_from_env()
     runtime, temporal_url = temporal_runtime(port)
-    client = await connect_client(config, data_converter=pydantic_data_converter, **runtime)
+    client = await connect_client(config, data_converter=converter_from_env(), **runtime)
     if role != "tools":
         missing = await missing_search_attributes(client)
         if missing:

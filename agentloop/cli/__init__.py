@@ -45,6 +45,7 @@ from agentloop.cli.common import CommandFailed, say
 from agentloop.cli.ops import cmd_approve, cmd_cancel, cmd_list, cmd_show, cmd_stop, cmd_submit
 from agentloop.cli.parser import build_parser
 from agentloop.cli.run import cmd_run, cmd_watch
+from agentloop.cli.codec_server import cmd_codec_server
 from agentloop.cli.http import cmd_serve
 from agentloop.cli.serve import cmd_dev, cmd_worker
 from agentloop.cli.threads import cmd_send, cmd_steer
@@ -109,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show, "watch": cmd_watch,
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
+        "codec-server": cmd_codec_server,
     }[args.command]
     try:
         return run_command(command, args)

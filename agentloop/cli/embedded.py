@@ -183,7 +183,7 @@ async def ops_client() -> AgentClient:
     """A client for the ops commands: Temporal's environment configuration
     (``TEMPORAL_ADDRESS``...), or the embedded server of a running
     ``agentloop run``/``dev``. Never starts anything."""
-    from temporalio.contrib.pydantic import pydantic_data_converter
+    from agentloop.shared.encryption import converter_from_env
 
     from agentloop.client.agent_client import AgentClient
 
@@ -191,7 +191,7 @@ async def ops_client() -> AgentClient:
     if not config.address:
         config = config.for_address(embedded_server_address())
         config.source = str(agentloop_home() / ADDRESS_FILE)
-    client = await connect_client(config, data_converter=pydantic_data_converter)
+    client = await connect_client(config, data_converter=converter_from_env())
     return AgentClient(client, task_queue=config.task_queue)
 
 
@@ -237,7 +237,7 @@ async def session(
     run in the worker's sandbox (:mod:`agentloop.activities.sandbox`), checked here
     before anything starts.
     """
-    from temporalio.contrib.pydantic import pydantic_data_converter
+    from agentloop.shared.encryption import converter_from_env
 
     from agentloop.workers.worker import (
         build_worker,
@@ -288,7 +288,7 @@ async def session(
                                     "task_queue": config.task_queue, "server_pid": server.pid})
             config = config.for_address(server.address)
             ui_url = server.ui_url
-        client = await connect_client(config, data_converter=pydantic_data_converter)
+        client = await connect_client(config, data_converter=converter_from_env())
         if with_worker:
             worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
             await stack.enter_async_context(worker)

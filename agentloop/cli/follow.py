@@ -253,8 +253,22 @@ async def retry_reason(handle: AgentRunHandle, event: MessageReset) -> str | Non
     for activity in description.raw_description.pending_activities:
         if (activity.activity_type.name == "call_model" and activity.attempt == event.attempt
                 and activity.HasField("last_failure")):
-            return activity.last_failure.message or None
+            return await failure_message(handle.workflow_handle._client.data_converter, activity.last_failure)
     return None
+
+
+async def failure_message(converter: Any, failure: Any) -> str | None:
+    """A failure's message; one sealed in its encoded attributes (payload
+    encryption, docs/security.md) is opened with ``converter``'s codec."""
+    if not failure.HasField("encoded_attributes"):
+        return failure.message or None
+    copy = type(failure)()
+    copy.CopyFrom(failure)
+    try:
+        error = await converter.decode_failure(copy)
+    except Exception:  # a key this process lacks: say what the server holds
+        return failure.message or None
+    return str(getattr(error, "message", error)) or None
 
 
 async def exit_code(handle: AgentRunHandle, terminal: AgentEvent | None) -> int:

@@ -125,6 +125,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--workspace", help="default workspace for runs that name none (embedded worker)")
     imports(serve)
 
+    codec = sub.add_parser(
+        "codec-server", help="decrypt payloads for the Temporal UI and `temporal workflow show --codec-endpoint`",
+        description="Serve Temporal's remote codec endpoint (POST /decode, POST /encode) with the payload "
+                    "encryption keys of AGENTLOOP_ENCRYPTION_KEYS (or AGENTLOOP_ENCRYPTION_KEY_FILE). Bearer "
+                    "tokens come from AGENTLOOP_API_TOKENS (decode needs scope read, encode act); with none, it "
+                    "listens on 127.0.0.1 only.",
+    )
+    codec.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
+    codec.add_argument("--port", type=port_number, default=8081, help="the HTTP port (default: 8081)")
+    codec.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                       help="the Temporal UI's origin (also $AGENTLOOP_CORS_ORIGINS; default: "
+                            "http://localhost:8233 and http://127.0.0.1:8233); repeatable")
+    codec.add_argument("--codec", metavar="MODULE:NAME",
+                       help="your own PayloadCodec (or a function returning one) instead of the environment's keys")
+
     worker = sub.add_parser(
         "worker", help="run a worker against $TEMPORAL_ADDRESS",
         description="Run a worker. Role models polls the task queue (workflows and LLM calls: give it the "

@@ -3,7 +3,7 @@
 measured, and a server set up as it sets them up (search attributes cached,
 ``PRODUCTION_LIKE``) still finds runs by their search attributes; the
 floor with agentloop's record has an agent run's history, event for event;
-benchmarks/peers prints the floor's and agentloop's rows and skips the peers
+benchmarks/peers prints the floor's and agentloop's rows (plain and encrypted) and skips the peers
 that are not installed, in a note."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from benchmarks import concurrency, cpu_split, history_growth
 from tests.helpers.paths import ROOT
 
 
-def test_the_peer_benchmark_measures_floor_and_agentloop_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
     # The peers' packages shadowed by ones that cannot be imported, as when
     # the [peers] extra is not installed (whether or not this venv has it).
     for package in ("agents", "pydantic_ai"):
@@ -48,8 +48,11 @@ def test_the_peer_benchmark_measures_floor_and_agentloop_and_skips_peers_not_ins
     header = next(line for line in lines if line.startswith("system"))
     assert header.split() == ["system", "runs/s", "x", "floor", "WFT", "ms/step", "x", "floor", "wall", "ms/step",
                               "x", "floor", "history", "KiB", "at", "2", "x", "floor"]
-    rows = {line.split()[0]: line.split()[1:] for line in lines if re.match(r"(floor|agentloop) ", line)}
-    assert sorted(rows) == ["agentloop", "floor"]
+    rows = {line.split()[0]: line.split()[1:] for line in lines if re.match(r"(floor|agentloop|agentloop\+enc) ", line)}
+    assert sorted(rows) == ["agentloop", "agentloop+enc", "floor"]
+    (cost,) = [line for line in lines if line.startswith("encryption (agentloop+enc / agentloop): ")]
+    assert re.fullmatch(r".*: runs/s \d+\.\d\dx, WFT ms/step \d+\.\d\dx, wall ms/step \d+\.\d\dx, "
+                        r"history \d+\.\d\dx", cost), cost
     # Four measures, each a median and its ratio to the floor's.
     for name, cells in rows.items():
         assert len(cells) == 8 and all(float(cell) > 0 for cell in cells[0::2]), (name, cells)
@@ -398,3 +401,18 @@ def test_the_mcp_calls_benchmark_measures_each_way_for_both_transports() -> None
         assert float(cells[0]) > 0 and re.fullmatch(r"\d+\.\d{3}x", cells[1]), (transport, way, cells)
         if way.endswith("(before)"):  # the baseline: 1x, and its shares starting and stopping
             assert cells[1] == "1.000x" and all(re.fullmatch(r"\d+%", c) for c in cells[2:4]), cells
+
+
+def test_the_codec_cost_benchmark_measures_plain_and_encrypted_runs_and_the_codec() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.codec_cost", "--steps", "2", "--reps", "1"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    rows = {line.split()[0]: [float(cell) for cell in line.split()[1:]] for line in lines
+            if line.startswith(("plain ", "encrypted "))}
+    assert sorted(rows) == ["encrypted", "plain"] and all(len(r) == 2 and min(r) > 0 for r in rows.values())
+    assert any(re.fullmatch(r"ratio\s+\d+\.\d\dx\s+\d+\.\d\dx  \(encrypted / plain\)", line) for line in lines), lines
+    (codec,) = [line for line in lines if line.startswith("the codec itself: ")]
+    found = re.fullmatch(r"the codec itself: (\d+\.\d+) ms a step \((\d+\.\d) payloads sealed or opened, "
+                         r"(\d+\.\d) KiB sealed\)", codec)
+    assert found and float(found.group(2)) > 1 and float(found.group(3)) > 0, codec

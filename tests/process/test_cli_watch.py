@@ -200,7 +200,11 @@ async def test_watch_on_a_terminal_shows_a_retried_answer_once(
     assert "✓ completed · 1 step, 0 tool calls" in after
 
 
-async def test_run_says_why_an_llm_attempt_is_retried(workspace: Path, env: dict[str, str]) -> None:
+@pytest.mark.parametrize("sealed", [{}, {"AGENTLOOP_ENCRYPTION_KEYS": "k1:" + "A" * 43 + "="}],
+                         ids=["plain", "encrypted"])
+async def test_run_says_why_an_llm_attempt_is_retried(workspace: Path, env: dict[str, str],
+                                                      sealed: dict[str, str]) -> None:
+    # Encrypted, the failure's message is sealed on the server (docs/security.md): the CLI opens it.
     release = threading.Event()
 
     def held_answer() -> Iterator[bytes]:
@@ -218,7 +222,7 @@ async def test_run_says_why_an_llm_attempt_is_retried(workspace: Path, env: dict
         run = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "agentloop.cli", "run", "answer", "--model", "openai:gpt-test",
             "--workspace", str(workspace), "--tool", "read_file", "--local-worker", cwd=ROOT,
-            env={**env, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url},
+            env={**env, **sealed, "OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": server.base_url},
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
         try:

@@ -326,6 +326,9 @@ def test_command_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) ->
     ({"AGENTLOOP_SHELL_ENV": "PATH,OPENAI_API_KEY"},
      "AGENTLOOP_SHELL_ENV names provider keys (OPENAI_API_KEY); commands never get those: remove them from "
      "AGENTLOOP_SHELL_ENV"),
+    ({"AGENTLOOP_SHELL_ENV": "PATH,agentloop_encryption_keys"},
+     "AGENTLOOP_SHELL_ENV names the payload encryption keys (agentloop_encryption_keys); commands never get "
+     "those: remove them from AGENTLOOP_SHELL_ENV"),
 ])
 def test_bad_sandbox_settings_are_refused_with_the_fix(environ: dict[str, str], message: str) -> None:
     with pytest.raises(UserError) as info:

@@ -1,0 +1,83 @@
+"""``agentloop codec-server``: Temporal's remote codec endpoint over the
+payload encryption keys (``AGENTLOOP_ENCRYPTION_KEYS``), for the Temporal UI
+and ``temporal workflow show --codec-endpoint`` (docs/security.md)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+from typing import Any
+
+from agentloop.cli.common import say
+from agentloop.cli.http import LOOPBACK
+from agentloop.shared.errors import UserError
+
+
+def load_codec(reference: str | None) -> Any:
+    """``--codec package.module:NAME`` (a ``PayloadCodec``, its class, or a
+    function of no arguments returning one); the environment's ``EncryptionCodec`` when None.
+
+    Raises:
+        UserError: It cannot be imported or is not a codec; no key is set.
+    """
+    from temporalio.converter import PayloadCodec
+
+    from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV, codec_from_env
+
+    if reference is None:
+        codec = codec_from_env()
+        if codec is None:
+            raise UserError(f"no encryption key: set {KEYS_ENV}=keyid:base64key,... (or {KEY_FILE_ENV}) as the "
+                            "workers have it, or name your own codec with --codec package.module:NAME")
+        return codec
+    module_name, sep, attribute = reference.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UserError(f"--codec {reference}: give package.module:NAME")
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as err:
+        raise UserError(f"--codec {reference}: cannot import it ({err})") from None
+    codec = found
+    if not isinstance(found, PayloadCodec) and callable(found):
+        try:
+            codec = found()
+        except Exception as err:  # noqa: BLE001 - the user's code: say what it raised
+            raise UserError(f"--codec {reference}: calling it raised {type(err).__name__}: {err}; give a "
+                            "PayloadCodec, its class, or a function of no arguments that returns one") from None
+    if not isinstance(codec, PayloadCodec):
+        raise UserError(f"--codec {reference} is a {type(codec).__name__}, not a temporalio.converter.PayloadCodec")
+    return codec
+
+
+async def cmd_codec_server(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from agentloop.server.codec import DEFAULT_UI_ORIGINS, create_codec_app
+    from agentloop.server.settings import ServerSettings
+
+    codec = load_codec(args.codec)
+    settings = ServerSettings.from_env()
+    settings.cors_origins += args.cors_origin
+    host = args.host or "127.0.0.1"
+    if not settings.tokens and host not in LOOPBACK:
+        raise UserError(f"no API token is configured, so the codec server listens on 127.0.0.1 only (asked: "
+                        f"{host}); set AGENTLOOP_API_TOKENS=name:scope:secret,... to serve other hosts")
+    app = create_codec_app(codec, settings)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=args.port, log_level="warning",
+                                           timeout_graceful_shutdown=3))
+    say(f"agentloop codec-server: http://{host}:{args.port} ({codec!r}); CORS origins: "
+        f"{', '.join(settings.cors_origins or DEFAULT_UI_ORIGINS)}")
+    if settings.tokens:
+        say("tokens: decode needs scope read, encode needs act: "
+            + ", ".join(f"{t.name} ({t.scope})" for t in settings.tokens))
+    else:
+        say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may decode")
+    serving = asyncio.create_task(server.serve())
+    try:
+        await serving
+    except asyncio.CancelledError:
+        server.should_exit = True
+        await asyncio.shield(serving)
+        raise
+    return 0
