@@ -42,6 +42,9 @@ AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
 #: (``AgentSchedule="<name>"`` finds every firing's run).
 AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 
+#: The run's agent fingerprint (AgentSpec hash).
+AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -53,6 +56,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_THREAD.name: "Keyword",
     AGENT_FORKED_FROM.name: "Keyword",
     AGENT_SCHEDULE.name: "Keyword",
+    AGENT_VERSION.name: "Keyword",
 }
 
 
@@ -62,6 +66,45 @@ def create_commands(namespace: str = "default") -> list[str]:
         f"temporal operator search-attribute create --namespace {namespace} --name {name} --type {kind}"
         for name, kind in SEARCH_ATTRIBUTES.items()
     ]
+
+
+def registration_script() -> str:
+    """A POSIX shell script for the ``temporal`` CLI that registers the
+    attributes in ``$TEMPORAL_NAMESPACE`` (default ``default``) of the server
+    it is configured for (``TEMPORAL_ADDRESS``, ``TEMPORAL_TLS_*``, ...), once
+    the namespace exists, leaving those already registered alone.
+    ``deploy/register-search-attributes.sh`` is this script (``python
+    deploy/generate.py`` writes it) and deploy/kubernetes/ carries it."""
+    lines = [
+        "#!/bin/sh",
+        "# Generated from agentloop/shared/search_attributes.py by `python deploy/generate.py`:",
+        "# edit those, not this file. Registers agentloop's search attributes in",
+        "# $TEMPORAL_NAMESPACE (default: default) of the Temporal server the temporal CLI",
+        "# is configured for (TEMPORAL_ADDRESS, TEMPORAL_TLS_*, ...), once the namespace",
+        "# exists; attributes already registered are left alone. Exits non-zero unless",
+        "# every one is registered at the end.",
+        "set -u",
+        'namespace="${TEMPORAL_NAMESPACE:-default}"',
+        "tries=0",
+        'until temporal operator namespace describe --namespace "$namespace" >/dev/null 2>&1; do',
+        "  tries=$((tries + 1))",
+        '  if [ "$tries" -ge 90 ]; then',
+        '    echo "namespace $namespace is not reachable after 3 minutes: check TEMPORAL_ADDRESS" >&2',
+        "    exit 1",
+        "  fi",
+        "  sleep 2",
+        "done",
+        'registered() { temporal operator search-attribute list --namespace "$namespace" | grep -qw "$1"; }',
+    ]
+    for name, kind in SEARCH_ATTRIBUTES.items():
+        lines.append(f"registered {name} || temporal operator search-attribute create "
+                     f'--namespace "$namespace" --name {name} --type {kind}')
+    lines.append("missing=0")
+    for name in SEARCH_ATTRIBUTES:
+        lines.append(f'registered {name} || {{ echo "{name} is not registered" >&2; missing=1; }}')
+    lines += ['[ "$missing" -eq 0 ] && echo "agentloop search attributes registered in namespace $namespace"',
+              'exit "$missing"']
+    return "\n".join(lines) + "\n"
 
 
 def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:

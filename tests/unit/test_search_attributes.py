@@ -1,6 +1,7 @@
 """The search attributes a cluster needs are listed once, in
 ``agentloop.shared.search_attributes.SEARCH_ATTRIBUTES``; every document and
-deploy file that registers them registers exactly that list."""
+deploy file that registers them (README.md, docs/, deploy/compose.yaml through
+its generated script, the Kubernetes Job) registers exactly that list."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ TABLE_ROW = re.compile(r"^\| `(Agent\w+)` \| (\w+) \|", re.MULTILINE)
 
 
 def registering_files() -> list[Path]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "deploy").iterdir())]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "deploy").rglob("*"))]
     return [f for f in files if f.is_file()]
 
 
@@ -42,4 +43,21 @@ def test_the_cluster_docs_and_compose_register_them() -> None:
     assert dict(TABLE_ROW.findall(operating)) == SEARCH_ATTRIBUTES
     for command in create_commands():
         assert command in operating
-    assert registered((ROOT / "deploy" / "compose.yaml").read_text()) == SEARCH_ATTRIBUTES
+    # compose.yaml's search-attributes service runs this script, and the
+    # Kubernetes Job carries it (tests/unit/test_deploy.py checks both).
+    assert registered((ROOT / "deploy" / "register-search-attributes.sh").read_text()) == SEARCH_ATTRIBUTES
+    assert registered((ROOT / "deploy" / "kubernetes" / "search-attributes.yaml").read_text()) == SEARCH_ATTRIBUTES
+
+
+def test_they_fit_a_sql_visibility_store() -> None:
+    """Temporal's SQL visibility (PostgreSQL, MySQL, SQLite: compose.yaml's
+    server and the dev server) has per namespace 10 columns for custom
+    Keyword attributes and 3 for KeywordList; a cluster with one more refuses
+    to register it."""
+    kinds = list(SEARCH_ATTRIBUTES.values())
+    assert kinds.count("Keyword") <= 10 and kinds.count("KeywordList") <= 3
+    assert set(kinds) <= {"Keyword", "KeywordList"}, "other types have their own limits: check them, then widen this"
+
+
+def test_agent_version_is_one_of_them() -> None:
+    assert SEARCH_ATTRIBUTES["AgentVersion"] == "Keyword"
