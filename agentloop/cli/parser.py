@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: $AGENTLOOP_METRICS_PORT, else none)")
     worker.add_argument("--role", choices=WORKER_ROLES,
                         help="models, tools or all (default: $AGENTLOOP_WORKER_ROLE, else all)")
+    worker.add_argument("--deployment-name", metavar="NAME",
+                        help="register as a version of this Temporal Worker Deployment (default: "
+                             "$AGENTLOOP_DEPLOYMENT_NAME; with neither it and a build id, an unversioned worker)")
+    worker.add_argument("--build-id", metavar="ID",
+                        help="this code's version within the deployment, e.g. a git commit (default: "
+                             "$AGENTLOOP_BUILD_ID); runs stay on the version they started on (docs/deploying.md)")
     imports(worker)
 
     approve = sub.add_parser(

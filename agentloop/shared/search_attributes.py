@@ -42,6 +42,10 @@ AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
 #: (``AgentSchedule="<name>"`` finds every firing's run).
 AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 
+#: The fingerprint of the run's agent definition (``agentloop.shared.fingerprint``):
+#: ``AgentVersion="<fingerprint>"`` finds every run of one definition.
+AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -53,6 +57,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_THREAD.name: "Keyword",
     AGENT_FORKED_FROM.name: "Keyword",
     AGENT_SCHEDULE.name: "Keyword",
+    AGENT_VERSION.name: "Keyword",
 }
 
 
@@ -67,8 +72,11 @@ def create_commands(namespace: str = "default") -> list[str]:
 def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:
     """What a run is indexed with from its start, so ``temporal workflow
     list`` finds it at once (the run keeps them current from then on)."""
+    from agentloop.shared.fingerprint import agent_fingerprint
+
     return TypedSearchAttributes([
         SearchAttributePair(AGENT_STATUS, "running"),
         SearchAttributePair(AGENT_NAME, spec.name),
         SearchAttributePair(AGENT_MODEL, spec.model),
+        SearchAttributePair(AGENT_VERSION, agent_fingerprint(spec)),
     ])
