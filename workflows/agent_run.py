@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import RawValue, VersioningBehavior
+from temporalio.common import RawValue
 from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
@@ -128,8 +128,9 @@ class ContextTooLong:
 
 # Deterministic by construction and checked under the sandbox by the test
 # suite; run without it unless AGENTLOOP_WORKFLOW_SANDBOX says otherwise.
-@workflow.defn(name=contracts.WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env(),
-              versioning_behavior=VersioningBehavior.PINNED)
+# Pinned on a versioned worker by the worker's default (agentloop.workers.worker.deployment_config):
+# a behaviour named here would be refused by unversioned workers' servers.
+@workflow.defn(name=contracts.WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())
 class AgentRunWorkflow:
     """The agent loop: step, decide, run tools, repeat (docs/how-a-run-works.md)."""
 

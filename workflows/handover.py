@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.recorder import RunRecorder
     from agentloop.shared.spec import upgrade_policy
     from agentloop.shared.versioning import MoveOn
-    from agentloop.workflows.upgrade import upgrade_due
+    from agentloop.workflows.upgrade import deployment_version, upgrade_due
     from agentloop.shared.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
@@ -166,7 +166,7 @@ class Handover:
         build_args = lambda stream: [AgentRunInput(  # noqa: E731
             spec=spec, messages=state.messages, thread=self.input.thread,
             carry=state.carried(pending, self._recent_events(stream) if bounded else stream))]
-        if workflow.info().get_current_deployment_version() is None or self.policy != "at_turn_boundary":
+        if deployment_version() is None or self.policy != "at_turn_boundary":
             await self.stream.continue_as_new(build_args)
         # A versioned run that may move: the next run starts on the deployment's target version.
         self.stream.detach_pollers()

@@ -17,8 +17,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.common import RetryPolicy, WorkerDeploymentVersion
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.versioning import (
@@ -35,9 +35,16 @@ with workflow.unsafe.imports_passed_through():
 ASK_TIMEOUT = timedelta(seconds=10)
 
 
+def deployment_version() -> WorkerDeploymentVersion | None:
+    """The Worker Deployment Version of the worker running this task; None
+    on an unversioned worker (whose version, if any, names no deployment)."""
+    version = workflow.info().get_current_deployment_version()
+    return version if version is not None and version.deployment_name and version.build_id else None
+
+
 async def upgrade_due(policy: str) -> UpgradeDecision:
     """Whether the run moves to another version now (see the module)."""
-    version = workflow.info().get_current_deployment_version()
+    version = deployment_version()
     build_id = version.build_id if version is not None else None
     changed = workflow.info().is_target_worker_deployment_version_changed()
     decision = decide_upgrade(policy=policy, build_id=build_id, target_changed=changed, current=None)
@@ -52,7 +59,7 @@ async def upgrade_due(policy: str) -> UpgradeDecision:
             result_type=TargetVersionResult, summary="current deployment version",
             start_to_close_timeout=ASK_TIMEOUT, retry_policy=RetryPolicy(maximum_attempts=2),
         )
-    except ActivityError as err:
+    except (ActivityError, ApplicationError) as err:
         workflow.logger.warning("could not ask which version of %s is current (%s); staying on %s",
                                 version.deployment_name, err.cause or err, build_id)
         return decision
