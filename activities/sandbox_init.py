@@ -190,7 +190,6 @@ def restrict_filesystem(abi: int, rules: list[tuple[str, str]]) -> None:
 
 def mount_tmpfs(path: str, keep: str | None) -> None:
     """An empty tmpfs on ``path``; ``keep`` (a directory under it) bound back."""
-    import ctypes
 
     libc = _libc()
     kept = os.open(keep, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if keep else None

@@ -30,7 +30,6 @@ __all__ = [
     "remove_file",
     "replace_file",
     "resolve_in_workspace",
-    "truncate_output",
     "workspace_relative",
 ]
 

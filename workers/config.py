@@ -8,7 +8,9 @@ profile ``TEMPORAL_PROFILE`` (default ``default``) of the TOML file
 ``TEMPORAL_CONFIG_FILE`` (default ``temporal.toml`` in the user's config
 directory, e.g. ``~/.config/temporalio/temporal.toml``). What runs where is
 agentloop's own: ``AGENTLOOP_TASK_QUEUE``, ``AGENTLOOP_IMPORTS``,
-``AGENTLOOP_WORKER_ROLE``.
+``AGENTLOOP_WORKER_ROLE``, and a versioned worker's ``AGENTLOOP_DEPLOYMENT_NAME``
+and ``AGENTLOOP_BUILD_ID`` (Temporal Worker Deployment versioning,
+docs/deploying.md).
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ class TemporalConfig:
             configuration. Holds secrets: never printed or logged.
         source: Where ``address`` came from, for messages
             (``TEMPORAL_ADDRESS``, or the profile and its file).
+        deployment_name: The Worker Deployment a versioned worker belongs
+            to (``AGENTLOOP_DEPLOYMENT_NAME``); empty: an unversioned worker.
+        build_id: The version of the code within it (``AGENTLOOP_BUILD_ID``).
     """
 
     address: str | None = None
@@ -65,6 +70,8 @@ class TemporalConfig:
     role: str = "all"
     connect_options: dict[str, Any] = field(default_factory=dict, repr=False)
     source: str = "TEMPORAL_ADDRESS"
+    deployment_name: str = ""
+    build_id: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TemporalConfig:
@@ -93,7 +100,19 @@ class TemporalConfig:
             role=(env.get("AGENTLOOP_WORKER_ROLE") or "all").strip().lower(),
             connect_options=options,
             source=source,
+            deployment_name=(env.get("AGENTLOOP_DEPLOYMENT_NAME") or "").strip(),
+            build_id=(env.get("AGENTLOOP_BUILD_ID") or "").strip(),
         )
+
+    def deployment_version(self) -> tuple[str, str] | None:
+        """``(deployment name, build id)`` of a versioned worker; None for an
+        unversioned one (neither set).
+
+        Raises:
+            UserError: Only one of the two is set, or one holds a character
+                Temporal refuses (``.`` in the name, whitespace).
+        """
+        return check_deployment_version(self.deployment_name, self.build_id)
 
     def describe_security(self) -> str:
         """How the connection is secured, in words without secrets:
@@ -111,7 +130,8 @@ class TemporalConfig:
         """This configuration pointed at ``address`` (an embedded server),
         without TLS, API key or metadata."""
         return TemporalConfig(address=address, namespace=self.namespace, task_queue=self.task_queue,
-                              imports=list(self.imports), role=self.role, source="the embedded server")
+                              imports=list(self.imports), role=self.role, source="the embedded server",
+                              deployment_name=self.deployment_name, build_id=self.build_id)
 
     def for_dev_server(self, dev: Holder, environ: Mapping[str, str] | None = None) -> TemporalConfig:
         """This configuration pointed at a running ``agentloop dev``: its
@@ -239,6 +259,30 @@ def gc_threshold_from_env(environ: Mapping[str, str] | None = None) -> tuple[int
             "gc.set_threshold takes them (e.g. 700,10,100), nor 'python' (Python's own thresholds, the default)"
         )
     return tuple(int(part) for part in parts)
+
+
+def check_deployment_version(deployment_name: str, build_id: str) -> tuple[str, str] | None:
+    """``(deployment_name, build_id)`` when both are given, None when
+    neither is (see :meth:`TemporalConfig.deployment_version`).
+
+    Raises:
+        UserError: One without the other, or a value Temporal refuses.
+    """
+    if not deployment_name and not build_id:
+        return None
+    if not deployment_name or not build_id:
+        given, missing = (("--build-id", "--deployment-name (AGENTLOOP_DEPLOYMENT_NAME)") if build_id
+                          else ("--deployment-name", "--build-id (AGENTLOOP_BUILD_ID)"))
+        raise UserError(f"a versioned worker needs both a deployment name and a build id, but only {given} is "
+                        f"set: set {missing} too, or neither for an unversioned worker")
+    for label, value in (("deployment name", deployment_name), ("build id", build_id)):
+        if any(c.isspace() for c in value) or len(value) > 255:
+            raise UserError(f"the {label} {value!r} has whitespace or is over 255 characters; use letters, "
+                            "digits, '-' and '_' (e.g. a git commit)")
+    if "." in deployment_name:
+        raise UserError(f"the deployment name {deployment_name!r} has a '.', which Temporal reserves to join "
+                        "it with the build id; use '-' or '_' instead")
+    return deployment_name, build_id
 
 
 def task_queue_from_env(environ: Mapping[str, str] | None = None) -> str:

@@ -73,6 +73,8 @@ TOOLS_WORKER_OPTIONS = (
     "debug_mode",
     "on_fatal_error",
     "activity_task_poller_behavior",
+    # The same Worker Deployment Version: a pinned run's tool calls go to its own version's tools.
+    "deployment_config",
 )
 
 
@@ -344,6 +346,7 @@ class AgentLoopPlugin(SimplePlugin):
             from agentloop.activities import sandbox
 
             sandbox.describe()  # fail now, not at the first shell command
+        from agentloop.activities.versioning import current_deployment_version
         from agentloop.workflows.agent_run import AgentRunWorkflow
         from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
 
@@ -355,10 +358,10 @@ class AgentLoopPlugin(SimplePlugin):
         ours = {
             "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
                     acts.execute_tool_here, acts.resolve_guardrails, acts.run_guardrail, acts.load_context,
-                    acts.run_tool_hooks],
+                    acts.run_tool_hooks, current_deployment_version],
             # The *_here local activities refuse on models (no tools here), and replays read them from history.
             "models": [acts.call_model, acts.resolve_tools_here, acts.execute_tool_here, acts.resolve_guardrails,
-                       acts.run_guardrail],
+                       acts.run_guardrail, current_deployment_version],
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]

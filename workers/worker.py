@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
+from temporalio.worker import Worker, WorkerDeploymentConfig
 
 from agentloop.activities import sandbox
 from agentloop.activities.models import ModelResolver
@@ -42,6 +43,7 @@ __all__ = [
     "check_role",
     "check_tools_environment",
     "connect",
+    "deployment_config",
     "describe_worker",
     "import_modules",
     "missing_search_attributes",
@@ -86,6 +88,7 @@ def build_worker(
     mcp_servers: Any = None,
     telemetry: Any = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
+    deployment: tuple[str, str] | None = None,
     **worker_options: Any,
 ) -> Worker:
     """The Temporal worker of one role: a ``Worker`` with
@@ -109,6 +112,10 @@ def build_worker(
             the environment when None, none when False.
         graceful_shutdown_timeout: On shutdown, how long in-flight activities
             may finish before they are cancelled.
+        deployment: ``(deployment name, build id)``: the worker registers as
+            that Worker Deployment Version (:func:`deployment_config`), and
+            runs stay on the version they started on (docs/deploying.md);
+            None: an unversioned worker.
         worker_options: Passed on to :class:`temporalio.worker.Worker`.
 
     Raises:
@@ -118,6 +125,8 @@ def build_worker(
     """
     plugin = AgentLoopPlugin(registry=registry, models=models, workspace=workspace, role=role,
                              mcp_servers=mcp_servers, telemetry=telemetry)
+    if deployment is not None:
+        worker_options.setdefault("deployment_config", deployment_config(*deployment))
     with warnings.catch_warnings():
         # A client from AgentClient.connect carries a plugin too: this
         # worker's own takes precedence (see AgentLoopPlugin), as intended.
@@ -129,6 +138,18 @@ def build_worker(
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             **worker_options,
         )
+
+
+def deployment_config(deployment_name: str, build_id: str) -> WorkerDeploymentConfig:
+    """A Worker's versioning: the Worker Deployment Version
+    ``deployment_name``/``build_id``, with Temporal's Worker Versioning on,
+    and workflows pinned unless their definition says otherwise (agentloop's
+    run is pinned; a thread moves at a turn boundary, see docs/deploying.md)."""
+    return WorkerDeploymentConfig(
+        version=WorkerDeploymentVersion(deployment_name=deployment_name, build_id=build_id),
+        use_worker_versioning=True,
+        default_versioning_behavior=VersioningBehavior.PINNED,
+    )
 
 
 def protect_process() -> bool:
@@ -192,6 +213,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
         raise UserError("no Temporal server to work for: set TEMPORAL_ADDRESS (or an address in a profile "
                         "of Temporal's temporal.toml), or run `agentloop dev` for a local server and a worker")
     role = check_role(config.role)
+    deployment = config.deployment_version()
     tune_collector()
     if role == "tools":
         check_tools_environment()
@@ -212,7 +234,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
                 + "\n  ".join(create_commands(config.namespace))
             )
     worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role,
-                          telemetry=telemetry or False)
+                          telemetry=telemetry or False, deployment=deployment)
     metrics_server = serve_metrics(telemetry, port, temporal_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -272,5 +294,7 @@ def describe_worker(config: TemporalConfig, role: str) -> str:
 
         register_builtin_tools(default_registry)
         tools = "tools " + ", ".join(sorted(default_registry.names()))
+    version = (f", version {config.build_id!r} of deployment {config.deployment_name!r}"
+               if config.deployment_name and config.build_id else ", unversioned")
     return (f"role {role}, polling {queues} on {config.address} (namespace {config.namespace!r}, "
-            f"{config.describe_security()}); {tools}")
+            f"{config.describe_security()}{version}); {tools}")

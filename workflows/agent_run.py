@@ -65,6 +65,7 @@ with workflow.unsafe.imports_passed_through():
         message_id,
     )
     from agentloop.shared.messages import Message
+    from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
     from agentloop.shared.report import LIVE_STATUSES, AgentRunReport, RunReason, StepReport, report_text
     from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
     from agentloop.shared.spec import AgentSpec
@@ -110,6 +111,14 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows import threads
     from agentloop.workflows.threads import ThreadRunner, apply_steering
 
+def definition_of(spec: AgentSpec, origin: Any) -> tuple[str, DefinitionChange | None]:
+    """The run's fingerprint, and (a run from a snapshot) how its definition
+    differs from the snapshot's. Pure: no commands."""
+    definition = agent_definition(spec)
+    before = origin.definition if origin is not None else None
+    return definition.fingerprint, definition_change(before, definition) if before is not None else None
+
+
 @dataclass(frozen=True)
 class ContextTooLong:
     """The provider refused the step's request as longer than the model's window."""
@@ -119,6 +128,8 @@ class ContextTooLong:
 
 # Deterministic by construction and checked under the sandbox by the test
 # suite; run without it unless AGENTLOOP_WORKFLOW_SANDBOX says otherwise.
+# Pinned on a versioned worker by the worker's default (agentloop.workers.worker.deployment_config):
+# a behaviour named here would be refused by unversioned workers' servers.
 @workflow.defn(name=contracts.WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())
 class AgentRunWorkflow:
     """The agent loop: step, decide, run tools, repeat (docs/how-a-run-works.md)."""
@@ -402,7 +413,10 @@ class AgentRunWorkflow:
         # Only runs whose spec names guardrails schedule their activities.
         self._guards = GuardrailRunner(self._state, self._recorder, self._run_id, spec) if spec.guardrails else None
         if self._input.carry is None:
-            self._recorder.emit(RunCreated, agent_name=spec.name, model=spec.model, input=list(self._input.messages))
+            version, change = definition_of(spec, self._input.origin)
+            self._state.report.agent_version, self._state.report.definition_change = version, change
+            self._recorder.emit(RunCreated, agent_name=spec.name, model=spec.model, input=list(self._input.messages),
+                                agent_version=version, definition_change=change)
         if self._input.origin is not None and self._input.carry is None:
             snapshots.announce_pending(self._state, self._recorder)
         self._recorder.index()
@@ -426,7 +440,8 @@ class AgentRunWorkflow:
             # A thread: turn after turn, waiting for messages in between.
             self._threads.index_thread()
             return await self._threads.run(lambda turn_spec: self._steps(turn_spec, tools), ended=self._end_stopped,
-                                           hand_over=lambda: self._handover.when_due(None))
+                                           hand_over=lambda: self._handover.when_due(None),
+                                           upgrade=self._handover.upgrade)
         match await self._steps(spec, tools):
             case FinalAnswer():
                 return self._recorder.completed(omit_long=self._features.by_reference)

@@ -17,7 +17,7 @@ from typing import Union
 
 from agentloop.shared.activity_io import ToolDefinition
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.pricing import Budget, run_cost
+from agentloop.shared.pricing import Budget
 from agentloop.shared.report import RunReason, RunStatus, Usage
 from agentloop.shared.run import AgentRunInput
 from agentloop.shared.spec import AgentSpec, SubAgent

@@ -8,6 +8,7 @@ included) and the event stream's recent events, with offsets that go on.
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamState
@@ -19,6 +20,9 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.run import AgentRunInput
     from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due, newest_within
     from agentloop.workflows.recorder import RunRecorder
+    from agentloop.shared.spec import upgrade_policy
+    from agentloop.shared.versioning import MoveOn
+    from agentloop.workflows.upgrade import deployment_version, upgrade_due
     from agentloop.shared.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
@@ -82,6 +86,19 @@ class Handover:
         self.input = input
         self.enabled = enabled
         self._warned = False
+        self.policy = upgrade_policy(input.spec, thread=input.thread is not None)
+
+    async def upgrade(self) -> None:
+        """At a turn boundary: when the spec's policy lets the run move and
+        another version of its Worker Deployment is current, continue as new
+        onto it (``agentloop.workflows.upgrade``); else nothing."""
+        if not self.enabled or self.policy != "at_turn_boundary":
+            return
+        decision = await upgrade_due(self.policy)
+        if isinstance(decision, MoveOn):
+            workflow.logger.info("run %s: moving to version %s of its deployment at a turn boundary",
+                                 self.recorder.run_id, decision.to_build_id or "(the target)")
+            await self._hand_over(None)
 
     async def when_due(self, pending: PendingStep | None) -> None:
         """Hand over to a new Temporal run when it is due (counting the step
@@ -146,8 +163,13 @@ class Handover:
             # Hand-overs recorded before the patch: the stream itself cut to
             # its last CARRIED_EVENTS events.
             self.stream.truncate(max(0, self.stream._on_offset() - CARRIED_EVENTS))
-        await self.stream.continue_as_new(
-            lambda stream: [AgentRunInput(
-                spec=spec, messages=state.messages, thread=self.input.thread,
-                carry=state.carried(pending, self._recent_events(stream) if bounded else stream))]
-        )
+        build_args = lambda stream: [AgentRunInput(  # noqa: E731
+            spec=spec, messages=state.messages, thread=self.input.thread,
+            carry=state.carried(pending, self._recent_events(stream) if bounded else stream))]
+        if deployment_version() is None or self.policy != "at_turn_boundary":
+            await self.stream.continue_as_new(build_args)
+        # A versioned run that may move: the next run starts on the deployment's target version.
+        self.stream.detach_pollers()
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(args=build_args(self.stream.get_state(publisher_ttl=timedelta(seconds=900))),
+                                 initial_versioning_behavior=workflow.ContinueAsNewVersioningBehavior.AUTO_UPGRADE)

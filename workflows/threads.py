@@ -354,9 +354,13 @@ class ThreadRunner:
 
     # The turns ----------------------------------------------------------------------------
 
-    async def run(self, steps: Steps, ended: Callable[[], Any], hand_over: Callable[[], Awaitable[None]]) -> Any:
+    async def run(self, steps: Steps, ended: Callable[[], Any], hand_over: Callable[[], Awaitable[None]],
+                  upgrade: Callable[[], Awaitable[None]] | None = None) -> Any:
         """Turn after turn until a stop while idle (``ended()``'s result) or
-        a cancel; the first turn answers the run's input."""
+        a cancel; the first turn answers the run's input. ``upgrade`` runs
+        when a message is about to begin its turn after the thread waited:
+        it may continue the run as new on another worker version, the
+        message still queued (``agentloop.workflows.upgrade``)."""
         t = self.thread
         if t.turn == 0:
             self._begin(QueuedMessage(turn=1, text=""), from_input=True)
@@ -366,6 +370,8 @@ class ThreadRunner:
                 await workflow.wait_condition(lambda: bool(t.queue) or self.state.stop is not None)
                 if not t.queue:
                     return ended()
+                if upgrade is not None:
+                    await upgrade()
                 self._begin(t.queue.pop(0))
             self._end(await self._run_turn(steps))
 

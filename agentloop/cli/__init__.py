@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable
 from agentloop.cli.chat import cmd_chat
 from agentloop.cli.common import CommandFailed, say
 from agentloop.cli.ops import cmd_approve, cmd_cancel, cmd_list, cmd_show, cmd_stop, cmd_submit
+from agentloop.cli.replay import cmd_replay
 from agentloop.cli.parser import build_parser
 from agentloop.cli.run import cmd_run, cmd_watch
 from agentloop.cli.codec_server import cmd_codec_server
@@ -107,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     command = {
         "run": cmd_run, "dev": cmd_dev, "worker": cmd_worker, "approve": cmd_approve, "submit": cmd_submit,
-        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "show": cmd_show, "watch": cmd_watch,
+        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "replay": cmd_replay, "show": cmd_show, "watch": cmd_watch,
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
         "codec-server": cmd_codec_server,

@@ -152,6 +152,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: $AGENTLOOP_METRICS_PORT, else none)")
     worker.add_argument("--role", choices=WORKER_ROLES,
                         help="models, tools or all (default: $AGENTLOOP_WORKER_ROLE, else all)")
+    worker.add_argument("--deployment-name", metavar="NAME",
+                        help="register as a version of this Temporal Worker Deployment (default: "
+                             "$AGENTLOOP_DEPLOYMENT_NAME; with neither it and a build id, an unversioned worker)")
+    worker.add_argument("--build-id", metavar="ID",
+                        help="this code's version within the deployment, e.g. a git commit (default: "
+                             "$AGENTLOOP_BUILD_ID); runs stay on the version they started on (docs/deploying.md)")
     imports(worker)
 
     approve = sub.add_parser(
@@ -195,6 +201,20 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     listing.add_argument("--tree", action="store_true", help="sub-agents' runs under the run that delegated "
                          "to them (top runs newest first)")
+
+    replay = sub.add_parser(
+        "replay", help="replay runs' histories from the server against this code (before a deploy)",
+        description="Replay the histories of recent runs on the server ($TEMPORAL_ADDRESS) against the workflow "
+                    "code installed here. Exits 1 when any would fail (non-determinism): a deploy of this code "
+                    "would break those runs. Run it in CI before a ramp (docs/deploying.md).",
+    )
+    replay.add_argument("--last", type=positive, default=20, metavar="N",
+                        help="the newest N runs that match (default: 20)")
+    replay.add_argument("--query", metavar="EXTRA",
+                        help="extra Temporal list filter, e.g. 'AgentVersion=\"3f9a0c2b1d4e\"'")
+    replay.add_argument("--running", action="store_true",
+                        help="running runs too (their history so far), not only completed ones")
+    replay.add_argument("--json", action="store_true", help="one JSON object per run and line")
 
     watch = sub.add_parser(
         "watch", help="follow a run's events until it ends (a finished run's are replayed)",

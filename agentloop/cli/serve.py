@@ -125,5 +125,9 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     config.imports += args.imports
     if args.role:
         config.role = args.role
+    if args.deployment_name:
+        config.deployment_name = args.deployment_name.strip()
+    if args.build_id:
+        config.build_id = args.build_id.strip()
     await run_worker(config, workspace=existing_workspace(args.workspace), metrics_port=args.metrics_port)
     return 0

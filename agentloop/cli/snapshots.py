@@ -76,6 +76,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
     what = f"{len(snapshot.messages)} messages, {snapshot.step} steps"
     if waiting and args.message is None:
         what += f"; waiting again for {', '.join(waiting)} (`agentloop show {shlex.quote(handle.run_id)}`)"
+    what += "; " + _definition_note(handle)
     return await _started(args, handle, f"started run {handle.run_id} from the snapshot of run {snapshot.run_id} "
                                         f"({what})", thread=snapshot.thread_id is not None)
 
@@ -91,9 +92,17 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     except RunIdInUse as err:
         raise UserError(run_id_in_use(err)) from None
     then = ", then your message" if args.message is not None else ""
+    then += "; " + _definition_note(handle)
     return await _started(args, handle, f"started run {handle.run_id}, forked from run {args.run} at the end of "
                                         f"step {args.at_step} ({snapshot.step_ends[args.at_step]} messages{then})",
                           thread=snapshot.thread_id is not None)
+
+
+def _definition_note(handle: AgentRunHandle) -> str:
+    """Whether the new run's agent definition differs from the snapshot's,
+    and how (from the input it was started with)."""
+    change = handle.definition_change
+    return change.describe() if change is not None else "agent definition not compared"
 
 
 async def _started(args: argparse.Namespace, handle: AgentRunHandle, what: str, *, thread: bool) -> int:

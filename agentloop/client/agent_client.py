@@ -165,6 +165,10 @@ class AgentRunHandle:
         run_id: The run id (the workflow id).
     """
 
+    #: A restored or forked run: how its agent definition differs from the
+    #: snapshot's (``DefinitionChange.describe()``); None for other runs.
+    definition_change: Any = None
+
     def __init__(self, handle: WorkflowHandle, *, turn: int | None = None, offset: int = 0,
                  output: OutputSpec | None = None) -> None:
         self._handle = handle
@@ -812,9 +816,12 @@ class AgentClient:
         if thread:
             input, attributes = thread_start(input, attributes, run_id, None)
         handle = await self._start_workflow(input, run_id, attributes, allow_reuse=False)
-        if thread and not starts_idle(input):
-            return AgentRunHandle(handle, turn=1)  # its first turn answers the input
-        return AgentRunHandle(handle)  # restored or forked
+        started = AgentRunHandle(handle, turn=1) if thread and not starts_idle(input) else AgentRunHandle(handle)
+        if input.origin is not None and input.origin.definition is not None:
+            from agentloop.shared.fingerprint import agent_definition, definition_change
+
+            started.definition_change = definition_change(input.origin.definition, agent_definition(input.spec))
+        return started  # restored or forked (a thread's first turn answers the input)
 
     async def send(
         self,

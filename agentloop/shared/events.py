@@ -27,6 +27,7 @@ from agentloop.shared import contracts
 from agentloop.shared.activity_io import FinishReason, StreamDelta
 from agentloop.shared.approvals import PendingAction, PendingApproval
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.fingerprint import DefinitionChange
 from agentloop.shared.report import RunReason, Usage
 
 #: The Workflow Streams topic every run event is published on.
@@ -58,6 +59,8 @@ class RunCreated(_Event):
     agent_name: str
     model: str
     input: list[Message] = Field(default_factory=list)
+    agent_version: str = ""
+    definition_change: DefinitionChange | None = None
 
 
 class RunStatusChanged(_Event):

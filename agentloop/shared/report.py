@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agentloop.shared.approvals import cut_text
+from agentloop.shared.fingerprint import DefinitionChange
 
 #: The longest text a tool call's report keeps of each string argument and of
 #: the error: the whole of it is in the conversation and the events, and the
@@ -298,6 +299,10 @@ class AgentRunReport(BaseModel):
         origin: Set on a run restored from a snapshot or forked from a run.
         warnings: What the run went on despite (tools removed or added
             since the snapshot it was restored or forked from).
+        agent_version: The fingerprint of the run's agent definition
+            (``agentloop.shared.fingerprint``; the ``AgentVersion`` search attribute).
+        definition_change: A restored or forked run: how its definition
+            differs from the snapshot's (``DefinitionChange.describe()``).
     """
 
     id: str
@@ -321,3 +326,5 @@ class AgentRunReport(BaseModel):
     sub_runs: list[SubRunReport] = Field(default_factory=list)
     origin: RunOriginReport | None = None
     warnings: list[RunWarning] = Field(default_factory=list)
+    agent_version: str = ""
+    definition_change: DefinitionChange | None = None

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from agentloop.shared.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
 from agentloop.shared.contracts import MAX_INPUT_BYTES
+from agentloop.shared.fingerprint import AgentDefinition
 from agentloop.shared.errors import (
     RUN_FAILED_ERROR_TYPE,
     AgentRunFailed,
@@ -72,6 +73,8 @@ class RunOrigin(BaseModel):
         outputs: Client outputs that had arrived for them.
         turn: A thread's turns so far (a thread restored or forked from a
             thread that waits for its next message starts waiting, at this turn).
+        definition: The snapshot's agent definition
+            (``agentloop.shared.fingerprint``): the run says how its own differs.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -88,6 +91,7 @@ class RunOrigin(BaseModel):
     decisions: dict[str, ApprovalDecision] = Field(default_factory=dict)
     outputs: dict[str, ToolOutput] = Field(default_factory=dict)
     turn: int = 0
+    definition: AgentDefinition | None = None
 
     def note(self) -> RunOriginReport:
         """What the run's report says about it."""

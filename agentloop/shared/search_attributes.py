@@ -42,7 +42,8 @@ AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
 #: (``AgentSchedule="<name>"`` finds every firing's run).
 AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 
-#: The run's agent fingerprint (AgentSpec hash).
+#: The fingerprint of the run's agent definition (``agentloop.shared.fingerprint``):
+#: ``AgentVersion="<fingerprint>"`` finds every run of one definition.
 AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
 
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
@@ -110,8 +111,11 @@ def registration_script() -> str:
 def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:
     """What a run is indexed with from its start, so ``temporal workflow
     list`` finds it at once (the run keeps them current from then on)."""
+    from agentloop.shared.fingerprint import agent_fingerprint
+
     return TypedSearchAttributes([
         SearchAttributePair(AGENT_STATUS, "running"),
         SearchAttributePair(AGENT_NAME, spec.name),
         SearchAttributePair(AGENT_MODEL, spec.model),
+        SearchAttributePair(AGENT_VERSION, agent_fingerprint(spec)),
     ])

@@ -30,6 +30,7 @@ from agentloop.shared.errors import UserError, describe_validation_error
 from agentloop.shared.messages import Message
 from agentloop.shared.report import AgentRunReport, RunOriginReport, RunStatus, RunWarning, Usage
 from agentloop.shared.run import AgentRunInput, RunOrigin
+from agentloop.shared.fingerprint import agent_definition
 from agentloop.shared.spec import AgentSpec
 from agentloop.shared.state import PendingStep
 
@@ -242,7 +243,7 @@ def restore_input(snapshot: AgentSnapshot, spec: AgentSpec | None = None, messag
         kind="restored", from_run=snapshot.run_id, tools=list(snapshot.tools), step=snapshot.step,
         step_ends=dict(snapshot.step_ends), usage=snapshot.usage, report=snapshot.report, pending_step=pending,
         decisions=dict(snapshot.decisions) if pending else {}, outputs=dict(snapshot.outputs) if pending else {},
-        turn=snapshot.turn,
+        turn=snapshot.turn, definition=agent_definition(snapshot.spec),
     )
     return AgentRunInput(spec=spec or snapshot.spec, messages=messages, origin=origin)
 
@@ -259,7 +260,7 @@ def fork_input(snapshot: AgentSnapshot, at_step: int, message: str | None = None
     if message is not None:
         messages.append(Message.user(message))
     origin = RunOrigin(kind="forked", from_run=snapshot.run_id, at_step=at_step, tools=list(snapshot.tools),
-                       turn=sum(1 for m in messages if m.role == "user"))
+                       turn=sum(1 for m in messages if m.role == "user"), definition=agent_definition(snapshot.spec))
     return AgentRunInput(spec=spec or snapshot.spec, messages=messages, origin=origin)
 
 

@@ -58,6 +58,17 @@ def with_field_suggestions(exc: ValidationError, model: type[BaseModel]) -> Vali
 #: How deep sub-agents may nest by default (``AgentSpec.max_depth``).
 DEFAULT_MAX_DEPTH = 3
 
+#: When a run moves to a new worker version (``AgentSpec.upgrade``).
+UpgradePolicy = Literal["pinned", "at_turn_boundary"]
+
+
+def upgrade_policy(spec: AgentSpec, *, thread: bool) -> UpgradePolicy:
+    """The spec's ``upgrade``, or the default: threads move at a turn
+    boundary, other runs stay pinned."""
+    if spec.upgrade is not None:
+        return spec.upgrade
+    return "at_turn_boundary" if thread else "pinned"
+
 #: What a sub-agent's name (its tool's name) may be.
 _SUB_AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -216,6 +227,12 @@ class AgentSpec(BaseModel):
         output_retries: How many times an answer that does not match
             ``output`` goes back to the model with what was wrong; then the
             run fails with reason ``output_invalid``.
+        upgrade: On versioned workers (docs/deploying.md), when a run moves
+            to the deployment's current version: ``pinned`` (never: it
+            finishes on the version it started on) or ``at_turn_boundary``
+            (a thread at its next turn, any run at its next continue-as-new,
+            through continue-as-new). None (the default): ``at_turn_boundary``
+            for threads, ``pinned`` for other runs.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -264,6 +281,7 @@ class AgentSpec(BaseModel):
     double_texting: DoubleTexting = "enqueue"
     output: OutputSpec | None = None
     output_retries: int = Field(default=2, ge=0, le=10)
+    upgrade: UpgradePolicy | None = None
 
     @field_validator("output", mode="before")
     @classmethod

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.server import ApiToken, ServerSettings

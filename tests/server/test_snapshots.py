@@ -223,6 +223,7 @@ async def test_cli_export_start_and_fork(agent_client: AgentClient, worker, work
         started = await agentloop_async("start", "--from", str(file), "--run-id", f"{handle.run_id}-restored",
                                         "--detach", env=env)
         assert started.code == 0, started.err
+        assert "; agent definition unchanged (" in started.out
         assert started.out.startswith(f"started run {handle.run_id}-restored from the snapshot of run "
                                       f"{handle.run_id} (4 messages, 1 steps; waiting again for call_1_0")
         restored = agent_client.get_handle(f"{handle.run_id}-restored")
@@ -234,7 +235,8 @@ async def test_cli_export_start_and_fork(agent_client: AgentClient, worker, work
         forked = await agentloop_async("fork", restored.run_id, "--at-step", "1", "--message", "other way",
                                        "--detach", env=env)
         assert forked.code == 0, forked.err
-        assert f"forked from run {restored.run_id} at the end of step 1 (3 messages, then your message)" in forked.out
+        assert (f"forked from run {restored.run_id} at the end of step 1 (3 messages, then your message; "
+                "agent definition unchanged (") in forked.out  # the same spec: the same fingerprint
         fork_id = forked.out.split()[2].rstrip(",")
         messages = await agent_client.get_handle(fork_id).messages()
         assert messages[-1] == Message.user("other way") and len(messages) >= 4

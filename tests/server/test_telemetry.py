@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-import opentelemetry.trace
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentloop import AgentClient, AgentSpec

@@ -13,7 +13,6 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.activity_io import ModelRequest
 from agentloop.shared.errors import OutputInvalid
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.agents import recording, spec
