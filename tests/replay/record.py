@@ -6,6 +6,10 @@ them)::
 
     python -m tests.replay.record            # scenarios without a file yet
     python -m tests.replay.record NAME ...   # re-record these
+
+Most scenarios share one dev server and worker; those in OWN_WORKERS run
+their own workers, and ``thread_upgrade`` (versioned workers) its own dev
+server too.
 """
 
 from __future__ import annotations
@@ -607,6 +611,100 @@ async def record_schedule_feed(client, registry: ToolRegistry, ws: str) -> None:
     await client.get_workflow_handle("replay-schedule_feed-thread").terminate("recorded")
 
 
+#: The dev server of the versioning scenario: as tests/process/test_deploying.py
+#: sets its own up (drainage and poller history kept short).
+VERSIONED_SERVER_CONFIG = {
+    "matching.wv.VersionDrainageStatusVisibilityGracePeriod": "\"1s\"",
+    "matching.wv.VersionDrainageStatusRefreshInterval": "\"1s\"",
+    "matching.PollerHistoryTTL": "\"1s\"",
+}
+
+
+async def set_current_version(server: DevServer, deployment: str, build_id: str) -> None:
+    """``temporal worker deployment set-current-version``, retried until the
+    server knows the version (once its worker has polled)."""
+    from tests.helpers.cli import run_temporal
+    from tests.helpers.polling import eventually
+
+    async def attempt() -> bool:
+        done = await run_temporal(server, "worker", "deployment", "set-current-version", "--deployment-name",
+                                  deployment, "--build-id", build_id, "--yes")
+        return done.returncode == 0
+    await eventually(attempt, f"{build_id} to become current", timeout=30)
+
+
+async def record_runs_of(client, workflow_id: str, name: str, count: int) -> list:
+    """Write the histories of the ``count`` Temporal runs of ``workflow_id``
+    (NAME.json, NAME-2.json, ...), oldest first; return them."""
+    from tests.helpers.polling import eventually
+
+    async def listed() -> list:
+        runs = [w async for w in client.list_workflows(f'WorkflowId="{workflow_id}"')]
+        return runs if len(runs) == count else []
+    runs = sorted(await eventually(listed, f"{count} runs of {workflow_id} to be listed"), key=lambda w: w.start_time)
+    histories = []
+    for index, execution in enumerate(runs):
+        history = await client.get_workflow_handle(workflow_id, run_id=execution.run_id).fetch_history()
+        write_history(HERE / (f"{name}.json" if index == 0 else f"{name}-{index + 1}.json"), history)
+        histories.append(history)
+    return histories
+
+
+def answer_last_user(request):  # noqa: ANN001, ANN201
+    """A model that answers the thread's last user message by name."""
+    return reply(f"answer to {[m.text for m in request.messages if m.role == 'user'][-1]}")
+
+
+# Worker Deployment versioning (patch agentloop-upgrade-1; docs/deploying.md),
+# on a dev server of its own, with versions v1 and v2 of one deployment run
+# in-process (as tests/process/test_deploying.py runs them). A thread on v1
+# asks at its second turn which version is current (the local activity
+# current_deployment_version: a marker) and stays; v2 becomes current, and at
+# its third turn (Temporal says its target version changed: no question) it
+# continues as new with auto-upgrade (thread_upgrade.json);
+# the new run, on v2, asks again, stays, answers, and ends on a stop while
+# idle (thread_upgrade-2.json). A run (pinned: the default of runs) waits for
+# approval on v1 across the switch and finishes on v1, asking nothing
+# (pinned_versioned.json; its workflow tasks completed PINNED on v1).
+async def record_versioned(_client, registry: ToolRegistry, ws: str) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    register_scripted_model("record-thread_upgrade", answer_last_user)
+    register_scripted_model("record-pinned_versioned",
+                            [calls(call("write_file", {"file_path": "p.txt", "content": "p"})), reply("done on v1")])
+    queue, deployment, thread_id = "record-versioned", "replay-deployment", "replay-thread_upgrade"
+    with tempfile.TemporaryDirectory() as tmp, DevServer(db_file=Path(tmp) / "temporal.db",
+                                                         dynamic_config=VERSIONED_SERVER_CONFIG) as server:
+        await server.wait_ready()
+        client = await connect(server.address)
+        agents = AgentClient(client, task_queue=queue)
+        versions = {build_id: build_worker(client, task_queue=queue, registry=registry, workspace=ws,
+                                           deployment=(deployment, build_id)) for build_id in ("v1", "v2")}
+        thread_spec = AgentSpec(model="scripted:record-thread_upgrade", workspace=ws)
+        async with versions["v1"]:
+            await set_current_version(server, deployment, "v1")
+            await (await agents.send(thread_id, "scenario thread_upgrade", thread_spec)).result()
+            pinned = await agents.start(AgentSpec(model="scripted:record-pinned_versioned", workspace=ws,
+                                                  tools=["write_file"]),
+                                        "scenario pinned_versioned", run_id="replay-pinned_versioned")
+            await wait_pending(pinned, 1)
+            await (await agents.send(thread_id, "still on v1?")).result()
+            async with versions["v2"]:
+                await set_current_version(server, deployment, "v2")
+                await pinned.approve("call_0_0")
+                await pinned.result()
+                turn = await agents.send(thread_id, "and now?")
+                assert (await turn.result()).final_text == "answer to and now?"
+                await turn.stop("recorded")
+                await client.get_workflow_handle(thread_id).result()
+        first, second = await record_runs_of(client, thread_id, "thread_upgrade", 2)
+        assert first.events[-1].HasField("workflow_execution_continued_as_new_event_attributes"), first.events[-1]
+        assert second.events[-1].HasField("workflow_execution_completed_event_attributes"), second.events[-1]
+        await record_runs_of(client, pinned.run_id, "pinned_versioned", 1)
+        described = await client.get_workflow_handle(pinned.run_id).describe()
+        assert described.status == WorkflowExecutionStatus.COMPLETED
+
+
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
     "schedule_feed_start": record_schedule_feed,
@@ -614,6 +712,7 @@ OWN_WORKERS = {
     "resolve_split": record_resolve_split,
     "resolve_here_split": record_resolve_here_split,
     "local_tools_moved": record_local_tools_moved,
+    "thread_upgrade": record_versioned,  # and thread_upgrade-2, pinned_versioned: on a server of its own
 }
 
 

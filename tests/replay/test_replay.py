@@ -7,17 +7,21 @@ only for a deliberate, patched change, and keep the old ones.
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from temporalio import workflow
 from temporalio.client import WorkflowHistory
+from temporalio.common import VersioningBehavior
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.shared.run import AgentRunInput, AgentRunResult
+from agentloop.shared.versioning import TARGET_VERSION_ACTIVITY
+from agentloop.workflows.versions import UPGRADE_PATCH
 from tests.helpers.paths import HISTORIES
 
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
@@ -65,7 +69,64 @@ def test_histories_are_committed() -> None:
         "typed_output",
         # A schedule that feeds a thread: the firing that starts the thread, the one that signals it.
         "schedule_feed_start", "schedule_feed_send",
+        # Versioned workers (patch agentloop-upgrade-1): a thread that asks at a turn boundary which
+        # version is current and stays, then continues as new onto the new current version (both
+        # Temporal runs); a run pinned to its version across the switch.
+        "thread_upgrade", "thread_upgrade-2", "pinned_versioned",
     }
+
+
+def markers(events: list, name: str) -> list[dict]:
+    """The details of the markers ``name`` (core_patch, core_local_activity), each payload as JSON."""
+    found = []
+    for event in events:
+        attributes = event.marker_recorded_event_attributes
+        if event.HasField("marker_recorded_event_attributes") and attributes.marker_name == name:
+            found.append({key: json.loads(value.payloads[0].data) for key, value in attributes.details.items()})
+    return found
+
+
+def patch_ids(events: list) -> list[str]:
+    """The patches a run's markers name."""
+    return [m["patch-data"]["id"] for m in markers(events, "core_patch")]
+
+
+def asked_versions(events: list) -> list[str | None]:
+    """The current build ids the ``current_deployment_version`` local activity answered."""
+    return [m["result"]["current_build_id"] for m in markers(events, "core_local_activity")
+            if m["data"]["activity_type"] == TARGET_VERSION_ACTIVITY]
+
+
+def task_versions(events: list) -> set[tuple[str, str, int]]:
+    """(deployment, build id, versioning behavior) of every completed workflow task."""
+    return {(e.workflow_task_completed_event_attributes.deployment_version.deployment_name,
+             e.workflow_task_completed_event_attributes.deployment_version.build_id,
+             e.workflow_task_completed_event_attributes.versioning_behavior)
+            for e in events if e.HasField("workflow_task_completed_event_attributes")}
+
+
+def test_the_versioned_histories_hold_the_upgrade() -> None:
+    first, second, pinned = (load(HISTORIES / f"{n}.json").events
+                             for n in ("thread_upgrade", "thread_upgrade-2", "pinned_versioned"))
+    on = lambda build_id: {("replay-deployment", build_id, VersioningBehavior.PINNED.value)}  # noqa: E731
+    # Run 1, on v1: at its second turn it asks (v1 is current) and stays; at its third, Temporal says
+    # the target version changed and it continues as new, with no second question.
+    assert UPGRADE_PATCH in patch_ids(first) and asked_versions(first) == ["v1"]
+    assert task_versions(first) == on("v1")
+    assert first[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    last_task = [e for e in first if e.HasField("workflow_task_started_event_attributes")][-1]
+    assert last_task.workflow_task_started_event_attributes.target_worker_deployment_version_changed
+    # Run 2 continues run 1, on v2: it asks again before the turn (v2 is current), stays, and ends.
+    run_1 = first[0].workflow_execution_started_event_attributes.original_execution_run_id
+    assert second[0].workflow_execution_started_event_attributes.continued_execution_run_id == run_1
+    assert first[-1].workflow_execution_continued_as_new_event_attributes.new_execution_run_id == (
+        second[0].workflow_execution_started_event_attributes.original_execution_run_id)
+    assert UPGRADE_PATCH in patch_ids(second) and asked_versions(second) == ["v2"]
+    assert task_versions(second) == on("v2")
+    assert second[-1].HasField("workflow_execution_completed_event_attributes")
+    # The pinned run stays on v1 across the switch, and never asks.
+    assert task_versions(pinned) == on("v1") and pinned[-1].HasField("workflow_execution_completed_event_attributes")
+    assert UPGRADE_PATCH not in patch_ids(pinned) and asked_versions(pinned) == []
 
 
 @pytest.mark.parametrize("path", HISTORY_FILES, ids=lambda p: p.stem)
