@@ -1,23 +1,30 @@
 """Fan-out of ``agentloop serve``: many SSE clients on one run, against
 reading the run directly with ``AgentClient.events()``.
 
-What is measured, on the embedded Temporal dev server with a worker in this
-process and the gateway (``agentloop serve``) as a subprocess of its own:
+What is measured, on the embedded Temporal dev server, with four processes:
+this one (the worker, its query-counting interceptor, and the provider), the
+gateway (``agentloop serve``), the N SSE clients, and the direct reader (the
+last two from ``benchmarks.sse_fanout_clients``), so that neither the
+worker's CPU nor the clients' parsing slows the baseline:
 
 * latency added: a local OpenAI-compatible server (``benchmarks.stream_latency``'s
   paced server) streams ``--chunks`` chunks ``--interval`` seconds apart,
-  each holding ``<t=SECONDS>``, the time it was written. For each marker,
-  every reader computes ``receipt time - marker time``. The readers of one
-  run: N SSE clients of the gateway, and one ``AgentClient.events()`` reader
-  (the baseline) in the same process. ``added`` is SSE minus direct at the
-  same percentile.
+  each holding ``<t=SECONDS>``, the wall time (``time.time()``) it was
+  written. For each marker, every reader computes ``receipt time - marker
+  time`` in its own process, against the same wall clock. The readers of
+  one run: N SSE clients of the gateway, and one ``AgentClient.events()``
+  reader (the baseline). The provider holds the run's answer until every
+  reader has had the run's first event, so connecting is not counted.
+  ``added`` is SSE minus direct at the same percentile.
 * lost or duplicated: every SSE client must see each offset once, in order,
   ending with the terminal event. A fifth of the clients hang up after a few
   events and reconnect with ``Last-Event-ID``; their joined streams count too.
 * the worker's work for the run: queries it answered (a worker interceptor
   counts ``handle_query``) and workflow tasks (the run's history), which must
   not grow with N (one reader per run in the gateway).
-* the gateway's CPU: its process's user + system time during the run, per client.
+* the gateway's CPU: its process's user + system time during the run, per
+  client; and the clients' process's CPU, in ms and as a share of its wall
+  time (near 100%, one core, the clients themselves were the bottleneck).
 * time to first token: ``POST /v1/runs`` then the run's events over SSE until
   the first text delta, against ``AsyncOpenAI(...).chat.completions.create(stream=True)``
   on the same server until the first content chunk.
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import statistics
@@ -59,10 +67,13 @@ from agentloop.activities.models import ModelResolver
 from agentloop.activities.openai_model import OpenAIChatModel
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
-from benchmarks.stream_latency import MARKER, _PacedServer, pct
+from benchmarks.sse_fanout_clients import Reading, reconnects
+from benchmarks.stream_latency import _PacedHandler, _PacedServer, pct
 
 #: The issue's target for the p50 latency the gateway adds at 200 clients (information only).
 TARGET_ADDED_P50_MS = 15.0
+#: The longest an answer waits for its run's readers (a safety net; they connect in far less).
+GATE_SECONDS = 60.0
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Queries the worker answered, by workflow id.
@@ -82,6 +93,27 @@ class CountQueries(Interceptor):
         return _CountQueries
 
 
+# ---------------------------------------------------------------- the provider
+
+
+class _GatedHandler(_PacedHandler):
+    def do_POST(self) -> None:
+        self.server.gate.wait(GATE_SECONDS)  # type: ignore[attr-defined]
+        super().do_POST()
+
+
+class GatedServer(_PacedServer):
+    """The paced provider, holding each answer until ``gate`` is set: a run's
+    answer starts once all its readers follow it, so no reader's first markers
+    wait on its connecting."""
+
+    def __init__(self, chunks: int, interval: float) -> None:
+        super().__init__(chunks, interval)
+        self.RequestHandlerClass = _GatedHandler
+        self.gate = threading.Event()
+        self.gate.set()
+
+
 # ---------------------------------------------------------------- the gateway
 
 
@@ -95,9 +127,13 @@ class Gateway:
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_gateway(address: str, queue: str, home: str) -> Gateway:
+def _env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TEMPORAL_", "AGENTLOOP_API_TOKENS"))}
-    env.update(TEMPORAL_ADDRESS=address, AGENTLOOP_TASK_QUEUE=queue, AGENTLOOP_HOME=home, PYTHONPATH=str(ROOT))
+    return {**env, "PYTHONPATH": str(ROOT), **extra}
+
+
+def start_gateway(address: str, queue: str, home: str) -> Gateway:
+    env = _env(TEMPORAL_ADDRESS=address, AGENTLOOP_TASK_QUEUE=queue, AGENTLOOP_HOME=home)
     proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None
@@ -111,60 +147,51 @@ def start_gateway(address: str, queue: str, home: str) -> Gateway:
 # ---------------------------------------------------------------- readers
 
 
-@dataclass
-class Reading:
-    """What one reader saw: (offset, event) pairs and per-marker latencies."""
+class ReaderProcess:
+    """A ``benchmarks.sse_fanout_clients`` process: the SSE clients, or the direct reader."""
 
-    offsets: list[int] = field(default_factory=list)
-    latencies: list[float] = field(default_factory=list)
-    terminal: bool = False
+    def __init__(self, proc: asyncio.subprocess.Process, what: str) -> None:
+        self.proc, self.what = proc, what
 
+    @classmethod
+    async def start(cls, *args: str) -> ReaderProcess:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "benchmarks.sse_fanout_clients", *args, cwd=ROOT, env=_env(),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
+        reader = cls(proc, f"the {args[0]} reader process")
+        await reader.expect("ready")
+        return reader
 
-def _markers(event: dict[str, Any], received: float, into: list[float]) -> None:
-    if event.get("type") == "thread.message.delta" and event["delta"].get("kind") == "text":
-        into.extend((received - float(s)) * 1000 for s in MARKER.findall(event["delta"]["text"]))
+    async def line(self) -> str:
+        assert self.proc.stdout is not None
+        line = (await self.proc.stdout.readline()).decode()
+        if not line:
+            raise RuntimeError(f"{self.what} ended (exit {await self.proc.wait()}); its error is above")
+        return line.strip()
 
+    async def expect(self, word: str) -> None:
+        if (line := await self.line()) != word:
+            raise RuntimeError(f"{self.what} said {line[:200]!r} where {word!r} was expected")
 
-async def sse_client(http: httpx.AsyncClient, run_id: str, hang_up_after: int | None) -> Reading:
-    """Follow the run over SSE; with ``hang_up_after``, disconnect after that
-    many events and reconnect with ``Last-Event-ID``."""
-    import json
+    async def follow(self, run_id: str, n: int) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{run_id} {n}\n".encode())
+        await self.proc.stdin.drain()
 
-    reading = Reading()
-    last: int | None = None
-    while True:
-        headers = {"Last-Event-ID": str(last)} if last is not None else {}
-        async with http.stream("GET", f"/v1/runs/{run_id}/events", headers=headers) as response:
-            response.raise_for_status()
-            event_id, data, seen = None, "", 0
-            async for line in response.aiter_lines():
-                if line.startswith("id:"):
-                    event_id = int(line[3:])
-                elif line.startswith("data:"):
-                    data = line[5:].strip()
-                elif line == "" and data:
-                    event = json.loads(data)
-                    _markers(event, time.time(), reading.latencies)
-                    reading.offsets.append(event_id)  # type: ignore[arg-type]
-                    last, data, seen = event_id, "", seen + 1
-                    if event["type"] in ("thread.run.completed", "thread.run.failed", "thread.run.cancelled"):
-                        reading.terminal = True
-                        return reading
-                    if hang_up_after is not None and seen >= hang_up_after:
-                        hang_up_after = None
-                        break
-            else:
-                return reading
+    async def result(self) -> tuple[list[Reading], float, float]:
+        """The readings, in order, the process's CPU ms and wall seconds for the run."""
+        answer = json.loads(await self.line())
+        return [Reading(**r) for r in answer["readings"]], answer["cpu_ms"], answer["seconds"]
 
-
-async def direct_client(agents: AgentClient, run_id: str) -> Reading:
-    reading = Reading()
-    async for event in agents.events(run_id):
-        received = time.time()
-        _markers(event.model_dump(mode="json"), received, reading.latencies)
-        reading.offsets.append(event.seq or 0)
-        reading.terminal = event.type.startswith("thread.run.") and event.type != "thread.run.requires_action"
-    return reading
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            try:
+                await asyncio.wait_for(self.proc.wait(), 30)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
 
 
 # ---------------------------------------------------------------- one fan-out
@@ -181,6 +208,14 @@ class Row:
     tasks: list[int] = field(default_factory=list)
     cpu_ms: list[float] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
+    clients_cpu_ms: list[float] = field(default_factory=list)
+    clients_busy: list[float] = field(default_factory=list)  # the clients process's CPU / its wall time
+
+
+@dataclass
+class Readers:
+    sse: ReaderProcess
+    direct: ReaderProcess
 
 
 async def workflow_tasks(agents: AgentClient, run_id: str) -> int:
@@ -189,24 +224,29 @@ async def workflow_tasks(agents: AgentClient, run_id: str) -> int:
                 if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED])
 
 
-async def fan_out(agents: AgentClient, gateway: Gateway, spec: AgentSpec, clients: int, row: Row) -> None:
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=clients)
-    async with httpx.AsyncClient(base_url=gateway.url, timeout=120, limits=limits) as http:
+async def fan_out(agents: AgentClient, gateway: Gateway, provider: GatedServer, readers: Readers, spec: AgentSpec,
+                  clients: int, row: Row) -> None:
+    provider.gate.clear()
+    try:
         handle = await agents.start(spec, "go")
         cpu0, began = gateway.cpu_seconds(), time.perf_counter()
-        # A fifth of the clients (not the first) hang up after 5 events and reconnect.
-        readers = [asyncio.create_task(sse_client(http, handle.run_id, 5 if i % 5 == 4 else None))
-                   for i in range(clients)]
-        direct = await direct_client(agents, handle.run_id)
-        readings = await asyncio.gather(*readers)
-        row.seconds.append(time.perf_counter() - began)
-        row.cpu_ms.append((gateway.cpu_seconds() - cpu0) * 1000)
+        await readers.sse.follow(handle.run_id, clients)
+        await readers.direct.follow(handle.run_id, 1)
+        await asyncio.gather(readers.sse.expect("connected"), readers.direct.expect("connected"))
+    finally:
+        provider.gate.set()
+    (readings, clients_cpu, clients_seconds), (direct, _, _) = await asyncio.gather(
+        readers.sse.result(), readers.direct.result())
+    row.seconds.append(time.perf_counter() - began)
+    row.cpu_ms.append((gateway.cpu_seconds() - cpu0) * 1000)
+    row.clients_cpu_ms.append(clients_cpu)
+    row.clients_busy.append(clients_cpu / 1000 / clients_seconds)
     await handle.result()
-    expected = list(range(len(direct.offsets)))
-    row.direct.extend(direct.latencies)
+    expected = list(range(len(direct[0].offsets)))
+    row.direct.extend(direct[0].latencies)
     for i, reading in enumerate(readings):
         row.sse.extend(reading.latencies)
-        row.reconnected += i % 5 == 4
+        row.reconnected += reconnects(i)
         if reading.offsets != expected or not reading.terminal:
             row.bad_streams += 1
     row.queries.append(QUERIES[handle.run_id])
@@ -217,8 +257,6 @@ async def fan_out(agents: AgentClient, gateway: Gateway, spec: AgentSpec, client
 
 
 async def http_first_token(gateway: Gateway, spec: AgentSpec) -> float:
-    import json
-
     async with httpx.AsyncClient(base_url=gateway.url, timeout=60) as http:
         began = time.perf_counter()
         started = await http.post("/v1/runs", json={"spec": spec.model_dump(mode="json", exclude_defaults=True),
@@ -260,11 +298,15 @@ async def direct_first_token(base_url: str) -> float:
 def report(rows: list[Row], ttft_http: list[float], ttft_direct: list[float], args: argparse.Namespace) -> None:
     print(f"provider: local SSE server, {args.chunks} chunks {args.interval * 1000:.0f} ms apart, one marker each; "
           f"{args.runs} run(s) per client count; stream_batch_seconds={args.batch}")
-    print("gateway: `agentloop serve` subprocess (one reader per run, poll 50 ms); worker and clients in this "
-          "process; direct: AgentClient.events() in this process on the same run")
+    print("processes: worker and provider in this one; gateway `agentloop serve` (one reader per run, poll 50 ms); "
+          "the SSE clients in one of their own; direct, AgentClient.events() on the same run, in one of its own; "
+          "each run's answer starts once every reader has its first event")
+    print("CPU ms: the gateway's, from the run's start to its end; clients CPU: the SSE clients' process's, "
+          "and as a share of its wall time (100% is one core, where the clients would hold the figures back)")
     print()
     header = (f"{'clients':>7} {'direct p50':>10} {'direct p95':>10} {'SSE p50':>8} {'SSE p95':>8} {'added p50':>9} "
-              f"{'added p95':>9} {'lost/dup':>8} {'queries':>8} {'WFT':>4} {'CPU ms':>7} {'CPU ms/client':>13}")
+              f"{'added p95':>9} {'lost/dup':>8} {'queries':>8} {'WFT':>4} {'CPU ms':>7} {'CPU ms/client':>13} "
+              f"{'clients CPU ms':>14} {'clients CPU %':>13}")
     print(header)
     print("-" * len(header))
     for row in rows:
@@ -272,7 +314,8 @@ def report(rows: list[Row], ttft_http: list[float], ttft_direct: list[float], ar
         cpu = statistics.median(row.cpu_ms)
         print(f"{row.clients:>7} {d50:>10.1f} {d95:>10.1f} {s50:>8.1f} {s95:>8.1f} {s50 - d50:>+9.1f} "
               f"{s95 - d95:>+9.1f} {row.bad_streams:>8} {statistics.median(row.queries):>8.0f} "
-              f"{statistics.median(row.tasks):>4.0f} {cpu:>7.0f} {cpu / row.clients:>13.2f}")
+              f"{statistics.median(row.tasks):>4.0f} {cpu:>7.0f} {cpu / row.clients:>13.2f} "
+              f"{statistics.median(row.clients_cpu_ms):>14.0f} {statistics.median(row.clients_busy) * 100:>13.1f}")
     print()
     h, d = statistics.median(ttft_http), statistics.median(ttft_direct)
     print(f"time to first token: over HTTP (POST /v1/runs, then SSE) {h:.0f} ms, provider directly {d:.0f} ms "
@@ -290,7 +333,7 @@ def report(rows: list[Row], ttft_http: list[float], ttft_direct: list[float], ar
 
 
 async def main(args: argparse.Namespace) -> None:
-    provider = _PacedServer(args.chunks, args.interval)
+    provider = GatedServer(args.chunks, args.interval)
     threading.Thread(target=provider.serve_forever, daemon=True).start()
     openai_client = AsyncOpenAI(base_url=provider.base_url, api_key="x", max_retries=0)
     models = ModelResolver({"openai": lambda _provider, _name: OpenAIChatModel(openai_client)})
@@ -299,6 +342,7 @@ async def main(args: argparse.Namespace) -> None:
     ttft_http: list[float] = []
     ttft_direct: list[float] = []
     gateway: Gateway | None = None
+    processes: list[ReaderProcess] = []
     try:
         with DevServer() as server, tempfile.TemporaryDirectory() as home:
             await server.wait_ready()
@@ -306,16 +350,25 @@ async def main(args: argparse.Namespace) -> None:
             queue = f"bench-fanout-{uuid.uuid4().hex[:8]}"
             agents = AgentClient(client, task_queue=queue)
             gateway = start_gateway(server.address, queue, home)
+            processes.append(await ReaderProcess.start("sse", gateway.url))
+            processes.append(await ReaderProcess.start("direct", server.address, queue))
+            readers = Readers(*processes)
             async with build_worker(client, task_queue=queue, registry=ToolRegistry(), models=models,
                                     interceptors=[CountQueries()]):
-                await fan_out(agents, gateway, spec, 1, Row(1))  # warm-up
+                await fan_out(agents, gateway, provider, readers, spec, 1, Row(1))  # warm-up
                 await direct_first_token(provider.base_url)
                 for _ in range(args.runs):
                     for row in rows:
-                        await fan_out(agents, gateway, spec, row.clients, row)
+                        await fan_out(agents, gateway, provider, readers, spec, row.clients, row)
                     ttft_direct.append(await direct_first_token(provider.base_url))
                     ttft_http.append(await http_first_token(gateway, spec))
+                for process in processes:
+                    await process.close()
     finally:
+        for process in processes:
+            if process.proc.returncode is None:
+                process.proc.kill()
+                await process.proc.wait()
         if gateway is not None:
             gateway.proc.terminate()
             gateway.proc.wait(30)
