@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-from collections.abc import AsyncIterator
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from agentloop.shared.events import is_terminal
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 #: Yielded by :meth:`RunHub.subscribe` when nothing happened for ``idle`` seconds.
 IDLE: Final = object()
+#: Rendered frames :meth:`RunHub.rendered` keeps, across runs.
+RENDERED_KEPT = 4096
 
 
 class RunFeed:
@@ -94,6 +97,22 @@ class RunHub:
         self.client, self.poll_interval, self.linger = client, poll_interval, linger
         self.feeds: dict[str, RunFeed] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._rendered: OrderedDict[tuple[str, int, Any, str], str] = OrderedDict()
+
+    def rendered(self, event: Any, kind: str, render: Callable[[Any], str]) -> str:
+        """``render(event)``, computed once for all the subscribers of a run
+        (the most recent :data:`RENDERED_KEPT` events are kept): a frame is
+        serialized once, not once per client."""
+        if event.seq is None:
+            return render(event)
+        # The time tells a run from an earlier one that had its id.
+        key = (event.run_id, event.seq, event.time, kind)
+        text = self._rendered.get(key)
+        if text is None:
+            text = self._rendered[key] = render(event)
+            if len(self._rendered) > RENDERED_KEPT:
+                self._rendered.popitem(last=False)
+        return text
 
     def _feed(self, run_id: str, offset: int) -> RunFeed:
         feed = self.feeds.get(run_id)

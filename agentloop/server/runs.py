@@ -185,7 +185,11 @@ async def run_export(run_id: str, state: ServerState = State, caller: Caller = R
 
 async def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
     async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds):
-        yield event if event is IDLE else frame(event.model_dump(mode="json"), event_id=event.seq)
+        yield event if event is IDLE else state.hub.rendered(event, "native", _native_frame)
+
+
+def _native_frame(event: Any) -> str:
+    return frame(event.model_dump(mode="json"), event_id=event.seq)
 
 
 _SSE_RESPONSE = {200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
