@@ -281,6 +281,8 @@ def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None,
             return ["--drop-caps"]
         mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)]
         options = ["--keep", str(workspace)]
+        for path in read_paths:
+            options += ["--keep-ro", path]
         for path in mounts:
             options += ["--tmpfs", path]
         return [*options, "--drop-caps", "--landlock", str(launcher.landlock),

@@ -7,7 +7,8 @@ Before anything else it confines itself, so the command inherits it all
 (options, in this order):
 
 * ``--keep PATH``: a directory (the workspace) to keep visible at its path
-  when a ``--tmpfs`` covers it (bind-mounted back onto the new tmpfs).
+  when a ``--tmpfs`` covers it (bind-mounted back onto the new tmpfs);
+  ``--keep-ro PATH`` (repeatable): the same, read-only (a read path).
 * ``--tmpfs PATH``: mount an empty tmpfs on ``PATH`` (a private ``/tmp``;
   needs the mount namespace and its capabilities, namespace mode only).
 * ``--drop-caps``: drop every capability, the bounding set and the ambient
@@ -188,23 +189,29 @@ def restrict_filesystem(abi: int, rules: list[tuple[str, str]]) -> None:
         os.close(ruleset)
 
 
-def mount_tmpfs(path: str, keep: str | None) -> None:
-    """An empty tmpfs on ``path``; ``keep`` (a directory under it) bound back."""
+def mount_tmpfs(path: str, keep: list[str], read_only: list[str]) -> None:
+    """An empty tmpfs on ``path``; the directories of ``keep`` (the
+    workspace) and ``read_only`` (read paths) under it bound back, the
+    latter read-only."""
 
     libc = _libc()
-    kept = os.open(keep, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) if keep else None
+    under = [(k, k in read_only) for k in [*keep, *read_only] if (k + "/").startswith(path.rstrip("/") + "/")]
+    kept = [(k, ro, os.open(k, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) for k, ro in under]
     cwd = os.getcwd()
     try:
         _check(libc.mount(b"tmpfs", path.encode(), b"tmpfs", 0x2 | 0x4, b"mode=1777"),  # nosuid, nodev
                f"mount tmpfs on {path}")
-        if kept is not None and (keep + "/").startswith(path.rstrip("/") + "/"):
-            os.makedirs(keep, exist_ok=True)
-            _check(libc.mount(f"/proc/self/fd/{kept}".encode(), keep.encode(), None, 0x1000 | 0x4000, None),
-                   f"bind {keep}")  # MS_BIND | MS_REC
+        for directory, ro, fd in kept:
+            os.makedirs(directory, exist_ok=True)
+            _check(libc.mount(f"/proc/self/fd/{fd}".encode(), directory.encode(), None, 0x1000 | 0x4000, None),
+                   f"bind {directory}")  # MS_BIND | MS_REC
+            if ro:  # MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV
+                _check(libc.mount(None, directory.encode(), None, 0x20 | 0x1000 | 0x1 | 0x2 | 0x4, None),
+                       f"make {directory} read-only")
         os.chdir(cwd)  # into the mount now at its path
     finally:
-        if kept is not None:
-            os.close(kept)
+        for _, _, fd in kept:
+            os.close(fd)
 
 
 def drop_capabilities() -> None:
@@ -229,10 +236,11 @@ def drop_capabilities() -> None:
 
 def confine(options: list[tuple[str, str]]) -> None:
     """Apply the options (see the module's docstring), in their order of kinds."""
-    keep = next((value for name, value in options if name == "--keep"), None)
+    keep = [value for name, value in options if name == "--keep"]
+    read_only = [value for name, value in options if name == "--keep-ro"]
     for name, value in options:
         if name == "--tmpfs":
-            mount_tmpfs(value, keep)
+            mount_tmpfs(value, keep, read_only)
     if any(name == "--drop-caps" for name, _ in options):
         drop_capabilities()
     abi = next((int(value) for name, value in options if name == "--landlock"), 0)

@@ -99,6 +99,8 @@ RECORD_START_ATTRIBUTES = TypedSearchAttributes([
     SearchAttributePair(SearchAttributeKey.for_keyword("AgentModel"), "scripted:bench-concurrency"),
     SearchAttributePair(AGENT_STATUS, "running"),
     SearchAttributePair(SearchAttributeKey.for_keyword("AgentName"), "agent"),
+    # The agent's fingerprint (12 hex digits), as an agent run is indexed with.
+    SearchAttributePair(SearchAttributeKey.for_keyword("AgentVersion"), "0123456789ab"),
 ])
 
 

@@ -186,8 +186,8 @@ async def test_worker_says_where_it_polls_and_when_it_stopped(
             worker.kill()
             await worker.wait()
     assert started == (f"agentloop worker: role all, polling task queues {task_queue!r} and {task_queue + '-tools'!r} "
-                       f"on {dev_server.address} (namespace 'default', plaintext); tools apply_patch, grep_files, "
-                       "list_dir, read_file, shell_command, view_image, write_file\n")
+                       f"on {dev_server.address} (namespace 'default', plaintext, unversioned); tools apply_patch, "
+                       "grep_files, list_dir, read_file, shell_command, view_image, write_file\n")
     assert worker.returncode == 0
     assert rest.decode().splitlines()[-1] == "agentloop worker: stopped"
     assert out == b""
@@ -209,4 +209,5 @@ async def test_a_models_worker_names_the_tools_queue(tmp_path: Path, dev_server:
             worker.kill()
             await worker.wait()
     assert started == (f"agentloop worker: role models, polling task queue {task_queue!r} on {dev_server.address} "
-                       f"(namespace 'default', plaintext); tools run by a tools worker on {task_queue + '-tools'!r}\n")
+                       f"(namespace 'default', plaintext, unversioned); tools run by a tools worker on "
+                       f"{task_queue + '-tools'!r}\n")

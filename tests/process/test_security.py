@@ -280,7 +280,8 @@ async def test_build_worker_for_tools_refuses_provider_keys(
 
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="models")) == (
-        q, ["call_model", "execute_tool_here", "resolve_guardrails", "resolve_tools_here", "run_guardrail"])
+        q, ["call_model", "current_deployment_version", "execute_tool_here", "resolve_guardrails",
+            "resolve_tools_here", "run_guardrail"])
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="tools")) == (
@@ -289,8 +290,8 @@ async def test_build_worker_for_tools_refuses_provider_keys(
     # tools queue); the plugin serves <q>-tools beside it (tests/server/test_plugin.py).
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q)) == (
-        q, ["call_model", "execute_tool", "execute_tool_here", "load_context", "resolve_guardrails", "resolve_tools",
-            "resolve_tools_here", "run_guardrail", "run_tool_hooks"])
+        q, ["call_model", "current_deployment_version", "execute_tool", "execute_tool_here", "load_context",
+            "resolve_guardrails", "resolve_tools", "resolve_tools_here", "run_guardrail", "run_tool_hooks"])
 
 
 # What a command sees -----------------------------------------------------------------
@@ -499,14 +500,16 @@ async def test_outside_the_workspace_in_every_mode(
 
 @pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
 async def test_read_paths_are_readable_and_runnable_but_not_writable(
-    mode: str, workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch
+    mode: str, workspace: Path, tmp_path: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """AGENTLOOP_SHELL_READ_PATHS: a toolchain outside the system directories
-    (a /opt, a pyenv) that commands may read and run, and still not write."""
+    (a /opt, a pyenv) that commands may read and run, and still not write;
+    here under /tmp, which the namespace mode hides behind its private /tmp
+    (a read path is kept visible, as the workspace is)."""
     if mode != "bwrap":
         assert isinstance(sandbox.landlock_support(), int), "Landlock is not available on this machine"
     use_mode(mode, monkeypatch)
-    tools = ROOT / "tests" / "artifacts" / f"toolchain-{uuid.uuid4().hex[:8]}"
+    tools = tmp_path / f"toolchain-{uuid.uuid4().hex[:8]}"
     (tools / "bin").mkdir(parents=True)
     program = tools / "bin" / "hello-tool"
     program.write_text("#!/bin/sh\necho hello from the toolchain\n")

@@ -66,7 +66,7 @@ async def test_worker_cli_and_client_over_mtls_with_an_api_key(
                 worker.kill()
                 await worker.wait()
         authorizations = proxy.authorizations()
-    assert f"on {proxy.address} (namespace 'default', mTLS + API key)" in started
+    assert f"on {proxy.address} (namespace 'default', mTLS + API key, unversioned)" in started
     assert run.code == 0, run.err
     assert "You asked: 'look'" in run.out
     assert show.code == 0 and "status:   completed" in show.out
