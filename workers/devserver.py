@@ -202,6 +202,9 @@ class DevServer:
         log_file: Where the server's output goes; discarded when None.
         dynamic_config: More ``--dynamic-config-value`` settings, over
             :data:`FAST_POLLING` (e.g. :data:`PRODUCTION_LIKE` for benchmarks).
+        ui_codec_endpoint: The remote codec endpoint the web UI's users get
+            (``agentloop codec-server``'s URL), so it shows encrypted payloads
+            in plaintext to whoever can reach that endpoint.
     """
 
     def __init__(
@@ -214,8 +217,10 @@ class DevServer:
         namespace: str = "default",
         log_file: str | Path | None = None,
         dynamic_config: dict[str, str] | None = None,
+        ui_codec_endpoint: str | None = None,
     ) -> None:
         self.db_file = Path(db_file) if db_file else None
+        self.ui_codec_endpoint = ui_codec_endpoint
         self.port = port or free_port()
         self.ui = ui
         self.ui_port = ui_port or free_port()
@@ -256,6 +261,8 @@ class DevServer:
         ]
         if self.ui:
             cmd += ["--ui-port", str(self.ui_port)]
+            if self.ui_codec_endpoint:
+                cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
             cmd += ["--headless"]
         if self.db_file:

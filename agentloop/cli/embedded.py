@@ -224,6 +224,7 @@ async def session(
     ui: bool = False,
     port: int | None = None,
     ui_port: int | None = None,
+    ui_codec_endpoint: str | None = None,
     data_dir: Path | None = None,
     role: str = "all",
 ) -> AsyncIterator[Session]:
@@ -273,6 +274,7 @@ async def session(
                 ui=ui,
                 port=port,
                 ui_port=ui_port,
+                ui_codec_endpoint=ui_codec_endpoint,
                 namespace=config.namespace,
             )
             stop_stale_servers(server.db_file)  # type: ignore[arg-type]

@@ -99,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the server's gRPC port (default: 7233; 0: a free one, printed)")
     dev.add_argument("--ui-port", type=port_number, default=8233, help="the web UI's port (default: 8233; 0: a free one)")
     dev.add_argument("--headless", action="store_true", help="no web UI")
+    dev.add_argument("--ui-codec-endpoint", metavar="URL",
+                     help="the codec endpoint the web UI decodes payloads with (an `agentloop codec-server`, e.g. "
+                          "http://127.0.0.1:8081), for encrypted payloads")
     dev.add_argument("--data-dir", help="where the SQLite file lives (default: $AGENTLOOP_HOME)")
     dev.add_argument("--workspace", help="default workspace for runs that name none")
     dev.add_argument("--role", choices=WORKER_ROLES, help="what its worker runs (default: "

@@ -29,7 +29,8 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc)
     async with session(
         config, with_worker=True, workspace=existing_workspace(args.workspace), ui=not args.headless,
-        port=args.port, ui_port=args.ui_port, data_dir=data_dir, role=role, command="dev",
+        port=args.port, ui_port=args.ui_port, ui_codec_endpoint=args.ui_codec_endpoint, data_dir=data_dir,
+        role=role, command="dev",
     ) as s:
         from agentloop.activities.sandbox import describe
         from agentloop.workers.worker import tool_task_queue

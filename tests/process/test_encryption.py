@@ -309,3 +309,25 @@ def test_the_commands_refuse_bad_or_missing_keys_in_a_sentence(tmp_path: Path) -
         f"agentloop: {KEYS_ENV}: key 'k1' is 5 bytes; AES-256 needs 32 (generate one with python -c "
         "'import base64, os; print(base64.b64encode(os.urandom(32)).decode())')"), done.stderr
     assert "Traceback" not in done.stderr
+
+
+async def test_agentloop_dev_gives_the_web_ui_a_codec_endpoint(tmp_path: Path) -> None:
+    """``agentloop dev --ui-codec-endpoint URL``: the dev server's web UI is
+    told to decode payloads there (its settings API says so)."""
+    from tests.helpers.cli import read_until
+
+    ui_port = free_port()
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "dev", "--port", "0", "--ui-port", str(ui_port),
+        "--ui-codec-endpoint", "http://127.0.0.1:8081", "--workspace", str(tmp_path), cwd=ROOT,
+        env=clean_env(tmp_path), stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        await read_until(proc.stdout, "Temporal UI:", timeout=90)
+        async with httpx.AsyncClient(timeout=30) as http:
+            settings = (await http.get(f"http://127.0.0.1:{ui_port}/api/v1/settings")).json()
+        assert settings["Codec"]["Endpoint"] == "http://127.0.0.1:8081", settings
+    finally:
+        proc.terminate()
+        await asyncio.wait_for(proc.wait(), 60)
