@@ -12,6 +12,7 @@ import asyncio
 import ctypes
 import errno
 import itertools
+import logging
 import os
 import shutil
 import signal
@@ -26,6 +27,8 @@ from typing import Any
 
 from agentloop.shared.errors import UserError
 from agentloop.shared.search_attributes import SEARCH_ATTRIBUTES
+
+log = logging.getLogger(__name__)
 
 #: Dynamic config the embedded server always gets (see TESTING.md).
 FAST_POLLING = {
@@ -222,6 +225,7 @@ class DevServer:
         self.db_file = Path(db_file) if db_file else None
         self.ui_codec_endpoint = ui_codec_endpoint
         self.port = port or free_port()
+        self._auto_port, self._auto_ui_port = not port, not ui_port
         self.ui = ui
         self.ui_port = ui_port or free_port()
         self.namespace = namespace
@@ -275,12 +279,32 @@ class DevServer:
         return cmd
 
     def start(self, timeout: float = 30.0) -> DevServer:
-        """Start the server and wait until it accepts connections.
+        """Start the server and wait until it accepts connections. A server
+        that exits at start is started once more on other free ports (its
+        HTTP and metrics ports, and its gRPC port unless one was given): a
+        free port can be taken by another process between our choosing it
+        and the server binding it.
 
         Raises:
             UserError: A port it needs is taken, or it exited at start (the
                 message quotes its last lines), or it did not start in time.
         """
+        try:
+            return self._start(timeout)
+        except UserError as err:
+            text = str(err)
+            # Retried when a port was taken, or when nothing it said tells otherwise.
+            said_why = "it said:" in text and "address already in use" not in text.lower()
+            if "exited with code" not in text or said_why:
+                raise
+            log.debug("%s; starting it once more on other ports", err)
+            if self._auto_port:
+                self.port = free_port()
+            if self._auto_ui_port:
+                self.ui_port = free_port()
+            return self._start(timeout)
+
+    def _start(self, timeout: float) -> DevServer:
         self._check_ports()
         command = self.command()
         if self.log_file:
