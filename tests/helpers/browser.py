@@ -5,11 +5,10 @@ sets it) makes them fail instead."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
-import pytest
+from tests.helpers.optional import missing
 
 #: Where Debian's ``chromium`` package puts the browser.
 CHROMIUM = "/usr/bin/chromium"
@@ -27,9 +26,7 @@ def chromium(path: str = CHROMIUM) -> str:
     if not Path(path).exists():
         reason = (f"Chromium is not installed ({path}), so the console is not tested in a browser: "
                   "apt-get install -y chromium")
-        if os.environ.get(REQUIRE_BROWSER) == "1":
-            pytest.fail(f"{reason} ({REQUIRE_BROWSER}=1 requires the browser tests)")
-        pytest.skip(reason)
+        missing(reason, REQUIRE_BROWSER, "the browser tests")
     return path
 
 

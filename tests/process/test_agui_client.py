@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import shutil
 import uuid
 from functools import partial
@@ -22,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from agentloop.server import ServerSettings
 from agentloop.testing import call, calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import echo_results, write
 from tests.helpers.agui_server import serving
+from tests.helpers.optional import missing
 from tests.helpers.paths import ROOT
 
 CLIENT_DIR = ROOT / "tests" / "agui_client"
@@ -48,9 +47,7 @@ def require_client() -> str:
     elif not (CLIENT_DIR / "node_modules" / "@ag-ui" / "client").is_dir():
         reason = "the AG-UI client is not installed: npm ci --prefix tests/agui_client"
     if reason is not None:
-        if os.environ.get(REQUIRE) == "1":
-            pytest.fail(f"{reason} ({REQUIRE}=1 requires this test)")
-        pytest.skip(reason)
+        missing(reason, REQUIRE, "this test")
     assert node is not None
     return node
 

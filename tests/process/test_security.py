@@ -47,6 +47,7 @@ from agentloop.workers.worker import build_worker
 from tests.helpers import cli
 from tests.helpers.agents import awaiting, write
 from tests.helpers.cli import agentloop
+from tests.helpers.optional import missing
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import (
     processes_with_argument,
@@ -133,10 +134,8 @@ def require_bwrap() -> None:
     """Skip without bubblewrap (with the install command), or fail when
     ``AGENTLOOP_REQUIRE_BWRAP=1``; fail when it is there but cannot work."""
     if shutil.which("bwrap") is None:
-        reason = "bubblewrap is not installed, so the bwrap sandbox is not tested: apt-get install -y bubblewrap"
-        if os.environ.get(REQUIRE_BWRAP) == "1":
-            pytest.fail(f"{reason} ({REQUIRE_BWRAP}=1 requires these tests)")
-        pytest.skip(reason)
+        missing("bubblewrap is not installed, so the bwrap sandbox is not tested: apt-get install -y bubblewrap",
+                REQUIRE_BWRAP)
     problem = sandbox._bwrap_problem()
     if problem is not None:
         pytest.fail(f"bubblewrap cannot create its sandbox here: {problem}")
