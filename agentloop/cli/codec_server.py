@@ -5,12 +5,11 @@ and ``temporal workflow show --codec-endpoint`` (docs/security.md)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 from typing import Any
 
 from agentloop.cli.common import say
-from agentloop.cli.http import LOOPBACK
+from agentloop.cli.http import checked_host, serve_until_cancelled
 from agentloop.shared.errors import UserError
 
 
@@ -59,10 +58,7 @@ async def cmd_codec_server(args: argparse.Namespace) -> int:
     codec = load_codec(args.codec)
     settings = ServerSettings.from_env()
     settings.cors_origins += args.cors_origin
-    host = args.host or "127.0.0.1"
-    if not settings.tokens and host not in LOOPBACK:
-        raise UserError(f"no API token is configured, so the codec server listens on 127.0.0.1 only (asked: "
-                        f"{host}); set AGENTLOOP_API_TOKENS=name:scope:secret,... to serve other hosts")
+    host = checked_host(settings, args.host, "the codec server")
     app = create_codec_app(codec, settings)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=args.port, log_level="warning",
                                            timeout_graceful_shutdown=3))
@@ -73,11 +69,5 @@ async def cmd_codec_server(args: argparse.Namespace) -> int:
             + ", ".join(f"{t.name} ({t.scope})" for t in settings.tokens))
     else:
         say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may decode")
-    serving = asyncio.create_task(server.serve())
-    try:
-        await serving
-    except asyncio.CancelledError:
-        server.should_exit = True
-        await asyncio.shield(serving)
-        raise
+    await serve_until_cancelled(server)
     return 0

@@ -63,6 +63,31 @@ def registered_agents(references: list[str]) -> dict[str, Any]:
     return agents
 
 
+def checked_host(settings: Any, host: str | None, what: str) -> str:
+    """The address to listen on (127.0.0.1 by default).
+
+    Raises:
+        UserError: Another host without an API token.
+    """
+    host = host or "127.0.0.1"
+    if not settings.tokens and host not in LOOPBACK:
+        raise UserError(f"no API token is configured, so {what} listens on 127.0.0.1 only (asked: {host}); "
+                        "set AGENTLOOP_API_TOKENS=name:scope:secret,... to serve other hosts")
+    return host
+
+
+async def serve_until_cancelled(server: Any, sockets: list[socket.socket] | None = None) -> None:
+    """Run a uvicorn server; a cancelled command (Ctrl-C, SIGTERM) lets it
+    finish its requests (its graceful shutdown) first."""
+    serving = asyncio.create_task(server.serve(sockets=sockets))
+    try:
+        await serving
+    except asyncio.CancelledError:
+        server.should_exit = True
+        await asyncio.shield(serving)
+        raise
+
+
 def listening_socket(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (0: a free port, the one printed).
 
@@ -92,10 +117,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     settings = ServerSettings.from_env(agents=registered_agents(args.agent), registered_only=args.registered_only)
     if args.cors_origin:
         settings.cors_origins += args.cors_origin
-    host = args.host or "127.0.0.1"
-    if not settings.tokens and host not in LOOPBACK:
-        raise UserError(f"no API token is configured, so the server listens on 127.0.0.1 only (asked: {host}); "
-                        "set AGENTLOOP_API_TOKENS=name:scope:secret,... to serve other hosts")
+    host = checked_host(settings, args.host, "the server")
     config, _ = command_config(args.imports)
     embedded = config.address is None
     async with session(config, with_worker=embedded, workspace=args.workspace, command="serve", ui=embedded,
@@ -119,11 +141,5 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may act")
         if settings.agents:
             say(f"agents: {', '.join(sorted(settings.agents))}")
-        serving = asyncio.create_task(server.serve(sockets=[sock]))
-        try:
-            await serving
-        except asyncio.CancelledError:
-            server.should_exit = True
-            await asyncio.shield(serving)
-            raise
+        await serve_until_cancelled(server, [sock])
     return 0
