@@ -120,3 +120,18 @@ async def follow(http: httpx.AsyncClient, run_id: str, *, headers: dict[str, str
         assert response.status_code == 200, (response.status_code, await response.aread())
         assert response.headers["content-type"].startswith("text/event-stream")
         return await read_sse(response, stop_after=stop_after, until=until)
+
+
+async def sse_events(response: httpx.Response) -> AsyncIterator[tuple[str | None, dict[str, Any]]]:
+    """``(id, data)`` of each SSE event of a streaming response, as they
+    come (comments skipped); :func:`read_sse` collects a whole stream."""
+    event_id, data = None, []
+    async for line in response.aiter_lines():
+        if line == "":
+            if data:
+                yield event_id, json.loads("\n".join(data))
+            event_id, data = None, []
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()

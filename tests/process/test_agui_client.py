@@ -20,13 +20,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 
 from agentloop.server import ServerSettings
 from agentloop.testing import call, calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import echo_results, write
-from tests.helpers.agui_server import serving
+from tests.helpers.http_api import serve
 from tests.helpers.optional import missing
 from tests.helpers.paths import ROOT
 
@@ -107,7 +106,8 @@ async def test_text_a_tool_call_and_an_approval_answered_through_the_json_api(
     (workspace / "notes.txt").write_text("the notes")
     settings = ServerSettings(agents={"writer": spec(model=writer_model())})
     thread_id = f"agui-{uuid.uuid4().hex[:10]}"
-    async with worker(), serving(agent_client, settings) as base, httpx.AsyncClient(base_url=base) as http:
+    async with worker(), serve(agent_client, settings) as served:
+        http = served.http
         decided: list[Any] = []
 
         async def approve(line: dict[str, Any]) -> None:
@@ -118,7 +118,7 @@ async def test_text_a_tool_call_and_an_approval_answered_through_the_json_api(
             assert answer.status_code == 200, answer.text
             decided.append(interrupt)
 
-        status, lines, stderr = await run_client(node, f"{base}/v1/ag-ui/writer", thread_id, "write the note",
+        status, lines, stderr = await run_client(node, f"{served.url}/v1/ag-ui/writer", thread_id, "write the note",
                                                  "answered", on_waiting=approve)
     events = check_accepted(status, lines, stderr)
     first, second = types(events, 1), types(events, 2)
@@ -153,8 +153,9 @@ async def test_an_approval_answered_with_agui_resume(agent_client, worker, works
     model = script(calls(write("out.txt", "resumed")), reply("written"), delta_seconds=0.005)
     settings = ServerSettings(agents={"writer": spec(model=model)})
     thread_id = f"agui-{uuid.uuid4().hex[:10]}"
-    async with worker(), serving(agent_client, settings) as base:
-        status, lines, stderr = await run_client(node, f"{base}/v1/ag-ui/writer", thread_id, "write it", "approve")
+    async with worker(), serve(agent_client, settings) as served:
+        status, lines, stderr = await run_client(node, f"{served.url}/v1/ag-ui/writer", thread_id, "write it",
+                                                 "approve")
     events = check_accepted(status, lines, stderr)
     assert [f["outcome"] for f in lines if f["kind"] == "finished"] == ["interrupt", "success"]
     assert types(events, 2)[-1] == "RUN_FINISHED"

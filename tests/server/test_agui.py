@@ -13,7 +13,7 @@ import httpx
 from agentloop.server import ServerSettings
 from agentloop.testing import reply, script
 from tests.helpers import agents
-from tests.helpers.agui_server import serving, sse_events
+from tests.helpers.http_api import serve, sse_events
 
 
 def agui_input(thread_id: str, text: str | None, run_id: str = "r1", **extra: Any) -> dict[str, Any]:
@@ -36,7 +36,8 @@ async def test_a_thread_answers_one_agui_run_per_message(agent_client, worker) -
     model = script(reply("first answer"), reply("second answer"), delta_seconds=0.005)
     settings = ServerSettings(agents={"chat": agents.spec(model=model)})
     thread_id = f"agui-{uuid.uuid4().hex[:10]}"
-    async with worker(), serving(agent_client, settings) as base, httpx.AsyncClient(base_url=base) as http:
+    async with worker(), serve(agent_client, settings) as served:
+        http = served.http
         first = await post_run(http, "chat", agui_input(thread_id, "hello", run_id="run-a"))
         second = await post_run(http, "chat", agui_input(thread_id, "again", run_id="run-b"))
         # one agentloop thread answered both: its run id is the AG-UI thread id
@@ -57,7 +58,8 @@ async def test_a_thread_answers_one_agui_run_per_message(agent_client, worker) -
 
 async def test_the_events_of_any_run_in_agui(agent_client, worker) -> None:
     model = script(reply("hi there"), delta_seconds=0.005)
-    async with worker(), serving(agent_client, ServerSettings()) as base, httpx.AsyncClient(base_url=base) as http:
+    async with worker(), serve(agent_client, ServerSettings()) as served:
+        http = served.http
         handle = await agent_client.start(agents.spec(model=model), "say hi")
         async with http.stream("GET", f"/v1/runs/{handle.run_id}/events", params={"protocol": "ag-ui"}) as response:
             assert response.status_code == 200
@@ -76,7 +78,8 @@ async def test_the_events_of_any_run_in_agui(agent_client, worker) -> None:
 async def test_bad_requests_are_problems(agent_client, worker) -> None:
     settings = ServerSettings(agents={"chat": agents.spec(model=script(reply("x")))})
     thread_id = f"agui-{uuid.uuid4().hex[:10]}"
-    async with worker(), serving(agent_client, settings) as base, httpx.AsyncClient(base_url=base) as http:
+    async with worker(), serve(agent_client, settings) as served:
+        http = served.http
         unknown = await http.post("/v1/ag-ui/nobody", json=agui_input(thread_id, "hi"))
         assert unknown.status_code == 404 and unknown.headers["content-type"] == "application/problem+json"
         assert "no agent 'nobody'" in unknown.json()["detail"] and "chat" in unknown.json()["detail"]
@@ -90,7 +93,8 @@ async def test_bad_requests_are_problems(agent_client, worker) -> None:
         assert missing.status_code == 404 and "no run 'agui-never-started'" in missing.json()["detail"]
         await post_run(http, "chat", agui_input(thread_id, "hi"))
         bogus = await http.post("/v1/ag-ui/chat", json=agui_input(
-            thread_id, None, resume=[{"interruptId": "c-bogus", "status": "resolved", "payload": {"decision": "approve"}}]))
+            thread_id, None,
+            resume=[{"interruptId": "c-bogus", "status": "resolved", "payload": {"decision": "approve"}}]))
         assert bogus.status_code == 409 and "has no interrupt c-bogus" in bogus.json()["detail"]
 
 
@@ -101,8 +105,8 @@ async def test_resume_payloads_are_checked(agent_client, worker) -> None:
     model = script(calls(write("out.txt", "x", id="w1")), reply("done"))
     spec = agents.spec(model=model, default_permission="auto", tools=["write_file"])
     thread_id = f"agui-{uuid.uuid4().hex[:10]}"
-    async with worker(), serving(agent_client, ServerSettings(agents={"w": spec})) as base, \
-            httpx.AsyncClient(base_url=base) as http:
+    async with worker(), serve(agent_client, ServerSettings(agents={"w": spec})) as served:
+        http = served.http
         first = await post_run(http, "w", agui_input(thread_id, "write"))
         outcome = first[-1][1]["outcome"]
         assert outcome["type"] == "interrupt" and [i["id"] for i in outcome["interrupts"]] == ["w1"]
