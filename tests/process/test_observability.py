@@ -10,6 +10,7 @@ import re
 import signal
 import threading
 import urllib.request
+from pathlib import Path
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -103,12 +104,12 @@ def telemetry_env(receiver: OtlpReceiver, port: int) -> dict[str, str]:
 
 
 async def test_killed_worker_and_its_successor_emit_each_span_once_and_count_what_the_report_says(
-    agent_client: AgentClient, spawn_worker, receiver: OtlpReceiver
+    agent_client: AgentClient, spawn_worker, receiver: OtlpReceiver, workspace: Path
 ) -> None:
     first_port = free_local_port()
     first = spawn_worker(FIXTURE, **telemetry_env(receiver, first_port))
     run_spec = spec("scripted:observed", name="observer", tools=["note", "write_file"], default_permission="auto",
-                    budget=PRICES)
+                    budget=PRICES, workspace=str(workspace))  # not the worker's directory (the checkout)
     handle = await agent_client.start(run_spec, "note, then write")
     await wait_state(handle, awaiting(), "the write waits for approval", timeout=60)
     # Steps 0 and 1 and the note call are exported before the worker dies.
@@ -125,6 +126,7 @@ async def test_killed_worker_and_its_successor_emit_each_span_once_and_count_wha
     second = spawn_worker(FIXTURE, **telemetry_env(receiver, second_port))
     await handle.approve("call_1_0")
     result = await handle.result()
+    assert (workspace / "out.txt").read_text() == "x"
     after = scrape(second_port)
     second.send_signal(signal.SIGTERM)  # a clean stop exports what is buffered
     second.wait(timeout=60)
