@@ -318,11 +318,9 @@ def test_command_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) ->
     ({"AGENTLOOP_SHELL_SANDBOX": "docker"},
      "AGENTLOOP_SHELL_SANDBOX='docker' is not a sandbox mode; use one of namespace, bwrap, none "
      "(unset: namespace, falling back to none with a warning)"),
-    ({"AGENTLOOP_SHELL_NETWORK": "off"},
-     "AGENTLOOP_SHELL_NETWORK=off needs AGENTLOOP_SHELL_SANDBOX=bwrap; in mode 'namespace' commands share "
-     "the worker's network"),
     ({"AGENTLOOP_SHELL_SANDBOX": "bwrap", "AGENTLOOP_SHELL_NETWORK": "maybe"},
-     "AGENTLOOP_SHELL_NETWORK='maybe': use on or off"),
+     "AGENTLOOP_SHELL_NETWORK='maybe': use off (no network, the default), web (TCP to ports 80 and 443 only) "
+     "or on (the worker's whole network)"),
     ({"AGENTLOOP_SHELL_ENV": "PATH,OPENAI_API_KEY"},
      "AGENTLOOP_SHELL_ENV names provider keys (OPENAI_API_KEY); commands never get those: remove them from "
      "AGENTLOOP_SHELL_ENV"),
@@ -427,7 +425,7 @@ async def test_unset_mode_falls_back_to_none_with_one_warning(
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("shell commands run WITHOUT a sandbox: util-linux unshare and setpriv were not found. "
                               "They can read the environment of every process of this user")
-    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files ")
+    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files: ")
 
 
 # Files outside the workspace, in every mode ---------------------------------------------
@@ -540,16 +538,28 @@ async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, mon
         monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", mode)
         lines[mode] = sandbox.describe()
     assert lines["namespace"] == (
-        "shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; files confined by "
-        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private /tmp)")
+        f"shell sandbox: namespace (files: Landlock ABI {abi}, the workspace read-write, system directories "
+        "read-only, a private /tmp; network: none, loopback only; processes: own PID namespace and /proc, no "
+        "capabilities, allowlisted environment)")
     assert lines["none"] == (
-        "shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files confined by "
-        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private TMPDIR)")
+        f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files: Landlock ABI {abi}, the workspace read-write, "
+        "system directories read-only, a private TMPDIR; network: no TCP connections (Landlock); processes: the "
+        "worker's user, no capabilities, the worker not dumpable)")
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
+    assert "network: TCP to ports 80 and 443 only;" in sandbox.describe()
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on")
+    assert "network: the worker's (AGENTLOOP_SHELL_NETWORK=on);" in sandbox.describe()
+    monkeypatch.delenv("AGENTLOOP_SHELL_NETWORK")
     sandbox._namespace_launcher.cache_clear()
     monkeypatch.setattr(sandbox, "landlock_support", lambda: "the kernel has no Landlock (test)")
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
-    assert sandbox.describe() == ("shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; "
-                                  "files NOT confined: the kernel has no Landlock (test))")
+    assert sandbox.describe() == (
+        "shell sandbox: namespace (files: NOT confined: the kernel has no Landlock (test); network: none, "
+        "loopback only; processes: own PID namespace and /proc, no capabilities, allowlisted environment)")
+    # Without Landlock's network rules, web cannot be had: a sentence, not a worker that thinks it has it.
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
+    with pytest.raises(UserError, match="AGENTLOOP_SHELL_NETWORK=web, but Landlock's network rules need ABI 4"):
+        sandbox.describe()
 
 
 @pytest.mark.parametrize("abi", [1, 2, 3, 4, 5, 6, 7])
@@ -934,7 +944,7 @@ def test_as_a_non_root_user(mode: str, protect: str) -> None:
     for name in ("ppid", "all", "worker"):
         assert out[name].startswith("exit code: "), out[name]
     assert token not in out["ppid"]  # the sandbox's first process: allowlisted environment only
-    landlock = "files confined by Landlock" in out["describe"]
+    landlock = "files: Landlock ABI" in out["describe"]
     if mode == "none" and protect == "no" and not landlock:
         # The fallback's weakness, shown: a plain child reads its worker's environment...
         assert token in out["worker"] and token in out["all"]
