@@ -225,17 +225,23 @@ def restrict_network(ports: list[int]) -> None:
 
 
 def loopback_up() -> None:
-    """``ip link set lo up``, with two ioctls (a new network namespace's
-    loopback starts down)."""
-    import fcntl
-    import socket
-    import struct
+    """``ip link set lo up``: two ioctls through ctypes, which the init
+    loads anyway (the ``socket`` module would cost milliseconds to import).
+    A new network namespace's loopback starts down."""
+    import ctypes
 
+    libc = _libc()
     siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH14x", b"lo", 0)
-        flags = struct.unpack("16sH14x", fcntl.ioctl(sock.fileno(), siocgifflags, request))[1]
-        fcntl.ioctl(sock.fileno(), siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+    request = ctypes.create_string_buffer(40)  # struct ifreq: the name, then the flags (a short)
+    request.value = b"lo"
+    fd = _check(libc.socket(2, 2, 0), "socket(AF_INET, SOCK_DGRAM)")  # the interface ioctls need a socket
+    try:
+        _check(libc.ioctl(fd, siocgifflags, request), "ioctl(SIOCGIFFLAGS lo)")
+        flags = ctypes.c_short.from_buffer(request, 16)
+        flags.value |= iff_up
+        _check(libc.ioctl(fd, siocsifflags, request), "ioctl(SIOCSIFFLAGS lo)")
+    finally:
+        os.close(fd)
 
 
 def mount_tmpfs(path: str, keep: list[str], read_only: list[str]) -> None:

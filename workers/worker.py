@@ -243,8 +243,8 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
     sandbox_line = sandbox.describe() if role != "models" else None
     async with worker:
         print(f"agentloop worker: {describe_worker(config, role)}", file=sys.stderr, flush=True)
-        if sandbox_line:
-            log.info("%s", sandbox_line)
+        if sandbox_line:  # on the start line's heels, not in the INFO log: what a command can reach
+            print(f"agentloop worker: {sandbox_line}", file=sys.stderr, flush=True)
         await stop.wait()
         print("agentloop worker: stopping; in-flight activities may finish (up to 30 s)", file=sys.stderr,
               flush=True)

@@ -1093,3 +1093,21 @@ def test_a_workspace_that_would_widen_what_a_run_touches_is_refused() -> None:
     for place, with_roots in {"/srv/runs/a": roots, "/home/w/project": None, "/tmp/pytest-1/ws": None,
                               "/var/lib/agentloop/ws": None}.items():
         assert widening_problem(Path(place), roots=with_roots, home=home) is None, place
+
+
+def test_a_sub_agent_works_inside_its_parent_s_workspace() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from agentloop.shared.spec import AgentSpec, SubAgent
+
+    def parent(child_ws):
+        return AgentSpec(model="scripted:demo", workspace="/srv/runs/a",
+                         sub_agents={"helper": SubAgent(description="h", spec=AgentSpec(model="scripted:demo",
+                                                                                         workspace=child_ws))})
+
+    assert parent("/srv/runs/a/sub").sub_agents["helper"].spec.workspace == "/srv/runs/a/sub"
+    assert parent(None).sub_agents["helper"].spec.workspace is None
+    for wider in ("/srv/runs", "/", "/srv/runs/ab", "/srv/runs/a/../b"):
+        with pytest.raises(ValidationError, match="is not inside its parent's"):
+            parent(wider)
