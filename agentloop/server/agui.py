@@ -179,7 +179,7 @@ async def resume(state: ServerState, thread_id: str, entries: list[ResumeEntry],
             does not have or that cannot be answered so, 422 for a payload
             that does not fit its interrupt.
     """
-    from agentloop.server.deps import describe_or_404
+    from agentloop.server.deps import describe_or_404, fits_or_413
 
     await describe_or_404(state, thread_id)
     offset = await _interrupt_offset(state, thread_id, {e.interrupt_id for e in entries})
@@ -202,6 +202,7 @@ async def resume(state: ServerState, thread_id: str, entries: list[ResumeEntry],
                     answer = _payload(entry, ApprovalAnswer)
                     decision = ApprovalDecision(call_id=cid, decision=answer.decision, reason=answer.reason,
                                                 result=answer.result, by=caller.name)
+                await fits_or_413(state, decision, f"the decision on call {cid!r}")
                 await handle.decide(decision)
             elif cid in actions:
                 if entry.status == "cancelled":
@@ -217,6 +218,7 @@ async def resume(state: ServerState, thread_id: str, entries: list[ResumeEntry],
                 raise Problem(409, "Already answered", f"call {cid!r} no longer waits (answered already, or the "
                               "turn ended): send its resume entry without a payload to follow the turn on")
         if outputs:
+            await fits_or_413(state, outputs, "the tool outputs")
             await handle.submit_tool_outputs(outputs)
     except DecisionRejected as err:
         raise Problem(409, "Request refused by the run", str(err)) from None

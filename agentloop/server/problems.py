@@ -64,8 +64,9 @@ class Problem(Exception):
 
 
 def problem_response(problem: Problem, request: Request | None = None) -> JSONResponse:
+    headers = problem.extra.pop("headers", None)  # response headers (Retry-After), not members of the body
     return JSONResponse(problem.body(request.url.path if request else None), status_code=problem.status,
-                        media_type=PROBLEM_JSON, headers=problem.extra.pop("headers", None))
+                        media_type=PROBLEM_JSON, headers=headers)
 
 
 def _field(loc: tuple[Any, ...]) -> str:
