@@ -53,6 +53,7 @@ from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.hooks import hooks_of
 from agentloop.shared.messages import ImagePart, ToolResultPart
 from agentloop.shared.report import Usage
+from agentloop.activities.workspace import widening_problem
 from agentloop.shared.spec import system_workspace_problem
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
@@ -137,6 +138,14 @@ def _takes_on_delta(function: object) -> bool:
         return False
 
 
+def _worker_home() -> Path | None:
+    """This worker's home directory, resolved (None when it has none)."""
+    try:
+        return Path.home().resolve()
+    except (RuntimeError, KeyError):
+        return None
+
+
 class AgentActivities:
     """The activities of :class:`~agentloop.workflows.agent_run.AgentRunWorkflow`.
 
@@ -184,6 +193,14 @@ class AgentActivities:
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
         self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
 
+    def workspace_problem(self, workspace: Path) -> str | None:
+        """Why a run may not use ``workspace`` on this worker, or None: a
+        kernel filesystem, or a directory that would widen what it touches
+        (:func:`~agentloop.activities.workspace.widening_problem`)."""
+        resolved = workspace.resolve()
+        return (system_workspace_problem(str(resolved))
+                or widening_problem(resolved, roots=self.workspace_roots, home=_worker_home()))
+
     @activity.defn(name=contracts.RESOLVE_TOOLS)
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
         """Definitions of the spec's tools, and which ones this worker lacks;
@@ -212,9 +229,7 @@ class AgentActivities:
         agents_md = None
         if input.agents_md:  # the run's workspace instructions, at no extra activity
             workspace = Path(input.workspace) if input.workspace else self.workspace
-            allowed = not self.workspace_roots or any(
-                workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
-            agents_md = context.read_agents_md(workspace, allowed)
+            agents_md = context.read_agents_md(workspace, self.workspace_problem(workspace) is None)
         runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in known_hooks],
@@ -261,8 +276,7 @@ class AgentActivities:
         """The run's context from this worker: its context providers' layers,
         the workspace's AGENTS.md, the workspace listing."""
         workspace = Path(input.workspace) if input.workspace else self.workspace
-        allowed = not self.workspace_roots or any(
-            workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
+        allowed = self.workspace_problem(workspace) is None
         async with keep_heartbeating():
             return await context.load_context(self.registry, workspace, allowed, input)
 
@@ -468,16 +482,9 @@ class AgentActivities:
                 is_error=True,
             )
         resolved = workspace.resolve()
-        problem = system_workspace_problem(str(resolved))
+        problem = self.workspace_problem(resolved)
         if problem:
             return result(f"The {problem} (AgentSpec.workspace).", is_error=True)
-        if self.workspace_roots and not any(resolved.is_relative_to(root) for root in self.workspace_roots):
-            return result(
-                f"The workspace {workspace} is outside the directories this worker allows "
-                f"(AGENTLOOP_WORKSPACE_ROOTS={':'.join(map(str, self.workspace_roots))}); set "
-                "AgentSpec.workspace to a directory inside one of them.",
-                is_error=True,
-            )
         ctx = ToolContext(
             workspace=resolved,
             run_id=input.run_id,

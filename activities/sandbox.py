@@ -13,22 +13,38 @@ The worker's operator chooses the mode with ``AGENTLOOP_SHELL_SANDBOX``:
     read-write, the system directories read-only and executable, the files
     of ``/etc`` bubblewrap mounts read-only, a private ``/tmp`` (a tmpfs of
     the namespace, also ``HOME``) and nothing else. Without Landlock, files
-    are those of the worker's user (logged once). The network is the
-    worker's.
+    are those of the worker's user (logged once). ``/run`` and ``/var/run``
+    (where daemons keep their sockets) are private, empty tmpfs mounts. The
+    network is a namespace of its own with loopback only (see below).
 ``bwrap``
     bubblewrap: the same namespaces, plus a filesystem of the workspace
     (read-write), the system directories read-only, a few files of ``/etc``,
-    an empty ``/tmp`` and no home directory; no network unless
-    ``AGENTLOOP_SHELL_NETWORK=on``.
+    an empty ``/tmp`` and no home directory; the network as below.
 ``none``
     A plain child process with the allowlisted environment. It can read the
     environment of every process of the worker's user (the worker's own
     included) unless Landlock confines it: where the kernel has Landlock,
     the files are confined as in ``namespace`` (the private ``/tmp`` is a
-    directory of its own per call, given as ``TMPDIR`` and ``HOME``), and
-    Landlock keeps the command from reading other processes' ``/proc``
-    entries. Use it only with a tools-only worker (``agentloop worker --role
-    tools``), which holds no provider keys.
+    directory of its own per call, given as ``TMPDIR`` and ``HOME``). Its
+    capabilities are dropped (a root worker's command is uid 0 with no
+    power), and the worker is not dumpable, so its ``/proc`` entries
+    (``environ``, ``mem``) are closed to its commands. Path sockets outside
+    the workspace stay reachable. Use it only with a tools-only worker
+    (``agentloop worker --role tools``), which holds no provider keys.
+
+``AGENTLOOP_SHELL_NETWORK`` says what network commands get:
+
+``off`` (the default)
+    None: in ``namespace`` and ``bwrap`` a network namespace of their own
+    with loopback only, so the worker's loopback services (the Temporal
+    server, ``agentloop serve``, a codec server) are out of reach; in
+    ``none``, Landlock (ABI 4+) refuses every TCP connection.
+``web``
+    Outbound TCP to ports 80 and 443 only, through Landlock's network rules
+    (ABI 4+, Linux 6.7): the worker's network otherwise, DNS included.
+``on``
+    The worker's network, as it is: commands can reach every service the
+    worker can, its Temporal server included. The worker warns at start.
 
 When ``AGENTLOOP_SHELL_SANDBOX`` is unset and namespaces are not available
 (e.g. a container whose seccomp profile forbids user namespaces), commands run
@@ -94,6 +110,14 @@ LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/
                     "/dev/ptmx", "/dev/pts")
 #: Where the namespace mode mounts a private tmpfs (when Landlock confines files).
 PRIVATE_TMPFS = ("/tmp", "/dev/shm")
+#: Where daemons keep their path sockets: a private, empty tmpfs in namespace mode.
+SOCKET_DIRS = ("/run", "/var/run")
+#: What ``AGENTLOOP_SHELL_NETWORK`` takes.
+NETWORK_MODES = ("off", "web", "on")
+#: The ports ``web`` may connect to.
+WEB_PORTS = (80, 443)
+#: The Landlock ABI that brought network rules.
+LANDLOCK_NET_ABI = 4
 
 _INIT = Path(__file__).with_name("sandbox_init.py")
 #: Where bubblewrap mounts the init script inside its sandbox.
@@ -111,8 +135,9 @@ class SandboxSettings:
         mode: ``namespace``, ``bwrap`` or ``none``.
         explicit: The mode was set (``AGENTLOOP_SHELL_SANDBOX``); a mode that
             cannot work is then an error, not a fallback.
-        network: Commands may use the network. Only ``bwrap`` can take it
-            away; ``namespace`` and ``none`` share the worker's network.
+        network: ``off``, ``web`` or ``on`` (``AGENTLOOP_SHELL_NETWORK``).
+        network_explicit: The network was set; one that cannot be had is then
+            an error, not a warning.
         extra_env: Names of further variables commands get
             (``AGENTLOOP_SHELL_ENV``, comma-separated).
         read_paths: Further directories commands may read and run programs
@@ -122,7 +147,8 @@ class SandboxSettings:
 
     mode: str = "namespace"
     explicit: bool = False
-    network: bool = True
+    network: str = "off"
+    network_explicit: bool = False
     extra_env: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
 
@@ -143,19 +169,12 @@ class SandboxSettings:
             )
         mode = raw or "namespace"
         net_raw = env.get("AGENTLOOP_SHELL_NETWORK", "").strip().lower()
-        if net_raw in ("", "default"):
-            network = mode != "bwrap"
-        elif net_raw in ("on", "1", "true", "yes"):
-            network = True
-        elif net_raw in ("off", "0", "false", "no"):
-            network = False
-        else:
-            raise UserError(f"AGENTLOOP_SHELL_NETWORK={net_raw!r}: use on or off")
-        if not network and mode != "bwrap":
-            raise UserError(
-                f"AGENTLOOP_SHELL_NETWORK=off needs AGENTLOOP_SHELL_SANDBOX=bwrap; in mode {mode!r} "
-                "commands share the worker's network"
-            )
+        aliases = {"": "off", "default": "off", "0": "off", "false": "off", "no": "off",
+                   "1": "on", "true": "on", "yes": "on"}
+        network = aliases.get(net_raw, net_raw)
+        if network not in NETWORK_MODES:
+            raise UserError(f"AGENTLOOP_SHELL_NETWORK={net_raw!r}: use off (no network, the default), web "
+                            "(TCP to ports 80 and 443 only) or on (the worker's whole network)")
         names = tuple(n.strip() for n in env.get("AGENTLOOP_SHELL_ENV", "").split(",") if n.strip())
         refused = [n for n in names if n.upper() in PROVIDER_KEY_VARIABLES]
         if refused:
@@ -169,7 +188,8 @@ class SandboxSettings:
                 f"AGENTLOOP_SHELL_ENV names the payload encryption keys ({', '.join(sealing)}); commands never "
                 "get those: remove them from AGENTLOOP_SHELL_ENV"
             )
-        return cls(mode=mode, explicit=bool(raw), network=network, extra_env=names,
+        return cls(mode=mode, explicit=bool(raw), network=network, network_explicit=net_raw not in ("", "default"),
+                   extra_env=names,
                    read_paths=read_paths_from(env.get("AGENTLOOP_SHELL_READ_PATHS", "")))
 
 
@@ -270,27 +290,66 @@ def landlock_rules(workspace: Path, tmp: list[str], read_paths: tuple[str, ...] 
     return options
 
 
-def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None,
-                    read_paths: tuple[str, ...] = ()) -> list[str]:
-    """The init's options for one call of ``launcher``: in namespace mode
-    the capabilities dropped, and with Landlock a private tmpfs and the
-    rules; in ``none`` mode with Landlock, the rules with ``tmp`` (the
-    call's own temporary directory)."""
-    if launcher.mode == "namespace":
-        if not launcher.landlock:
-            return ["--drop-caps"]
-        mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)]
-        options = ["--keep", str(workspace)]
-        for path in read_paths:
-            options += ["--keep-ro", path]
-        for path in mounts:
-            options += ["--tmpfs", path]
-        return [*options, "--drop-caps", "--landlock", str(launcher.landlock),
-                *landlock_rules(workspace, mounts, read_paths)]
-    if launcher.mode == "none" and launcher.landlock:
-        assert tmp is not None
-        return ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp], read_paths)]
+def net_options(network: str) -> list[str]:
+    """The init's Landlock network rule: none for ``on`` (and for ``off`` in
+    a network namespace, which the caller leaves out), the web ports for ``web``."""
+    if network == "web":
+        return ["--net-ports", ",".join(str(p) for p in WEB_PORTS)]
+    if network == "off":
+        return ["--net-ports", ""]
     return []
+
+
+def _socket_dirs() -> list[str]:
+    return [path for path in SOCKET_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+
+
+def _resolver_dirs() -> list[str]:
+    """Directories under the socket directories that DNS needs (``/etc/resolv.conf``
+    pointing into ``/run``), bound back read-only under the private tmpfs."""
+    target = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
+    return [target] if any(_is_within(target, d) for d in _socket_dirs()) and os.path.isdir(target) else []
+
+
+def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None,
+                    read_paths: tuple[str, ...] = (), network: str = "on") -> list[str]:
+    """The init's options for one call of ``launcher``: in namespace mode
+    private tmpfs mounts over the socket directories (and, with Landlock,
+    over ``/tmp``) and loopback up in the call's own network namespace; in
+    every mode the capabilities dropped; with Landlock the rules, with
+    ``tmp`` (the call's own temporary directory) in ``none`` mode, and the
+    network rule of ``network`` where no namespace takes the network away."""
+    if launcher.mode == "namespace":
+        mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)] if launcher.landlock else []
+        options = ["--keep", str(workspace)]
+        for path in (*read_paths, *(_resolver_dirs() if network != "off" else [])):
+            options += ["--keep-ro", path]
+        for path in [*mounts, *_socket_dirs()]:
+            options += ["--tmpfs", path]
+        if network == "off":
+            options.append("--lo-up")
+        options.append("--drop-caps")
+        if network == "web":
+            options += net_options(network)
+        if not launcher.landlock:
+            return options
+        return [*options, "--landlock", str(launcher.landlock),
+                *landlock_rules(workspace, [*mounts, *_socket_dirs()], read_paths)]
+    if launcher.mode == "none":
+        options = ["--drop-caps"]
+        if launcher.landlock >= LANDLOCK_NET_ABI:
+            options += net_options(network)
+        if launcher.landlock:
+            assert tmp is not None
+            options += ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp], read_paths)]
+        return options
+    return []
+
+
+def with_network_namespace(prefix: tuple[str, ...]) -> tuple[str, ...]:
+    """A namespace launcher's prefix with ``--net`` added to ``unshare``'s arguments."""
+    at = next(i for i, arg in enumerate(prefix) if os.path.basename(arg) == "unshare") + 1
+    return (*prefix[:at], "--net", *prefix[at:])
 
 
 @functools.lru_cache(maxsize=None)
@@ -385,11 +444,11 @@ def _probe(build: Callable[[int], list[str]]) -> str | None:
     return f"exit code {proc.returncode}" + (f": {output[-1]}" if output else "")
 
 
-def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: bool, status_fd: int | str,
+def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_fd: int | str,
                 argv: list[str], read_paths: tuple[str, ...] = ()) -> list[str]:
     args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
-    if not network:
+    if network == "off":
         args.append("--unshare-net")
     for directory in BWRAP_SYSTEM_DIRS:
         path = Path(directory)
@@ -411,7 +470,9 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: bool, status
         args += ["--ro-bind", path, path]
     args += ["--ro-bind", os.path.realpath(_INIT), BWRAP_INIT_PATH]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd), "--"]
-    return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *argv]
+    options = net_options(network) if network == "web" else []
+    return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *options, *(["--"] if options else []),
+                   *argv]
 
 
 @functools.lru_cache(maxsize=None)
@@ -431,7 +492,7 @@ def _bwrap_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
     root = Path("/")
     problem = _probe(
-        lambda fd: _bwrap_args(bwrap, workspace=root / "tmp", cwd=root / "tmp", network=False,
+        lambda fd: _bwrap_args(bwrap, workspace=root / "tmp", cwd=root / "tmp", network="off",
                                status_fd=fd, argv=["true"])
     )
     return None if problem is None else f"bubblewrap could not create its sandbox ({problem})"
@@ -441,11 +502,51 @@ _warned: set[str] = set()
 
 
 def resolve_launcher(settings: SandboxSettings) -> Launcher:
-    """The launcher for the worker's settings.
+    """The launcher for the worker's settings, its network checked.
 
     Raises:
-        UserError: The mode was set explicitly and cannot work here.
+        UserError: The mode or the network was set explicitly and cannot
+            work here, or ``web`` asks for Landlock's network rules the kernel lacks.
     """
+    launcher = _launcher(settings)
+    problem = network_problem(launcher, settings)
+    if problem and (settings.network_explicit or settings.network == "web" or launcher.mode != "none"):
+        raise UserError(f"AGENTLOOP_SHELL_NETWORK={settings.network}, but {problem}")
+    if problem:
+        _warn_once(f"shell commands keep the worker's network: {problem}; set AGENTLOOP_SHELL_NETWORK=on to "
+                   "silence this warning")
+    if settings.network == "on":
+        _warn_once("AGENTLOOP_SHELL_NETWORK=on: shell commands can reach every service this worker can, its "
+                   "Temporal server, agentloop serve and codec servers on loopback included")
+    return launcher
+
+
+def network_problem(launcher: Launcher, settings: SandboxSettings) -> str | None:
+    """Why ``settings.network`` cannot be had with ``launcher``, or None."""
+    if settings.network == "on":
+        return None
+    needs_landlock = settings.network == "web" or launcher.mode == "none"
+    if needs_landlock and launcher.mode != "bwrap" and launcher.landlock < LANDLOCK_NET_ABI:
+        return (f"Landlock's network rules need ABI {LANDLOCK_NET_ABI} (Linux 6.7+); "
+                + (f"this kernel has ABI {launcher.landlock}" if launcher.landlock else
+                   f"files are not confined by Landlock ({launcher.unconfined})"))
+    if settings.network == "web" and launcher.mode == "bwrap":
+        abi = landlock_support()
+        if isinstance(abi, str) or abi < LANDLOCK_NET_ABI:
+            return f"Landlock's network rules need ABI {LANDLOCK_NET_ABI} (Linux 6.7+): {abi}"
+    if settings.network == "off" and launcher.mode == "namespace":
+        return _netns_problem(launcher.prefix)
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _netns_problem(prefix: tuple[str, ...]) -> str | None:
+    problem = _probe(lambda fd: [*with_network_namespace(prefix),
+                                 *_init_args("ns", fd, ["true"], ["--lo-up", "--drop-caps"])])
+    return None if problem is None else f"unshare could not create a network namespace ({problem})"
+
+
+def _launcher(settings: SandboxSettings) -> Launcher:
     if settings.mode == "none":
         return _none_launcher()
     if settings.mode == "bwrap":
@@ -507,24 +608,39 @@ def describe(settings: SandboxSettings | None = None) -> str:
     """
     settings = settings or SandboxSettings.from_env()
     launcher = resolve_launcher(settings)
+    net = describe_network(launcher, settings)
     if launcher.mode == "bwrap":
-        net = "with" if settings.network else "without"
-        return f"shell sandbox: bwrap (workspace-only filesystem, {net} network)"
+        return (f"shell sandbox: bwrap (files: the workspace only; network: {net}; processes: own PID "
+                "namespace, no capabilities)")
     files = describe_files(launcher)
     if launcher.mode == "namespace":
-        return f"shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; {files})"
-    if launcher.note:
-        return f"shell sandbox: none (fallback: namespaces unavailable; {files})"
-    return f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; {files})"
+        return (f"shell sandbox: namespace (files: {files}; network: {net}; processes: own PID namespace and "
+                "/proc, no capabilities, allowlisted environment)")
+    why = "fallback: namespaces unavailable" if launcher.note else "set by AGENTLOOP_SHELL_SANDBOX"
+    return (f"shell sandbox: none ({why}; files: {files}; network: {net}; processes: the worker's user, no "
+            "capabilities, the worker not dumpable)")
+
+
+def describe_network(launcher: Launcher, settings: SandboxSettings) -> str:
+    """What network a launcher's commands get, in a few words."""
+    if settings.network == "on":
+        return "the worker's (AGENTLOOP_SHELL_NETWORK=on)"
+    if network_problem(launcher, settings):
+        return "the worker's (Landlock cannot restrict it here)"
+    if settings.network == "web":
+        return "TCP to ports 80 and 443 only"
+    if launcher.mode == "none":
+        return "no TCP connections (Landlock)"
+    return "none, loopback only"
 
 
 def describe_files(launcher: Launcher) -> str:
     """What confines a launcher's files, in a few words."""
     if launcher.landlock:
         tmp = "a private /tmp" if launcher.mode == "namespace" else "a private TMPDIR"
-        return (f"files confined by Landlock ABI {launcher.landlock}: the workspace read-write, system "
-                f"directories read-only, {tmp}")
-    return f"files NOT confined: {launcher.unconfined}"
+        return (f"Landlock ABI {launcher.landlock}, the workspace read-write, system directories read-only, "
+                f"{tmp}")
+    return f"NOT confined: {launcher.unconfined}"
 
 
 def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Path, cwd: Path,
@@ -538,8 +654,11 @@ def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Pa
         assert bwrap is not None  # probed
         return _bwrap_args(bwrap, workspace=workspace, cwd=cwd, network=settings.network,
                            status_fd=status_fd, argv=argv, read_paths=settings.read_paths)
-    return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv,
-                                          confine_options(launcher, workspace, tmp, settings.read_paths))]
+    prefix = launcher.prefix
+    if launcher.mode == "namespace" and settings.network == "off":
+        prefix = with_network_namespace(prefix)
+    return [*prefix, *_init_args(launcher.init_mode, status_fd, argv,
+                                 confine_options(launcher, workspace, tmp, settings.read_paths, settings.network))]
 
 
 def private_tmp(launcher: Launcher) -> str | None:

@@ -11,9 +11,13 @@ Before anything else it confines itself, so the command inherits it all
   ``--keep-ro PATH`` (repeatable): the same, read-only (a read path).
 * ``--tmpfs PATH``: mount an empty tmpfs on ``PATH`` (a private ``/tmp``;
   needs the mount namespace and its capabilities, namespace mode only).
+* ``--lo-up``: bring the loopback interface up (in a new network
+  namespace it starts down; the command's own local servers use it).
 * ``--drop-caps``: drop every capability, the bounding set and the ambient
   set, and as uid 0 lock the securebits (no root, no setuid fixup), as
-  ``setpriv`` would; namespace mode, after the mounts.
+  ``setpriv`` would; after the mounts, in every mode.
+* ``--net-ports PORTS``: with Landlock ABI 4+, allow TCP connections only
+  to these ports (comma-separated; empty: none at all).
 * ``--landlock ABI``: restrict the filesystem with Landlock (``ABI``: the
   kernel's, queried by the worker) to the paths given with ``--rw PATH``
   (everything), ``--rx PATH`` (read and execute), ``--ro PATH`` (read) and
@@ -65,6 +69,9 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 LANDLOCK_SYSCALLS = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_RULE_NET_PORT = 2
+#: Network rights (ABI 4): binding and connecting TCP sockets.
+NET_CONNECT_TCP = 1 << 1
 
 # Filesystem access rights, and the ABI that brought each one.
 FS_EXECUTE = 1 << 0
@@ -189,6 +196,54 @@ def restrict_filesystem(abi: int, rules: list[tuple[str, str]]) -> None:
         os.close(ruleset)
 
 
+def restrict_network(ports: list[int]) -> None:
+    """Landlock this process (and all it starts) to TCP connections to
+    ``ports`` only (ABI 4+; UDP, such as DNS, is not restricted)."""
+    import ctypes
+
+    libc = _libc()
+
+    class RulesetAttr(ctypes.Structure):
+        _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64)]
+
+    class NetPort(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
+
+    attr = RulesetAttr(0, NET_CONNECT_TCP)
+    ruleset = _check(libc.syscall(LANDLOCK_SYSCALLS["create_ruleset"], ctypes.byref(attr),
+                                  ctypes.c_size_t(ctypes.sizeof(attr)), 0), "landlock_create_ruleset (network)")
+    try:
+        for port in ports:
+            rule = NetPort(NET_CONNECT_TCP, port)
+            _check(libc.syscall(LANDLOCK_SYSCALLS["add_rule"], ruleset, _LANDLOCK_RULE_NET_PORT, ctypes.byref(rule),
+                                0), f"landlock_add_rule port {port}")
+        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        _check(libc.syscall(LANDLOCK_SYSCALLS["restrict_self"], ruleset, 0), "landlock_restrict_self (network)")
+    finally:
+        os.close(ruleset)
+
+
+def loopback_up() -> None:
+    """``ip link set lo up``: two ioctls through ctypes, which the init
+    loads anyway (the ``socket`` module would cost milliseconds to import).
+    A new network namespace's loopback starts down."""
+    import ctypes
+
+    libc = _libc()
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    request = ctypes.create_string_buffer(40)  # struct ifreq: the name, then the flags (a short)
+    request.value = b"lo"
+    fd = _check(libc.socket(2, 2, 0), "socket(AF_INET, SOCK_DGRAM)")  # the interface ioctls need a socket
+    try:
+        _check(libc.ioctl(fd, siocgifflags, request), "ioctl(SIOCGIFFLAGS lo)")
+        flags = ctypes.c_short.from_buffer(request, 16)
+        flags.value |= iff_up
+        _check(libc.ioctl(fd, siocsifflags, request), "ioctl(SIOCSIFFLAGS lo)")
+    finally:
+        os.close(fd)
+
+
 def mount_tmpfs(path: str, keep: list[str], read_only: list[str]) -> None:
     """An empty tmpfs on ``path``; the directories of ``keep`` (the
     workspace) and ``read_only`` (read paths) under it bound back, the
@@ -223,7 +278,10 @@ def drop_capabilities() -> None:
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear the ambient capabilities")
     for cap in range(64):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
-            if ctypes.get_errno() == 22:  # EINVAL: past the last capability
+            errno = ctypes.get_errno()
+            if errno == 22:  # EINVAL: past the last capability
+                break
+            if errno == 1 and os.geteuid() != 0:  # EPERM: a non-root process without CAP_SETPCAP has none to drop
                 break
             _check(-1, f"drop capability {cap} from the bounding set")
     if os.geteuid() == 0:
@@ -241,8 +299,13 @@ def confine(options: list[tuple[str, str]]) -> None:
     for name, value in options:
         if name == "--tmpfs":
             mount_tmpfs(value, keep, read_only)
+    if any(name == "--lo-up" for name, _ in options):
+        loopback_up()
     if any(name == "--drop-caps" for name, _ in options):
         drop_capabilities()
+    for name, value in options:
+        if name == "--net-ports":
+            restrict_network([int(p) for p in value.split(",") if p])
     abi = next((int(value) for name, value in options if name == "--landlock"), 0)
     if abi:
         rules = [(name[2:], value) for name, value in options if name in ("--rw", "--rx", "--ro", "--dev")]
@@ -257,7 +320,7 @@ def parse(argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     i = 0
     while argv[i] != "--":
         name = argv[i]
-        if name == "--drop-caps":
+        if name in ("--drop-caps", "--lo-up"):
             options.append((name, ""))
             i += 1
         else:

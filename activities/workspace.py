@@ -313,3 +313,38 @@ def workspace_relative(workspace: Path, path: Path) -> str:
 
 def _is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
+
+
+#: Directories that are never a workspace, nor is anything under them.
+SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc", "/sys",
+                "/dev")
+#: Directories that are never a workspace themselves (a directory under them may be).
+SHARED_TOPS = ("/", "/home", "/root", "/var", "/tmp", "/opt", "/srv", "/mnt", "/media", "/run", "/var/lib",
+               "/var/tmp")
+
+
+def widening_problem(workspace: Path, *, roots: list[Path] | None, home: Path | None) -> str | None:
+    """Why the resolved ``workspace`` would widen what a run may touch, or None.
+
+    Refused: ``/`` and the shared top directories themselves, anything in a
+    system tree, the worker's home and its ancestors, and, when ``roots``
+    are set, a workspace not strictly inside one of them (a root itself
+    would hold every other run's workspace). Pure: the caller resolves paths.
+    """
+    text = str(workspace)
+    if text in SHARED_TOPS:
+        return f"workspace {text} would give the run every project under it; use a directory of one project"
+    for tree in SYSTEM_TREES:
+        if text == tree or text.startswith(tree + "/"):
+            return f"workspace {text} is in {tree}, a system directory; use a directory of your project"
+    if home is not None and (workspace == home or _is_within(home, workspace)):
+        return (f"workspace {text} holds this worker's home directory {home} (its configuration and credentials); "
+                "use a directory of your project")
+    if roots:
+        if any(workspace == root for root in roots):
+            return (f"workspace {text} is a workspace root itself and would hold every other run's workspace; use "
+                    "a directory inside it")
+        if not any(_is_within(workspace, root) for root in roots):
+            return (f"workspace {text} is outside the directories this worker allows (AGENTLOOP_WORKSPACE_ROOTS="
+                    f"{':'.join(map(str, roots))}); use a directory inside one of them")
+    return None

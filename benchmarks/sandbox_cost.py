@@ -55,9 +55,12 @@ async def plain_bash(n: int, ws: Path) -> float:
     return (time.perf_counter() - started) * 1000 / n
 
 
-async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True) -> tuple[float, str] | None:
-    """Mean ms per ``shell_command('true')`` in ``mode``, and how its files were confined."""
+async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True,
+                      network: str = "on") -> tuple[float, str] | None:
+    """Mean ms per ``shell_command('true')`` in ``mode`` with ``AGENTLOOP_SHELL_NETWORK=network``,
+    and how its files and network were confined."""
     os.environ["AGENTLOOP_SHELL_SANDBOX"] = mode
+    os.environ["AGENTLOOP_SHELL_NETWORK"] = network
     for probe in (sandbox._namespace_launcher, sandbox._none_launcher, sandbox.landlock_support):
         probe.cache_clear()
     saved = sandbox.landlock_support
@@ -70,7 +73,7 @@ async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True) -> 
             print(f"  {mode:9s} unavailable: {exc}")
             return None
         files = (f"Landlock ABI {launcher.landlock}" if launcher.landlock else
-                 "own filesystem" if launcher.mode == "bwrap" else "files not confined")
+                 "own filesystem" if launcher.mode == "bwrap" else "files not confined") + f", network {network}"
         await shell_command("true", ctx=ToolContext(workspace=ws))  # warm
         started = time.perf_counter()
         for _ in range(n):
@@ -123,16 +126,20 @@ async def main(commands: int, repeat: int) -> None:
         print(f"namespace probe (once per worker): {(time.perf_counter() - started) * 1000:.1f} ms")
         print(f"shell_command 'true', mean of {commands}; added cost against sandbox none without Landlock:")
         bash = await plain_bash(commands, ws)
-        print(f"  plain bash -c, no tool              {bash:6.1f} ms")
-        base = await per_command("none", commands, ws, landlock=False)
+        print(f"  plain bash -c, no tool                        {bash:6.1f} ms")
+        base = await per_command("none", commands, ws, landlock=False, network="on")
         assert base is not None
         floor = base[0]
-        print(f"  none, files not confined (floor)    {floor:6.1f} ms")
-        for mode, landlock in (("none", True), ("namespace", False), ("namespace", True), ("bwrap", True)):
-            measured = await per_command(mode, commands, ws, landlock=landlock)
+        print(f"  none, files not confined, network on (floor)  {floor:6.1f} ms")
+        # Network "on" is each mode's cost before commands lost the network by default; "off" the default now.
+        for mode, landlock, network in (
+                ("none", True, "on"), ("none", True, "off"), ("namespace", False, "on"), ("namespace", True, "on"),
+                ("namespace", True, "off"), ("namespace", True, "web"), ("bwrap", True, "on"), ("bwrap", True, "off")):
+            measured = await per_command(mode, commands, ws, landlock=landlock, network=network)
             if measured is not None and (landlock or mode == "namespace"):
                 ms, files = measured
-                print(f"  {mode + ', ' + files:35s} {ms:6.1f} ms  ({ms - floor:+.1f} ms, x{ms / floor:.2f})")
+                print(f"  {mode + ', ' + files:45s} {ms:6.1f} ms  ({ms - floor:+.1f} ms, x{ms / floor:.2f})")
+        os.environ.pop("AGENTLOOP_SHELL_NETWORK", None)
         if saved is None:
             os.environ.pop("AGENTLOOP_SHELL_SANDBOX", None)
         else:

@@ -36,6 +36,16 @@ FAST_POLLING = {
     "history.timerProcessorMaxPollRPS": "1000",
 }
 
+#: Dynamic config every server agentloop starts gets: an update is refused
+#: when it arrives (``history.maxInFlightUpdatePayloads``, checked at
+#: admission) once its payload passes this size, below the 2 MB blob limit.
+#: Without it, an update of 2 MB or more is admitted, fails the run's
+#: workflow task when the SDK echoes it back, and stalls every update to the
+#: run for 20 to 40 s (docs/deploying.md).
+UPDATE_ADMISSION = {
+    "history.maxInFlightUpdatePayloads": "1900000",
+}
+
 #: Dynamic config that makes the dev server cache search attributes as a
 #: production server does. The dev server re-reads them from its database on
 #: every use (so attributes added while it runs show at once), which charges
@@ -230,7 +240,8 @@ class DevServer:
         self.ui_port = ui_port or free_port()
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
-        self.dynamic_config = {**FAST_POLLING, **(dynamic_config or {})}
+        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **(dynamic_config or {})}
+        self.http_port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
@@ -250,6 +261,11 @@ class DevServer:
         return self._proc.pid if self._proc is not None else None
 
 
+    def new_http_port(self) -> int:
+        """A free port for the server's HTTP API, kept as ``http_port``."""
+        self.http_port = free_port()
+        return self.http_port
+
     def command(self) -> list[str]:
         """The command line that starts the server."""
         cmd = [
@@ -258,7 +274,7 @@ class DevServer:
             "start-dev",
             "--ip", "127.0.0.1",
             "--port", str(self.port),
-            "--http-port", str(free_port()),
+            "--http-port", str(self.new_http_port()),
             "--metrics-port", str(free_port()),
             "--namespace", self.namespace,
             "--log-level", "warn",

@@ -154,11 +154,12 @@ def deployment_config(deployment_name: str, build_id: str) -> WorkerDeploymentCo
 
 def protect_process() -> bool:
     """Make this process's memory and ``/proc/<pid>/environ`` unreadable to
-    other processes of the same (non-root) user: ``PR_SET_DUMPABLE`` 0.
+    other processes of the same user: ``PR_SET_DUMPABLE`` 0.
 
-    Defence in depth for processes that hold provider keys, for when shell
-    commands run without a sandbox; root (``CAP_SYS_PTRACE``) still reads
-    them. Returns whether it worked (Linux only).
+    Defence in depth for processes that hold keys: a shell command of the
+    same user (or uid 0, whose capabilities the sandbox drops in every mode)
+    cannot read them; only a process with ``CAP_SYS_PTRACE`` still can.
+    Returns whether it worked (Linux only).
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -217,8 +218,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
     tune_collector()
     if role == "tools":
         check_tools_environment()
-    else:
-        protect_process()
+    protect_process()  # every role: a tools worker holds the encryption keys and Temporal's credentials
     import_modules(config.imports)
     configure_logging()
     telemetry = Telemetry.from_env(metrics_port=metrics_port)
@@ -243,8 +243,8 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
     sandbox_line = sandbox.describe() if role != "models" else None
     async with worker:
         print(f"agentloop worker: {describe_worker(config, role)}", file=sys.stderr, flush=True)
-        if sandbox_line:
-            log.info("%s", sandbox_line)
+        if sandbox_line:  # on the start line's heels, not in the INFO log: what a command can reach
+            print(f"agentloop worker: {sandbox_line}", file=sys.stderr, flush=True)
         await stop.wait()
         print("agentloop worker: stopping; in-flight activities may finish (up to 30 s)", file=sys.stderr,
               flush=True)

@@ -118,7 +118,9 @@ class SubAgentRunner:
             depth=self.link.depth + 1 if self.link else 1,
             max_depth=self.link.max_depth if self.link else self.top_spec.max_depth,
         )
-        return AgentRunInput(spec=sub.spec.model_copy(update={"budget": budget}),
+        # A sub-agent that names no workspace works in its parent's, never in the worker's default.
+        workspace = sub.spec.workspace or spec.workspace
+        return AgentRunInput(spec=sub.spec.model_copy(update={"budget": budget, "workspace": workspace}),
                              messages=child_messages(sub, state.messages, task), parent=link)
 
     async def _run_child(

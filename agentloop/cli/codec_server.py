@@ -9,7 +9,7 @@ import importlib
 from typing import Any
 
 from agentloop.cli.common import say
-from agentloop.cli.http import checked_host, serve_until_cancelled
+from agentloop.cli.http import checked_host, listening_socket, say_doors, serve_until_cancelled
 from agentloop.shared.errors import UserError
 
 
@@ -52,22 +52,26 @@ def load_codec(reference: str | None) -> Any:
 async def cmd_codec_server(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from agentloop.server.codec import DEFAULT_UI_ORIGINS, create_codec_app
+    from agentloop.server.codec import DEFAULT_UI_ORIGINS, codec_doors, create_codec_app
     from agentloop.server.settings import ServerSettings
 
     codec = load_codec(args.codec)
     settings = ServerSettings.from_env()
     settings.cors_origins += args.cors_origin
+    settings.allowed_hosts += args.allowed_host
     host = checked_host(settings, args.host, "the codec server")
+    sock = listening_socket(host, args.port)
+    settings.port = sock.getsockname()[1]
     app = create_codec_app(codec, settings)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=args.port, log_level="warning",
-                                           timeout_graceful_shutdown=3))
-    say(f"agentloop codec-server: http://{host}:{args.port} ({codec!r}); CORS origins: "
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=3))
+    shown = f"[{host}]" if ":" in host else host
+    say(f"agentloop codec-server: http://{shown}:{settings.port} ({codec!r}); CORS origins: "
         f"{', '.join(settings.cors_origins or DEFAULT_UI_ORIGINS)}")
+    say_doors(codec_doors(settings))
     if settings.tokens:
         say("tokens: decode needs scope read, encode needs act: "
             + ", ".join(f"{t.name} ({t.scope})" for t in settings.tokens))
     else:
         say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may decode")
-    await serve_until_cancelled(server)
+    await serve_until_cancelled(server, [sock])
     return 0

@@ -254,8 +254,7 @@ async def session(
         tune_collector()
         if role == "tools":
             check_tools_environment()
-        else:
-            protect_process()
+        protect_process()
         if role != "models":
             from agentloop.activities.sandbox import describe
 

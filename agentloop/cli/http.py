@@ -76,6 +76,13 @@ def checked_host(settings: Any, host: str | None, what: str) -> str:
     return host
 
 
+def say_doors(doors: Any) -> None:
+    """The start line's hosts and origins: exactly what the checks accept."""
+    origins = sorted(doors.origins)
+    say(f"accepts Host: {', '.join(doors.accepted_hosts())}; changes from Origin: this server's own"
+        + (f", {', '.join(origins)}" if origins else " only") + " (docs/security.md)")
+
+
 async def serve_until_cancelled(server: Any, sockets: list[socket.socket] | None = None) -> None:
     """Run a uvicorn server; a cancelled command (Ctrl-C, SIGTERM) lets it
     finish its requests (its graceful shutdown) first."""
@@ -113,10 +120,14 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
     from agentloop.client.agent_client import AgentClient
     from agentloop.server import ServerSettings, create_app
+    from agentloop.server.app import server_doors
 
-    settings = ServerSettings.from_env(agents=registered_agents(args.agent), registered_only=args.registered_only)
-    if args.cors_origin:
-        settings.cors_origins += args.cors_origin
+    settings = ServerSettings.from_env(
+        agents=registered_agents(args.agent), registered_only=args.registered_only,
+        max_body_bytes=args.max_body_bytes, max_payload_bytes=args.max_payload_bytes, max_streams=args.max_streams,
+        max_streams_per_caller=args.max_streams_per_token)
+    settings.cors_origins += args.cors_origin
+    settings.allowed_hosts += args.allowed_host
     host = checked_host(settings, args.host, "the server")
     config, _ = command_config(args.imports)
     embedded = config.address is None
@@ -130,7 +141,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         app = create_app(client, settings)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
         sock = listening_socket(host, args.port)
-        port = sock.getsockname()[1]
+        port = settings.port = sock.getsockname()[1]
         where = f"embedded server {s.config.address}" if embedded else f"Temporal at {s.config.address}"
         shown = f"[{host}]" if ":" in host else host
         say(f"agentloop serve: http://{shown}:{port}/ ({where}, namespace {s.config.namespace!r}, "
@@ -139,6 +150,9 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             say(f"tokens: {', '.join(f'{t.name} ({t.scope})' for t in settings.tokens)}")
         else:
             say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may act")
+        say_doors(server_doors(settings))
+        say("inline specs: " + ("accepted (a request may name any tool and workspace)" if settings.inline_specs else
+                                "refused, registered agents only (--allow-inline-specs to accept them)"))
         if settings.agents:
             say(f"agents: {', '.join(sorted(settings.agents))}")
         await serve_until_cancelled(server, [sock])

@@ -52,6 +52,13 @@ def positive(text: str) -> int:
     return value
 
 
+def allowed_hosts(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="a Host name to answer besides 127.0.0.1, localhost and [::1] (also "
+                        "$AGENTLOOP_ALLOWED_HOSTS, comma-separated): the name a proxy or a browser uses to reach "
+                        "this server; with API tokens, giving one turns the Host check on; repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agentloop", description="Durable LLM agent runs on Temporal.")
     parser.add_argument("--version", action="version", version=version_line())
@@ -112,14 +119,31 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve the HTTP API, AG-UI streams and the web console",
         description="Serve runs over HTTP: a JSON API under /v1, Server-Sent Events, AG-UI, and a web console "
                     "at /. Bearer tokens come from AGENTLOOP_API_TOKENS (name:scope:secret, comma-separated; "
-                    "scope read or act); with none, it listens on 127.0.0.1 only.",
+                    "scope read or act; name:act:secret:agents=a|b limits a token to some agents); with none, "
+                    "it listens on 127.0.0.1 only and answers only requests addressed to 127.0.0.1, localhost "
+                    "or [::1] (docs/security.md).",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=port_number, default=8000, help="the HTTP port (default: 8000; 0: a free one, printed)")
     serve.add_argument("--agent", action="append", default=[], metavar="[NAME=]FILE|MODULE:ATTR",
                        help="an agent clients may start by name (AG-UI's /v1/ag-ui/NAME); repeatable")
-    serve.add_argument("--registered-only", action="store_true",
-                       help="start only --agent agents (refuse specs sent in request bodies)")
+    specs = serve.add_mutually_exclusive_group()
+    specs.add_argument("--registered-only", action="store_true", default=None,
+                       help="start only --agent agents (refuse specs sent in request bodies); the default "
+                            "when API tokens are configured")
+    specs.add_argument("--allow-inline-specs", dest="registered_only", action="store_false",
+                       help="with API tokens, still accept whole specs in request bodies (an act token can then "
+                            "start any tool in any workspace)")
+    allowed_hosts(serve)
+    serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024, metavar="N",
+                       help="the largest request body accepted, 413 above it (default: 2 MiB)")
+    serve.add_argument("--max-payload-bytes", type=int, default=2 * 1024 * 1024, metavar="N",
+                       help="Temporal's payload size limit: an approval or tool output over 90%% of it is refused "
+                            "with 413 (default: 2 MiB, the server's default blob size limit)")
+    serve.add_argument("--max-streams", type=int, default=1000, metavar="N",
+                       help="Server-Sent Events streams open at once, in all (default: 1000); 429 past it")
+    serve.add_argument("--max-streams-per-token", type=int, default=500, metavar="N",
+                       help="streams open at once per token, or for the token-less local caller (default: 500)")
     serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                        help="a browser origin allowed to call the API (also $AGENTLOOP_CORS_ORIGINS); repeatable")
     serve.add_argument("--temporal-ui", metavar="URL",
@@ -140,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     codec.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                        help="the Temporal UI's origin (also $AGENTLOOP_CORS_ORIGINS; default: "
                             "http://localhost:8233 and http://127.0.0.1:8233); repeatable")
+    allowed_hosts(codec)
     codec.add_argument("--codec", metavar="MODULE:NAME",
                        help="your own PayloadCodec (or a function returning one) instead of the environment's keys")
 

@@ -233,12 +233,13 @@ async def run_agent(agent: str, body: RunAgentInput, request: Request, state: Se
     ones send its next message (the last user message of ``messages``), or,
     with ``resume``, answer the interrupts the previous AG-UI run ended with
     and follow the turn on. Streams AG-UI events until the AG-UI run ends."""
-    spec = resolve_spec(state, agent)
+    spec = resolve_spec(state, agent, caller)
     thread_id = body.thread_id
     translator = AguiTranslator(thread_id, run_id=body.run_id, input=body, model=spec.model)
     if body.resume:
         offset = await resume(state, thread_id, body.resume, caller)
-        return event_stream(_frames(state, thread_id, offset, translator, one_run=True))
+        return event_stream(_frames(state, thread_id, offset, translator, one_run=True),
+                            state.streams.take(caller.name))
     text = user_text(body)
     try:
         handle = await state.client.send(thread_id, text, spec, by=caller.name)
@@ -246,4 +247,5 @@ async def run_agent(agent: str, body: RunAgentInput, request: Request, state: Se
         raise Problem(409, "Thread busy", str(err)) from None
     except MessageRefused as err:
         raise Problem(409, "Message refused", str(err)) from None
-    return event_stream(_frames(state, thread_id, handle.offset, translator, turn=handle.turn, one_run=True))
+    return event_stream(_frames(state, thread_id, handle.offset, translator, turn=handle.turn, one_run=True),
+                        state.streams.take(caller.name))

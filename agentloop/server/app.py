@@ -12,8 +12,10 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from agentloop.server import agui, console, problems, runs, threads
 from agentloop.server.deps import ServerState
+from agentloop.server.doors import DoorGuard, Doors, doors_for
 from agentloop.server.hub import RunHub
 from agentloop.server.settings import ServerSettings
+from agentloop.server.sse import StreamSlots
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -39,10 +41,11 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
 
     app = FastAPI(
         title="agentloop", version=API_VERSION, lifespan=lifespan,
-        openapi_url=f"/{API_VERSION}/openapi.json", docs_url=f"/{API_VERSION}/docs", redoc_url=None,
+        openapi_url=f"/{API_VERSION}/openapi.json", docs_url=None, redoc_url=None,
         description="Start, follow, approve and steer durable agent runs. Errors are application/problem+json.",
     )
-    app.state.agentloop = ServerState(client=client, settings=settings, hub=hub)
+    app.state.agentloop = ServerState(client=client, settings=settings, hub=hub,
+                                      streams=StreamSlots(settings.max_streams, settings.max_streams_per_caller))
     problems.install(app)
     if settings.cors_origins:
         app.add_middleware(
@@ -53,4 +56,14 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     app.include_router(threads.router, prefix=f"/{API_VERSION}")
     app.include_router(agui.router, prefix=f"/{API_VERSION}")
     app.include_router(console.router)
+    # Outermost, so that CORS preflights too answer only to allowed hosts.
+    app.add_middleware(DoorGuard, doors=lambda: server_doors(settings))
     return app
+
+
+def server_doors(settings: ServerSettings) -> Doors:
+    """The host, origin, content-type and size checks of ``settings`` (read
+    per request, so that a port bound after the app was made counts)."""
+    return doors_for(tokens=bool(settings.tokens), allowed_hosts=settings.allowed_hosts,
+                     cors_origins=settings.cors_origins, port=settings.port,
+                     max_body_bytes=settings.max_body_bytes)

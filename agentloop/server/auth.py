@@ -1,6 +1,8 @@
 """Bearer tokens and scopes. A request names its token in the
-``Authorization: Bearer`` header, or (for ``EventSource``, which cannot set
-headers) in the ``access_token`` query parameter."""
+``Authorization: Bearer`` header, or, on a GET only (an ``EventSource``
+cannot set headers), in the ``access_token`` query parameter: a URL is
+written to access logs and proxies' logs, so a token that can act is never
+taken from one on a request that acts."""
 
 from __future__ import annotations
 
@@ -18,10 +20,12 @@ LOCAL_CALLER = "local"
 
 @dataclass(frozen=True)
 class Caller:
-    """Who made a request: the token's name, or ``local``."""
+    """Who made a request: the token's name, or ``local``, and the
+    registered agents it may start (None: any)."""
 
     name: str
     scope: Scope
+    agents: tuple[str, ...] | None = None
 
 
 def _presented(request: Request) -> str | None:
@@ -32,6 +36,9 @@ def _presented(request: Request) -> str | None:
             raise Problem(401, "Bad Authorization header",
                           "the Authorization header must be `Bearer <token>`")
         return value.strip()
+    if "access_token" in request.query_params and request.method != "GET":
+        raise Problem(401, "Token in the URL refused", "?access_token= is accepted on GET streams only (URLs "
+                      "are logged); send `Authorization: Bearer <token>`")
     return request.query_params.get("access_token")
 
 
@@ -61,4 +68,4 @@ def authorize(settings: ServerSettings, request: Request, needed: Scope) -> Call
     if not token.allows(needed):
         raise Problem(403, "Scope too small", f"token {token.name!r} has scope {token.scope!r}; this "
                       f"request needs {needed!r}")
-    return Caller(token.name, token.scope)
+    return Caller(token.name, token.scope, token.agents)

@@ -24,6 +24,7 @@ from temporalio.converter import PayloadCodec
 
 from agentloop.server import problems
 from agentloop.server.auth import authorize
+from agentloop.server.doors import DoorGuard, Doors, doors_for
 from agentloop.server.problems import Problem
 from agentloop.server.settings import Scope, ServerSettings
 from agentloop.shared.errors import AgentLoopError
@@ -54,6 +55,8 @@ def create_codec_app(codec: PayloadCodec, settings: ServerSettings | None = None
         allow_headers=["Authorization", "Content-Type", "X-Namespace"], allow_credentials="*" not in origins,
         max_age=600,
     )
+    # Outermost: a page that rebinds its name to 127.0.0.1 gets nothing decoded.
+    app.add_middleware(DoorGuard, doors=lambda: codec_doors(settings))
 
     async def answer(request: Request, needed: Scope, decode: bool) -> JSONResponse:
         authorize(settings, request, needed)
@@ -74,6 +77,14 @@ def create_codec_app(codec: PayloadCodec, settings: ServerSettings | None = None
         return await answer(request, "act", decode=False)
 
     return app
+
+
+def codec_doors(settings: ServerSettings) -> Doors:
+    """The codec server's host, origin, content-type and size checks: its
+    CORS origins (the UI's by default) are the origins allowed."""
+    return doors_for(tokens=bool(settings.tokens), allowed_hosts=settings.allowed_hosts,
+                     cors_origins=settings.cors_origins or DEFAULT_UI_ORIGINS, port=settings.port,
+                     max_body_bytes=MAX_BODY_BYTES)
 
 
 async def _payloads(request: Request) -> Payloads:

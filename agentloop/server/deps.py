@@ -14,6 +14,7 @@ from agentloop.server.auth import Caller, authorize
 from agentloop.server.hub import RunHub
 from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
+from agentloop.server.sse import StreamSlots
 from agentloop.shared.spec import AgentSpec
 
 if TYPE_CHECKING:
@@ -29,6 +30,7 @@ class ServerState:
     client: AgentClient
     settings: ServerSettings
     hub: RunHub
+    streams: StreamSlots
 
 
 def server_state(request: Request) -> ServerState:
@@ -50,18 +52,31 @@ Actor = Depends(actor)
 State = Depends(server_state)
 
 
-def resolve_spec(state: ServerState, spec: AgentSpec | str) -> AgentSpec:
-    """The spec a request names: inline, or registered by name."""
+def resolve_spec(state: ServerState, spec: AgentSpec | str, caller: Caller | None = None) -> AgentSpec:
+    """The spec a request names: inline, or registered by name, if the
+    server and the caller's token may start it.
+
+    Raises:
+        Problem: 404 for an unknown agent; 403 for an inline spec where only
+            registered agents start, or an agent the token may not start.
+    """
     agents = state.settings.agents
+    limited = caller.agents if caller is not None else None
+    if limited is not None and (not isinstance(spec, str) or spec not in limited):
+        asked = f"agent {spec[:80]!r}" if isinstance(spec, str) else "an inline spec"
+        raise Problem(403, "Agent not allowed", f"token {caller.name!r} may start only "  # type: ignore[union-attr]
+                      f"{', '.join(limited)}; it asked for {asked}")
     if isinstance(spec, str):
         if spec not in agents:
             known = ", ".join(sorted(agents)) or "none (start the server with --agent NAME=FILE)"
             raise Problem(404, "Unknown agent", f"no agent {spec[:80]!r} is registered with this server; "
                           f"registered: {known}")
         return agents[spec]
-    if state.settings.registered_only:
-        raise Problem(403, "Inline specs refused", "this server starts registered agents only: send the "
-                      f"agent's name as spec ({', '.join(sorted(agents)) or 'none registered'})")
+    if not state.settings.inline_specs:
+        why = ("a server with API tokens starts registered agents only unless started with --allow-inline-specs"
+               if state.settings.registered_only is None else "this server starts registered agents only")
+        raise Problem(403, "Inline specs refused", f"{why}: send the agent's name as spec "
+                      f"({', '.join(sorted(agents)) or 'none registered: start the server with --agent NAME=FILE'})")
     return spec
 
 
@@ -108,3 +123,24 @@ async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandl
         raise Problem(503, "No worker answers", f"no worker answered for run {run_id[:200]!r} ({err.message}); "
                       f"a run is read from its workflow: start a worker on task queue "
                       f"{state.client.task_queue!r}") from None
+
+
+#: The share of Temporal's payload limit an approval or tool output may use.
+PAYLOAD_SHARE = 0.9
+
+
+async def fits_or_413(state: ServerState, value: Any, what: str) -> None:
+    """Refuse ``value`` before it reaches Temporal when, encoded as the
+    worker's converter and codec encode it (encryption included), it is over
+    90% of the payload limit.
+
+    Raises:
+        Problem: 413, naming the size and the limit.
+    """
+    payloads = await state.client.temporal.data_converter.encode([value])
+    size = sum(p.ByteSize() for p in payloads)
+    limit = int(state.settings.max_payload_bytes * PAYLOAD_SHARE)
+    if size > limit:
+        raise Problem(413, "Too large for Temporal", f"{what} is {size} bytes once encoded; Temporal takes "
+                      f"payloads up to {state.settings.max_payload_bytes} bytes and this server sends at most "
+                      f"{limit}: shorten it, or pass a reference (a path, a URL) instead")

@@ -14,7 +14,8 @@ from temporalio.service import RPCError
 
 from agentloop.client.agent_client import RunSummary
 from agentloop.server.auth import Caller
-from agentloop.server.deps import Actor, Reader, ServerState, State, ask, describe_or_404, resolve_spec, running_or_409
+from agentloop.server.deps import (Actor, Reader, ServerState, State, ask, describe_or_404, fits_or_413, resolve_spec,
+                                   running_or_409)
 from agentloop.server.hub import IDLE
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.server.sse import event_stream, frame, resume_offset
@@ -98,7 +99,7 @@ async def start_run(body: StartRun, response: Response, state: ServerState = Sta
     """Start a run (or a thread, with ``thread_id``)."""
     from agentloop.client.agent_client import RunIdInUse
 
-    spec = resolve_spec(state, body.spec)
+    spec = resolve_spec(state, body.spec, caller)
     try:
         handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id)
     except RunIdInUse as err:
@@ -212,8 +213,8 @@ async def run_events(
     if protocol == "ag-ui":
         from agentloop.server.agui import run_stream
 
-        return event_stream(run_stream(state, run_id, offset))
-    return event_stream(_native(state, run_id, offset))
+        return event_stream(run_stream(state, run_id, offset), state.streams.take(caller.name))
+    return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))
 
 
 async def _decided(state: ServerState, run_id: str, call_id: str) -> str:
@@ -255,6 +256,7 @@ async def decide(run_id: str, body: Decide, state: ServerState = State, caller: 
     handle = state.client.get_handle(run_id)
     decision = ApprovalDecision(call_id=body.call_id, decision=body.decision, reason=body.reason,
                                 result=body.result, by=caller.name)
+    await fits_or_413(state, decision, "the decision")
     try:
         accepted = await handle.decide(decision)
     except DecisionRejected as err:
@@ -273,6 +275,7 @@ async def submit_tool_outputs(run_id: str, body: SubmitOutputs, state: ServerSta
                               caller: Caller = Actor) -> Any:
     """Answer every call the run waits for (``requires_action``), by call id."""
     await describe_or_404(state, run_id)
+    await fits_or_413(state, body.tool_outputs, "the tool outputs")
     try:
         accepted = await state.client.get_handle(run_id).submit_tool_outputs(body.tool_outputs)
     except DecisionRejected as err:

@@ -19,23 +19,31 @@ SCOPES: tuple[Scope, ...] = ("read", "act")
 
 TOKENS_ENV = "AGENTLOOP_API_TOKENS"
 CORS_ENV = "AGENTLOOP_CORS_ORIGINS"
+HOSTS_ENV = "AGENTLOOP_ALLOWED_HOSTS"
 
 
 @dataclass(frozen=True)
 class ApiToken:
     """One bearer token: its name (recorded as a decision's ``by``), its
-    scope, and the secret a caller sends."""
+    scope, the secret a caller sends, and the registered agents it may
+    start (None: any)."""
 
     name: str
     scope: Scope
     secret: str = field(repr=False)
+    agents: tuple[str, ...] | None = None
 
     def allows(self, needed: Scope) -> bool:
         return self.scope == "act" or needed == "read"
 
 
+#: How a token's entry names the agents it may start: ``name:act:secret:agents=a|b``.
+AGENTS_SUFFIX = ":agents="
+
+
 def parse_tokens(text: str | None) -> list[ApiToken]:
-    """``name:scope:secret`` entries, comma-separated (``AGENTLOOP_API_TOKENS``).
+    """``name:scope:secret`` entries, comma-separated (``AGENTLOOP_API_TOKENS``);
+    ``name:scope:secret:agents=a|b`` limits a token to starting agents ``a`` and ``b``.
 
     Raises:
         UserError: An entry is not ``name:scope:secret``, a scope is unknown,
@@ -43,6 +51,13 @@ def parse_tokens(text: str | None) -> list[ApiToken]:
     """
     tokens: list[ApiToken] = []
     for number, entry in enumerate(filter(None, (e.strip() for e in (text or "").split(","))), 1):
+        agents: tuple[str, ...] | None = None
+        if AGENTS_SUFFIX in entry:
+            entry, _, listed = entry.rpartition(AGENTS_SUFFIX)
+            agents = tuple(a.strip() for a in listed.split("|") if a.strip())
+            if not agents:
+                raise UserError(f"{TOKENS_ENV}: entry {number} has an empty agents= list; name the agents the "
+                                "token may start, e.g. ops:act:s3cret...:agents=triage|digest")
         parts = entry.split(":", 2)
         if len(parts) != 3 or not all(parts):
             raise UserError(f"{TOKENS_ENV}: entry {number} is not name:scope:secret (e.g. "
@@ -53,7 +68,7 @@ def parse_tokens(text: str | None) -> list[ApiToken]:
         if len(secret) < 16:
             raise UserError(f"{TOKENS_ENV}: token {name!r} is {len(secret)} characters; use at least 16 "
                             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')")
-        tokens.append(ApiToken(name, scope, secret))  # type: ignore[arg-type]
+        tokens.append(ApiToken(name, scope, secret, agents))  # type: ignore[arg-type]
     for what, values in (("name", [t.name for t in tokens]), ("secret", [t.secret for t in tokens])):
         if len(set(values)) != len(values):
             raise UserError(f"{TOKENS_ENV}: two tokens have the same {what}; each token needs its own")
@@ -70,7 +85,17 @@ class ServerSettings:
         cors_origins: Origins allowed by CORS (``*`` for any).
         agents: Specs AG-UI clients and ``POST /v1/runs`` may name, by name.
         registered_only: ``POST /v1/runs`` starts only the agents above (a
-            body's inline spec is refused).
+            body's inline spec is refused). None: refused when tokens are
+            configured, accepted on the token-less local server
+            (:attr:`inline_specs`).
+        allowed_hosts: ``Host`` names accepted besides loopback (``--allowed-host``).
+        port: The port the server listens on (the Host check's port); None: any.
+        max_body_bytes: The largest request body accepted (413 above it).
+        max_payload_bytes: Temporal's payload size limit: an approval or tool
+            output whose encoded size is over 90% of it is refused with 413.
+        max_streams: SSE streams open at once, in all.
+        max_streams_per_caller: SSE streams open at once per token (or for the
+            token-less local caller).
         heartbeat_seconds: Idle time after which an SSE stream sends a comment.
         poll_interval: How often a run's one reader asks its workflow for new events.
         temporal_ui: The Temporal UI's base URL, for links from the console.
@@ -79,18 +104,32 @@ class ServerSettings:
     tokens: list[ApiToken] = field(default_factory=list)
     cors_origins: list[str] = field(default_factory=list)
     agents: dict[str, AgentSpec] = field(default_factory=dict)
-    registered_only: bool = False
+    registered_only: bool | None = None
+    allowed_hosts: list[str] = field(default_factory=list)
+    port: int | None = None
+    max_body_bytes: int = 2 * 1024 * 1024
+    max_payload_bytes: int = 2 * 1024 * 1024
+    max_streams: int = 1000
+    max_streams_per_caller: int = 500
     heartbeat_seconds: float = 15.0
     poll_interval: float = 0.05
     temporal_ui: str | None = None
 
+    @property
+    def inline_specs(self) -> bool:
+        """Whether ``POST /v1/runs`` may carry a whole spec: by default only
+        on the token-less local server."""
+        return not self.tokens if self.registered_only is None else not self.registered_only
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: object) -> ServerSettings:
         """Tokens from ``AGENTLOOP_API_TOKENS``, CORS origins from
-        ``AGENTLOOP_CORS_ORIGINS`` (comma-separated); ``fields`` set the rest."""
+        ``AGENTLOOP_CORS_ORIGINS`` and host names from
+        ``AGENTLOOP_ALLOWED_HOSTS`` (comma-separated); ``fields`` set the rest."""
         env = os.environ if environ is None else environ
         return cls(
             tokens=parse_tokens(env.get(TOKENS_ENV)),
             cors_origins=[o.strip() for o in env.get(CORS_ENV, "").split(",") if o.strip()],
+            allowed_hosts=[h.strip() for h in env.get(HOSTS_ENV, "").split(",") if h.strip()],
             **fields,  # type: ignore[arg-type]
         )

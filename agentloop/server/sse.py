@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import Request
@@ -44,13 +44,54 @@ def resume_offset(request: Request, from_: int | None) -> int:
     return from_ or 0
 
 
-def event_stream(frames: AsyncIterator[Any]) -> StreamingResponse:
+class StreamSlots:
+    """How many SSE streams are open, in all and per caller, under caps:
+    past one, a new stream is 429 with ``Retry-After``."""
+
+    #: Seconds a refused client is asked to wait.
+    RETRY_AFTER = 5
+
+    def __init__(self, total: int, per_caller: int) -> None:
+        self.total, self.per_caller = total, per_caller
+        self.open: dict[str, int] = {}
+
+    def take(self, caller: str) -> Callable[[], None]:
+        """A slot for ``caller``'s new stream, and the function that gives it back.
+
+        Raises:
+            Problem: 429 when the total or the caller's cap is reached.
+        """
+        mine, everyone = self.open.get(caller, 0), sum(self.open.values())
+        if everyone >= self.total or mine >= self.per_caller:
+            whose = (f"this server's {self.total} streams" if everyone >= self.total
+                     else f"the {self.per_caller} streams a caller may hold ({caller!r})")
+            raise Problem(429, "Too many streams", f"{whose} are open; close one or retry later "
+                          "(--max-streams, --max-streams-per-token)", headers={"Retry-After": str(self.RETRY_AFTER)})
+        self.open[caller] = mine + 1
+        released = False
+
+        def give_back() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                self.open[caller] -= 1
+                if not self.open[caller]:
+                    del self.open[caller]
+
+        return give_back
+
+
+def event_stream(frames: AsyncIterator[Any], release: Callable[[], None] | None = None) -> StreamingResponse:
     """A ``text/event-stream`` response of ``frames`` (strings), with a
-    heartbeat comment for each :data:`IDLE`."""
+    heartbeat comment for each :data:`IDLE`; ``release`` is called when it ends."""
 
     async def body() -> AsyncIterator[str]:
-        yield "retry: 1000\n\n"
-        async for item in frames:
-            yield HEARTBEAT if item is IDLE else item
+        try:
+            yield "retry: 1000\n\n"
+            async for item in frames:
+                yield HEARTBEAT if item is IDLE else item
+        finally:
+            if release is not None:
+                release()
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -56,7 +56,7 @@ async def send_message(thread_id: str, body: SendBody, state: ServerState = Stat
     """Send the thread its next message, as the token's name (``by``),
     with the thread's double-texting strategy (or ``strategy``). A thread
     that does not exist is started when ``spec`` is given."""
-    spec = resolve_spec(state, body.spec) if body.spec is not None else None
+    spec = resolve_spec(state, body.spec, caller) if body.spec is not None else None
     try:
         handle = await state.client.send(thread_id, body.text, spec, strategy=body.strategy, by=caller.name)
     except ThreadNotFound as err:

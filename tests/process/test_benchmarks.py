@@ -416,3 +416,13 @@ def test_the_codec_cost_benchmark_measures_plain_and_encrypted_runs_and_the_code
     found = re.fullmatch(r"the codec itself: (\d+\.\d+) ms a step \((\d+\.\d) payloads sealed or opened, "
                          r"(\d+\.\d) KiB sealed\)", codec)
     assert found and float(found.group(2)) > 1 and float(found.group(3)) > 0, codec
+
+
+def test_the_sse_hold_benchmark_measures_the_gateway_with_streams_held_and_without() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.sse_hold", "--streams", "20", "--hold", "1"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rss = re.search(r"RSS: (\d+\.\d) MB with none, (\d+\.\d) MB with 20: (-?\d+\.\d) KB a stream", done.stdout)
+    cpu = re.search(r"CPU over 1 s: (\d+\.\d\d) s with none, (\d+\.\d\d) s with 20: (-?\d+\.\d{3}) ms", done.stdout)
+    assert rss and cpu, done.stdout
+    assert float(rss.group(1)) > 0 and float(rss.group(2)) > 0

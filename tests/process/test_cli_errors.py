@@ -185,9 +185,14 @@ async def test_worker_says_where_it_polls_and_when_it_stopped(
         if worker.returncode is None:
             worker.kill()
             await worker.wait()
-    assert started == (f"agentloop worker: role all, polling task queues {task_queue!r} and {task_queue + '-tools'!r} "
-                       f"on {dev_server.address} (namespace 'default', plaintext, unversioned); tools apply_patch, "
-                       "grep_files, list_dir, read_file, shell_command, view_image, write_file\n")
+    lines = (started + rest.decode()).splitlines()
+    assert lines[0] == (f"agentloop worker: role all, polling task queues {task_queue!r} and {task_queue + '-tools'!r} "
+                        f"on {dev_server.address} (namespace 'default', plaintext, unversioned); tools apply_patch, "
+                        "grep_files, list_dir, read_file, shell_command, view_image, write_file")
+    # The next line says what a shell command can reach: files, network, processes.
+    confinement = lines[1]
+    assert confinement.startswith("agentloop worker: shell sandbox: namespace (files: Landlock ABI "), confinement
+    assert "; network: none, loopback only; processes: own PID namespace" in confinement, confinement
     assert worker.returncode == 0
     assert rest.decode().splitlines()[-1] == "agentloop worker: stopped"
     assert out == b""

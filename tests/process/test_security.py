@@ -318,11 +318,9 @@ def test_command_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) ->
     ({"AGENTLOOP_SHELL_SANDBOX": "docker"},
      "AGENTLOOP_SHELL_SANDBOX='docker' is not a sandbox mode; use one of namespace, bwrap, none "
      "(unset: namespace, falling back to none with a warning)"),
-    ({"AGENTLOOP_SHELL_NETWORK": "off"},
-     "AGENTLOOP_SHELL_NETWORK=off needs AGENTLOOP_SHELL_SANDBOX=bwrap; in mode 'namespace' commands share "
-     "the worker's network"),
     ({"AGENTLOOP_SHELL_SANDBOX": "bwrap", "AGENTLOOP_SHELL_NETWORK": "maybe"},
-     "AGENTLOOP_SHELL_NETWORK='maybe': use on or off"),
+     "AGENTLOOP_SHELL_NETWORK='maybe': use off (no network, the default), web (TCP to ports 80 and 443 only) "
+     "or on (the worker's whole network)"),
     ({"AGENTLOOP_SHELL_ENV": "PATH,OPENAI_API_KEY"},
      "AGENTLOOP_SHELL_ENV names provider keys (OPENAI_API_KEY); commands never get those: remove them from "
      "AGENTLOOP_SHELL_ENV"),
@@ -427,7 +425,7 @@ async def test_unset_mode_falls_back_to_none_with_one_warning(
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("shell commands run WITHOUT a sandbox: util-linux unshare and setpriv were not found. "
                               "They can read the environment of every process of this user")
-    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files ")
+    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files: ")
 
 
 # Files outside the workspace, in every mode ---------------------------------------------
@@ -540,16 +538,28 @@ async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, mon
         monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", mode)
         lines[mode] = sandbox.describe()
     assert lines["namespace"] == (
-        "shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; files confined by "
-        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private /tmp)")
+        f"shell sandbox: namespace (files: Landlock ABI {abi}, the workspace read-write, system directories "
+        "read-only, a private /tmp; network: none, loopback only; processes: own PID namespace and /proc, no "
+        "capabilities, allowlisted environment)")
     assert lines["none"] == (
-        "shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files confined by "
-        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private TMPDIR)")
+        f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files: Landlock ABI {abi}, the workspace read-write, "
+        "system directories read-only, a private TMPDIR; network: no TCP connections (Landlock); processes: the "
+        "worker's user, no capabilities, the worker not dumpable)")
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
+    assert "network: TCP to ports 80 and 443 only;" in sandbox.describe()
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on")
+    assert "network: the worker's (AGENTLOOP_SHELL_NETWORK=on);" in sandbox.describe()
+    monkeypatch.delenv("AGENTLOOP_SHELL_NETWORK")
     sandbox._namespace_launcher.cache_clear()
     monkeypatch.setattr(sandbox, "landlock_support", lambda: "the kernel has no Landlock (test)")
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
-    assert sandbox.describe() == ("shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; "
-                                  "files NOT confined: the kernel has no Landlock (test))")
+    assert sandbox.describe() == (
+        "shell sandbox: namespace (files: NOT confined: the kernel has no Landlock (test); network: none, "
+        "loopback only; processes: own PID namespace and /proc, no capabilities, allowlisted environment)")
+    # Without Landlock's network rules, web cannot be had: a sentence, not a worker that thinks it has it.
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
+    with pytest.raises(UserError, match="AGENTLOOP_SHELL_NETWORK=web, but Landlock's network rules need ABI 4"):
+        sandbox.describe()
 
 
 @pytest.mark.parametrize("abi", [1, 2, 3, 4, 5, 6, 7])
@@ -934,7 +944,7 @@ def test_as_a_non_root_user(mode: str, protect: str) -> None:
     for name in ("ppid", "all", "worker"):
         assert out[name].startswith("exit code: "), out[name]
     assert token not in out["ppid"]  # the sandbox's first process: allowlisted environment only
-    landlock = "files confined by Landlock" in out["describe"]
+    landlock = "files: Landlock ABI" in out["describe"]
     if mode == "none" and protect == "no" and not landlock:
         # The fallback's weakness, shown: a plain child reads its worker's environment...
         assert token in out["worker"] and token in out["all"]
@@ -982,3 +992,183 @@ def test_ci_requires_bubblewrap() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     assert "bubblewrap" in script
     assert "export AGENTLOOP_REQUIRE_BWRAP=1" in script
+
+
+# The fleet from inside a command, in every mode (AGENTLOOP_SHELL_NETWORK unset: off) -----
+
+#: What each case does per mode: with the default network (off) no TCP door
+#: on loopback opens, the copied temporal CLI reaches nothing, no raw packet
+#: socket opens. ``none`` has no mount namespace, so a daemon's path socket
+#: outside the workspace stays reachable there (docs/security.md says so).
+REACH_CASES = ("temporal grpc", "temporal http", "agentloop serve", "codec server", "temporal cli", "path socket",
+               "af_packet")
+EXPECTED_REACH = {
+    "namespace": dict.fromkeys(REACH_CASES, "denied"),
+    "bwrap": dict.fromkeys(REACH_CASES, "denied"),
+    "none": {**dict.fromkeys(REACH_CASES, "denied"), "path socket": "got through"},
+}
+
+PY_CONNECT = ("python3 -c 'import socket,sys; s=socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), 3); "
+              "print(\"REACHED\")' {port}")
+PY_UNIX = "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"REACHED\")' {path}"
+PY_PACKET = "python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW); print(\"REACHED\")'"
+
+
+async def start_doors(env: dict[str, str]) -> tuple[list[asyncio.subprocess.Process], int, int]:
+    """A token-less ``agentloop serve`` and ``agentloop codec-server`` on loopback: their ports."""
+    from tests.process.test_http_serve import start_serve
+
+    serve, url, _ = await start_serve(env)
+    key = base64.b64encode(b"k" * 32).decode()
+    codec = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "codec-server", "--port", "0", cwd=ROOT,
+        env={**env, "AGENTLOOP_ENCRYPTION_KEYS": f"k1:{key}"}, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+    assert codec.stderr is not None
+    line = (await asyncio.wait_for(codec.stderr.readline(), 60)).decode()
+    codec_port = int(line.split("http://127.0.0.1:", 1)[1].split()[0].rstrip(";"))
+    return [serve, codec], int(url.rsplit(":", 1)[1]), codec_port
+
+
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
+async def test_a_command_reaches_no_door_of_the_fleet_in_every_mode(
+    mode: str, workspace: Path, dev_server: DevServer, env: dict[str, str], fresh_probes: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_mode(mode, monkeypatch)
+    monkeypatch.delenv("AGENTLOOP_SHELL_NETWORK", raising=False)
+    import socket as sockets
+
+    procs, serve_port, codec_port = await start_doors(env)
+    run_dir = Path("/run") / f"agentloop-test-{uuid.uuid4().hex[:8]}"
+    run_dir.mkdir()
+    listener = sockets.socket(sockets.AF_UNIX)
+    listener.bind(str(run_dir / "daemon.sock"))
+    listener.listen(8)
+    shutil.copy(Path(sys.executable).with_name("temporal"), workspace / "temporal")
+    cases = {
+        "temporal grpc": PY_CONNECT.format(port=dev_server.port),
+        "temporal http": PY_CONNECT.format(port=dev_server.http_port),
+        "agentloop serve": PY_CONNECT.format(port=serve_port),
+        "codec server": PY_CONNECT.format(port=codec_port),
+        "temporal cli": f"./temporal workflow list --address 127.0.0.1:{dev_server.port} --command-timeout 3s "
+                        "--limit 1 && echo REACHED",
+        "path socket": PY_UNIX.format(path=run_dir / "daemon.sock"),
+        "af_packet": PY_PACKET,
+    }
+    try:
+        got = {}
+        for name, command in cases.items():
+            result = await run_shell(workspace, command, timeout_seconds=20)
+            assert result.startswith("exit code: "), result
+            got[name] = "got through" if "REACHED" in result else "denied"
+        # Not vacuous: the same connection from the network the worker has (AGENTLOOP_SHELL_NETWORK=on).
+        monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on")
+        control = await run_shell(workspace, cases["temporal grpc"])
+    finally:
+        listener.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        for proc in procs:
+            proc.terminate()
+            await proc.wait()
+    assert got == EXPECTED_REACH[mode]
+    assert "REACHED" in control, control
+
+
+def test_a_root_worker_s_environment_is_closed_to_its_commands_in_none_mode() -> None:
+    """As root, in ``none`` mode: the command is uid 0 with no capabilities,
+    and the worker is not dumpable, so its /proc entries are closed."""
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("this case is about a worker running as root; test_as_a_non_root_user covers the others")
+    token, secrets = canaries()
+    ws = Path(tempfile.mkdtemp(prefix="agentloop-root-", dir="/tmp"))
+    import sysconfig
+
+    try:
+        env = {"PATH": os.environ.get("PATH", sandbox.DEFAULT_PATH), "HOME": "/root", **secrets,
+               "AGENTLOOP_TEST_SITE": sysconfig.get_paths()["purelib"], "AGENTLOOP_SHELL_SANDBOX": "none"}
+        proc = subprocess.run([sys.executable, "-c", NON_ROOT_PROBE, str(ws), "protect"], env=env, cwd="/tmp",
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        shutil.rmtree(ws, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["uid"] == 0
+    assert token not in out["worker"] and token not in out["all"], out
+    assert f"/proc/{out['worker_pid']}/environ: Permission denied" in out["worker"], out["worker"]
+
+
+async def test_a_run_cannot_start_a_wider_run_through_any_door(
+    workspace: Path, tmp_path: Path, dev_server: DevServer, env: dict[str, str], task_queue: str,
+    temporal_client: Client, spawn_worker,
+) -> None:
+    """The chain: a run confined to its workspace asks its shell to start a
+    run with workspace / through the dev server's HTTP API, its gRPC port
+    (a copied temporal CLI) and a token-less agentloop serve. Nothing
+    starts, and nothing is written outside. With the worker's network
+    (AGENTLOOP_SHELL_NETWORK=on) the wider run does start, and then its
+    workspace of / is refused: the second wall."""
+    procs, serve_port, _ = await start_doors(env)
+    shutil.copy(Path(sys.executable).with_name("temporal"), workspace / "temporal")
+    marker = ROOT / "tests" / "artifacts" / f"escaped-{uuid.uuid4().hex[:8]}"
+    wide = {"spec": {"model": "scripted:wide", "tools": ["shell_command"], "workspace": "/",
+                     "default_permission": "allow"},
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}]}]}
+    ids = {door: f"wide-{door}-{uuid.uuid4().hex[:6]}" for door in ("http", "grpc", "serve")}
+    http_body = json.dumps({"workflowId": ids["http"], "workflowType": {"name": "AgentRunWorkflow"},
+                            "taskQueue": {"name": task_queue},
+                            "input": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="},
+                                                    "data": base64.b64encode(json.dumps(wide).encode()).decode()}]}})
+    serve_body = json.dumps({"spec": wide["spec"], "input": "go", "run_id": ids["serve"]})
+    post = ("python3 -c 'import sys,urllib.request as u; r=u.Request(sys.argv[1], data=sys.argv[2].encode(), "
+            "headers={\"Content-Type\": \"application/json\"}); print(u.urlopen(r, timeout=3).status)' ")
+    escape = "; ".join([
+        post + f"http://127.0.0.1:{dev_server.http_port}/api/v1/namespaces/default/workflows/{ids['http']} "
+        + f"'{http_body}'",
+        f"./temporal workflow start --address 127.0.0.1:{dev_server.port} --command-timeout 3s --type "
+        f"AgentRunWorkflow --task-queue {task_queue} --workflow-id {ids['grpc']} --input '{json.dumps(wide)}'",
+        post + f"http://127.0.0.1:{serve_port}/v1/runs '{serve_body}'",
+        "echo tried all",
+    ])
+    run_env = {"AGENTLOOP_TEST_ESCAPE": escape, "AGENTLOOP_TEST_MARKER": str(marker)}
+    escaping = AgentSpec(model="scripted:escape", tools=["shell_command"], workspace=str(workspace),
+                         default_permission="allow")
+    agents = AgentClient(temporal_client, task_queue=task_queue)
+
+    async def started() -> list[str]:
+        found = []
+        for workflow_id in ids.values():
+            try:
+                await temporal_client.get_workflow_handle(workflow_id).describe()
+                found.append(workflow_id)
+            except Exception:  # noqa: BLE001 - not found
+                pass
+        return found
+
+    try:
+        worker = spawn_worker("tests.helpers.escape_fixture", **run_env)
+        result = await agents.run(escaping, "escape")
+        said = result.messages[1].tool_results[0].content
+        assert "tried all" in said, said
+        assert await started() == [], said
+        assert not marker.exists()
+        worker.terminate()
+        worker.wait()
+        # The control: the worker's own network lets the first wall down...
+        spawn_worker("tests.helpers.escape_fixture", AGENTLOOP_SHELL_NETWORK="on", **run_env)
+        await agents.run(escaping, "escape again")
+        reached = await started()
+        assert ids["grpc"] in reached, reached
+        # ...and the wider run's workspace of / is refused before its shell runs.
+        with pytest.raises(AgentRunFailed) as wider:
+            await agents.get_handle(ids["grpc"]).result()
+        refusal = wider.value.result.messages[1].tool_results[0]
+        assert refusal.is_error and "workspace / would give the run every project" in refusal.content
+        assert not marker.exists()
+    finally:
+        for proc in procs:
+            proc.terminate()
+            await proc.wait()
+        marker.unlink(missing_ok=True)

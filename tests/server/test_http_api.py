@@ -157,7 +157,7 @@ async def test_tool_outputs_stop_and_cancel(agent_client: AgentClient, worker) -
         sse = await follow(api.http, run_id)
         assert sse.types[-1] == "thread.run.completed"
         # An ended run takes no stop or cancel.
-        assert "has ended" in problem(await api.http.post(f"/v1/runs/{run_id}/cancel"), 409)["detail"]
+        assert "has ended" in problem(await api.http.post(f"/v1/runs/{run_id}/cancel", json={}), 409)["detail"]
         problem(await api.http.post(f"/v1/runs/{run_id}/stop", json={}), 409)
 
         waiting = script(calls(write("x.txt")), echo_results)
@@ -166,7 +166,7 @@ async def test_tool_outputs_stop_and_cancel(agent_client: AgentClient, worker) -
         stopped = (await api.http.post("/v1/runs", json=body)).json()["run_id"]
         for run in (cancelled, stopped):
             await wait_state(agent_client.get_handle(run), awaiting(), "the write to wait")
-        answer = await api.http.post(f"/v1/runs/{cancelled}/cancel")
+        answer = await api.http.post(f"/v1/runs/{cancelled}/cancel", json={})
         assert answer.status_code == 202 and answer.json() == {"run_id": cancelled, "requested": "cancel"}
         assert (await follow(api.http, cancelled)).types[-1] == "thread.run.cancelled"
         answer = await api.http.post(f"/v1/runs/{stopped}/stop", json={"reason": "enough"})
@@ -187,7 +187,8 @@ async def test_errors_are_problem_documents(agent_client: AgentClient, worker) -
             ("POST", f"/v1/runs/{missing}/stop", None), ("POST", f"/v1/runs/{missing}/cancel", None),
             ("POST", f"/v1/threads/{missing}/steer", {"text": "t"}),
         ]:
-            found = problem(await api.http.request(method, path, json=body), 404)
+            headers = {"Content-Type": "application/json"} if method == "POST" else None  # an empty JSON POST too
+            found = problem(await api.http.request(method, path, json=body, headers=headers), 404)
             assert missing in found["detail"] and found["instance"] == path, (path, found)
 
         bad = problem(await api.http.post("/v1/runs", json={"spec": "nobody", "input": ""}), 422)
@@ -276,3 +277,22 @@ async def test_cors_preflight_allows_the_configured_origins(agent_client: AgentC
     assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
     assert other.status_code == 400 and "access-control-allow-origin" not in other.headers
     assert simple.headers["access-control-allow-origin"] == "https://console.example.com"
+
+
+async def test_an_approval_too_large_for_temporal_is_413_before_it_reaches_the_run(agent_client: AgentClient,
+                                                                                   worker) -> None:
+    model = script(calls(write("out.txt", "x")), reply("written"))
+    # A payload limit of 100 kB: a 95 kB result passes the body cap but is over 90% of the limit once encoded.
+    settings = ServerSettings(max_payload_bytes=100_000)
+    async with worker(), serve(agent_client, settings) as api:
+        run_id = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(model)), "input": "w"})).json()["run_id"]
+        handle = agent_client.get_handle(run_id)
+        await wait_state(handle, awaiting(), "the write to wait")
+        call_id = (await handle.state()).pending_approvals[0].call_id
+        big = {"call_id": call_id, "decision": "approve", "result": "y" * 95_000}
+        refused = problem(await api.http.post(f"/v1/runs/{run_id}/approvals", json=big), 413)
+        assert "once encoded" in refused["detail"] and "90000" in refused["detail"]
+        # Nothing reached the run: it still waits, and a decision of a normal size is taken.
+        assert (await handle.state()).status == "awaiting_approval"
+        ok = await api.http.post(f"/v1/runs/{run_id}/approvals", json={"call_id": call_id, "decision": "approve"})
+        assert ok.status_code == 200, ok.text

@@ -34,7 +34,7 @@ def problem(response, status: int) -> dict:
 async def test_scopes_the_decider_s_name_and_single_use_decisions(agent_client: AgentClient, worker) -> None:
     model = script(calls(write("out.txt", "x")), reply("written"))
     body = {"spec": asking(model).model_dump(mode="json", exclude_defaults=True), "input": "write"}
-    async with worker(), serve(agent_client, ServerSettings(tokens=TOKENS)) as api:
+    async with worker(), serve(agent_client, ServerSettings(tokens=TOKENS, registered_only=False)) as api:
         http = api.http
         # No token, an unknown token, a malformed header: 401. A read token cannot act: 403.
         assert "Bearer" in problem(await http.post("/v1/runs", json=body), 401)["detail"]
@@ -60,7 +60,7 @@ async def test_scopes_the_decider_s_name_and_single_use_decisions(agent_client: 
 
         # ... but cannot decide, stop, cancel or send.
         decision = {"call_id": "call_0_0", "decision": "approve"}
-        for path, payload in [("approvals", decision), ("stop", None), ("cancel", None),
+        for path, payload in [("approvals", decision), ("stop", {}), ("cancel", {}),
                               ("tool_outputs", {"tool_outputs": [{"call_id": "c", "output": "o"}]})]:
             problem(await http.post(f"/v1/runs/{run_id}/{path}", json=payload, headers=bearer(DASHBOARD)), 403)
         for path in ("messages", "steer"):

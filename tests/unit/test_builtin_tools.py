@@ -1076,3 +1076,38 @@ async def test_a_name_or_path_too_long_is_refused_in_the_tools_words(ws: Path, t
     else:
         assert "(3,000 levels)" in message and message.endswith("bytes here: use a shorter path"), message
     assert message.startswith("Path '" + path[:60] + "... (")
+
+
+def test_a_workspace_that_would_widen_what_a_run_touches_is_refused() -> None:
+    from agentloop.activities.workspace import widening_problem
+
+    home = Path("/home/w")
+    roots = [Path("/srv/runs")]
+    refused = {
+        "/": None, "/home": None, "/tmp": None, "/usr/lib": None, "/etc": None, "/home/w": None,
+        "/srv/runs": roots, "/srv/other/p": roots,
+    }
+    for place, with_roots in refused.items():
+        assert widening_problem(Path(place), roots=with_roots, home=home), place
+    assert "holds this worker's home directory" in widening_problem(Path("/x"), roots=None, home=Path("/x/home"))
+    for place, with_roots in {"/srv/runs/a": roots, "/home/w/project": None, "/tmp/pytest-1/ws": None,
+                              "/var/lib/agentloop/ws": None}.items():
+        assert widening_problem(Path(place), roots=with_roots, home=home) is None, place
+
+
+def test_a_sub_agent_works_inside_its_parent_s_workspace() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from agentloop.shared.spec import AgentSpec, SubAgent
+
+    def parent(child_ws):
+        return AgentSpec(model="scripted:demo", workspace="/srv/runs/a",
+                         sub_agents={"helper": SubAgent(description="h", spec=AgentSpec(model="scripted:demo",
+                                                                                         workspace=child_ws))})
+
+    assert parent("/srv/runs/a/sub").sub_agents["helper"].spec.workspace == "/srv/runs/a/sub"
+    assert parent(None).sub_agents["helper"].spec.workspace is None
+    for wider in ("/srv/runs", "/", "/srv/runs/ab", "/srv/runs/a/../b"):
+        with pytest.raises(ValidationError, match="is not inside its parent's"):
+            parent(wider)

@@ -250,7 +250,7 @@ async def test_the_codec_server_decodes_for_read_encodes_for_act_and_answers_the
         (other,) = await EncryptionCodec([("kz", KEY_B)]).encode([plain("x")])
         lacking = await http.post("/decode", json=as_json([other]), headers=read)
         assert lacking.status_code == 400 and "'kz'" in lacking.json()["detail"]
-        bad = await http.post("/decode", content=b"[1, 2]", headers=read)
+        bad = await http.post("/decode", content=b"[1, 2]", headers={**read, "Content-Type": "application/json"})
         assert bad.status_code == 400 and "JSON Payloads" in bad.json()["detail"]
         # CORS: the Temporal UI's origin (agentloop dev, port 8233) by default; others are not allowed.
         preflight = {"Access-Control-Request-Method": "POST",

@@ -119,7 +119,7 @@
     return out + esc(text.slice(last));
   }
 
-  function jsonBlock(value) { return el("pre", { class: "json", html: jsonHtml(value) }); }
+  function jsonBlock(value, cls = "json") { return el("pre", { class: cls, html: jsonHtml(value) }); }
 
   function parseJson(text) {
     const t = (text || "").trim();
@@ -226,7 +226,8 @@
     const headers = { Accept: "application/json" };
     const secret = token.get();
     if (secret) headers.Authorization = `Bearer ${secret}`;
-    if (body !== undefined) headers["Content-Type"] = "application/json";
+    // Every POST is JSON, empty ones too: the server refuses any other (no cross-site form can act).
+    if (body !== undefined || method === "POST") headers["Content-Type"] = "application/json";
     let res;
     try {
       res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -581,7 +582,7 @@
           el("span", { class: "meta", text: `step ${a.step} · asked ${fmtAgo(a.asked_at)}${a.expires_at ? ` · expires ${fmtAgo(a.expires_at)}` : ""}` }),
           el("span", { class: "meta mono", text: a.call_id })),
         a.reason ? el("p", { class: "why", text: a.reason }) : null,
-        jsonBlock(a.arguments || {}),
+        jsonBlock(a.arguments || {}, "json wrap"),
         el("div", { class: "decision-form" }, reason, el("div", { class: "buttons" }, buttons)));
     }
 
@@ -630,7 +631,7 @@
           el("span", { class: "tool-name", text: a.tool_name }),
           el("span", { class: "meta", text: `step ${a.step} · ${a.reason === "client_tool" ? "a client tool" : a.reason}` }),
           el("span", { class: "meta mono", text: a.call_id })),
-        jsonBlock(a.arguments || {}), form);
+        jsonBlock(a.arguments || {}, "json wrap"), form);
     }
 
     // --- events
