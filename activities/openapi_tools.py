@@ -140,11 +140,12 @@ def _normalised_type(node: dict[str, Any], out: dict[str, Any], dropped: list[st
 
 def _json_schema(node: Any, dropped: list[str] | None = None) -> Any:
     """An OpenAPI (3.0, or Swagger 2.0) schema as JSON schema: ``nullable``
-    (or Swagger 2.0's ``x-nullable``) as a ``null`` type, boolean ``exclusiveMinimum``/``Maximum`` as numbers,
-    ``type: file`` as a string, ``int``/``bool``/``float`` as JSON schema's
-    names, a type from a lone ``format``, ``required: true`` on a property
-    as its object's ``required``, annotations the model needs not left out.
-    A type JSON schema does not know is left out, and added to ``dropped``."""
+    (or ``x-nullable``) as a ``null`` type, boolean ``exclusiveMinimum``/
+    ``Maximum`` as numbers, ``type: file`` as a string, ``int``/``bool``/
+    ``float`` as JSON schema's names, a type from a lone ``format``,
+    ``required: true`` on a property as its object's ``required``,
+    annotations the model needs not left out. A type JSON schema does not
+    know is left out, and added to ``dropped``."""
     dropped = [] if dropped is None else dropped
     if isinstance(node, list):
         return [_json_schema(v, dropped) for v in node]

@@ -97,19 +97,19 @@ async def undecodable(history: Any, converter: Any) -> str | None:
     except Exception:
         known = set()
     codec = converter.payload_codec
+    have = ", ".join(repr(k) for k in getattr(codec, "key_ids", [])) or "none"
     for event in history.events:
         for payload in _payloads(event):
-            encoding = payload.metadata.get("encoding", b"")
             if codec is not None:
                 try:
                     [payload] = await codec.decode([payload])
                 except EncryptionKeyMissing as err:
                     return (f"its payloads are encrypted with key {err.key_id!r}, which this process lacks (it has "
-                            f"{', '.join(repr(k) for k in getattr(codec, 'key_ids', [])) or 'none'}); add {err.key_id!r} to "
-                            f"{KEYS_ENV} (keyid:base64key,...) or the file {KEY_FILE_ENV} names")
+                            f"{have}); add {err.key_id!r} to {KEYS_ENV} (keyid:base64key,...) or the file "
+                            f"{KEY_FILE_ENV} names")
                 except Exception as err:  # a codec of the user's own, or a tampered payload
                     return f"a payload does not decode: {type(err).__name__}: {' '.join(str(err).split())[:300]}"
-                encoding = payload.metadata.get("encoding", b"")
+            encoding = payload.metadata.get("encoding", b"")
             if encoding == ENCODING:
                 key_id = payload.metadata.get(KEY_ID_METADATA, b"").decode(errors="replace")
                 return (f"its payloads are encrypted with key {key_id!r}, which this process lacks (no key is "
