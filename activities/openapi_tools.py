@@ -46,7 +46,7 @@ _PATH_ITEM_FIELDS = {"summary", "description", "servers", "parameters", "$ref"}
 #: A Swagger 2.0 parameter's fields that are JSON schema.
 _SWAGGER_SCHEMA_FIELDS = ("type", "format", "items", "enum", "default", "minimum", "maximum", "exclusiveMinimum",
                           "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
-                          "uniqueItems", "multipleOf")
+                          "uniqueItems", "multipleOf", "nullable", "x-nullable")
 #: How a Swagger 2.0 array parameter's values are joined (``multi``: the parameter repeated).
 _COLLECTION_SEPARATORS = {"csv": ",", "ssv": " ", "tsv": "\t", "pipes": "|"}
 #: Largest image of a response the model is shown (as an image part).
@@ -103,38 +103,113 @@ def _resolve(node: Any, document: dict[str, Any], depth: int = 0) -> Any:
     return node
 
 
-def _json_schema(node: Any) -> Any:
+#: Type names found in real documents, as JSON schema names them (``file``: its content, as a string).
+_TYPE_ALIASES = {"int": "integer", "long": "integer", "float": "number", "double": "number", "bool": "boolean",
+                 "str": "string", "file": "string", "dict": "object", "map": "object", "list": "array"}
+_JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
+#: A ``format`` given without a ``type``: the type it implies.
+_FORMAT_TYPES = {"int32": "integer", "int64": "integer", "float": "number", "double": "number"}
+
+
+def _normalised_type(node: dict[str, Any], out: dict[str, Any], dropped: list[str]) -> None:
+    """``out``'s ``type`` as JSON schema names it: aliases (``int``,
+    ``bool``, ``float``, ``file``...) renamed, a type implied by a lone
+    ``format``, unknown names left out (and added to ``dropped``)."""
+    kind = out.get("type")
+    if kind is None and isinstance(out.get("format"), str) and not any(k in out for k in ("oneOf", "anyOf",
+                                                                                           "allOf", "$ref")):
+        out["type"] = _FORMAT_TYPES.get(out["format"], "string")
+        return
+    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
+    known = []
+    for name in kinds:
+        name = _TYPE_ALIASES.get(name.lower(), name.lower()) if isinstance(name, str) else name
+        if name in _JSON_TYPES:
+            known.append(name)
+        else:
+            dropped.append(repr(name))
+    if kind is None:
+        return
+    if not known:
+        out.pop("type")
+    else:
+        out["type"] = known if isinstance(kind, list) else known[0]
+    if node.get("type") == "file":
+        out.setdefault("description", "The file's content.")
+
+
+def _json_schema(node: Any, dropped: list[str] | None = None) -> Any:
     """An OpenAPI (3.0, or Swagger 2.0) schema as JSON schema: ``nullable``
-    as a ``null`` type, boolean ``exclusiveMinimum``/``Maximum`` as numbers,
-    ``type: file`` as a string, annotations the model needs not left out."""
+    (or ``x-nullable``) as a ``null`` type, boolean ``exclusiveMinimum``/
+    ``Maximum`` as numbers, ``type: file`` as a string, ``int``/``bool``/
+    ``float`` as JSON schema's names, a type from a lone ``format``,
+    ``required: true`` on a property as its object's ``required``,
+    annotations the model needs not left out. A type JSON schema does not
+    know is left out, and added to ``dropped``."""
+    dropped = [] if dropped is None else dropped
     if isinstance(node, list):
-        return [_json_schema(v) for v in node]
+        return [_json_schema(v, dropped) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {k: _json_schema(v) for k, v in node.items()
+    out = {k: (_json_schema(v, dropped) if k != "properties" or not isinstance(v, dict) else
+               {name: _json_schema(sub, dropped) for name, sub in v.items()})
+           for k, v in node.items()
            if not k.startswith("x-") and k not in ("nullable", "discriminator", "xml", "externalDocs", "example",
                                                    "collectionFormat", "readOnly", "writeOnly")}
     for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
         if isinstance(out.get(bound), bool):
             if out.pop(bound) and limit in out:
                 out[bound] = out.pop(limit)
-    if out.get("type") == "file":
-        out["type"] = "string"
-        out.setdefault("description", "The file's content.")
-    if node.get("nullable") is True and isinstance(out.get("type"), str):
+    _normalised_type(node, out, dropped)
+    if isinstance(out.get("required"), bool):  # ``required: true`` on a property: its object says it
+        out.pop("required")
+    if isinstance(out.get("properties"), dict):
+        lifted = [name for name, sub in (node.get("properties") or {}).items()
+                  if isinstance(sub, dict) and sub.get("required") is True]
+        listed = out.get("required") if isinstance(out.get("required"), list) else []
+        if lifted:
+            out["required"] = listed + [name for name in lifted if name not in listed]
+    if (node.get("nullable") is True or node.get("x-nullable") is True) and isinstance(out.get("type"), str):
         out["type"] = [out["type"], "null"]
     return out
 
 
-def _parameter_schema(parameter: dict[str, Any], swagger: bool) -> dict[str, Any]:
+def _parameter_schema(parameter: dict[str, Any], swagger: bool, operation: str = "") -> dict[str, Any]:
+    """A parameter's JSON schema; a type JSON schema does not know is left
+    out, with a warning naming the operation and the parameter."""
     if swagger and parameter.get("in") != "body":
         schema = {k: parameter[k] for k in _SWAGGER_SCHEMA_FIELDS if k in parameter}
     else:
         schema = dict(parameter.get("schema") or {})
-    schema = _json_schema(schema) or {"type": "string"}
+    dropped: list[str] = []
+    schema = _json_schema(schema, dropped)
+    if not schema and not dropped:
+        schema = {"type": "string"}
+    if dropped:
+        _warn_dropped(operation, f"parameter {parameter.get('name', 'body')!r}", dropped)
     if parameter.get("description"):
         schema["description"] = parameter["description"]
     return schema
+
+
+def _warn_dropped(operation: str, where: str, dropped: list[str]) -> None:
+    log.warning("%s: %s has the type %s, which JSON schema does not know; it is left out of the schema the model "
+                "sees, and the API checks that value", operation, where, ", ".join(sorted(set(dropped))))
+
+
+def _checkable(operation: str, schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` is one a validator can apply; if not, a warning
+    at registration, and the operation's arguments go to the API unchecked."""
+    import jsonschema
+
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        where = ".".join(str(p) for p in exc.absolute_path) or "(schema)"
+        log.warning("%s: its parameters' schema is not valid JSON schema at %s (%s); the model's arguments go to "
+                    "the API unchecked", operation, where, exc.message[:200])
+        return False
+    return True
 
 
 def _is_json(content_type: str) -> bool:
@@ -165,8 +240,8 @@ class OpenApiOperation(Tool):
         properties: dict[str, Any] = {}
         required: list[str] = []
         for p in self.params:
-            properties[p["name"]] = _parameter_schema(p, swagger)
-            if p.get("required") or p.get("in") == "path":
+            properties[p["name"]] = _parameter_schema(p, swagger, self.name)
+            if p.get("required") is True or p.get("in") == "path":
                 required.append(p["name"])
         #: How the body is sent: "json", "form", "multipart" or "raw" (with :attr:`content_type`), or None.
         self.body_kind: str | None = None
@@ -175,7 +250,7 @@ class OpenApiOperation(Tool):
         if swagger:
             body = next((p for p in params.values() if p.get("in") == "body"), None)
             if body is not None:
-                properties["body"] = _parameter_schema(body, swagger)
+                properties["body"] = _parameter_schema(body, swagger, self.name)
                 if body.get("required"):
                     required.append("body")
                 self.content_type = next((c for c in consumes if _is_json(c)), consumes[0] if consumes else
@@ -188,6 +263,7 @@ class OpenApiOperation(Tool):
             self._request_body(_resolve(operation.get("requestBody"), document) or {}, properties, required)
         self._schema = {"type": "object", "properties": properties, "required": required,
                         "additionalProperties": False}
+        self._checkable = _checkable(self.name, self._schema)
 
     def _request_body(self, body: dict[str, Any], properties: dict[str, Any], required: list[str]) -> None:
         content = body.get("content") or {}
@@ -199,7 +275,10 @@ class OpenApiOperation(Tool):
             media = next((c for c in content if c in ("application/x-www-form-urlencoded", "multipart/form-data")),
                          next(iter(content)))
             kind = {"application/x-www-form-urlencoded": "form", "multipart/form-data": "multipart"}.get(media, "raw")
-        schema = _json_schema((content.get(media) or {}).get("schema"))
+        dropped: list[str] = []
+        schema = _json_schema((content.get(media) or {}).get("schema"), dropped)
+        if dropped:
+            _warn_dropped(self.name, "the request body", dropped)
         if schema is None:
             schema = {"type": "string"} if kind == "raw" else {"type": "object"}
         properties["body"] = schema
@@ -221,8 +300,16 @@ class OpenApiOperation(Tool):
         """
         import jsonschema
 
-        errors = sorted(jsonschema.Draft202012Validator(self._schema).iter_errors(arguments),
-                        key=lambda e: [str(p) for p in e.absolute_path])
+        if not self._checkable:
+            return arguments
+        try:
+            errors = sorted(jsonschema.Draft202012Validator(self._schema).iter_errors(arguments),
+                            key=lambda e: [str(p) for p in e.absolute_path])
+        except (jsonschema.exceptions.UnknownType, jsonschema.exceptions.SchemaError,
+                jsonschema.exceptions.UndefinedTypeCheck) as exc:  # the document's fault, not the model's
+            log.warning("%s: its schema cannot check arguments (%s: %s); the API checks them",
+                        self.name, type(exc).__name__, str(exc).splitlines()[0][:200])
+            return arguments
         if errors:
             raise InvalidToolArguments(invalid_arguments_message(self.name, errors))
         return arguments

@@ -234,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         "replay", help="replay runs' histories from the server against this code (before a deploy)",
         description="Replay the histories of recent runs on the server ($TEMPORAL_ADDRESS) against the workflow "
                     "code installed here. Exits 1 when any would fail (non-determinism): a deploy of this code "
-                    "would break those runs. Run it in CI before a ramp (docs/deploying.md).",
+                    "would break those runs; 3 when none would, but some could not be replayed as their payloads "
+                    "do not decode here (encrypted with a key this process lacks: set AGENTLOOP_ENCRYPTION_KEYS). "
+                    "Run it in CI before a ramp (docs/deploying.md).",
     )
     replay.add_argument("--last", type=positive, default=20, metavar="N",
                         help="the newest N runs that match (default: 20)")
@@ -243,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--running", action="store_true",
                         help="running runs too (their history so far), not only completed ones")
     replay.add_argument("--json", action="store_true", help="one JSON object per run and line")
+    replay.add_argument("--verbose", action="store_true",
+                        help="also the SDK's log of each failed workflow task, with its traceback")
 
     watch = sub.add_parser(
         "watch", help="follow a run's events until it ends (a finished run's are replayed)",

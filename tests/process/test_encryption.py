@@ -28,7 +28,7 @@ from agentloop import AgentClient, AgentLoopPlugin
 from agentloop.shared.encryption import ENCODING, KEY_ID_METADATA, KEYS_ENV, EncryptionCodec
 from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.agents import spec
-from tests.helpers.cli import clean_env, run_temporal
+from tests.helpers.cli import agentloop, clean_env, run_temporal
 from tests.helpers.encryption_fixture import Reverser, answer_text
 from tests.helpers.polling import eventually
 from tests.helpers.paths import ROOT
@@ -259,6 +259,45 @@ async def test_a_worker_without_the_key_fails_clearly_and_the_run_goes_on_with_o
     workers(KEYS_A, workspace)
     result = await handle.result()
     assert result.final_text == f"REPLY-{marker}" and (workspace / "asked.txt").read_text() == f"ARG-{marker}"
+
+
+async def test_replay_without_the_key_names_it_per_run_and_counts_the_run_apart(
+    dev_server: DevServer, task_queue: str, workspace: Path, workers: Any, tmp_path: Path
+) -> None:
+    """``agentloop replay`` over an encrypted run, without its key: a sentence
+    naming the key and what to set, no traceback, not "non-determinism", exit 3."""
+    marker = uuid.uuid4().hex
+    workers(KEYS_A, workspace)
+    client = AgentClient(await encrypting_client(dev_server, ("ka", KEY_A)), task_queue=task_queue)
+    handle = await client.start(spec("scripted:enc-approve", tools=["write_file"], default_permission="allow"),
+                                f"PROMPT-{marker}")
+    assert (await handle.result()).final_text == f"REPLY-{marker}"
+
+    def replay(*args: str, **keys: str) -> subprocess.CompletedProcess[str]:
+        env = clean_env(tmp_path, drop=("AGENTLOOP_ENCRYPTION",), TEMPORAL_ADDRESS=dev_server.address, **keys)
+        return agentloop("replay", "--last", "5", "--query", f'WorkflowId="{handle.run_id}"', *args, env=env)
+
+    bare = replay()
+    assert bare.returncode == 3, bare.stdout + bare.stderr
+    assert bare.stdout.startswith(f"{handle.run_id} (") and "not replayed: its payloads are encrypted with key " \
+        f"'ka', which this process lacks (no key is set); set {KEYS_ENV}=ka:<base64 key>" in bare.stdout
+    assert "Traceback" not in bare.stdout + bare.stderr and "KeyError" not in bare.stdout + bare.stderr
+    assert "non-determinism" not in bare.stderr
+    assert bare.stderr.strip() == ("replayed 0 of 1 run histories against this code: none could be checked; 1 not "
+                                   "replayed: their payloads cannot be decoded by this process (see each run's "
+                                   "line), so nothing is known of them")
+    as_json = json.loads(replay("--json").stdout)
+    assert (as_json["ok"], as_json["replayed"], as_json["problem"]) == (False, False, None)
+    assert "'ka'" in as_json["undecodable"]
+
+    other = replay(**{KEYS_ENV: KEYS_B})  # some keys, not the one
+    assert other.returncode == 3 and "key 'ka', which this process lacks (it has 'kb'); add 'ka' to " \
+        f"{KEYS_ENV}" in other.stdout, other.stdout + other.stderr
+    verbose = replay("--verbose")  # what the SDK met, for whoever wants it
+    assert verbose.returncode == 3 and "Traceback" in verbose.stderr and "binary/encrypted" in verbose.stderr
+    keyed = replay(**{KEYS_ENV: KEYS_A})
+    assert keyed.returncode == 0, keyed.stdout + keyed.stderr
+    assert keyed.stderr.strip() == "replayed 1 run histories against this code: all replay"
 
 
 async def test_a_users_own_codec_works_through_the_plugin(

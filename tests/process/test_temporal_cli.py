@@ -18,6 +18,7 @@ from agentloop.shared.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST
 from agentloop.testing import calls, reply, script
 from tests.helpers.agents import awaiting, echo_results, write
 from tests.helpers.cli import run_temporal
+from tests.helpers.polling import eventually
 from tests.helpers.runs import task_failures, wait_for_end, wait_state
 
 
@@ -290,11 +291,10 @@ async def test_without_the_admission_limit_an_update_over_the_payload_limit_fail
                 history = await handle.workflow_handle.fetch_history()
                 return task_failures(history)
 
-            for _ in range(300):
-                if failures := await failed_task():
-                    break
-                await asyncio.sleep(0.1)
-            assert failures, "the 2.1 MB update no longer fails the workflow task: drop UPDATE_ADMISSION's reason"
+            failures = await eventually(failed_task, "the 2.1 MB update to fail the run's workflow task (if it "
+                                        "no longer does, Temporal fixed the stall: drop UPDATE_ADMISSION's reason)",
+                                        timeout=60)
+            assert failures
             await handle.workflow_handle.terminate("test over")
     finally:
         server.stop()

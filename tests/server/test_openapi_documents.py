@@ -1,15 +1,19 @@
 """Calls of a Swagger 2.0 and an OpenAPI 3 document's operations, against a
 local API (starlette, served by uvicorn on a free port): JSON bodies, forms,
 a file upload, repeated query parameters, headers, and binary responses (an
-image the model sees, a PDF described)."""
+image the model sees, a PDF described); and httpbin's own document, with its
+``type: int`` parameters, against the real httpbin served locally."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 from starlette.applications import Starlette
@@ -21,6 +25,7 @@ from agentloop import AgentClient, AgentSpec, ToolRegistry
 from agentloop.activities.openapi_tools import register_openapi_tools
 from agentloop.testing import call, calls, reply, script
 from agentloop.workers.devserver import free_port
+from tests.helpers.httpbin import serve_httpbin
 from tests.helpers.paths import PETSTORE_V2, STORE_API
 from tests.helpers.tools import PNG, PNG_B64
 
@@ -126,3 +131,50 @@ async def test_openapi_3_operations_and_binary_responses(
     assert [(i.media_type, i.data) for i in label.images] == [("image/png", PNG_B64)]
     # Other binary content: a short description, not garbled text.
     assert invoice.content == f"(binary response: application/pdf, {len(PDF):,} bytes)" and not invoice.images
+
+
+@pytest.fixture
+def httpbin_url(tmp_path: Path) -> Iterator[str]:
+    with serve_httpbin(tmp_path / "httpbin-requests.jsonl") as url:
+        yield url
+
+
+async def test_httpbins_own_document_int_parameters_and_a_form_post_reach_the_real_httpbin(
+        httpbin_url: str, tmp_path: Path, worker: Any, agent_client: AgentClient, registry: ToolRegistry,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """httpbin's Swagger 2.0 document, as flasgger serves it, says ``type:
+    int``: the tools take integers, and the calls reach httpbin."""
+    spec_file = tmp_path / "httpbin.json"
+    spec_file.write_text(httpx.get(httpbin_url + "/spec.json").text)
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+        names = register_openapi_tools(registry, "hb", spec=str(spec_file), base_url=httpbin_url)
+    assert not [r for r in caplog.records if "JSON schema" in r.getMessage()]  # int is known: nothing dropped
+    redirect = registry.get("hb__post__redirect-to")
+    assert redirect is not None
+    assert redirect.parameters["properties"]["status_code"] == {"type": "integer"}
+    assert redirect.body_kind == "form"  # type: ignore[attr-defined]
+    model = script(calls(
+        # A form POST: httpbin answers with the status the form asked for.
+        call("hb__post__redirect-to", {"url": "/anything/landed", "status_code": 307}),
+        call("hb__get__redirect-to", {"url": "/get", "status_code": 302}),
+        call("hb__get__bytes__n_", {"n": 16}),
+        call("hb__get__bytes__n_", {"n": "sixteen"}),
+    ), reply("done"))
+    spec = AgentSpec(model=model, tools=[n for n in names if n.startswith(("hb__post__redirect", "hb__get__"))],
+                     default_permission="allow")
+    async with worker():
+        result = await agent_client.run(spec, "httpbin")
+    posted, got, data, wrong = results(result)
+    # httpbin answers a redirect (it reads the query, not the form its document declares).
+    assert posted.is_error and posted.content.startswith("Error: HTTP 302 FOUND from POST /redirect-to")
+    received = [json.loads(line) for line in (tmp_path / "httpbin-requests.jsonl").read_text().splitlines()]
+    form = next(r for r in received if r["method"] == "POST")
+    assert form == {"method": "POST", "path": "/redirect-to", "content_type": "application/x-www-form-urlencoded",
+                    "body": "url=%2Fanything%2Flanded&status_code=307"}
+    assert got.is_error and got.content.startswith("Error: HTTP 302 FOUND from GET /redirect-to")
+    assert data.content == "(binary response: application/octet-stream, 16 bytes)"
+    assert wrong.is_error and "n: 'sixteen' is not of type 'integer'" in wrong.content
+    assert [r["path"] for r in received if r["path"] != "/spec.json" and r["path"] != "/get"] == \
+        ["/redirect-to", "/redirect-to", "/bytes/16"]  # the wrong call never left the worker
+    for r in results(result):
+        assert "UnknownType" not in r.content and "validator" not in r.content

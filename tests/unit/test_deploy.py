@@ -262,3 +262,21 @@ def test_third_party_images_are_pinned() -> None:
         if not image.startswith("agentloop:"):
             name, _, tag = image.rpartition(":")
             assert name and tag and tag != "latest", f"{image} is not pinned to a version"
+
+
+def test_every_temporal_server_we_ship_or_start_refuses_an_update_near_the_blob_limit_at_admission() -> None:
+    """One value of ``history.maxInFlightUpdatePayloads``, below the 2 MB blob
+    limit: the servers agentloop starts (``DevServer``: ``agentloop dev``,
+    ``run``'s embedded server, the test suite's), compose's dynamic config,
+    and the Helm values the Kubernetes config points at."""
+    from agentloop.workers.devserver import UPDATE_ADMISSION, DevServer
+
+    key = "history.maxInFlightUpdatePayloads"
+    started = int(DevServer().dynamic_config[key])
+    assert started == int(UPDATE_ADMISSION[key]) and 1_000_000 < started < 2 * 1024 * 1024
+    compose_config = yaml.safe_load((DEPLOY / "temporal-dynamicconfig.yaml").read_text())
+    helm = yaml.safe_load((DEPLOY / "temporal-helm-values.yaml").read_text())["server"]["dynamicConfig"]
+    assert compose_config[key] == helm[key] == [{"value": started, "constraints": {}}]
+    assert "deploy/temporal-helm-values.yaml" in (KUBERNETES / "config.yaml").read_text()
+    mounted = compose()["services"]["temporal"]["volumes"]
+    assert any(v.startswith("./temporal-dynamicconfig.yaml:") for v in mounted), mounted

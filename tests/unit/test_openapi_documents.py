@@ -6,6 +6,7 @@ invalid arguments named compactly, and cut outputs whose note fits the tool
 from __future__ import annotations
 
 import copy
+import json
 import logging
 from pathlib import Path
 
@@ -116,3 +117,72 @@ def test_a_cut_output_mentions_shell_commands_only_for_the_shell() -> None:
     for tool in ("store__createOrder", "notes__add", "read_file"):
         cut, truncated = truncate_output(text, 1000, cut_hint(tool))
         assert truncated and "command" not in cut, tool
+
+
+QUIRKS_V2 = {
+    "swagger": "2.0", "host": "localhost:1", "basePath": "/", "schemes": ["http"],
+    "paths": {"/things/{n}": {"post": {
+        "operationId": "addThing", "consumes": ["application/x-www-form-urlencoded"],
+        "parameters": [
+            {"in": "path", "name": "n", "type": "int"},
+            {"in": "query", "name": "ratio", "type": "float"},
+            {"in": "query", "name": "dry", "type": "bool"},
+            {"in": "query", "name": "when", "format": "date-time"},
+            {"in": "query", "name": "size", "format": "int64"},
+            {"in": "query", "name": "shape", "type": "polygon"},
+            {"in": "query", "name": "note", "type": "string", "nullable": True},
+            {"in": "formData", "name": "count", "type": "int"},
+        ]}}},
+}
+QUIRKS_V3 = {
+    "openapi": "3.0.3", "servers": [{"url": "http://localhost:1"}],
+    "paths": {"/upload": {"post": {
+        "operationId": "upload",
+        "requestBody": {"content": {"application/json": {"schema": {
+            "type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "data": {"type": "file"},
+                           "tags": {"type": "list", "items": {"type": "str"}},
+                           "owner": {"type": "string", "required": True},
+                           "blob": {"type": "bytes"}}}}}}}}},
+}
+
+
+def test_real_world_type_quirks_are_normalised_and_unknown_types_named_at_registration(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "v2.json").write_text(json.dumps(QUIRKS_V2))
+    (tmp_path / "v3.yaml").write_text(yaml.safe_dump(QUIRKS_V3))
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+        [thing] = openapi_tools("q", {"spec": str(tmp_path / "v2.json")})
+        [upload] = openapi_tools("q", {"spec": str(tmp_path / "v3.yaml")})
+    props = thing.parameters["properties"]
+    assert props["n"] == {"type": "integer"} and props["ratio"] == {"type": "number"}
+    assert props["dry"] == {"type": "boolean"} and props["count"] == {"type": "integer"}
+    assert props["when"] == {"type": "string", "format": "date-time"}  # format without type
+    assert props["size"] == {"type": "integer", "format": "int64"}
+    assert props["note"] == {"type": ["string", "null"]}  # nullable on Swagger 2.0
+    assert props["shape"] == {}  # unknown type: left out, the API judges
+    body = upload.parameters["properties"]["body"]
+    assert body["properties"]["data"]["type"] == "string" and body["properties"]["tags"] == \
+        {"type": "array", "items": {"type": "string"}}
+    assert body["required"] == ["name", "owner"] and "required" not in body["properties"]["owner"]
+    assert body["properties"]["blob"] == {}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert any("q__addThing: parameter 'shape' has the type 'polygon'" in w for w in warnings), warnings
+    assert any("q__upload: the request body has the type 'bytes'" in w for w in warnings), warnings
+    # Arguments are checked against the normalised schema; a wrong type is the model's to fix.
+    thing.validate({"n": 3, "ratio": 0.5, "dry": True, "shape": "square", "count": 2})
+    with pytest.raises(InvalidToolArguments, match="n: 'three' is not of type 'integer'"):
+        thing.validate({"n": "three"})
+
+
+def test_a_schema_no_validator_can_apply_is_named_at_registration_and_not_applied(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    document = copy.deepcopy(QUIRKS_V3)
+    document["paths"]["/upload"]["post"]["requestBody"]["content"]["application/json"]["schema"] = \
+        {"type": "object", "minProperties": "two"}
+    (tmp_path / "bad.json").write_text(json.dumps(document))
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+        [upload] = openapi_tools("q", {"spec": str(tmp_path / "bad.json")})
+    assert any("q__upload: its parameters' schema is not valid JSON schema at properties.body.minProperties" in
+               r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert upload.validate({"body": {"a": 1}}) == {"body": {"a": 1}}
