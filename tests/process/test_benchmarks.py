@@ -23,7 +23,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
 from agentloop import AgentClient
-from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, DevServer
+from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, UPDATE_ADMISSION, DevServer
 from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
@@ -63,10 +63,10 @@ def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and
         assert not any(line.startswith(peer + " ") for line in lines)
 
 
-def test_a_server_given_dynamic_config_keeps_the_fast_polling() -> None:
+def test_a_server_given_dynamic_config_keeps_the_fast_polling_and_the_update_admission_limit() -> None:
     command = DevServer(dynamic_config=PRODUCTION_LIKE).command()
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--dynamic-config-value"]
-    assert settings == [f"{k}={v}" for k, v in {**FAST_POLLING, **PRODUCTION_LIKE}.items()]
+    assert settings == [f"{k}={v}" for k, v in {**FAST_POLLING, **UPDATE_ADMISSION, **PRODUCTION_LIKE}.items()]
     assert "system.forceSearchAttributesCacheRefreshOnRead=false" in settings
 
 
