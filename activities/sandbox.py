@@ -44,6 +44,7 @@ child subreaper that every orphan of the command is re-parented to
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -64,6 +65,14 @@ log = logging.getLogger("agentloop.sandbox")
 
 #: The modes ``AGENTLOOP_SHELL_SANDBOX`` takes.
 SANDBOX_MODES = ("namespace", "bwrap", "none")
+#: What ``AGENTLOOP_SHELL_NETWORK`` takes, and what each value means.
+NETWORK_ALIASES = {"": "off", "default": "off", "off": "off", "0": "off", "false": "off", "no": "off",
+                   "web": "web", "on": "on", "1": "on", "true": "on", "yes": "on"}
+#: The TCP ports ``web`` lets commands connect to.
+WEB_PORTS = (80, 443)
+#: Directories where daemons keep their path sockets; the namespace mode
+#: hides them behind an empty tmpfs of its own.
+SOCKET_DIRS = ("/run", "/var/run")
 
 #: Environment variables a command gets from the worker (if set there).
 #: Everything else is left out: an allowlist, so a secret under a name nobody
@@ -111,8 +120,11 @@ class SandboxSettings:
         mode: ``namespace``, ``bwrap`` or ``none``.
         explicit: The mode was set (``AGENTLOOP_SHELL_SANDBOX``); a mode that
             cannot work is then an error, not a fallback.
-        network: Commands may use the network. Only ``bwrap`` can take it
-            away; ``namespace`` and ``none`` share the worker's network.
+        network: ``off`` (the default): a network namespace with its own
+            loopback only (``namespace``, ``bwrap``), or no TCP at all by
+            Landlock (``none``); ``web``: outbound TCP to ports 80 and 443
+            only (Landlock's network rules, ABI 4+); ``on``: the worker's
+            network, every local service included.
         extra_env: Names of further variables commands get
             (``AGENTLOOP_SHELL_ENV``, comma-separated).
         read_paths: Further directories commands may read and run programs
@@ -122,7 +134,7 @@ class SandboxSettings:
 
     mode: str = "namespace"
     explicit: bool = False
-    network: bool = True
+    network: str = "off"
     extra_env: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
 
@@ -143,19 +155,10 @@ class SandboxSettings:
             )
         mode = raw or "namespace"
         net_raw = env.get("AGENTLOOP_SHELL_NETWORK", "").strip().lower()
-        if net_raw in ("", "default"):
-            network = mode != "bwrap"
-        elif net_raw in ("on", "1", "true", "yes"):
-            network = True
-        elif net_raw in ("off", "0", "false", "no"):
-            network = False
-        else:
-            raise UserError(f"AGENTLOOP_SHELL_NETWORK={net_raw!r}: use on or off")
-        if not network and mode != "bwrap":
-            raise UserError(
-                f"AGENTLOOP_SHELL_NETWORK=off needs AGENTLOOP_SHELL_SANDBOX=bwrap; in mode {mode!r} "
-                "commands share the worker's network"
-            )
+        network = NETWORK_ALIASES.get(net_raw)
+        if network is None:
+            raise UserError(f"AGENTLOOP_SHELL_NETWORK={net_raw!r}: use off (the default: loopback only), "
+                            "web (outbound TCP to ports 80 and 443) or on (the worker's network)")
         names = tuple(n.strip() for n in env.get("AGENTLOOP_SHELL_ENV", "").split(",") if n.strip())
         refused = [n for n in names if n.upper() in PROVIDER_KEY_VARIABLES]
         if refused:
@@ -238,6 +241,8 @@ class Launcher:
         landlock: The Landlock ABI the files are confined with; 0: not
             confined by Landlock (bubblewrap confines them its own way).
         unconfined: Why Landlock does not confine the files (when it does not).
+        net_abi: The kernel's Landlock ABI when it has network rules (4+), else 0.
+        netns: Commands get a network namespace of their own (namespace mode).
     """
 
     mode: str
@@ -246,6 +251,8 @@ class Launcher:
     note: str = ""
     landlock: int = 0
     unconfined: str = ""
+    net_abi: int = 0
+    netns: bool = False
 
 
 def _init_args(init_mode: str, status_fd: int | str, argv: list[str], options: list[str] | None = None) -> list[str]:
@@ -270,27 +277,53 @@ def landlock_rules(workspace: Path, tmp: list[str], read_paths: tuple[str, ...] 
     return options
 
 
+def socket_dirs() -> list[str]:
+    """The directories of :data:`SOCKET_DIRS` there are here (not symlinks:
+    ``/var/run`` is mostly one to ``/run``)."""
+    return [path for path in SOCKET_DIRS if os.path.isdir(path) and not os.path.islink(path)]
+
+
+def net_options(launcher: Launcher, network: str) -> list[str]:
+    """The init's network options: ``--loopback`` in a network namespace of
+    its own, Landlock's TCP rules for ``web`` (and for ``off`` without a
+    namespace)."""
+    if network == "on":
+        return []
+    if network == "off" and launcher.mode in ("namespace", "bwrap"):
+        return ["--loopback"] if launcher.mode == "namespace" else []
+    if launcher.net_abi >= 4:
+        return ["--net-ports", ",".join(map(str, WEB_PORTS)) if network == "web" else ""]
+    return []
+
+
 def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None,
-                    read_paths: tuple[str, ...] = ()) -> list[str]:
+                    read_paths: tuple[str, ...] = (), network: str = "off") -> list[str]:
     """The init's options for one call of ``launcher``: in namespace mode
-    the capabilities dropped, and with Landlock a private tmpfs and the
-    rules; in ``none`` mode with Landlock, the rules with ``tmp`` (the
-    call's own temporary directory)."""
+    the socket directories hidden, the loopback up and the capabilities
+    dropped, and with Landlock a private tmpfs and the rules; in ``none``
+    mode the capabilities dropped and with Landlock the rules with ``tmp``
+    (the call's own temporary directory); in every mode the network's
+    rules (:func:`net_options`)."""
+    net = net_options(launcher, network)
     if launcher.mode == "namespace":
-        if not launcher.landlock:
-            return ["--drop-caps"]
-        mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)]
+        hidden = socket_dirs()
+        mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)] if launcher.landlock else []
         options = ["--keep", str(workspace)]
         for path in read_paths:
             options += ["--keep-ro", path]
-        for path in mounts:
+        for path in [*mounts, *hidden]:
             options += ["--tmpfs", path]
-        return [*options, "--drop-caps", "--landlock", str(launcher.landlock),
-                *landlock_rules(workspace, mounts, read_paths)]
-    if launcher.mode == "none" and launcher.landlock:
-        assert tmp is not None
-        return ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp], read_paths)]
-    return []
+        options += ["--drop-caps", *net]
+        if not launcher.landlock:
+            return options
+        return [*options, "--landlock", str(launcher.landlock), *landlock_rules(workspace, mounts, read_paths)]
+    if launcher.mode == "none":
+        options = ["--drop-caps", *net]
+        if launcher.landlock:
+            assert tmp is not None
+            options += ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp], read_paths)]
+        return options
+    return ["--drop-caps", *net]  # bwrap
 
 
 @functools.lru_cache(maxsize=None)
@@ -305,11 +338,11 @@ def landlock_support() -> int | str:
     return abi
 
 
-def _namespace_candidates() -> list[list[str]]:
+def _namespace_candidates(netns: bool = True) -> list[list[str]]:
     unshare, setpriv = _find("unshare"), _find("setpriv")
     if not unshare or not setpriv:
         return []
-    base = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+    base = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", *(["--net"] if netns else [])]
     # unshare dies with the worker (and the namespace with unshare), so a
     # worker killed mid-command leaves nothing running.
     unshare = [setpriv, "--pdeathsig", "KILL", "--", unshare]
@@ -329,16 +362,18 @@ def _namespace_candidates() -> list[list[str]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _namespace_launcher() -> Launcher | str:
-    """The first namespace command line that works here, or why none does."""
-    candidates = _namespace_candidates()
+def _namespace_launcher(netns: bool = True) -> Launcher | str:
+    """The first namespace command line that works here (with a network
+    namespace of its own when ``netns``), or why none does."""
+    candidates = _namespace_candidates(netns)
     if not candidates:
         return "util-linux unshare and setpriv were not found"
     reasons = []
+    first = ["--drop-caps", *(["--loopback"] if netns else [])]
     for prefix in candidates:
-        problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], ["--drop-caps"])])
+        problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], first)])
         if problem is None:
-            launcher = Launcher("namespace", tuple(prefix))
+            launcher = Launcher("namespace", tuple(prefix), netns=netns)
             return _with_landlock(launcher)
         reasons.append(problem)
     return "unshare could not create the namespaces (" + "; ".join(dict.fromkeys(reasons)) + ")"
@@ -349,16 +384,15 @@ def _with_landlock(launcher: Launcher) -> Launcher:
     (probed with the whole confinement), else with the reason why not."""
     support = landlock_support()
     if isinstance(support, str):
-        return Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note, unconfined=support)
-    confined = Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note, landlock=support)
+        return dataclasses.replace(launcher, unconfined=support)
+    confined = dataclasses.replace(launcher, landlock=support, net_abi=support if support >= 4 else 0)
     with tempfile.TemporaryDirectory(prefix="agentloop-probe-") as probe_dir:
         ws = Path(probe_dir)
         problem = _probe(lambda fd: [*launcher.prefix, *_init_args(
-            launcher.init_mode, fd, ["true"], confine_options(confined, ws, str(ws)))])
+            launcher.init_mode, fd, ["true"], confine_options(confined, ws, str(ws), network="web"))])
     if problem is None:
         return confined
-    return Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note,
-                    unconfined=f"Landlock ABI {support} could not confine the command ({problem})")
+    return dataclasses.replace(launcher, unconfined=f"Landlock ABI {support} could not confine the command ({problem})")
 
 
 def _probe(build: Callable[[int], list[str]]) -> str | None:
@@ -385,11 +419,11 @@ def _probe(build: Callable[[int], list[str]]) -> str | None:
     return f"exit code {proc.returncode}" + (f": {output[-1]}" if output else "")
 
 
-def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: bool, status_fd: int | str,
-                argv: list[str], read_paths: tuple[str, ...] = ()) -> list[str]:
+def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_fd: int | str,
+                argv: list[str], read_paths: tuple[str, ...] = (), options: list[str] | None = None) -> list[str]:
     args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
-    if not network:
+    if network == "off":
         args.append("--unshare-net")
     for directory in BWRAP_SYSTEM_DIRS:
         path = Path(directory)
@@ -411,7 +445,7 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: bool, status
         args += ["--ro-bind", path, path]
     args += ["--ro-bind", os.path.realpath(_INIT), BWRAP_INIT_PATH]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd), "--"]
-    return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *argv]
+    return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *(options or []), "--", *argv]
 
 
 @functools.lru_cache(maxsize=None)
@@ -431,8 +465,8 @@ def _bwrap_problem() -> str | None:
         return "bubblewrap (bwrap) is not installed: apt-get install bubblewrap"
     root = Path("/")
     problem = _probe(
-        lambda fd: _bwrap_args(bwrap, workspace=root / "tmp", cwd=root / "tmp", network=False,
-                               status_fd=fd, argv=["true"])
+        lambda fd: _bwrap_args(bwrap, workspace=root / "tmp", cwd=root / "tmp", network="off",
+                               status_fd=fd, argv=["true"], options=["--drop-caps"])
     )
     return None if problem is None else f"bubblewrap could not create its sandbox ({problem})"
 
@@ -444,16 +478,44 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
     """The launcher for the worker's settings.
 
     Raises:
-        UserError: The mode was set explicitly and cannot work here.
+        UserError: The mode was set explicitly and cannot work here, or
+            ``AGENTLOOP_SHELL_NETWORK=web`` without Landlock's network rules.
     """
+    launcher = _files_launcher(settings)
+    if settings.network == "web" and not launcher.net_abi:
+        support = landlock_support()
+        has = f"Landlock ABI {support}" if isinstance(support, int) else f"no Landlock: {support}"
+        raise UserError(
+            "AGENTLOOP_SHELL_NETWORK=web needs Landlock's network rules (ABI 4, Linux 6.7+) to keep commands "
+            f"to ports 80 and 443; this kernel has {has}. Use off (loopback only) or on (the worker's network)")
+    if settings.network == "on":
+        _warn_once("AGENTLOOP_SHELL_NETWORK=on: shell commands share this worker's network and can reach every "
+                   "local service (the Temporal server, agentloop serve, a codec server): a command can start "
+                   "other runs there. Use off (the default) or web unless every run is trusted")
+    elif not network_confined(launcher, settings.network):
+        _warn_once(f"shell commands share this worker's network: {launcher.mode} mode has no network namespace "
+                   "and this kernel has no Landlock network rules (ABI 4, Linux 6.7+); they can reach every "
+                   "local service (the Temporal server, agentloop serve)")
+    return launcher
+
+
+def network_confined(launcher: Launcher, network: str) -> bool:
+    """Whether ``network`` (off or web) is in force with ``launcher``."""
+    if network == "off" and (launcher.netns or launcher.mode == "bwrap"):
+        return True
+    return launcher.net_abi >= 4
+
+
+def _files_launcher(settings: SandboxSettings) -> Launcher:
     if settings.mode == "none":
         return _none_launcher()
     if settings.mode == "bwrap":
         problem = _bwrap_problem()
         if problem is not None:
             raise UserError(f"AGENTLOOP_SHELL_SANDBOX=bwrap, but {problem}")
-        return Launcher("bwrap")
-    launcher = _namespace_launcher()
+        support = landlock_support()
+        return Launcher("bwrap", net_abi=support if isinstance(support, int) and support >= 4 else 0)
+    launcher = _namespace_launcher(settings.network == "off")
     if isinstance(launcher, Launcher):
         if launcher.unconfined:
             _warn_once(f"shell commands run in a namespace, but their files are NOT confined: "
@@ -471,14 +533,14 @@ def resolve_launcher(settings: SandboxSettings) -> Launcher:
                 f"; their files are not confined either ({none.unconfined})")
     note = (
         f"shell commands run WITHOUT a sandbox: {launcher}. They can read the environment of every "
-        "process of this user, this worker's included"
+        "process of this user that is not protected (this worker is non-dumpable)"
         + (" (Landlock keeps them from other processes' /proc entries)" if none.landlock else "")
         + ": keep provider keys out of this worker "
         "(agentloop worker --role tools) or allow user namespaces; set AGENTLOOP_SHELL_SANDBOX=none "
         "to silence this warning" + confined
     )
     _warn_once(note)
-    return Launcher("none", none.prefix, "reaper", note=note, landlock=none.landlock, unconfined=none.unconfined)
+    return dataclasses.replace(none, note=note)
 
 
 def _warn_once(note: str) -> None:
@@ -500,31 +562,48 @@ def _reaper_prefix() -> tuple[str, ...]:
 
 
 def describe(settings: SandboxSettings | None = None) -> str:
-    """One line for the worker's log: the mode in effect and what it means.
+    """One line for the worker's start: the mode in effect and what it
+    confines: files, network, processes.
 
     Raises:
         UserError: The settings are invalid, or an explicit mode cannot work.
     """
     settings = settings or SandboxSettings.from_env()
     launcher = resolve_launcher(settings)
+    net = describe_network(launcher, settings.network)
     if launcher.mode == "bwrap":
-        net = "with" if settings.network else "without"
-        return f"shell sandbox: bwrap (workspace-only filesystem, {net} network)"
+        return (f"shell sandbox: bwrap; files: workspace-only filesystem; network: {net}; processes: own PID "
+                "namespace, no capabilities")
     files = describe_files(launcher)
     if launcher.mode == "namespace":
-        return f"shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; {files})"
-    if launcher.note:
-        return f"shell sandbox: none (fallback: namespaces unavailable; {files})"
-    return f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; {files})"
+        return (f"shell sandbox: namespace; files: {files}; network: {net}; processes: own PID namespace and "
+                "/proc, no capabilities, allowlisted environment")
+    why = "fallback: namespaces unavailable" if launcher.note else "set by AGENTLOOP_SHELL_SANDBOX"
+    return (f"shell sandbox: none ({why}); files: {files}; network: {net}; processes: the worker's "
+            "(no capabilities; the worker is non-dumpable), allowlisted environment")
+
+
+def describe_network(launcher: Launcher, network: str) -> str:
+    """What confines a launcher's network, in a few words."""
+    if network == "on":
+        return "the worker's, every local service reachable (AGENTLOOP_SHELL_NETWORK=on)"
+    if not network_confined(launcher, network):
+        return "the worker's, NOT confined (no network namespace, no Landlock network rules)"
+    if network == "web":
+        return f"outbound TCP to ports {' and '.join(map(str, WEB_PORTS))} only (Landlock ABI {launcher.net_abi})"
+    if launcher.mode == "none":
+        return f"no TCP (Landlock ABI {launcher.net_abi}; UDP is not Landlock's to restrict)"
+    return "none (a loopback of its own)"
 
 
 def describe_files(launcher: Launcher) -> str:
     """What confines a launcher's files, in a few words."""
     if launcher.landlock:
         tmp = "a private /tmp" if launcher.mode == "namespace" else "a private TMPDIR"
-        return (f"files confined by Landlock ABI {launcher.landlock}: the workspace read-write, system "
-                f"directories read-only, {tmp}")
-    return f"files NOT confined: {launcher.unconfined}"
+        hidden = ", /run hidden" if launcher.mode == "namespace" else ""
+        return (f"confined by Landlock ABI {launcher.landlock}: the workspace read-write, system "
+                f"directories read-only, {tmp}{hidden}")
+    return f"NOT confined: {launcher.unconfined}"
 
 
 def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Path, cwd: Path,
@@ -537,9 +616,10 @@ def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Pa
         bwrap = _find("bwrap")
         assert bwrap is not None  # probed
         return _bwrap_args(bwrap, workspace=workspace, cwd=cwd, network=settings.network,
-                           status_fd=status_fd, argv=argv, read_paths=settings.read_paths)
-    return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv,
-                                          confine_options(launcher, workspace, tmp, settings.read_paths))]
+                           status_fd=status_fd, argv=argv, read_paths=settings.read_paths,
+                           options=confine_options(launcher, workspace, network=settings.network))
+    return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv, confine_options(
+        launcher, workspace, tmp, settings.read_paths, settings.network))]
 
 
 def private_tmp(launcher: Launcher) -> str | None:
