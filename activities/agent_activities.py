@@ -54,6 +54,7 @@ from agentloop.tools.hooks import hooks_of
 from agentloop.shared.messages import ImagePart, ToolResultPart
 from agentloop.shared.report import Usage
 from agentloop.shared.spec import system_workspace_problem
+from agentloop.activities.workspace import workspace_problem
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.shared import contracts
@@ -144,9 +145,12 @@ class AgentActivities:
         registry: Tools this worker can run.
         models: Resolves ``provider:model`` to a ChatModel.
         workspace: Default workspace root for runs whose spec names none.
-        workspace_roots: Directories a spec's workspace must lie in; any
-            directory when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS``
-            (paths separated by ``:``).
+        workspace_roots: Directories a spec's workspace must lie strictly
+            inside (or be ``workspace`` itself); any directory the checks of
+            :func:`~agentloop.activities.workspace.workspace_problem` allow
+            when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS`` (paths
+            separated by ``:``); ``agentloop worker``, ``dev`` and ``run``
+            default it to their workspace.
         tool_ledger: Results of the tool calls this worker completed, so a
             retried call is not run again; a fresh in-memory ledger if None.
         mcp_servers: The MCP servers this worker reaches, by name; from the
@@ -184,6 +188,11 @@ class AgentActivities:
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
         self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
 
+    def _allowed(self, workspace: Path) -> bool:
+        """Whether runs may use ``workspace`` here (:func:`workspace_problem`)."""
+        return workspace.is_dir() and workspace_problem(
+            workspace.resolve(), default=self.workspace, roots=self.workspace_roots) is None
+
     @activity.defn(name=contracts.RESOLVE_TOOLS)
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
         """Definitions of the spec's tools, and which ones this worker lacks;
@@ -212,8 +221,7 @@ class AgentActivities:
         agents_md = None
         if input.agents_md:  # the run's workspace instructions, at no extra activity
             workspace = Path(input.workspace) if input.workspace else self.workspace
-            allowed = not self.workspace_roots or any(
-                workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
+            allowed = self._allowed(workspace)
             agents_md = context.read_agents_md(workspace, allowed)
         runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
@@ -261,8 +269,7 @@ class AgentActivities:
         """The run's context from this worker: its context providers' layers,
         the workspace's AGENTS.md, the workspace listing."""
         workspace = Path(input.workspace) if input.workspace else self.workspace
-        allowed = not self.workspace_roots or any(
-            workspace.resolve().is_relative_to(root) for root in self.workspace_roots)
+        allowed = self._allowed(workspace)
         async with keep_heartbeating():
             return await context.load_context(self.registry, workspace, allowed, input)
 
@@ -468,16 +475,10 @@ class AgentActivities:
                 is_error=True,
             )
         resolved = workspace.resolve()
-        problem = system_workspace_problem(str(resolved))
+        problem = system_workspace_problem(str(resolved)) or workspace_problem(
+            resolved, default=self.workspace, roots=self.workspace_roots)
         if problem:
             return result(f"The {problem} (AgentSpec.workspace).", is_error=True)
-        if self.workspace_roots and not any(resolved.is_relative_to(root) for root in self.workspace_roots):
-            return result(
-                f"The workspace {workspace} is outside the directories this worker allows "
-                f"(AGENTLOOP_WORKSPACE_ROOTS={':'.join(map(str, self.workspace_roots))}); set "
-                "AgentSpec.workspace to a directory inside one of them.",
-                is_error=True,
-            )
         ctx = ToolContext(
             workspace=resolved,
             run_id=input.run_id,
