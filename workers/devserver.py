@@ -228,6 +228,8 @@ class DevServer:
         self._auto_port, self._auto_ui_port = not port, not ui_port
         self.ui = ui
         self.ui_port = ui_port or free_port()
+        #: The HTTP API's port (chosen when the command line is built).
+        self.http_port: int | None = None
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
         self.dynamic_config = {**FAST_POLLING, **(dynamic_config or {})}
@@ -250,6 +252,10 @@ class DevServer:
         return self._proc.pid if self._proc is not None else None
 
 
+    def _new_http_port(self) -> int:
+        self.http_port = free_port()
+        return self.http_port
+
     def command(self) -> list[str]:
         """The command line that starts the server."""
         cmd = [
@@ -258,7 +264,7 @@ class DevServer:
             "start-dev",
             "--ip", "127.0.0.1",
             "--port", str(self.port),
-            "--http-port", str(free_port()),
+            "--http-port", str(self._new_http_port()),
             "--metrics-port", str(free_port()),
             "--namespace", self.namespace,
             "--log-level", "warn",

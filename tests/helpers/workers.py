@@ -17,8 +17,11 @@ def start_worker(
     **extra_env: str,
 ) -> subprocess.Popen[bytes]:
     """``agentloop worker --import module`` on ``task_queue``, its output
-    appended to ``log``; ``extra_env`` is added to its environment."""
-    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue, **extra_env)
+    appended to ``log``; ``extra_env`` is added to its environment. Runs
+    may work in directories inside the log's (the test's ``tmp_path``,
+    where its ``workspace`` is): the worker's workspace root."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue,
+               **{"AGENTLOOP_WORKSPACE_ROOTS": str(log.parent), **extra_env})
     return subprocess.Popen(
         [sys.executable, "-m", "agentloop.cli", "worker", "--import", module],
         cwd=ROOT,

@@ -318,11 +318,9 @@ def test_command_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) ->
     ({"AGENTLOOP_SHELL_SANDBOX": "docker"},
      "AGENTLOOP_SHELL_SANDBOX='docker' is not a sandbox mode; use one of namespace, bwrap, none "
      "(unset: namespace, falling back to none with a warning)"),
-    ({"AGENTLOOP_SHELL_NETWORK": "off"},
-     "AGENTLOOP_SHELL_NETWORK=off needs AGENTLOOP_SHELL_SANDBOX=bwrap; in mode 'namespace' commands share "
-     "the worker's network"),
     ({"AGENTLOOP_SHELL_SANDBOX": "bwrap", "AGENTLOOP_SHELL_NETWORK": "maybe"},
-     "AGENTLOOP_SHELL_NETWORK='maybe': use on or off"),
+     "AGENTLOOP_SHELL_NETWORK='maybe': use off (the default: loopback only), web (outbound TCP to ports 80 and "
+     "443) or on (the worker's network)"),
     ({"AGENTLOOP_SHELL_ENV": "PATH,OPENAI_API_KEY"},
      "AGENTLOOP_SHELL_ENV names provider keys (OPENAI_API_KEY); commands never get those: remove them from "
      "AGENTLOOP_SHELL_ENV"),
@@ -403,7 +401,7 @@ async def test_explicit_namespace_mode_that_cannot_work_fails_each_call(
     workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A machine where unshare cannot create namespaces (here: a launcher that fails).
-    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda: [["/bin/false"]])
+    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda netns=True: [["/bin/false"]])
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
     with pytest.raises(ToolError) as info:
         await run_shell(workspace, "true")
@@ -416,7 +414,7 @@ async def test_explicit_namespace_mode_that_cannot_work_fails_each_call(
 async def test_unset_mode_falls_back_to_none_with_one_warning(
     workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda: [])
+    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda netns=True: [])
     monkeypatch.setattr(sandbox, "_warned", set())
     monkeypatch.delenv("AGENTLOOP_SHELL_SANDBOX", raising=False)
     ctx = ToolContext(workspace=workspace)
@@ -427,7 +425,7 @@ async def test_unset_mode_falls_back_to_none_with_one_warning(
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("shell commands run WITHOUT a sandbox: util-linux unshare and setpriv were not found. "
                               "They can read the environment of every process of this user")
-    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files ")
+    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable); files: ")
 
 
 # Files outside the workspace, in every mode ---------------------------------------------
@@ -540,16 +538,28 @@ async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, mon
         monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", mode)
         lines[mode] = sandbox.describe()
     assert lines["namespace"] == (
-        "shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; files confined by "
-        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private /tmp)")
+        f"shell sandbox: namespace; files: confined by Landlock ABI {abi}: the workspace read-write, system "
+        "directories read-only, a private /tmp, /run hidden; network: none (a loopback of its own); processes: "
+        "own PID namespace and /proc, no capabilities, allowlisted environment")
     assert lines["none"] == (
-        "shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files confined by "
-        f"Landlock ABI {abi}: the workspace read-write, system directories read-only, a private TMPDIR)")
+        f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX); files: confined by Landlock ABI {abi}: the "
+        f"workspace read-write, system directories read-only, a private TMPDIR; network: no TCP (Landlock ABI "
+        f"{abi}; UDP is not Landlock's to restrict); processes: the worker's (no capabilities; the worker is "
+        "non-dumpable), allowlisted environment")
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
+    assert "; network: outbound TCP to ports 80 and 443 only (Landlock ABI " in sandbox.describe()
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on")
+    assert "; network: the worker's, every local service reachable (AGENTLOOP_SHELL_NETWORK=on); " in sandbox.describe()
+    monkeypatch.delenv("AGENTLOOP_SHELL_NETWORK")
     sandbox._namespace_launcher.cache_clear()
     monkeypatch.setattr(sandbox, "landlock_support", lambda: "the kernel has no Landlock (test)")
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
-    assert sandbox.describe() == ("shell sandbox: namespace (own PID namespace and /proc, allowlisted environment; "
-                                  "files NOT confined: the kernel has no Landlock (test))")
+    assert sandbox.describe() == ("shell sandbox: namespace; files: NOT confined: the kernel has no Landlock (test); "
+                                  "network: none (a loopback of its own); processes: own PID namespace and /proc, "
+                                  "no capabilities, allowlisted environment")
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
+    with pytest.raises(UserError, match="AGENTLOOP_SHELL_NETWORK=web needs Landlock's network rules"):
+        sandbox.describe()
 
 
 @pytest.mark.parametrize("abi", [1, 2, 3, 4, 5, 6, 7])
@@ -673,7 +683,7 @@ async def test_a_worker_killed_mid_command_leaves_nothing_running(
     elif mode == "bwrap":
         require_bwrap()
     env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
-                    AGENTLOOP_SHELL_SANDBOX=mode)
+                    AGENTLOOP_SHELL_SANDBOX=mode, AGENTLOOP_WORKSPACE_ROOTS=str(tmp_path))
     log = (tmp_path / "worker.log").open("w")
     worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.helpers.security_fixture"],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -934,7 +944,7 @@ def test_as_a_non_root_user(mode: str, protect: str) -> None:
     for name in ("ppid", "all", "worker"):
         assert out[name].startswith("exit code: "), out[name]
     assert token not in out["ppid"]  # the sandbox's first process: allowlisted environment only
-    landlock = "files confined by Landlock" in out["describe"]
+    landlock = "files: confined by Landlock" in out["describe"]
     if mode == "none" and protect == "no" and not landlock:
         # The fallback's weakness, shown: a plain child reads its worker's environment...
         assert token in out["worker"] and token in out["all"]
