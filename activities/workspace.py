@@ -98,7 +98,7 @@ def workspace_problem(
         return (f"workspace {workspace} is {'one of' if inside else 'outside'} the directories this worker allows "
                 f"(AGENTLOOP_WORKSPACE_ROOTS or the worker's workspace: {':'.join(map(str, roots))})"
                 + ("; a root holds the workspaces of many runs: use a directory inside it" if inside else
-                   "; set AgentSpec.workspace to a directory inside one of them"))
+                   "; use a directory inside one of them"))
     return None
 
 

@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -992,3 +993,265 @@ def test_ci_requires_bubblewrap() -> None:
     script = (ROOT / ".ci" / "run").read_text()
     assert "bubblewrap" in script
     assert "export AGENTLOOP_REQUIRE_BWRAP=1" in script
+
+
+# The fleet is out of reach: network, sockets, root powers -----------------------------------
+
+#: What a command tries, per case: (name, command, what shows it got through).
+#: ``{grpc}``, ``{http}``, ``{serve}``, ``{codec}``: the ports of the Temporal
+#: server's gRPC and HTTP APIs, of a token-less ``agentloop serve`` and of
+#: ``agentloop codec-server``, all on the worker's loopback; ``{sock}``: a
+#: path socket outside the workspace, in /run; the workspace holds a copy of
+#: the ``temporal`` CLI.
+REACH_CASES = (
+    ("temporal gRPC", "(exec 3<>/dev/tcp/127.0.0.1/{grpc}) && echo reached", "reached"),
+    ("temporal HTTP", "curl -sS -m 5 http://127.0.0.1:{http}/api/v1/namespaces/default/workflows && echo reached",
+     "reached"),
+    ("agentloop serve", "curl -sS -m 5 http://127.0.0.1:{serve}/v1/runs && echo reached", "reached"),
+    ("codec server", "(exec 3<>/dev/tcp/127.0.0.1/{codec}) && echo reached", "reached"),
+    ("temporal binary", "./temporal workflow list --address 127.0.0.1:{grpc} --limit 1 && echo reached", "reached"),
+    ("path socket", "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); "
+                    "print('reached')\"", "reached"),
+    ("AF_PACKET", "/usr/bin/python3 -c \"import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW); "
+                  "print('reached')\"", "reached"),
+    ("host name", "hostname agentloop-pwned && echo reached", "reached"),
+    ("capabilities", "grep CapEff /proc/self/status", "CapEff:\t0000000000000000"),
+)
+
+_DENIED = {**dict.fromkeys((c[0] for c in REACH_CASES), "denied"), "capabilities": "none"}
+#: Per mode (the worker runs as root here). ``none`` keeps the worker's /run
+#: (no mount namespace), so a socket there connects: only namespace and
+#: bwrap hide it. ``namespace, network on`` is today's old default, kept
+#: to show the cases can get through.
+EXPECTED_REACH = {
+    "namespace": _DENIED,
+    "bwrap": _DENIED,
+    "none": {**_DENIED, "path socket": "got through"},
+    "namespace, network on": {**_DENIED, "temporal gRPC": "got through", "temporal HTTP": "got through",
+                              "agentloop serve": "got through", "codec server": "got through",
+                              "temporal binary": "got through"},
+}
+
+
+@pytest.fixture(scope="module")
+def temporal_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the ``temporal`` CLI, hard-linked into each test's workspace."""
+    from agentloop.workers.devserver import find_temporal_binary
+
+    copy = tmp_path_factory.mktemp("bin") / "temporal"
+    shutil.copy(find_temporal_binary(), copy)
+    return copy
+
+
+async def start_listening(*argv: str, env: dict[str, str], said: str) -> tuple[subprocess.Popen[str], int]:
+    """``agentloop ARGV --port 0``, and the port it says (on stderr) it serves on."""
+    import re
+
+    proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", *argv, "--port", "0"], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    while True:
+        line = await asyncio.to_thread(proc.stderr.readline)
+        assert line, f"agentloop {argv[0]} ended before serving: {''.join(lines)}"
+        lines.append(line)
+        if found := re.match(rf"agentloop {said}: http://[^:]+:(\d+)", line):
+            return proc, int(found.group(1))
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path, dev_server: DevServer, task_queue: str) -> Iterator[dict[str, object]]:
+    """The services a run must not reach: the test server's gRPC and HTTP
+    ports, a token-less ``agentloop serve``, a codec server, and a path
+    socket in /run."""
+    import socket as sockets
+
+    env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
+                    AGENTLOOP_ENCRYPTION_KEYS="k1:" + base64.b64encode(b"k" * 32).decode())
+    serve, serve_port = await start_listening("serve", env=env, said="serve")
+    codec, codec_port = await start_listening("codec-server", env=env, said="codec-server")
+    sock_path = f"/run/agentloop-test-{uuid.uuid4().hex[:8]}.sock"
+    listener = sockets.socket(sockets.AF_UNIX)
+    listener.bind(sock_path)
+    listener.listen(8)
+    try:
+        yield {"grpc": dev_server.port, "http": dev_server.http_port, "serve": serve_port, "codec": codec_port,
+               "sock": sock_path, "serve_proc": serve}
+    finally:
+        listener.close()
+        os.unlink(sock_path)
+        for proc in (serve, codec):
+            proc.terminate()
+            proc.wait(30)
+
+
+@pytest.mark.parametrize("mode", list(EXPECTED_REACH))
+async def test_the_fleet_is_out_of_reach_in_every_mode(
+    mode: str, workspace: Path, fleet: dict[str, object], temporal_copy: Path, fresh_probes: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_mode(mode.split(",")[0], monkeypatch)
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on" if mode.endswith("network on") else "off")
+    os.link(temporal_copy, workspace / "temporal")
+    got = {}
+    for name, command, sign in REACH_CASES:
+        result = await run_shell(workspace, command.format(**fleet))
+        assert result.startswith("exit code: "), result
+        shown = result.split("\n", 1)[1]
+        if name == "capabilities":
+            got[name] = "none" if sign in shown else shown
+        else:
+            got[name] = "got through" if sign in shown.splitlines() else "denied"
+    assert got == EXPECTED_REACH[mode]
+    # Not vacuous: from the worker itself (outside the sandbox) every service answers.
+    for port in ("grpc", "http", "serve", "codec"):
+        with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):  # type: ignore[arg-type]
+            pass
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.connect(fleet["sock"])  # type: ignore[arg-type]
+
+
+ROOT_PROBE = r'''
+import asyncio, json, os, sys
+from pathlib import Path
+from agentloop.activities import sandbox
+from agentloop.activities.shell_tool import shell_command
+from agentloop.tools.registry import ToolContext
+from agentloop.workers.worker import protect_process
+
+async def main():
+    assert protect_process()
+    ws, me = Path(sys.argv[1]), os.getpid()
+    out = {"uid": os.geteuid(), "describe": sandbox.describe()}
+    out["environ"] = await shell_command(f"cat /proc/{me}/environ; cat /proc/{me}/maps | head -1",
+                                         ctx=ToolContext(workspace=ws))
+    out["caps"] = await shell_command("grep -E 'Cap(Eff|Bnd|Prm|Amb)' /proc/self/status", ctx=ToolContext(workspace=ws))
+    print(json.dumps(out))
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
+def test_a_root_workers_commands_have_no_capabilities_and_cannot_read_it(mode: str, workspace: Path) -> None:
+    """As root, in every mode: no capability in any set, and the worker's
+    /proc/PID/environ and maps (the worker is non-dumpable) are closed."""
+    if os.geteuid() != 0:
+        pytest.skip("this test is about a worker running as root")
+    if mode == "bwrap":
+        require_bwrap()
+    token, secrets = canaries()
+    env = {"PATH": os.environ.get("PATH", sandbox.DEFAULT_PATH), "HOME": str(workspace.parent), **secrets,
+           "AGENTLOOP_SHELL_SANDBOX": mode}
+    proc = subprocess.run([sys.executable, "-c", ROOT_PROBE, str(workspace)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.splitlines()[-1])
+    assert out["uid"] == 0
+    assert token not in out["environ"], out["environ"]
+    assert "environ: Permission denied" in out["environ"] or "No such file" in out["environ"], out["environ"]
+    assert "maps: Permission denied" in out["environ"] or "No such file" in out["environ"], out["environ"]
+    for name in ("CapEff", "CapBnd", "CapPrm", "CapAmb"):
+        assert f"{name}:\t0000000000000000" in out["caps"], out["caps"]
+
+
+# Workspaces that would widen what a run reaches ------------------------------------------------
+
+
+WORKSPACE_CASES = ("/", "a root", "a parent of the worker's directory", "the worker's home", "/etc")
+
+
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
+async def test_workspaces_that_widen_are_refused_in_every_mode(
+    mode: str, tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from temporalio.testing import ActivityEnvironment
+
+    from agentloop.activities.agent_activities import AgentActivities
+    from agentloop.shared.activity_io import ExecuteToolInput
+    from agentloop.tools.registry import default_registry
+
+    use_mode(mode, monkeypatch)
+    activities = AgentActivities(default_registry(), workspace=workspace, workspace_roots=[tmp_path])
+    given = {"/": "/", "a root": str(tmp_path), "a parent of the worker's directory": str(ROOT.parent),
+             "the worker's home": str(Path.home()), "/etc": "/etc"}
+    env = ActivityEnvironment()
+    got = {}
+    for case in WORKSPACE_CASES:
+        result = await env.run(activities.execute_tool, ExecuteToolInput(
+            run_id="r", step=0, call_id=f"c-{case}", tool_name="shell_command",
+            arguments={"command": "echo ran"}, workspace=given[case]))
+        assert result.is_error and "ran" not in result.content.splitlines(), (case, result.content)
+        got[case] = result.content
+    assert got["/"] == ("The workspace / is the root directory: a run's commands could read and write everything "
+                        "in it; use a project directory inside it (AgentSpec.workspace).")
+    assert got["a root"] == (
+        f"The workspace {tmp_path} is one of the directories this worker allows (AGENTLOOP_WORKSPACE_ROOTS or the "
+        f"worker's workspace: {tmp_path.resolve()}); a root holds the workspaces of many runs: use a directory "
+        "inside it (AgentSpec.workspace).")
+    assert got["a parent of the worker's directory"].startswith(
+        f"The workspace {ROOT.parent} holds the worker's own files (its working directory, ")
+    assert "home directory of the worker's user" in got["the worker's home"]
+    assert got["/etc"].startswith("The workspace /etc is in /etc, a system directory")
+    # Not vacuous: inside the root, and the worker's own workspace, the command runs.
+    for ws in (workspace, tmp_path / "other"):
+        ws.mkdir(exist_ok=True)
+        result = await env.run(activities.execute_tool, ExecuteToolInput(
+            run_id="r", step=0, call_id="ok", tool_name="shell_command", arguments={"command": "echo ran"},
+            workspace=str(ws)))
+        assert result.content == "exit code: 0\nran\n", result.content
+
+
+# The chain: a run that starts a wider run ----------------------------------------------------
+
+
+async def test_a_run_cannot_start_a_wider_run_through_the_fleet(
+    tmp_path: Path, workspace: Path, dev_server: DevServer, temporal_client: Client, task_queue: str,
+    agent_client: AgentClient, fleet: dict[str, object], temporal_copy: Path, spawn_worker,
+) -> None:
+    """The escape the fault suite found: a run confined to its workspace
+    reads the task queue, then starts a run with workspace "/" and the shell
+    allowed, through the dev server's HTTP API, its gRPC port (a copied
+    temporal CLI) and a token-less ``agentloop serve``. None of it connects,
+    no run starts, nothing is written outside."""
+    spawn_worker("tests.helpers.security_fixture")
+    os.link(temporal_copy, workspace / "temporal")
+    outside = tmp_path / f"escaped-{uuid.uuid4().hex[:8]}"
+    wide = {"model": "scripted:run-the-input", "tools": ["shell_command"], "workspace": "/",
+            "default_permission": "allow"}
+    escape_ids = {way: f"escape-{way}-{uuid.uuid4().hex[:8]}" for way in ("http", "grpc", "serve")}
+    run_input = {"spec": wide, "messages": [{"role": "user", "parts": [{"type": "text", "text": f"touch {outside}"}]}]}
+    payload = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+               "data": base64.b64encode(json.dumps(run_input).encode()).decode()}
+    http_start = json.dumps({"workflowId": escape_ids["http"], "workflowType": {"name": "AgentRunWorkflow"},
+                             "taskQueue": {"name": task_queue}, "input": {"payloads": [payload]}})
+    (workspace / "start.json").write_text(http_start)
+    (workspace / "serve.json").write_text(json.dumps({"spec": wide, "input": f"touch {outside}",
+                                                      "run_id": escape_ids["serve"]}))
+    http = f"http://127.0.0.1:{fleet['http']}/api/v1/namespaces/default"
+    script = "; ".join([
+        f"curl -sS -m 5 {http}/workflows && echo listed",
+        f"curl -sS -m 5 -X POST -H 'Content-Type: application/json' --data @start.json "
+        f"{http}/workflows/{escape_ids['http']} && echo started-http",
+        f"./temporal workflow start --address 127.0.0.1:{fleet['grpc']} --task-queue {task_queue} "
+        f"--type AgentRunWorkflow --workflow-id {escape_ids['grpc']} --input-file start.json && echo started-grpc",
+        f"curl -sS -m 5 -X POST -H 'Content-Type: application/json' --data @serve.json "
+        f"http://127.0.0.1:{fleet['serve']}/v1/runs && echo started-serve",
+        f"touch {outside} && echo wrote-outside",
+    ])
+    handle = await agent_client.start(
+        AgentSpec(model="scripted:run-the-input", tools=["shell_command"], default_permission="allow",
+                  workspace=str(workspace)), script)
+    result = await handle.result()
+    (tool,) = [r for r in result.report.tool_calls] if hasattr(result.report, "tool_calls") else [None]
+    events = [json.loads(e.model_dump_json()) async for e in agent_client.events(handle.run_id)]
+    (output,) = [e["result"]["content"] for e in events if e["type"] == "agent.tool.execution.completed"]
+    assert output.startswith("exit code: "), output
+    for sign in ("listed", "started-http", "started-grpc", "started-serve", "wrote-outside"):
+        assert sign not in output.splitlines(), output
+    assert "Couldn't connect to server" in output or "Failed to connect" in output, output
+    await asyncio.sleep(1)  # a run the command had started would show up at once
+    for workflow_id in escape_ids.values():
+        with pytest.raises(Exception, match="not found"):
+            await temporal_client.get_workflow_handle(workflow_id).describe()
+    assert not outside.exists()

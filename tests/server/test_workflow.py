@@ -410,8 +410,16 @@ async def test_worker_confines_spec_workspaces_to_its_roots(
         ok = await agent_client.run(spec(model, tools=["list_dir"], workspace=str(allowed / "project")), "go")
         with pytest.raises(AgentRunFailed) as info:
             await agent_client.run(spec(model, tools=["list_dir"], workspace=str(elsewhere)), "go")
+        with pytest.raises(AgentRunFailed) as at_root:  # a root holds every run's workspace: never one itself
+            await agent_client.run(spec(model, tools=["list_dir"], workspace=str(allowed)), "go")
     assert not ok.messages[1].tool_results[0].is_error
     assert info.value.result.messages[-1].tool_results[0].content == (
         f"The workspace {elsewhere} is outside the directories this worker allows "
-        f"(AGENTLOOP_WORKSPACE_ROOTS={allowed}); set AgentSpec.workspace to a directory inside one of them."
+        f"(AGENTLOOP_WORKSPACE_ROOTS or the worker's workspace: {allowed}); use a directory inside one of them "
+        "(AgentSpec.workspace)."
+    )
+    assert at_root.value.result.messages[-1].tool_results[0].content == (
+        f"The workspace {allowed} is one of the directories this worker allows "
+        f"(AGENTLOOP_WORKSPACE_ROOTS or the worker's workspace: {allowed}); a root holds the workspaces of many "
+        "runs: use a directory inside it (AgentSpec.workspace)."
     )
