@@ -228,8 +228,8 @@ class DevServer:
         self._auto_port, self._auto_ui_port = not port, not ui_port
         self.ui = ui
         self.ui_port = ui_port or free_port()
-        #: The HTTP API's port (chosen when the command line is built).
-        self.http_port: int | None = None
+        #: The HTTP API's port.
+        self.http_port = free_port()
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
         self.dynamic_config = {**FAST_POLLING, **(dynamic_config or {})}
@@ -252,10 +252,6 @@ class DevServer:
         return self._proc.pid if self._proc is not None else None
 
 
-    def _new_http_port(self) -> int:
-        self.http_port = free_port()
-        return self.http_port
-
     def command(self) -> list[str]:
         """The command line that starts the server."""
         cmd = [
@@ -264,7 +260,7 @@ class DevServer:
             "start-dev",
             "--ip", "127.0.0.1",
             "--port", str(self.port),
-            "--http-port", str(self._new_http_port()),
+            "--http-port", str(self.http_port),
             "--metrics-port", str(free_port()),
             "--namespace", self.namespace,
             "--log-level", "warn",
@@ -308,6 +304,7 @@ class DevServer:
                 self.port = free_port()
             if self._auto_ui_port:
                 self.ui_port = free_port()
+            self.http_port = free_port()
             return self._start(timeout)
 
     def _start(self, timeout: float) -> DevServer:
