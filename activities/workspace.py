@@ -79,12 +79,16 @@ def workspace_problem(
     default = Path(os.path.realpath(default))
     home = Path(os.path.realpath(home if home is not None else Path.home()))
     text = str(ws)
-    if ws == home or (ws in home.parents and text != "/"):
-        return (f"workspace {workspace} is {'the' if ws == home else 'above the'} home directory of the worker's user "
-                f"({home}), which holds its keys and configuration; use a project directory inside it")
+    home_problem = (f"workspace {workspace} is {'the' if ws == home else 'above the'} home directory of the "
+                    f"worker's user ({home}), which holds its keys and configuration; use a project directory "
+                    "inside it")
+    if ws == home:
+        return home_problem
     if text in SHARED_DIRS:
         return (f"workspace {workspace} is {'the root directory' if text == '/' else 'a directory many share'}: "
                 "a run's commands could read and write everything in it; use a project directory inside it")
+    if ws in home.parents:
+        return home_problem
     for tree in SYSTEM_TREES:
         if text == tree or text.startswith(tree + "/"):
             return f"workspace {workspace} is in {tree}, a system directory; use a directory of your project"
