@@ -131,10 +131,10 @@ async def network_cost(commands: int, rounds: int, ws: Path) -> None:
             times[network].append(measured[0])
     on = statistics.median(times["on"])
     print(f"network, namespace mode with Landlock: median of {rounds} rounds of {commands} commands:")
-    print(f"  on  (the worker's network, before)  {on:6.1f} ms")
-    for network, what in (("off", "network namespace, loopback (now)"), ("web", "Landlock TCP rules, 80/443")):
+    print(f"  {'on: the worker network (before)':40s} {on:6.1f} ms")
+    for network, what in (("off", "own network namespace (now)"), ("web", "Landlock TCP rules, ports 80 443")):
         ms = statistics.median(times[network])
-        print(f"  {network:3s} ({what:31s}) {ms:6.1f} ms  ({ms - on:+.1f} ms)")
+        print(f"  {network + ': ' + what:40s} {ms:6.1f} ms  ({ms - on:+.1f} ms)")
 
 
 async def main(commands: int, repeat: int, rounds: int) -> None:
