@@ -1259,3 +1259,8 @@ async def test_a_run_cannot_start_a_wider_run_through_the_fleet(
         with pytest.raises(Exception, match="not found"):
             await temporal_client.get_workflow_handle(workflow_id).describe()
     assert not outside.exists()
+    # The worker said so at start, on its own line (not the INFO log).
+    said = spawn_worker.log.read_text().splitlines()
+    assert any(line.startswith("agentloop worker: shell sandbox: namespace; files: confined by Landlock ABI ")
+               and "; network: none (a loopback of its own); processes: own PID namespace" in line
+               for line in said), said
