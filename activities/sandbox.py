@@ -13,22 +13,32 @@ The worker's operator chooses the mode with ``AGENTLOOP_SHELL_SANDBOX``:
     read-write, the system directories read-only and executable, the files
     of ``/etc`` bubblewrap mounts read-only, a private ``/tmp`` (a tmpfs of
     the namespace, also ``HOME``) and nothing else. Without Landlock, files
-    are those of the worker's user (logged once). The network is the
-    worker's.
+    are those of the worker's user (logged once). ``/run`` and ``/var/run``
+    (daemons' path sockets) lie behind an empty tmpfs. The network is a
+    namespace of its own with only its loopback (``AGENTLOOP_SHELL_NETWORK``
+    below).
 ``bwrap``
     bubblewrap: the same namespaces, plus a filesystem of the workspace
     (read-write), the system directories read-only, a few files of ``/etc``,
-    an empty ``/tmp`` and no home directory; no network unless
-    ``AGENTLOOP_SHELL_NETWORK=on``.
+    an empty ``/tmp`` and no home directory; no network (as ``namespace``).
 ``none``
-    A plain child process with the allowlisted environment. It can read the
-    environment of every process of the worker's user (the worker's own
-    included) unless Landlock confines it: where the kernel has Landlock,
+    A plain child process with the allowlisted environment and no
+    capability (dropped by its first process, also for a root worker). It
+    sees every process; the worker's ``/proc/PID/environ`` and memory are
+    closed (the worker is non-dumpable), other dumpable processes' too when
+    Landlock confines it (its ptrace rule). Where the kernel has Landlock,
     the files are confined as in ``namespace`` (the private ``/tmp`` is a
-    directory of its own per call, given as ``TMPDIR`` and ``HOME``), and
-    Landlock keeps the command from reading other processes' ``/proc``
-    entries. Use it only with a tools-only worker (``agentloop worker --role
-    tools``), which holds no provider keys.
+    directory of its own per call, given as ``TMPDIR`` and ``HOME``); path
+    sockets in ``/run`` stay reachable. Use it only with a tools-only worker
+    (``agentloop worker --role tools``), which holds no provider keys.
+
+``AGENTLOOP_SHELL_NETWORK``: ``off`` (the default: ``namespace`` and
+``bwrap`` give a network namespace with only its own loopback, ``none`` no
+TCP through Landlock's network rules, ABI 4+), ``web`` (the worker's
+network, TCP connections to ports 80 and 443 only, through Landlock's
+network rules; refused without them) or ``on`` (the worker's network, with
+a warning: every local service, the Temporal server included, is
+reachable).
 
 When ``AGENTLOOP_SHELL_SANDBOX`` is unset and namespaces are not available
 (e.g. a container whose seccomp profile forbids user namespaces), commands run
