@@ -379,9 +379,13 @@ def _namespace_launcher(netns: bool = True) -> Launcher | str:
     if not candidates:
         return "util-linux unshare and setpriv were not found"
     reasons = []
-    first = ["--drop-caps", *(["--loopback"] if netns else [])]
     for prefix in candidates:
-        problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], first)])
+        # Probed with what every call does without Landlock: the socket
+        # directories hidden, the loopback up, the capabilities dropped.
+        plain = Launcher("namespace", tuple(prefix), netns=netns)
+        with tempfile.TemporaryDirectory(prefix="agentloop-probe-") as probe_dir:
+            options = confine_options(plain, Path(probe_dir), network="off" if netns else "on")
+            problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], options)])
         if problem is None:
             launcher = Launcher("namespace", tuple(prefix), netns=netns)
             return _with_landlock(launcher)
