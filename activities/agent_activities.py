@@ -53,8 +53,8 @@ from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.hooks import hooks_of
 from agentloop.shared.messages import ImagePart, ToolResultPart
 from agentloop.shared.report import Usage
-from agentloop.activities.workspace import widening_problem
 from agentloop.shared.spec import system_workspace_problem
+from agentloop.activities.workspace import workspace_problem
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.shared import contracts
@@ -138,14 +138,6 @@ def _takes_on_delta(function: object) -> bool:
         return False
 
 
-def _worker_home() -> Path | None:
-    """This worker's home directory, resolved (None when it has none)."""
-    try:
-        return Path.home().resolve()
-    except (RuntimeError, KeyError):
-        return None
-
-
 class AgentActivities:
     """The activities of :class:`~agentloop.workflows.agent_run.AgentRunWorkflow`.
 
@@ -153,9 +145,12 @@ class AgentActivities:
         registry: Tools this worker can run.
         models: Resolves ``provider:model`` to a ChatModel.
         workspace: Default workspace root for runs whose spec names none.
-        workspace_roots: Directories a spec's workspace must lie in; any
-            directory when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS``
-            (paths separated by ``:``).
+        workspace_roots: Directories a spec's workspace must lie strictly
+            inside (or be ``workspace`` itself); any directory the checks of
+            :func:`~agentloop.activities.workspace.workspace_problem` allow
+            when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS`` (paths
+            separated by ``:``); ``agentloop worker``, ``dev`` and ``run``
+            default it to their workspace.
         tool_ledger: Results of the tool calls this worker completed, so a
             retried call is not run again; a fresh in-memory ledger if None.
         mcp_servers: The MCP servers this worker reaches, by name; from the
@@ -193,13 +188,10 @@ class AgentActivities:
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
         self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
 
-    def workspace_problem(self, workspace: Path) -> str | None:
-        """Why a run may not use ``workspace`` on this worker, or None: a
-        kernel filesystem, or a directory that would widen what it touches
-        (:func:`~agentloop.activities.workspace.widening_problem`)."""
-        resolved = workspace.resolve()
-        return (system_workspace_problem(str(resolved))
-                or widening_problem(resolved, roots=self.workspace_roots, home=_worker_home()))
+    def _allowed(self, workspace: Path) -> bool:
+        """Whether runs may use ``workspace`` here (:func:`workspace_problem`)."""
+        return workspace.is_dir() and workspace_problem(
+            workspace.resolve(), default=self.workspace, roots=self.workspace_roots) is None
 
     @activity.defn(name=contracts.RESOLVE_TOOLS)
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
@@ -229,7 +221,8 @@ class AgentActivities:
         agents_md = None
         if input.agents_md:  # the run's workspace instructions, at no extra activity
             workspace = Path(input.workspace) if input.workspace else self.workspace
-            agents_md = context.read_agents_md(workspace, self.workspace_problem(workspace) is None)
+            allowed = self._allowed(workspace)
+            agents_md = context.read_agents_md(workspace, allowed)
         runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in known_hooks],
@@ -276,7 +269,7 @@ class AgentActivities:
         """The run's context from this worker: its context providers' layers,
         the workspace's AGENTS.md, the workspace listing."""
         workspace = Path(input.workspace) if input.workspace else self.workspace
-        allowed = self.workspace_problem(workspace) is None
+        allowed = self._allowed(workspace)
         async with keep_heartbeating():
             return await context.load_context(self.registry, workspace, allowed, input)
 
@@ -482,7 +475,8 @@ class AgentActivities:
                 is_error=True,
             )
         resolved = workspace.resolve()
-        problem = self.workspace_problem(resolved)
+        problem = system_workspace_problem(str(resolved)) or workspace_problem(
+            resolved, default=self.workspace, roots=self.workspace_roots)
         if problem:
             return result(f"The {problem} (AgentSpec.workspace).", is_error=True)
         ctx = ToolContext(

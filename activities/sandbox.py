@@ -14,37 +14,31 @@ The worker's operator chooses the mode with ``AGENTLOOP_SHELL_SANDBOX``:
     of ``/etc`` bubblewrap mounts read-only, a private ``/tmp`` (a tmpfs of
     the namespace, also ``HOME``) and nothing else. Without Landlock, files
     are those of the worker's user (logged once). ``/run`` and ``/var/run``
-    (where daemons keep their sockets) are private, empty tmpfs mounts. The
-    network is a namespace of its own with loopback only (see below).
+    (daemons' path sockets) lie behind an empty tmpfs. The network is a
+    namespace of its own with only its loopback (``AGENTLOOP_SHELL_NETWORK``
+    below).
 ``bwrap``
     bubblewrap: the same namespaces, plus a filesystem of the workspace
     (read-write), the system directories read-only, a few files of ``/etc``,
-    an empty ``/tmp`` and no home directory; the network as below.
+    an empty ``/tmp`` and no home directory; no network (as ``namespace``).
 ``none``
-    A plain child process with the allowlisted environment. It can read the
-    environment of every process of the worker's user (the worker's own
-    included) unless Landlock confines it: where the kernel has Landlock,
+    A plain child process with the allowlisted environment and no
+    capability (dropped by its first process, also for a root worker). It
+    sees every process; the worker's ``/proc/PID/environ`` and memory are
+    closed (the worker is non-dumpable), other dumpable processes' too when
+    Landlock confines it (its ptrace rule). Where the kernel has Landlock,
     the files are confined as in ``namespace`` (the private ``/tmp`` is a
-    directory of its own per call, given as ``TMPDIR`` and ``HOME``). Its
-    capabilities are dropped (a root worker's command is uid 0 with no
-    power), and the worker is not dumpable, so its ``/proc`` entries
-    (``environ``, ``mem``) are closed to its commands. Path sockets outside
-    the workspace stay reachable. Use it only with a tools-only worker
+    directory of its own per call, given as ``TMPDIR`` and ``HOME``); path
+    sockets in ``/run`` stay reachable. Use it only with a tools-only worker
     (``agentloop worker --role tools``), which holds no provider keys.
 
-``AGENTLOOP_SHELL_NETWORK`` says what network commands get:
-
-``off`` (the default)
-    None: in ``namespace`` and ``bwrap`` a network namespace of their own
-    with loopback only, so the worker's loopback services (the Temporal
-    server, ``agentloop serve``, a codec server) are out of reach; in
-    ``none``, Landlock (ABI 4+) refuses every TCP connection.
-``web``
-    Outbound TCP to ports 80 and 443 only, through Landlock's network rules
-    (ABI 4+, Linux 6.7): the worker's network otherwise, DNS included.
-``on``
-    The worker's network, as it is: commands can reach every service the
-    worker can, its Temporal server included. The worker warns at start.
+``AGENTLOOP_SHELL_NETWORK``: ``off`` (the default: ``namespace`` and
+``bwrap`` give a network namespace with only its own loopback, ``none`` no
+TCP through Landlock's network rules, ABI 4+), ``web`` (the worker's
+network, TCP connections to ports 80 and 443 only, through Landlock's
+network rules; refused without them) or ``on`` (the worker's network, with
+a warning: every local service, the Temporal server included, is
+reachable).
 
 When ``AGENTLOOP_SHELL_SANDBOX`` is unset and namespaces are not available
 (e.g. a container whose seccomp profile forbids user namespaces), commands run
@@ -60,6 +54,7 @@ child subreaper that every orphan of the command is re-parented to
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -80,6 +75,14 @@ log = logging.getLogger("agentloop.sandbox")
 
 #: The modes ``AGENTLOOP_SHELL_SANDBOX`` takes.
 SANDBOX_MODES = ("namespace", "bwrap", "none")
+#: What ``AGENTLOOP_SHELL_NETWORK`` takes, and what each value means.
+NETWORK_ALIASES = {"": "off", "default": "off", "off": "off", "0": "off", "false": "off", "no": "off",
+                   "web": "web", "on": "on", "1": "on", "true": "on", "yes": "on"}
+#: The TCP ports ``web`` lets commands connect to.
+WEB_PORTS = (80, 443)
+#: Directories where daemons keep their path sockets; the namespace mode
+#: hides them behind an empty tmpfs of its own.
+SOCKET_DIRS = ("/run", "/var/run")
 
 #: Environment variables a command gets from the worker (if set there).
 #: Everything else is left out: an allowlist, so a secret under a name nobody
@@ -110,14 +113,6 @@ LANDLOCK_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/
                     "/dev/ptmx", "/dev/pts")
 #: Where the namespace mode mounts a private tmpfs (when Landlock confines files).
 PRIVATE_TMPFS = ("/tmp", "/dev/shm")
-#: Where daemons keep their path sockets: a private, empty tmpfs in namespace mode.
-SOCKET_DIRS = ("/run", "/var/run")
-#: What ``AGENTLOOP_SHELL_NETWORK`` takes.
-NETWORK_MODES = ("off", "web", "on")
-#: The ports ``web`` may connect to.
-WEB_PORTS = (80, 443)
-#: The Landlock ABI that brought network rules.
-LANDLOCK_NET_ABI = 4
 
 _INIT = Path(__file__).with_name("sandbox_init.py")
 #: Where bubblewrap mounts the init script inside its sandbox.
@@ -135,9 +130,11 @@ class SandboxSettings:
         mode: ``namespace``, ``bwrap`` or ``none``.
         explicit: The mode was set (``AGENTLOOP_SHELL_SANDBOX``); a mode that
             cannot work is then an error, not a fallback.
-        network: ``off``, ``web`` or ``on`` (``AGENTLOOP_SHELL_NETWORK``).
-        network_explicit: The network was set; one that cannot be had is then
-            an error, not a warning.
+        network: ``off`` (the default): a network namespace with its own
+            loopback only (``namespace``, ``bwrap``), or no TCP at all by
+            Landlock (``none``); ``web``: outbound TCP to ports 80 and 443
+            only (Landlock's network rules, ABI 4+); ``on``: the worker's
+            network, every local service included.
         extra_env: Names of further variables commands get
             (``AGENTLOOP_SHELL_ENV``, comma-separated).
         read_paths: Further directories commands may read and run programs
@@ -148,7 +145,6 @@ class SandboxSettings:
     mode: str = "namespace"
     explicit: bool = False
     network: str = "off"
-    network_explicit: bool = False
     extra_env: tuple[str, ...] = ()
     read_paths: tuple[str, ...] = ()
 
@@ -169,12 +165,10 @@ class SandboxSettings:
             )
         mode = raw or "namespace"
         net_raw = env.get("AGENTLOOP_SHELL_NETWORK", "").strip().lower()
-        aliases = {"": "off", "default": "off", "0": "off", "false": "off", "no": "off",
-                   "1": "on", "true": "on", "yes": "on"}
-        network = aliases.get(net_raw, net_raw)
-        if network not in NETWORK_MODES:
-            raise UserError(f"AGENTLOOP_SHELL_NETWORK={net_raw!r}: use off (no network, the default), web "
-                            "(TCP to ports 80 and 443 only) or on (the worker's whole network)")
+        network = NETWORK_ALIASES.get(net_raw)
+        if network is None:
+            raise UserError(f"AGENTLOOP_SHELL_NETWORK={net_raw!r}: use off (the default: loopback only), "
+                            "web (outbound TCP to ports 80 and 443) or on (the worker's network)")
         names = tuple(n.strip() for n in env.get("AGENTLOOP_SHELL_ENV", "").split(",") if n.strip())
         refused = [n for n in names if n.upper() in PROVIDER_KEY_VARIABLES]
         if refused:
@@ -188,8 +182,7 @@ class SandboxSettings:
                 f"AGENTLOOP_SHELL_ENV names the payload encryption keys ({', '.join(sealing)}); commands never "
                 "get those: remove them from AGENTLOOP_SHELL_ENV"
             )
-        return cls(mode=mode, explicit=bool(raw), network=network, network_explicit=net_raw not in ("", "default"),
-                   extra_env=names,
+        return cls(mode=mode, explicit=bool(raw), network=network, extra_env=names,
                    read_paths=read_paths_from(env.get("AGENTLOOP_SHELL_READ_PATHS", "")))
 
 
@@ -258,6 +251,8 @@ class Launcher:
         landlock: The Landlock ABI the files are confined with; 0: not
             confined by Landlock (bubblewrap confines them its own way).
         unconfined: Why Landlock does not confine the files (when it does not).
+        net_abi: The kernel's Landlock ABI when it has network rules (4+), else 0.
+        netns: Commands get a network namespace of their own (namespace mode).
     """
 
     mode: str
@@ -266,6 +261,8 @@ class Launcher:
     note: str = ""
     landlock: int = 0
     unconfined: str = ""
+    net_abi: int = 0
+    netns: bool = False
 
 
 def _init_args(init_mode: str, status_fd: int | str, argv: list[str], options: list[str] | None = None) -> list[str]:
@@ -290,66 +287,53 @@ def landlock_rules(workspace: Path, tmp: list[str], read_paths: tuple[str, ...] 
     return options
 
 
-def net_options(network: str) -> list[str]:
-    """The init's Landlock network rule: none for ``on`` (and for ``off`` in
-    a network namespace, which the caller leaves out), the web ports for ``web``."""
-    if network == "web":
-        return ["--net-ports", ",".join(str(p) for p in WEB_PORTS)]
-    if network == "off":
-        return ["--net-ports", ""]
-    return []
-
-
-def _socket_dirs() -> list[str]:
+def socket_dirs() -> list[str]:
+    """The directories of :data:`SOCKET_DIRS` there are here (not symlinks:
+    ``/var/run`` is mostly one to ``/run``)."""
     return [path for path in SOCKET_DIRS if os.path.isdir(path) and not os.path.islink(path)]
 
 
-def _resolver_dirs() -> list[str]:
-    """Directories under the socket directories that DNS needs (``/etc/resolv.conf``
-    pointing into ``/run``), bound back read-only under the private tmpfs."""
-    target = os.path.dirname(os.path.realpath("/etc/resolv.conf"))
-    return [target] if any(_is_within(target, d) for d in _socket_dirs()) and os.path.isdir(target) else []
+def net_options(launcher: Launcher, network: str) -> list[str]:
+    """The init's network options: ``--loopback`` in a network namespace of
+    its own, Landlock's TCP rules for ``web`` (and for ``off`` without a
+    namespace)."""
+    if network == "on":
+        return []
+    if network == "off" and launcher.mode in ("namespace", "bwrap"):
+        return ["--loopback"] if launcher.mode == "namespace" else []
+    if launcher.net_abi >= 4:
+        return ["--net-ports", ",".join(map(str, WEB_PORTS)) if network == "web" else ""]
+    return []
 
 
 def confine_options(launcher: Launcher, workspace: Path, tmp: str | None = None,
-                    read_paths: tuple[str, ...] = (), network: str = "on") -> list[str]:
+                    read_paths: tuple[str, ...] = (), network: str = "off") -> list[str]:
     """The init's options for one call of ``launcher``: in namespace mode
-    private tmpfs mounts over the socket directories (and, with Landlock,
-    over ``/tmp``) and loopback up in the call's own network namespace; in
-    every mode the capabilities dropped; with Landlock the rules, with
-    ``tmp`` (the call's own temporary directory) in ``none`` mode, and the
-    network rule of ``network`` where no namespace takes the network away."""
+    the socket directories hidden, the loopback up and the capabilities
+    dropped, and with Landlock a private tmpfs and the rules; in ``none``
+    mode the capabilities dropped and with Landlock the rules with ``tmp``
+    (the call's own temporary directory); in every mode the network's
+    rules (:func:`net_options`)."""
+    net = net_options(launcher, network)
     if launcher.mode == "namespace":
+        hidden = socket_dirs()
         mounts = [path for path in PRIVATE_TMPFS if os.path.isdir(path)] if launcher.landlock else []
         options = ["--keep", str(workspace)]
-        for path in (*read_paths, *(_resolver_dirs() if network != "off" else [])):
+        for path in read_paths:
             options += ["--keep-ro", path]
-        for path in [*mounts, *_socket_dirs()]:
+        for path in [*mounts, *hidden]:
             options += ["--tmpfs", path]
-        if network == "off":
-            options.append("--lo-up")
-        options.append("--drop-caps")
-        if network == "web":
-            options += net_options(network)
+        options += ["--drop-caps", *net]
         if not launcher.landlock:
             return options
-        return [*options, "--landlock", str(launcher.landlock),
-                *landlock_rules(workspace, [*mounts, *_socket_dirs()], read_paths)]
+        return [*options, "--landlock", str(launcher.landlock), *landlock_rules(workspace, mounts, read_paths)]
     if launcher.mode == "none":
-        options = ["--drop-caps"]
-        if launcher.landlock >= LANDLOCK_NET_ABI:
-            options += net_options(network)
+        options = ["--drop-caps", *net]
         if launcher.landlock:
             assert tmp is not None
             options += ["--landlock", str(launcher.landlock), *landlock_rules(workspace, [tmp], read_paths)]
         return options
-    return []
-
-
-def with_network_namespace(prefix: tuple[str, ...]) -> tuple[str, ...]:
-    """A namespace launcher's prefix with ``--net`` added to ``unshare``'s arguments."""
-    at = next(i for i, arg in enumerate(prefix) if os.path.basename(arg) == "unshare") + 1
-    return (*prefix[:at], "--net", *prefix[at:])
+    return ["--drop-caps", *net]  # bwrap
 
 
 @functools.lru_cache(maxsize=None)
@@ -364,11 +348,11 @@ def landlock_support() -> int | str:
     return abi
 
 
-def _namespace_candidates() -> list[list[str]]:
+def _namespace_candidates(netns: bool = True) -> list[list[str]]:
     unshare, setpriv = _find("unshare"), _find("setpriv")
     if not unshare or not setpriv:
         return []
-    base = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL"]
+    base = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", *(["--net"] if netns else [])]
     # unshare dies with the worker (and the namespace with unshare), so a
     # worker killed mid-command leaves nothing running.
     unshare = [setpriv, "--pdeathsig", "KILL", "--", unshare]
@@ -388,16 +372,22 @@ def _namespace_candidates() -> list[list[str]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _namespace_launcher() -> Launcher | str:
-    """The first namespace command line that works here, or why none does."""
-    candidates = _namespace_candidates()
+def _namespace_launcher(netns: bool = True) -> Launcher | str:
+    """The first namespace command line that works here (with a network
+    namespace of its own when ``netns``), or why none does."""
+    candidates = _namespace_candidates(netns)
     if not candidates:
         return "util-linux unshare and setpriv were not found"
     reasons = []
     for prefix in candidates:
-        problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], ["--drop-caps"])])
+        # Probed with what every call does without Landlock: the socket
+        # directories hidden, the loopback up, the capabilities dropped.
+        plain = Launcher("namespace", tuple(prefix), netns=netns)
+        with tempfile.TemporaryDirectory(prefix="agentloop-probe-") as probe_dir:
+            options = confine_options(plain, Path(probe_dir), network="off" if netns else "on")
+            problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], options)])
         if problem is None:
-            launcher = Launcher("namespace", tuple(prefix))
+            launcher = Launcher("namespace", tuple(prefix), netns=netns)
             return _with_landlock(launcher)
         reasons.append(problem)
     return "unshare could not create the namespaces (" + "; ".join(dict.fromkeys(reasons)) + ")"
@@ -408,16 +398,15 @@ def _with_landlock(launcher: Launcher) -> Launcher:
     (probed with the whole confinement), else with the reason why not."""
     support = landlock_support()
     if isinstance(support, str):
-        return Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note, unconfined=support)
-    confined = Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note, landlock=support)
+        return dataclasses.replace(launcher, unconfined=support)
+    confined = dataclasses.replace(launcher, landlock=support, net_abi=support if support >= 4 else 0)
     with tempfile.TemporaryDirectory(prefix="agentloop-probe-") as probe_dir:
         ws = Path(probe_dir)
         problem = _probe(lambda fd: [*launcher.prefix, *_init_args(
-            launcher.init_mode, fd, ["true"], confine_options(confined, ws, str(ws)))])
+            launcher.init_mode, fd, ["true"], confine_options(confined, ws, str(ws), network="web"))])
     if problem is None:
         return confined
-    return Launcher(launcher.mode, launcher.prefix, launcher.init_mode, launcher.note,
-                    unconfined=f"Landlock ABI {support} could not confine the command ({problem})")
+    return dataclasses.replace(launcher, unconfined=f"Landlock ABI {support} could not confine the command ({problem})")
 
 
 def _probe(build: Callable[[int], list[str]]) -> str | None:
@@ -445,7 +434,7 @@ def _probe(build: Callable[[int], list[str]]) -> str | None:
 
 
 def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_fd: int | str,
-                argv: list[str], read_paths: tuple[str, ...] = ()) -> list[str]:
+                argv: list[str], read_paths: tuple[str, ...] = (), options: list[str] | None = None) -> list[str]:
     args = [bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--cap-drop", "ALL"]
     if network == "off":
@@ -470,9 +459,7 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_
         args += ["--ro-bind", path, path]
     args += ["--ro-bind", os.path.realpath(_INIT), BWRAP_INIT_PATH]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd), "--"]
-    options = net_options(network) if network == "web" else []
-    return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *options, *(["--"] if options else []),
-                   *argv]
+    return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *(options or []), "--", *argv]
 
 
 @functools.lru_cache(maxsize=None)
@@ -493,7 +480,7 @@ def _bwrap_problem() -> str | None:
     root = Path("/")
     problem = _probe(
         lambda fd: _bwrap_args(bwrap, workspace=root / "tmp", cwd=root / "tmp", network="off",
-                               status_fd=fd, argv=["true"])
+                               status_fd=fd, argv=["true"], options=["--drop-caps"])
     )
     return None if problem is None else f"bubblewrap could not create its sandbox ({problem})"
 
@@ -502,59 +489,47 @@ _warned: set[str] = set()
 
 
 def resolve_launcher(settings: SandboxSettings) -> Launcher:
-    """The launcher for the worker's settings, its network checked.
+    """The launcher for the worker's settings.
 
     Raises:
-        UserError: The mode or the network was set explicitly and cannot
-            work here, or ``web`` asks for Landlock's network rules the kernel lacks.
+        UserError: The mode was set explicitly and cannot work here, or
+            ``AGENTLOOP_SHELL_NETWORK=web`` without Landlock's network rules.
     """
-    launcher = _launcher(settings)
-    problem = network_problem(launcher, settings)
-    if problem and (settings.network_explicit or settings.network == "web" or launcher.mode != "none"):
-        raise UserError(f"AGENTLOOP_SHELL_NETWORK={settings.network}, but {problem}")
-    if problem:
-        _warn_once(f"shell commands keep the worker's network: {problem}; set AGENTLOOP_SHELL_NETWORK=on to "
-                   "silence this warning")
+    launcher = _files_launcher(settings)
+    if settings.network == "web" and not launcher.net_abi:
+        support = landlock_support()
+        has = f"Landlock ABI {support}" if isinstance(support, int) else f"no Landlock: {support}"
+        raise UserError(
+            "AGENTLOOP_SHELL_NETWORK=web needs Landlock's network rules (ABI 4, Linux 6.7+) to keep commands "
+            f"to ports 80 and 443; this kernel has {has}. Use off (loopback only) or on (the worker's network)")
     if settings.network == "on":
-        _warn_once("AGENTLOOP_SHELL_NETWORK=on: shell commands can reach every service this worker can, its "
-                   "Temporal server, agentloop serve and codec servers on loopback included")
+        _warn_once("AGENTLOOP_SHELL_NETWORK=on: shell commands share this worker's network and can reach every "
+                   "local service (the Temporal server, agentloop serve, a codec server): a command can start "
+                   "other runs there. Use off (the default) or web unless every run is trusted")
+    elif not network_confined(launcher, settings.network):
+        _warn_once(f"shell commands share this worker's network: {launcher.mode} mode has no network namespace "
+                   "and this kernel has no Landlock network rules (ABI 4, Linux 6.7+); they can reach every "
+                   "local service (the Temporal server, agentloop serve)")
     return launcher
 
 
-def network_problem(launcher: Launcher, settings: SandboxSettings) -> str | None:
-    """Why ``settings.network`` cannot be had with ``launcher``, or None."""
-    if settings.network == "on":
-        return None
-    needs_landlock = settings.network == "web" or launcher.mode == "none"
-    if needs_landlock and launcher.mode != "bwrap" and launcher.landlock < LANDLOCK_NET_ABI:
-        return (f"Landlock's network rules need ABI {LANDLOCK_NET_ABI} (Linux 6.7+); "
-                + (f"this kernel has ABI {launcher.landlock}" if launcher.landlock else
-                   f"files are not confined by Landlock ({launcher.unconfined})"))
-    if settings.network == "web" and launcher.mode == "bwrap":
-        abi = landlock_support()
-        if isinstance(abi, str) or abi < LANDLOCK_NET_ABI:
-            return f"Landlock's network rules need ABI {LANDLOCK_NET_ABI} (Linux 6.7+): {abi}"
-    if settings.network == "off" and launcher.mode == "namespace":
-        return _netns_problem(launcher.prefix)
-    return None
+def network_confined(launcher: Launcher, network: str) -> bool:
+    """Whether ``network`` (off or web) is in force with ``launcher``."""
+    if network == "off" and (launcher.netns or launcher.mode == "bwrap"):
+        return True
+    return launcher.net_abi >= 4
 
 
-@functools.lru_cache(maxsize=None)
-def _netns_problem(prefix: tuple[str, ...]) -> str | None:
-    problem = _probe(lambda fd: [*with_network_namespace(prefix),
-                                 *_init_args("ns", fd, ["true"], ["--lo-up", "--drop-caps"])])
-    return None if problem is None else f"unshare could not create a network namespace ({problem})"
-
-
-def _launcher(settings: SandboxSettings) -> Launcher:
+def _files_launcher(settings: SandboxSettings) -> Launcher:
     if settings.mode == "none":
         return _none_launcher()
     if settings.mode == "bwrap":
         problem = _bwrap_problem()
         if problem is not None:
             raise UserError(f"AGENTLOOP_SHELL_SANDBOX=bwrap, but {problem}")
-        return Launcher("bwrap")
-    launcher = _namespace_launcher()
+        support = landlock_support()
+        return Launcher("bwrap", net_abi=support if isinstance(support, int) and support >= 4 else 0)
+    launcher = _namespace_launcher(settings.network == "off")
     if isinstance(launcher, Launcher):
         if launcher.unconfined:
             _warn_once(f"shell commands run in a namespace, but their files are NOT confined: "
@@ -572,14 +547,14 @@ def _launcher(settings: SandboxSettings) -> Launcher:
                 f"; their files are not confined either ({none.unconfined})")
     note = (
         f"shell commands run WITHOUT a sandbox: {launcher}. They can read the environment of every "
-        "process of this user, this worker's included"
+        "process of this user that is not protected (this worker is non-dumpable)"
         + (" (Landlock keeps them from other processes' /proc entries)" if none.landlock else "")
         + ": keep provider keys out of this worker "
         "(agentloop worker --role tools) or allow user namespaces; set AGENTLOOP_SHELL_SANDBOX=none "
         "to silence this warning" + confined
     )
     _warn_once(note)
-    return Launcher("none", none.prefix, "reaper", note=note, landlock=none.landlock, unconfined=none.unconfined)
+    return dataclasses.replace(none, note=note)
 
 
 def _warn_once(note: str) -> None:
@@ -601,45 +576,47 @@ def _reaper_prefix() -> tuple[str, ...]:
 
 
 def describe(settings: SandboxSettings | None = None) -> str:
-    """One line for the worker's log: the mode in effect and what it means.
+    """One line for the worker's start: the mode in effect and what it
+    confines: files, network, processes.
 
     Raises:
         UserError: The settings are invalid, or an explicit mode cannot work.
     """
     settings = settings or SandboxSettings.from_env()
     launcher = resolve_launcher(settings)
-    net = describe_network(launcher, settings)
+    net = describe_network(launcher, settings.network)
     if launcher.mode == "bwrap":
-        return (f"shell sandbox: bwrap (files: the workspace only; network: {net}; processes: own PID "
-                "namespace, no capabilities)")
+        return (f"shell sandbox: bwrap; files: workspace-only filesystem; network: {net}; processes: own PID "
+                "namespace, no capabilities")
     files = describe_files(launcher)
     if launcher.mode == "namespace":
-        return (f"shell sandbox: namespace (files: {files}; network: {net}; processes: own PID namespace and "
-                "/proc, no capabilities, allowlisted environment)")
+        return (f"shell sandbox: namespace; files: {files}; network: {net}; processes: own PID namespace and "
+                "/proc, no capabilities, allowlisted environment")
     why = "fallback: namespaces unavailable" if launcher.note else "set by AGENTLOOP_SHELL_SANDBOX"
-    return (f"shell sandbox: none ({why}; files: {files}; network: {net}; processes: the worker's user, no "
-            "capabilities, the worker not dumpable)")
+    return (f"shell sandbox: none ({why}); files: {files}; network: {net}; processes: the worker's "
+            "(no capabilities; the worker is non-dumpable), allowlisted environment")
 
 
-def describe_network(launcher: Launcher, settings: SandboxSettings) -> str:
-    """What network a launcher's commands get, in a few words."""
-    if settings.network == "on":
-        return "the worker's (AGENTLOOP_SHELL_NETWORK=on)"
-    if network_problem(launcher, settings):
-        return "the worker's (Landlock cannot restrict it here)"
-    if settings.network == "web":
-        return "TCP to ports 80 and 443 only"
+def describe_network(launcher: Launcher, network: str) -> str:
+    """What confines a launcher's network, in a few words."""
+    if network == "on":
+        return "the worker's, every local service reachable (AGENTLOOP_SHELL_NETWORK=on)"
+    if not network_confined(launcher, network):
+        return "the worker's, NOT confined (no network namespace, no Landlock network rules)"
+    if network == "web":
+        return f"outbound TCP to ports {' and '.join(map(str, WEB_PORTS))} only (Landlock ABI {launcher.net_abi})"
     if launcher.mode == "none":
-        return "no TCP connections (Landlock)"
-    return "none, loopback only"
+        return f"no TCP (Landlock ABI {launcher.net_abi}; UDP is not Landlock's to restrict)"
+    return "none (a loopback of its own)"
 
 
 def describe_files(launcher: Launcher) -> str:
     """What confines a launcher's files, in a few words."""
     if launcher.landlock:
         tmp = "a private /tmp" if launcher.mode == "namespace" else "a private TMPDIR"
-        return (f"Landlock ABI {launcher.landlock}, the workspace read-write, system directories read-only, "
-                f"{tmp}")
+        hidden = ", /run hidden" if launcher.mode == "namespace" else ""
+        return (f"confined by Landlock ABI {launcher.landlock}: the workspace read-write, system "
+                f"directories read-only, {tmp}{hidden}")
     return f"NOT confined: {launcher.unconfined}"
 
 
@@ -653,12 +630,10 @@ def command_line(launcher: Launcher, settings: SandboxSettings, *, workspace: Pa
         bwrap = _find("bwrap")
         assert bwrap is not None  # probed
         return _bwrap_args(bwrap, workspace=workspace, cwd=cwd, network=settings.network,
-                           status_fd=status_fd, argv=argv, read_paths=settings.read_paths)
-    prefix = launcher.prefix
-    if launcher.mode == "namespace" and settings.network == "off":
-        prefix = with_network_namespace(prefix)
-    return [*prefix, *_init_args(launcher.init_mode, status_fd, argv,
-                                 confine_options(launcher, workspace, tmp, settings.read_paths, settings.network))]
+                           status_fd=status_fd, argv=argv, read_paths=settings.read_paths,
+                           options=confine_options(launcher, workspace, network=settings.network))
+    return [*launcher.prefix, *_init_args(launcher.init_mode, status_fd, argv, confine_options(
+        launcher, workspace, tmp, settings.read_paths, settings.network))]
 
 
 def private_tmp(launcher: Launcher) -> str | None:

@@ -11,18 +11,19 @@ Before anything else it confines itself, so the command inherits it all
   ``--keep-ro PATH`` (repeatable): the same, read-only (a read path).
 * ``--tmpfs PATH``: mount an empty tmpfs on ``PATH`` (a private ``/tmp``;
   needs the mount namespace and its capabilities, namespace mode only).
-* ``--lo-up``: bring the loopback interface up (in a new network
-  namespace it starts down; the command's own local servers use it).
+* ``--loopback``: bring the loopback interface up (in a new network
+  namespace, where it starts down; needs the namespace's capabilities).
 * ``--drop-caps``: drop every capability, the bounding set and the ambient
   set, and as uid 0 lock the securebits (no root, no setuid fixup), as
-  ``setpriv`` would; after the mounts, in every mode.
-* ``--net-ports PORTS``: with Landlock ABI 4+, allow TCP connections only
-  to these ports (comma-separated; empty: none at all).
+  ``setpriv`` would; namespace mode, after the mounts.
 * ``--landlock ABI``: restrict the filesystem with Landlock (``ABI``: the
   kernel's, queried by the worker) to the paths given with ``--rw PATH``
   (everything), ``--rx PATH`` (read and execute), ``--ro PATH`` (read) and
   ``--dev PATH`` (read and write a device file). ``PR_SET_NO_NEW_PRIVS`` is
   set first, so no setuid program regains anything.
+* ``--net-ports PORTS``: with Landlock ABI 4+, a second ruleset: outbound
+  TCP only to the comma-separated ``PORTS`` (empty: none), binding no TCP
+  port (``AGENTLOOP_SHELL_NETWORK=web`` and ``off`` without a namespace).
 
 A confinement step that fails ends the init with exit code 125 and the
 reason on stderr, before the command runs.
@@ -69,9 +70,6 @@ _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 LANDLOCK_SYSCALLS = {"create_ruleset": 444, "add_rule": 445, "restrict_self": 446}
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
-_LANDLOCK_RULE_NET_PORT = 2
-#: Network rights (ABI 4): binding and connecting TCP sockets.
-NET_CONNECT_TCP = 1 << 1
 
 # Filesystem access rights, and the ABI that brought each one.
 FS_EXECUTE = 1 << 0
@@ -91,6 +89,10 @@ FS_REFER = 1 << 13  # ABI 2: link and rename across directories
 FS_TRUNCATE = 1 << 14  # ABI 3
 FS_IOCTL_DEV = 1 << 15  # ABI 5
 _FS_ABI_1 = (1 << 13) - 1
+# Network access rights (ABI 4).
+NET_BIND_TCP = 1 << 0
+NET_CONNECT_TCP = 1 << 1
+_LANDLOCK_RULE_NET_PORT = 2
 #: Rights that apply to a file (a rule on a file may hold only these).
 _FS_FILE = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 # Scopes (ABI 6): no connecting to abstract unix sockets, no signals, outside.
@@ -197,8 +199,8 @@ def restrict_filesystem(abi: int, rules: list[tuple[str, str]]) -> None:
 
 
 def restrict_network(ports: list[int]) -> None:
-    """Landlock this process (and all it starts) to TCP connections to
-    ``ports`` only (ABI 4+; UDP, such as DNS, is not restricted)."""
+    """Landlock this process's TCP (ABI 4+): connect only to ``ports``,
+    bind none. UDP and other protocols are not Landlock's to restrict."""
     import ctypes
 
     libc = _libc()
@@ -210,14 +212,14 @@ def restrict_network(ports: list[int]) -> None:
         _pack_ = 1
         _fields_ = [("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64)]
 
-    attr = RulesetAttr(0, NET_CONNECT_TCP)
+    attr = RulesetAttr(0, NET_BIND_TCP | NET_CONNECT_TCP)
     ruleset = _check(libc.syscall(LANDLOCK_SYSCALLS["create_ruleset"], ctypes.byref(attr),
                                   ctypes.c_size_t(ctypes.sizeof(attr)), 0), "landlock_create_ruleset (network)")
     try:
         for port in ports:
             rule = NetPort(NET_CONNECT_TCP, port)
-            _check(libc.syscall(LANDLOCK_SYSCALLS["add_rule"], ruleset, _LANDLOCK_RULE_NET_PORT, ctypes.byref(rule),
-                                0), f"landlock_add_rule port {port}")
+            _check(libc.syscall(LANDLOCK_SYSCALLS["add_rule"], ruleset, _LANDLOCK_RULE_NET_PORT,
+                                ctypes.byref(rule), 0), f"landlock_add_rule port {port}")
         _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
         _check(libc.syscall(LANDLOCK_SYSCALLS["restrict_self"], ruleset, 0), "landlock_restrict_self (network)")
     finally:
@@ -225,23 +227,18 @@ def restrict_network(ports: list[int]) -> None:
 
 
 def loopback_up() -> None:
-    """``ip link set lo up``: two ioctls through ctypes, which the init
-    loads anyway (the ``socket`` module would cost milliseconds to import).
-    A new network namespace's loopback starts down."""
-    import ctypes
+    """Bring ``lo`` up (SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP)."""
+    import _socket  # not socket: it would import enum and cost ~6 ms
+    import fcntl
+    import struct
 
-    libc = _libc()
-    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
-    request = ctypes.create_string_buffer(40)  # struct ifreq: the name, then the flags (a short)
-    request.value = b"lo"
-    fd = _check(libc.socket(2, 2, 0), "socket(AF_INET, SOCK_DGRAM)")  # the interface ioctls need a socket
+    sock = _socket.socket(_socket.AF_INET, _socket.SOCK_DGRAM)
     try:
-        _check(libc.ioctl(fd, siocgifflags, request), "ioctl(SIOCGIFFLAGS lo)")
-        flags = ctypes.c_short.from_buffer(request, 16)
-        flags.value |= iff_up
-        _check(libc.ioctl(fd, siocsifflags, request), "ioctl(SIOCSIFFLAGS lo)")
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock.fileno(), 0x8913, request))[1]
+        fcntl.ioctl(sock.fileno(), 0x8914, struct.pack("16sH14x", b"lo", flags | 0x1))
     finally:
-        os.close(fd)
+        sock.close()
 
 
 def mount_tmpfs(path: str, keep: list[str], read_only: list[str]) -> None:
@@ -275,13 +272,19 @@ def drop_capabilities() -> None:
     import ctypes
 
     libc = _libc()
+    if _no_capabilities():  # bubblewrap dropped them all already (it may not drop more)
+        _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+        return
     _check(libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clear the ambient capabilities")
     for cap in range(64):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0:
             errno = ctypes.get_errno()
             if errno == 22:  # EINVAL: past the last capability
                 break
-            if errno == 1 and os.geteuid() != 0:  # EPERM: a non-root process without CAP_SETPCAP has none to drop
+            if errno == 1 and os.geteuid() != 0:
+                # EPERM: a non-root process without CAP_SETPCAP (``none``
+                # mode of a non-root worker); it has nothing to regain:
+                # no_new_privs below stops setuid and file capabilities.
                 break
             _check(-1, f"drop capability {cap} from the bounding set")
     if os.geteuid() == 0:
@@ -292,6 +295,16 @@ def drop_capabilities() -> None:
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
+def _no_capabilities() -> bool:
+    """This process holds no capability at all, in any set."""
+    try:
+        with open("/proc/self/status") as f:
+            sets = {k: v.strip() for k, _, v in (line.partition(":") for line in f) if k.startswith("Cap")}
+    except OSError:
+        return False
+    return bool(sets) and all(int(v, 16) == 0 for v in sets.values())
+
+
 def confine(options: list[tuple[str, str]]) -> None:
     """Apply the options (see the module's docstring), in their order of kinds."""
     keep = [value for name, value in options if name == "--keep"]
@@ -299,17 +312,17 @@ def confine(options: list[tuple[str, str]]) -> None:
     for name, value in options:
         if name == "--tmpfs":
             mount_tmpfs(value, keep, read_only)
-    if any(name == "--lo-up" for name, _ in options):
+    if any(name == "--loopback" for name, _ in options):
         loopback_up()
     if any(name == "--drop-caps" for name, _ in options):
         drop_capabilities()
-    for name, value in options:
-        if name == "--net-ports":
-            restrict_network([int(p) for p in value.split(",") if p])
     abi = next((int(value) for name, value in options if name == "--landlock"), 0)
     if abi:
         rules = [(name[2:], value) for name, value in options if name in ("--rw", "--rx", "--ro", "--dev")]
         restrict_filesystem(abi, rules)
+    for name, value in options:
+        if name == "--net-ports":
+            restrict_network([int(p) for p in value.split(",") if p])
 
 
 def parse(argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
@@ -320,7 +333,7 @@ def parse(argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
     i = 0
     while argv[i] != "--":
         name = argv[i]
-        if name in ("--drop-caps", "--lo-up"):
+        if name in ("--drop-caps", "--loopback"):
             options.append((name, ""))
             i += 1
         else:

@@ -26,12 +26,84 @@ from agentloop.shared.errors import ToolError, preview
 
 __all__ = [
     "hard_link_error",
+    "workspace_problem",
+    "worker_directories",
     "open_for_reading",
     "remove_file",
     "replace_file",
     "resolve_in_workspace",
     "workspace_relative",
 ]
+
+
+#: Directories no run may use as its workspace, nor anything inside them:
+#: the system's own. (``/proc``, ``/sys`` and ``/dev``: see
+#: :func:`agentloop.shared.spec.system_workspace_problem`.)
+SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/run",
+                "/var/run", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail")
+#: Directories no run may use as its workspace themselves (a run may work
+#: in a directory inside them): each holds the files of many.
+SHARED_DIRS = ("/", "/home", "/root", "/var", "/tmp", "/var/tmp", "/opt", "/srv", "/mnt", "/media", "/usr/local")
+
+
+def worker_directories() -> dict[str, Path]:
+    """The directories this worker itself uses, by what they are: a
+    workspace above one of them would give its commands the worker's code,
+    its data or its keys. Resolved."""
+    import sys
+
+    dirs = {"its working directory": Path.cwd(), "its Python environment": Path(sys.prefix),
+            "its Python installation": Path(sys.base_prefix)}
+    data = os.environ.get("AGENTLOOP_HOME") or str(Path.home() / ".agentloop")
+    dirs["its data directory"] = Path(data)
+    return {what: Path(os.path.realpath(path)) for what, path in dirs.items()}
+
+
+def workspace_problem(
+    workspace: Path, *, default: Path, roots: list[Path] | None, home: Path | None = None,
+    worker_dirs: dict[str, Path] | None = None,
+) -> str | None:
+    """Why a run may not use ``workspace`` (resolved) on this worker, as a
+    sentence, or None.
+
+    Refused: ``/`` and the directories shared by many (:data:`SHARED_DIRS`),
+    anything in the system's (:data:`SYSTEM_TREES`), the worker's home and
+    its ancestors, and any ancestor of a directory the worker uses (its
+    working directory, its Python environment, its data directory), unless
+    it is the worker's own default workspace (``default``, what the
+    operator started it with). With ``roots``, the workspace must lie
+    strictly inside one of them (a root holds the workspaces of many runs),
+    or be the worker's default workspace.
+    """
+    ws = Path(os.path.realpath(workspace))
+    default = Path(os.path.realpath(default))
+    home = Path(os.path.realpath(home if home is not None else Path.home()))
+    text = str(ws)
+    home_problem = (f"workspace {workspace} is {'the' if ws == home else 'above the'} home directory of the "
+                    f"worker's user ({home}), which holds its keys and configuration; use a project directory "
+                    "inside it")
+    if ws == home:
+        return home_problem
+    if text in SHARED_DIRS:
+        return (f"workspace {workspace} is {'the root directory' if text == '/' else 'a directory many share'}: "
+                "a run's commands could read and write everything in it; use a project directory inside it")
+    if ws in home.parents:
+        return home_problem
+    for tree in SYSTEM_TREES:
+        if text == tree or text.startswith(tree + "/"):
+            return f"workspace {workspace} is in {tree}, a system directory; use a directory of your project"
+    if ws != default:
+        for what, path in (worker_dirs if worker_dirs is not None else worker_directories()).items():
+            if ws in path.parents:
+                return (f"workspace {workspace} holds the worker's own files ({what}, {path}): its commands "
+                        "could change the worker; use a directory beside them")
+    if roots and ws != default and not any(root in ws.parents for root in roots):
+        inside = ws in roots
+        return (f"workspace {workspace} is {'one of' if inside else 'outside'} the directories this worker allows "
+                f"(AGENTLOOP_WORKSPACE_ROOTS or the worker's workspace: {':'.join(map(str, roots))})"
+                + ("; a root holds the workspaces of many runs: use a directory inside it" if inside else
+                   "; use a directory inside one of them"))
+    return None
 
 
 def resolve_in_workspace(
@@ -313,38 +385,3 @@ def workspace_relative(workspace: Path, path: Path) -> str:
 
 def _is_within(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
-
-
-#: Directories that are never a workspace, nor is anything under them.
-SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/boot", "/proc", "/sys",
-                "/dev")
-#: Directories that are never a workspace themselves (a directory under them may be).
-SHARED_TOPS = ("/", "/home", "/root", "/var", "/tmp", "/opt", "/srv", "/mnt", "/media", "/run", "/var/lib",
-               "/var/tmp")
-
-
-def widening_problem(workspace: Path, *, roots: list[Path] | None, home: Path | None) -> str | None:
-    """Why the resolved ``workspace`` would widen what a run may touch, or None.
-
-    Refused: ``/`` and the shared top directories themselves, anything in a
-    system tree, the worker's home and its ancestors, and, when ``roots``
-    are set, a workspace not strictly inside one of them (a root itself
-    would hold every other run's workspace). Pure: the caller resolves paths.
-    """
-    text = str(workspace)
-    if text in SHARED_TOPS:
-        return f"workspace {text} would give the run every project under it; use a directory of one project"
-    for tree in SYSTEM_TREES:
-        if text == tree or text.startswith(tree + "/"):
-            return f"workspace {text} is in {tree}, a system directory; use a directory of your project"
-    if home is not None and (workspace == home or _is_within(home, workspace)):
-        return (f"workspace {text} holds this worker's home directory {home} (its configuration and credentials); "
-                "use a directory of your project")
-    if roots:
-        if any(workspace == root for root in roots):
-            return (f"workspace {text} is a workspace root itself and would hold every other run's workspace; use "
-                    "a directory inside it")
-        if not any(_is_within(workspace, root) for root in roots):
-            return (f"workspace {text} is outside the directories this worker allows (AGENTLOOP_WORKSPACE_ROOTS="
-                    f"{':'.join(map(str, roots))}); use a directory inside one of them")
-    return None

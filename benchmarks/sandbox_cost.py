@@ -7,6 +7,11 @@ Three measurements, each against its floor in the same run:
   (the floor: a plain ``bash -c`` plus the init): what each mode's
   confinement adds per command (``namespace`` and ``none`` with Landlock
   where the kernel has it, ``bwrap``);
+* the network: ``namespace`` mode (with Landlock) with
+  ``AGENTLOOP_SHELL_NETWORK=on`` (the worker's network, the default before
+  commands got a network namespace) against ``off`` (a network namespace
+  of its own with its loopback brought up, the default now) and ``web``
+  (the worker's network under Landlock's TCP rules), in alternating rounds;
 * the first command's one-off probe of the namespace sandbox;
 * a tools worker subprocess (``agentloop worker --role tools``, what an
   embedded setup with a key-free tools process would start) against an
@@ -15,7 +20,7 @@ Three measurements, each against its floor in the same run:
 
 Usage::
 
-    python -m benchmarks.sandbox_cost [--commands 20] [--repeat 3]
+    python -m benchmarks.sandbox_cost [--commands 20] [--repeat 3] [--rounds 5]
 
 ``agentloop run --model scripted:demo`` end to end is measured from the shell
 (see README, Security).
@@ -56,9 +61,8 @@ async def plain_bash(n: int, ws: Path) -> float:
 
 
 async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True,
-                      network: str = "on") -> tuple[float, str] | None:
-    """Mean ms per ``shell_command('true')`` in ``mode`` with ``AGENTLOOP_SHELL_NETWORK=network``,
-    and how its files and network were confined."""
+                      network: str = "off") -> tuple[float, str] | None:
+    """Mean ms per ``shell_command('true')`` in ``mode``, and how its files were confined."""
     os.environ["AGENTLOOP_SHELL_SANDBOX"] = mode
     os.environ["AGENTLOOP_SHELL_NETWORK"] = network
     for probe in (sandbox._namespace_launcher, sandbox._none_launcher, sandbox.landlock_support):
@@ -73,7 +77,7 @@ async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True,
             print(f"  {mode:9s} unavailable: {exc}")
             return None
         files = (f"Landlock ABI {launcher.landlock}" if launcher.landlock else
-                 "own filesystem" if launcher.mode == "bwrap" else "files not confined") + f", network {network}"
+                 "own filesystem" if launcher.mode == "bwrap" else "files not confined")
         await shell_command("true", ctx=ToolContext(workspace=ws))  # warm
         started = time.perf_counter()
         for _ in range(n):
@@ -101,7 +105,7 @@ async def worker_startup(server: DevServer, split: bool, ws: Path) -> float:
     proc = None
     if split:
         env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-        env.update(TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue)
+        env.update(TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue, AGENTLOOP_WORKSPACE_ROOTS=str(ws.parent))
         proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools"],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -116,7 +120,24 @@ async def worker_startup(server: DevServer, split: bool, ws: Path) -> float:
             proc.wait()
 
 
-async def main(commands: int, repeat: int) -> None:
+async def network_cost(commands: int, rounds: int, ws: Path) -> None:
+    """Namespace mode with Landlock: network on, off and web, alternating."""
+    times: dict[str, list[float]] = {"on": [], "off": [], "web": []}
+    for _ in range(rounds):
+        for network in times:
+            measured = await per_command("namespace", commands, ws, network=network)
+            if measured is None:
+                return
+            times[network].append(measured[0])
+    on = statistics.median(times["on"])
+    print(f"network, namespace mode with Landlock: median of {rounds} rounds of {commands} commands:")
+    print(f"  {'on: the worker network (before)':40s} {on:6.1f} ms")
+    for network, what in (("off", "own network namespace (now)"), ("web", "Landlock TCP rules, ports 80 443")):
+        ms = statistics.median(times[network])
+        print(f"  {network + ': ' + what:40s} {ms:6.1f} ms  ({ms - on:+.1f} ms)")
+
+
+async def main(commands: int, repeat: int, rounds: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         ws = Path(tmp)
         saved = os.environ.get("AGENTLOOP_SHELL_SANDBOX")
@@ -126,19 +147,17 @@ async def main(commands: int, repeat: int) -> None:
         print(f"namespace probe (once per worker): {(time.perf_counter() - started) * 1000:.1f} ms")
         print(f"shell_command 'true', mean of {commands}; added cost against sandbox none without Landlock:")
         bash = await plain_bash(commands, ws)
-        print(f"  plain bash -c, no tool                        {bash:6.1f} ms")
-        base = await per_command("none", commands, ws, landlock=False, network="on")
+        print(f"  plain bash -c, no tool              {bash:6.1f} ms")
+        base = await per_command("none", commands, ws, landlock=False)
         assert base is not None
         floor = base[0]
-        print(f"  none, files not confined, network on (floor)  {floor:6.1f} ms")
-        # Network "on" is each mode's cost before commands lost the network by default; "off" the default now.
-        for mode, landlock, network in (
-                ("none", True, "on"), ("none", True, "off"), ("namespace", False, "on"), ("namespace", True, "on"),
-                ("namespace", True, "off"), ("namespace", True, "web"), ("bwrap", True, "on"), ("bwrap", True, "off")):
-            measured = await per_command(mode, commands, ws, landlock=landlock, network=network)
+        print(f"  none, files not confined (floor)    {floor:6.1f} ms")
+        for mode, landlock in (("none", True), ("namespace", False), ("namespace", True), ("bwrap", True)):
+            measured = await per_command(mode, commands, ws, landlock=landlock)
             if measured is not None and (landlock or mode == "namespace"):
                 ms, files = measured
-                print(f"  {mode + ', ' + files:45s} {ms:6.1f} ms  ({ms - floor:+.1f} ms, x{ms / floor:.2f})")
+                print(f"  {mode + ', ' + files:35s} {ms:6.1f} ms  ({ms - floor:+.1f} ms, x{ms / floor:.2f})")
+        await network_cost(commands, rounds, ws)
         os.environ.pop("AGENTLOOP_SHELL_NETWORK", None)
         if saved is None:
             os.environ.pop("AGENTLOOP_SHELL_SANDBOX", None)
@@ -160,5 +179,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--commands", type=int, default=20)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds of the network comparison")
     args = parser.parse_args()
-    asyncio.run(main(args.commands, args.repeat))
+    asyncio.run(main(args.commands, args.repeat, args.rounds))

@@ -318,6 +318,7 @@ class DevServer:
                 self.port = free_port()
             if self._auto_ui_port:
                 self.ui_port = free_port()
+            self.http_port = free_port()
             return self._start(timeout)
 
     def _start(self, timeout: float) -> DevServer:

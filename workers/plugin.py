@@ -227,6 +227,9 @@ class AgentLoopPlugin(SimplePlugin):
             providers, configured from the environment, when None.
         workspace: Workspace of runs whose spec names none; from
             ``AGENTLOOP_WORKSPACE`` or the current directory when None.
+        workspace_roots: Directories runs' workspaces must lie strictly
+            inside (``AGENTLOOP_WORKSPACE_ROOTS`` when None); see
+            :class:`~agentloop.activities.agent_activities.AgentActivities`.
         role: ``all``, ``models`` or ``tools`` (see above).
         mcp_servers: The MCP servers tool workers reach, by name
             (``{name: McpServer or its settings}``, or an ``McpServers``);
@@ -257,6 +260,7 @@ class AgentLoopPlugin(SimplePlugin):
         models: ModelResolver | None = None,
         workspace: str | Path | None = None,
         role: str = "all",
+        workspace_roots: list[str | Path] | None = None,
         mcp_servers: Any = None,
         telemetry: Any = None,
         codec: PayloadCodec | bool | None = None,
@@ -268,6 +272,7 @@ class AgentLoopPlugin(SimplePlugin):
         self.registry = registry
         self.models = models
         self.workspace = workspace
+        self.workspace_roots = workspace_roots
         self._activities: AgentActivities | None = None
         self._running: set[int] = set()
         self._workers = 0
@@ -300,6 +305,7 @@ class AgentLoopPlugin(SimplePlugin):
 
             register_openapi_from_env(registry)  # the APIs of AGENTLOOP_OPENAPI, if set
             self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp,
+                                               workspace_roots=self.workspace_roots,
                                                tools_beside_runs=self.role == "all")
         return self._activities
 

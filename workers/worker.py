@@ -17,6 +17,7 @@ import ctypes
 import gc
 import importlib
 import logging
+import os
 import signal
 import sys
 import warnings
@@ -43,6 +44,7 @@ __all__ = [
     "check_role",
     "check_tools_environment",
     "connect",
+    "default_workspace_roots",
     "deployment_config",
     "describe_worker",
     "import_modules",
@@ -89,6 +91,7 @@ def build_worker(
     telemetry: Any = None,
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     deployment: tuple[str, str] | None = None,
+    workspace_roots: list[str | Path] | None = None,
     **worker_options: Any,
 ) -> Worker:
     """The Temporal worker of one role: a ``Worker`` with
@@ -116,6 +119,9 @@ def build_worker(
             that Worker Deployment Version (:func:`deployment_config`), and
             runs stay on the version they started on (docs/deploying.md);
             None: an unversioned worker.
+        workspace_roots: Directories runs' workspaces must lie strictly
+            inside, or be ``workspace`` itself; ``AGENTLOOP_WORKSPACE_ROOTS``
+            when None (:func:`default_workspace_roots` for the commands).
         worker_options: Passed on to :class:`temporalio.worker.Worker`.
 
     Raises:
@@ -124,7 +130,7 @@ def build_worker(
             work here.
     """
     plugin = AgentLoopPlugin(registry=registry, models=models, workspace=workspace, role=role,
-                             mcp_servers=mcp_servers, telemetry=telemetry)
+                             mcp_servers=mcp_servers, telemetry=telemetry, workspace_roots=workspace_roots)
     if deployment is not None:
         worker_options.setdefault("deployment_config", deployment_config(*deployment))
     with warnings.catch_warnings():
@@ -138,6 +144,17 @@ def build_worker(
             graceful_shutdown_timeout=graceful_shutdown_timeout,
             **worker_options,
         )
+
+
+def default_workspace_roots(workspace: str | Path | None) -> list[str | Path] | None:
+    """The workspace roots of a worker that ``agentloop worker``, ``dev`` or
+    ``run`` starts: ``AGENTLOOP_WORKSPACE_ROOTS`` when set (None: read
+    there), else the worker's workspace (``--workspace``,
+    ``AGENTLOOP_WORKSPACE``, or the directory it was started in). Runs
+    then work in that directory or in one inside it, never above or beside."""
+    if os.environ.get("AGENTLOOP_WORKSPACE_ROOTS", "").strip():
+        return None
+    return [workspace or os.environ.get("AGENTLOOP_WORKSPACE") or os.getcwd()]
 
 
 def deployment_config(deployment_name: str, build_id: str) -> WorkerDeploymentConfig:
@@ -154,12 +171,14 @@ def deployment_config(deployment_name: str, build_id: str) -> WorkerDeploymentCo
 
 def protect_process() -> bool:
     """Make this process's memory and ``/proc/<pid>/environ`` unreadable to
-    other processes of the same user: ``PR_SET_DUMPABLE`` 0.
+    other processes of the same user: ``PR_SET_DUMPABLE`` 0. Its ``/proc``
+    entries then belong to root and need ``CAP_SYS_PTRACE``, which the
+    shell sandbox drops in every mode, even for a root worker.
 
-    Defence in depth for processes that hold keys: a shell command of the
-    same user (or uid 0, whose capabilities the sandbox drops in every mode)
-    cannot read them; only a process with ``CAP_SYS_PTRACE`` still can.
-    Returns whether it worked (Linux only).
+    Every worker role does it, for when shell commands run without a
+    namespace; a process with ``CAP_SYS_PTRACE`` (root's debugger, py-spy
+    run as root) still reads them. Children it starts are dumpable again
+    (exec resets the flag). Returns whether it worked (Linux only).
     """
     if not sys.platform.startswith("linux"):
         return False
@@ -218,7 +237,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
     tune_collector()
     if role == "tools":
         check_tools_environment()
-    protect_process()  # every role: a tools worker holds the encryption keys and Temporal's credentials
+    protect_process()  # every role: its own shell commands must not read its memory or environment
     import_modules(config.imports)
     configure_logging()
     telemetry = Telemetry.from_env(metrics_port=metrics_port)
@@ -234,7 +253,8 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
                 + "\n  ".join(create_commands(config.namespace))
             )
     worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role,
-                          telemetry=telemetry or False, deployment=deployment)
+                          telemetry=telemetry or False, deployment=deployment,
+                          workspace_roots=default_workspace_roots(workspace))
     metrics_server = serve_metrics(telemetry, port, temporal_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -243,7 +263,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
     sandbox_line = sandbox.describe() if role != "models" else None
     async with worker:
         print(f"agentloop worker: {describe_worker(config, role)}", file=sys.stderr, flush=True)
-        if sandbox_line:  # on the start line's heels, not in the INFO log: what a command can reach
+        if sandbox_line:
             print(f"agentloop worker: {sandbox_line}", file=sys.stderr, flush=True)
         await stop.wait()
         print("agentloop worker: stopping; in-flight activities may finish (up to 30 s)", file=sys.stderr,

@@ -12,6 +12,7 @@ tests call it without a server (``tests/unit/test_delegation.py``).
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Union
 
@@ -93,6 +94,33 @@ def child_messages(sub: SubAgent, conversation: list[Message], task: str) -> lis
     if before and before[-1].role == "assistant" and before[-1].tool_calls:
         before.pop()
     return [*before, Message.user(task)]
+
+
+def child_workspace(parent: str | None, child: str | None) -> str | None:
+    """The workspace a sub-agent's run gets: its own when it lies inside its
+    parent's (or the parent names none: the worker checks it), else the
+    parent's when it names none.
+
+    Lexical: both are compared as written, normalised (``..`` resolved).
+
+    Raises:
+        ValueError: The sub-agent's workspace is not inside its parent's, or
+            one is relative and the other absolute.
+    """
+    if parent is None or child is None:
+        return child if parent is None else parent
+    mine, theirs = posixpath.normpath(child), posixpath.normpath(parent)
+    if posixpath.isabs(mine) != posixpath.isabs(theirs):
+        raise ValueError(f"its workspace {child} and its parent's {parent} are not both absolute paths, so "
+                         "agentloop cannot tell whether one lies inside the other; name both as absolute paths")
+    if theirs == ".":
+        inside = mine != ".." and not mine.startswith("../")
+    else:
+        inside = mine == theirs or mine.startswith(theirs.rstrip("/") + "/")
+    if not inside:
+        raise ValueError(f"its workspace {child} is not inside its parent's workspace {parent}; a sub-agent "
+                         "works in its parent's workspace or in a directory inside it")
+    return child
 
 
 def input_problem(name: str, child: AgentRunInput, limit: int = MAX_INPUT_BYTES) -> str | None:

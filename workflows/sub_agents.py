@@ -43,6 +43,7 @@ with workflow.unsafe.imports_passed_through():
         ChildOutcome,
         child_budget,
         child_messages,
+        child_workspace,
         child_run_id,
         delegation_result,
         input_problem,
@@ -118,8 +119,7 @@ class SubAgentRunner:
             depth=self.link.depth + 1 if self.link else 1,
             max_depth=self.link.max_depth if self.link else self.top_spec.max_depth,
         )
-        # A sub-agent that names no workspace works in its parent's, never in the worker's default.
-        workspace = sub.spec.workspace or spec.workspace
+        workspace = child_workspace(spec.workspace, sub.spec.workspace)
         return AgentRunInput(spec=sub.spec.model_copy(update={"budget": budget, "workspace": workspace}),
                              messages=child_messages(sub, state.messages, task), parent=link)
 

@@ -243,6 +243,7 @@ async def session(
     from agentloop.workers.worker import (
         build_worker,
         check_role,
+        default_workspace_roots,
         check_tools_environment,
         import_modules,
         protect_process,
@@ -291,6 +292,7 @@ async def session(
             ui_url = server.ui_url
         client = await connect_client(config, data_converter=converter_from_env())
         if with_worker:
-            worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role)
+            worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role,
+                                  workspace_roots=default_workspace_roots(workspace))
             await stack.enter_async_context(worker)
         yield Session(client=client, config=config, ui_url=ui_url)

@@ -115,19 +115,6 @@ def system_workspace_problem(path: str) -> str | None:
     return None
 
 
-def sub_workspace_problem(parent: str | None, child: str | None) -> str | None:
-    """Why a sub-agent's workspace may not be ``child`` under a parent whose
-    workspace is ``parent``, or None: it must lie inside the parent's (a
-    sub-agent that names none works in its parent's). Lexical."""
-    if not parent or not child:
-        return None
-    outer, inner = posixpath.normpath(parent), posixpath.normpath(child)
-    if inner == outer or inner.startswith(outer.rstrip("/") + "/"):
-        return None
-    return (f"its workspace {child} is not inside its parent's ({parent}); a sub-agent may only narrow where it "
-            "works: give it a directory inside the parent's, or none to share the parent's")
-
-
 class AgentSpec(BaseModel):
     """What an agent is: its model, instructions, tools and limits.
 
@@ -316,14 +303,6 @@ class AgentSpec(BaseModel):
         if problem:
             raise ValueError(problem)
         return value
-
-    @model_validator(mode="after")
-    def _check_sub_agent_workspaces(self) -> AgentSpec:
-        for name, sub in self.sub_agents.items():
-            problem = sub_workspace_problem(self.workspace, sub.spec.workspace)
-            if problem:
-                raise ValueError(f"sub-agent {name!r}: {problem}")
-        return self
 
     @field_validator("model")
     @classmethod

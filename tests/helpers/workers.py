@@ -17,8 +17,12 @@ def start_worker(
     **extra_env: str,
 ) -> subprocess.Popen[bytes]:
     """``agentloop worker --import module`` on ``task_queue``, its output
-    appended to ``log``; ``extra_env`` is added to its environment."""
-    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue, **extra_env)
+    appended to ``log``; ``extra_env`` is added to its environment. Its
+    workspace root is the directory above the log's (the session's
+    temporary directory): runs may work in the test's ``tmp_path`` (a
+    user's ``agentloop run`` from there) and in its ``workspace``."""
+    env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=task_queue,
+               **{"AGENTLOOP_WORKSPACE_ROOTS": str(log.parent.parent), **extra_env})
     return subprocess.Popen(
         [sys.executable, "-m", "agentloop.cli", "worker", "--import", module],
         cwd=ROOT,

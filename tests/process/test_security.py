@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -319,8 +320,8 @@ def test_command_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) ->
      "AGENTLOOP_SHELL_SANDBOX='docker' is not a sandbox mode; use one of namespace, bwrap, none "
      "(unset: namespace, falling back to none with a warning)"),
     ({"AGENTLOOP_SHELL_SANDBOX": "bwrap", "AGENTLOOP_SHELL_NETWORK": "maybe"},
-     "AGENTLOOP_SHELL_NETWORK='maybe': use off (no network, the default), web (TCP to ports 80 and 443 only) "
-     "or on (the worker's whole network)"),
+     "AGENTLOOP_SHELL_NETWORK='maybe': use off (the default: loopback only), web (outbound TCP to ports 80 and "
+     "443) or on (the worker's network)"),
     ({"AGENTLOOP_SHELL_ENV": "PATH,OPENAI_API_KEY"},
      "AGENTLOOP_SHELL_ENV names provider keys (OPENAI_API_KEY); commands never get those: remove them from "
      "AGENTLOOP_SHELL_ENV"),
@@ -401,7 +402,7 @@ async def test_explicit_namespace_mode_that_cannot_work_fails_each_call(
     workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A machine where unshare cannot create namespaces (here: a launcher that fails).
-    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda: [["/bin/false"]])
+    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda netns=True: [["/bin/false"]])
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
     with pytest.raises(ToolError) as info:
         await run_shell(workspace, "true")
@@ -414,7 +415,7 @@ async def test_explicit_namespace_mode_that_cannot_work_fails_each_call(
 async def test_unset_mode_falls_back_to_none_with_one_warning(
     workspace: Path, fresh_probes: None, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda: [])
+    monkeypatch.setattr(sandbox, "_namespace_candidates", lambda netns=True: [])
     monkeypatch.setattr(sandbox, "_warned", set())
     monkeypatch.delenv("AGENTLOOP_SHELL_SANDBOX", raising=False)
     ctx = ToolContext(workspace=workspace)
@@ -425,7 +426,7 @@ async def test_unset_mode_falls_back_to_none_with_one_warning(
     (warning,) = [r.getMessage() for r in caplog.records]
     assert warning.startswith("shell commands run WITHOUT a sandbox: util-linux unshare and setpriv were not found. "
                               "They can read the environment of every process of this user")
-    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable; files: ")
+    assert sandbox.describe().startswith("shell sandbox: none (fallback: namespaces unavailable); files: ")
 
 
 # Files outside the workspace, in every mode ---------------------------------------------
@@ -538,27 +539,27 @@ async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, mon
         monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", mode)
         lines[mode] = sandbox.describe()
     assert lines["namespace"] == (
-        f"shell sandbox: namespace (files: Landlock ABI {abi}, the workspace read-write, system directories "
-        "read-only, a private /tmp; network: none, loopback only; processes: own PID namespace and /proc, no "
-        "capabilities, allowlisted environment)")
+        f"shell sandbox: namespace; files: confined by Landlock ABI {abi}: the workspace read-write, system "
+        "directories read-only, a private /tmp, /run hidden; network: none (a loopback of its own); processes: "
+        "own PID namespace and /proc, no capabilities, allowlisted environment")
     assert lines["none"] == (
-        f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX; files: Landlock ABI {abi}, the workspace read-write, "
-        "system directories read-only, a private TMPDIR; network: no TCP connections (Landlock); processes: the "
-        "worker's user, no capabilities, the worker not dumpable)")
+        f"shell sandbox: none (set by AGENTLOOP_SHELL_SANDBOX); files: confined by Landlock ABI {abi}: the "
+        f"workspace read-write, system directories read-only, a private TMPDIR; network: no TCP (Landlock ABI "
+        f"{abi}; UDP is not Landlock's to restrict); processes: the worker's (no capabilities; the worker is "
+        "non-dumpable), allowlisted environment")
     monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
-    assert "network: TCP to ports 80 and 443 only;" in sandbox.describe()
+    assert "; network: outbound TCP to ports 80 and 443 only (Landlock ABI " in sandbox.describe()
     monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on")
-    assert "network: the worker's (AGENTLOOP_SHELL_NETWORK=on);" in sandbox.describe()
+    assert "; network: the worker's, every local service reachable (AGENTLOOP_SHELL_NETWORK=on); " in sandbox.describe()
     monkeypatch.delenv("AGENTLOOP_SHELL_NETWORK")
     sandbox._namespace_launcher.cache_clear()
     monkeypatch.setattr(sandbox, "landlock_support", lambda: "the kernel has no Landlock (test)")
     monkeypatch.setenv("AGENTLOOP_SHELL_SANDBOX", "namespace")
-    assert sandbox.describe() == (
-        "shell sandbox: namespace (files: NOT confined: the kernel has no Landlock (test); network: none, "
-        "loopback only; processes: own PID namespace and /proc, no capabilities, allowlisted environment)")
-    # Without Landlock's network rules, web cannot be had: a sentence, not a worker that thinks it has it.
+    assert sandbox.describe() == ("shell sandbox: namespace; files: NOT confined: the kernel has no Landlock (test); "
+                                  "network: none (a loopback of its own); processes: own PID namespace and /proc, "
+                                  "no capabilities, allowlisted environment")
     monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "web")
-    with pytest.raises(UserError, match="AGENTLOOP_SHELL_NETWORK=web, but Landlock's network rules need ABI 4"):
+    with pytest.raises(UserError, match="AGENTLOOP_SHELL_NETWORK=web needs Landlock's network rules"):
         sandbox.describe()
 
 
@@ -683,7 +684,7 @@ async def test_a_worker_killed_mid_command_leaves_nothing_running(
     elif mode == "bwrap":
         require_bwrap()
     env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
-                    AGENTLOOP_SHELL_SANDBOX=mode)
+                    AGENTLOOP_SHELL_SANDBOX=mode, AGENTLOOP_WORKSPACE_ROOTS=str(tmp_path))
     log = (tmp_path / "worker.log").open("w")
     worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.helpers.security_fixture"],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -944,7 +945,7 @@ def test_as_a_non_root_user(mode: str, protect: str) -> None:
     for name in ("ppid", "all", "worker"):
         assert out[name].startswith("exit code: "), out[name]
     assert token not in out["ppid"]  # the sandbox's first process: allowlisted environment only
-    landlock = "files: Landlock ABI" in out["describe"]
+    landlock = "files: confined by Landlock" in out["describe"]
     if mode == "none" and protect == "no" and not landlock:
         # The fallback's weakness, shown: a plain child reads its worker's environment...
         assert token in out["worker"] and token in out["all"]
@@ -994,181 +995,272 @@ def test_ci_requires_bubblewrap() -> None:
     assert "export AGENTLOOP_REQUIRE_BWRAP=1" in script
 
 
-# The fleet from inside a command, in every mode (AGENTLOOP_SHELL_NETWORK unset: off) -----
+# The fleet is out of reach: network, sockets, root powers -----------------------------------
 
-#: What each case does per mode: with the default network (off) no TCP door
-#: on loopback opens, the copied temporal CLI reaches nothing, no raw packet
-#: socket opens. ``none`` has no mount namespace, so a daemon's path socket
-#: outside the workspace stays reachable there (docs/security.md says so).
-REACH_CASES = ("temporal grpc", "temporal http", "agentloop serve", "codec server", "temporal cli", "path socket",
-               "af_packet")
+#: What a command tries, per case: (name, command, what shows it got through).
+#: ``{grpc}``, ``{http}``, ``{serve}``, ``{codec}``: the ports of the Temporal
+#: server's gRPC and HTTP APIs, of a token-less ``agentloop serve`` and of
+#: ``agentloop codec-server``, all on the worker's loopback; ``{sock}``: a
+#: path socket outside the workspace, in /run; the workspace holds a copy of
+#: the ``temporal`` CLI.
+REACH_CASES = (
+    ("temporal gRPC", "(exec 3<>/dev/tcp/127.0.0.1/{grpc}) && echo reached", "reached"),
+    ("temporal HTTP", "curl -sS -m 5 -o /dev/null http://127.0.0.1:{http}/api/v1/namespaces/default/workflows "
+                      "&& echo reached", "reached"),
+    ("agentloop serve", "curl -sS -m 5 -o /dev/null http://127.0.0.1:{serve}/v1/runs && echo reached", "reached"),
+    ("codec server", "(exec 3<>/dev/tcp/127.0.0.1/{codec}) && echo reached", "reached"),
+    ("temporal binary", "./temporal workflow list --address 127.0.0.1:{grpc} --limit 1 && echo reached", "reached"),
+    ("path socket", "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); "
+                    "print('reached')\"", "reached"),
+    ("AF_PACKET", "/usr/bin/python3 -c \"import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW); "
+                  "print('reached')\"", "reached"),
+    ("host name", "hostname agentloop-pwned && echo reached", "reached"),
+    ("capabilities", "grep CapEff /proc/self/status", "CapEff:\t0000000000000000"),
+)
+
+_DENIED = {**dict.fromkeys((c[0] for c in REACH_CASES), "denied"), "capabilities": "none"}
+#: Per mode (the worker runs as root here). ``none`` keeps the worker's /run
+#: (no mount namespace), so a socket there connects: only namespace and
+#: bwrap hide it. ``namespace, network on`` is today's old default, kept
+#: to show the cases can get through.
 EXPECTED_REACH = {
-    "namespace": dict.fromkeys(REACH_CASES, "denied"),
-    "bwrap": dict.fromkeys(REACH_CASES, "denied"),
-    "none": {**dict.fromkeys(REACH_CASES, "denied"), "path socket": "got through"},
+    "namespace": _DENIED,
+    "bwrap": _DENIED,
+    "none": {**_DENIED, "path socket": "got through"},
+    "namespace, network on": {**_DENIED, "temporal gRPC": "got through", "temporal HTTP": "got through",
+                              "agentloop serve": "got through", "codec server": "got through",
+                              "temporal binary": "got through"},
 }
 
-PY_CONNECT = ("python3 -c 'import socket,sys; s=socket.create_connection((\"127.0.0.1\", int(sys.argv[1])), 3); "
-              "print(\"REACHED\")' {port}")
-PY_UNIX = "python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); print(\"REACHED\")' {path}"
-PY_PACKET = "python3 -c 'import socket; socket.socket(socket.AF_PACKET, socket.SOCK_RAW); print(\"REACHED\")'"
+
+@pytest.fixture(scope="module")
+def temporal_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One copy of the ``temporal`` CLI, hard-linked into each test's workspace."""
+    from agentloop.workers.devserver import find_temporal_binary
+
+    copy = tmp_path_factory.mktemp("bin") / "temporal"
+    shutil.copy(find_temporal_binary(), copy)
+    return copy
 
 
-async def start_doors(env: dict[str, str]) -> tuple[list[asyncio.subprocess.Process], int, int]:
-    """A token-less ``agentloop serve`` and ``agentloop codec-server`` on loopback: their ports."""
-    from tests.process.test_http_serve import start_serve
+async def start_listening(*argv: str, env: dict[str, str], said: str) -> tuple[subprocess.Popen[str], int]:
+    """``agentloop ARGV --port PORT`` (a free one), and the port, once it says
+    (on stderr) that it serves."""
+    from agentloop.workers.devserver import free_port
 
-    serve, url, _ = await start_serve(env)
-    key = base64.b64encode(b"k" * 32).decode()
-    codec = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "agentloop.cli", "codec-server", "--port", "0", cwd=ROOT,
-        env={**env, "AGENTLOOP_ENCRYPTION_KEYS": f"k1:{key}"}, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
-    assert codec.stderr is not None
-    line = (await asyncio.wait_for(codec.stderr.readline(), 60)).decode()
-    codec_port = int(line.split("http://127.0.0.1:", 1)[1].split()[0].rstrip(";"))
-    return [serve, codec], int(url.rsplit(":", 1)[1]), codec_port
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", *argv, "--port", str(port)], cwd=ROOT, env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    while True:
+        line = await asyncio.to_thread(proc.stderr.readline)
+        assert line, f"agentloop {argv[0]} ended before serving: {''.join(lines)}"
+        lines.append(line)
+        if line.startswith(f"agentloop {said}: http://"):
+            return proc, port
+
+
+@pytest.fixture
+async def fleet(tmp_path: Path, dev_server: DevServer, task_queue: str) -> Iterator[dict[str, object]]:
+    """The services a run must not reach: the test server's gRPC and HTTP
+    ports, a token-less ``agentloop serve``, a codec server, and a path
+    socket in /run."""
+    import socket as sockets
+
+    env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
+                    AGENTLOOP_ENCRYPTION_KEYS="k1:" + base64.b64encode(b"k" * 32).decode())
+    serve, serve_port = await start_listening("serve", env=env, said="serve")
+    codec, codec_port = await start_listening("codec-server", env=env, said="codec-server")
+    sock_path = f"/run/agentloop-test-{uuid.uuid4().hex[:8]}.sock"
+    listener = sockets.socket(sockets.AF_UNIX)
+    listener.bind(sock_path)
+    listener.listen(8)
+    try:
+        yield {"grpc": dev_server.port, "http": dev_server.http_port, "serve": serve_port, "codec": codec_port,
+               "sock": sock_path, "serve_proc": serve}
+    finally:
+        listener.close()
+        os.unlink(sock_path)
+        for proc in (serve, codec):
+            proc.terminate()
+            proc.wait(30)
+
+
+@pytest.mark.parametrize("mode", list(EXPECTED_REACH))
+async def test_the_fleet_is_out_of_reach_in_every_mode(
+    mode: str, workspace: Path, fleet: dict[str, object], temporal_copy: Path, fresh_probes: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    use_mode(mode.split(",")[0], monkeypatch)
+    monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on" if mode.endswith("network on") else "off")
+    os.link(temporal_copy, workspace / "temporal")
+    got = {}
+    for name, command, sign in REACH_CASES:
+        result = await run_shell(workspace, command.format(**fleet))
+        assert result.startswith("exit code: "), result
+        shown = result.split("\n", 1)[1]
+        if name == "capabilities":
+            got[name] = "none" if sign in shown else shown
+        else:
+            got[name] = "got through" if sign in shown.splitlines() else "denied"
+    assert got == EXPECTED_REACH[mode]
+    # Not vacuous: from the worker itself (outside the sandbox) every service answers.
+    for port in ("grpc", "http", "serve", "codec"):
+        with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):  # type: ignore[arg-type]
+            pass
+    with socket.socket(socket.AF_UNIX) as probe:
+        probe.connect(fleet["sock"])  # type: ignore[arg-type]
+
+
+ROOT_PROBE = r'''
+import asyncio, json, os, sys
+from pathlib import Path
+from agentloop.activities import sandbox
+from agentloop.activities.shell_tool import shell_command
+from agentloop.tools.registry import ToolContext
+from agentloop.workers.worker import protect_process
+
+async def main():
+    assert protect_process()
+    ws, me = Path(sys.argv[1]), os.getpid()
+    out = {"uid": os.geteuid(), "describe": sandbox.describe()}
+    out["environ"] = await shell_command(f"cat /proc/{me}/environ; cat /proc/{me}/maps | head -1",
+                                         ctx=ToolContext(workspace=ws))
+    out["caps"] = await shell_command("grep -E 'Cap(Eff|Bnd|Prm|Amb)' /proc/self/status", ctx=ToolContext(workspace=ws))
+    print(json.dumps(out))
+
+asyncio.run(main())
+'''
 
 
 @pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
-async def test_a_command_reaches_no_door_of_the_fleet_in_every_mode(
-    mode: str, workspace: Path, dev_server: DevServer, env: dict[str, str], fresh_probes: None,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    use_mode(mode, monkeypatch)
-    monkeypatch.delenv("AGENTLOOP_SHELL_NETWORK", raising=False)
-    import socket as sockets
-
-    procs, serve_port, codec_port = await start_doors(env)
-    run_dir = Path("/run") / f"agentloop-test-{uuid.uuid4().hex[:8]}"
-    run_dir.mkdir()
-    listener = sockets.socket(sockets.AF_UNIX)
-    listener.bind(str(run_dir / "daemon.sock"))
-    listener.listen(8)
-    shutil.copy(Path(sys.executable).with_name("temporal"), workspace / "temporal")
-    cases = {
-        "temporal grpc": PY_CONNECT.format(port=dev_server.port),
-        "temporal http": PY_CONNECT.format(port=dev_server.http_port),
-        "agentloop serve": PY_CONNECT.format(port=serve_port),
-        "codec server": PY_CONNECT.format(port=codec_port),
-        "temporal cli": f"./temporal workflow list --address 127.0.0.1:{dev_server.port} --command-timeout 3s "
-                        "--limit 1 && echo REACHED",
-        "path socket": PY_UNIX.format(path=run_dir / "daemon.sock"),
-        "af_packet": PY_PACKET,
-    }
-    try:
-        got = {}
-        for name, command in cases.items():
-            result = await run_shell(workspace, command, timeout_seconds=20)
-            assert result.startswith("exit code: "), result
-            got[name] = "got through" if "REACHED" in result else "denied"
-        # Not vacuous: the same connection from the network the worker has (AGENTLOOP_SHELL_NETWORK=on).
-        monkeypatch.setenv("AGENTLOOP_SHELL_NETWORK", "on")
-        control = await run_shell(workspace, cases["temporal grpc"])
-    finally:
-        listener.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        for proc in procs:
-            proc.terminate()
-            await proc.wait()
-    assert got == EXPECTED_REACH[mode]
-    assert "REACHED" in control, control
-
-
-def test_a_root_worker_s_environment_is_closed_to_its_commands_in_none_mode() -> None:
-    """As root, in ``none`` mode: the command is uid 0 with no capabilities,
-    and the worker is not dumpable, so its /proc entries are closed."""
-    import tempfile
-
+def test_a_root_workers_commands_have_no_capabilities_and_cannot_read_it(mode: str, workspace: Path) -> None:
+    """As root, in every mode: no capability in any set, and the worker's
+    /proc/PID/environ and maps (the worker is non-dumpable) are closed."""
     if os.geteuid() != 0:
-        pytest.skip("this case is about a worker running as root; test_as_a_non_root_user covers the others")
+        pytest.skip("this test is about a worker running as root")
+    if mode == "bwrap":
+        require_bwrap()
     token, secrets = canaries()
-    ws = Path(tempfile.mkdtemp(prefix="agentloop-root-", dir="/tmp"))
-    import sysconfig
-
-    try:
-        env = {"PATH": os.environ.get("PATH", sandbox.DEFAULT_PATH), "HOME": "/root", **secrets,
-               "AGENTLOOP_TEST_SITE": sysconfig.get_paths()["purelib"], "AGENTLOOP_SHELL_SANDBOX": "none"}
-        proc = subprocess.run([sys.executable, "-c", NON_ROOT_PROBE, str(ws), "protect"], env=env, cwd="/tmp",
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(ws, ignore_errors=True)
+    env = {"PATH": os.environ.get("PATH", sandbox.DEFAULT_PATH), "HOME": str(workspace.parent), **secrets,
+           "AGENTLOOP_SHELL_SANDBOX": mode}
+    proc = subprocess.run([sys.executable, "-c", ROOT_PROBE, str(workspace)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.splitlines()[-1])
     assert out["uid"] == 0
-    assert token not in out["worker"] and token not in out["all"], out
-    assert f"/proc/{out['worker_pid']}/environ: Permission denied" in out["worker"], out["worker"]
+    assert token not in out["environ"], out["environ"]
+    assert "environ: Permission denied" in out["environ"] or "No such file" in out["environ"], out["environ"]
+    assert "maps: Permission denied" in out["environ"] or "No such file" in out["environ"], out["environ"]
+    for name in ("CapEff", "CapBnd", "CapPrm", "CapAmb"):
+        assert f"{name}:\t0000000000000000" in out["caps"], out["caps"]
 
 
-async def test_a_run_cannot_start_a_wider_run_through_any_door(
-    workspace: Path, tmp_path: Path, dev_server: DevServer, env: dict[str, str], task_queue: str,
-    temporal_client: Client, spawn_worker,
+# Workspaces that would widen what a run reaches ------------------------------------------------
+
+
+WORKSPACE_CASES = ("/", "a root", "a parent of the worker's directory", "the worker's home", "/etc")
+
+
+@pytest.mark.parametrize("mode", ["namespace", "bwrap", "none"])
+async def test_workspaces_that_widen_are_refused_in_every_mode(
+    mode: str, tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The chain: a run confined to its workspace asks its shell to start a
-    run with workspace / through the dev server's HTTP API, its gRPC port
-    (a copied temporal CLI) and a token-less agentloop serve. Nothing
-    starts, and nothing is written outside. With the worker's network
-    (AGENTLOOP_SHELL_NETWORK=on) the wider run does start, and then its
-    workspace of / is refused: the second wall."""
-    procs, serve_port, _ = await start_doors(env)
-    shutil.copy(Path(sys.executable).with_name("temporal"), workspace / "temporal")
-    marker = ROOT / "tests" / "artifacts" / f"escaped-{uuid.uuid4().hex[:8]}"
-    wide = {"spec": {"model": "scripted:wide", "tools": ["shell_command"], "workspace": "/",
-                     "default_permission": "allow"},
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "go"}]}]}
-    ids = {door: f"wide-{door}-{uuid.uuid4().hex[:6]}" for door in ("http", "grpc", "serve")}
-    http_body = json.dumps({"workflowId": ids["http"], "workflowType": {"name": "AgentRunWorkflow"},
-                            "taskQueue": {"name": task_queue},
-                            "input": {"payloads": [{"metadata": {"encoding": "anNvbi9wbGFpbg=="},
-                                                    "data": base64.b64encode(json.dumps(wide).encode()).decode()}]}})
-    serve_body = json.dumps({"spec": wide["spec"], "input": "go", "run_id": ids["serve"]})
-    post = ("python3 -c 'import sys,urllib.request as u; r=u.Request(sys.argv[1], data=sys.argv[2].encode(), "
-            "headers={\"Content-Type\": \"application/json\"}); print(u.urlopen(r, timeout=3).status)' ")
-    escape = "; ".join([
-        post + f"http://127.0.0.1:{dev_server.http_port}/api/v1/namespaces/default/workflows/{ids['http']} "
-        + f"'{http_body}'",
-        f"./temporal workflow start --address 127.0.0.1:{dev_server.port} --command-timeout 3s --type "
-        f"AgentRunWorkflow --task-queue {task_queue} --workflow-id {ids['grpc']} --input '{json.dumps(wide)}'",
-        post + f"http://127.0.0.1:{serve_port}/v1/runs '{serve_body}'",
-        "echo tried all",
+    from temporalio.testing import ActivityEnvironment
+
+    from agentloop.activities.agent_activities import AgentActivities
+    from agentloop.shared.activity_io import ExecuteToolInput
+    from agentloop.activities.builtin_tools import register_builtin_tools
+    from agentloop.tools.registry import ToolRegistry
+
+    use_mode(mode, monkeypatch)
+    registry = ToolRegistry()
+    register_builtin_tools(registry)
+    given = {"/": "/", "a root": str(tmp_path), "a parent of the worker's directory": str(ROOT.parent),
+             "the worker's home": str(Path.home()), "/etc": "/etc"}
+
+    async def attempt(ws: str) -> str:
+        # A worker per call: its ledger would answer a repeated call from memory.
+        activities = AgentActivities(registry, workspace=workspace, workspace_roots=[tmp_path])
+        result = await ActivityEnvironment().run(activities.execute_tool, ExecuteToolInput(
+            run_id="r", step=0, call_id="c", tool_name="shell_command", arguments={"command": "echo ran"},
+            workspace=ws))
+        return result.content
+
+    got = {case: await attempt(given[case]) for case in WORKSPACE_CASES}
+    assert got["/"] == ("The workspace / is the root directory: a run's commands could read and write everything "
+                        "in it; use a project directory inside it (AgentSpec.workspace).")
+    assert got["a root"] == (
+        f"The workspace {tmp_path} is one of the directories this worker allows (AGENTLOOP_WORKSPACE_ROOTS or the "
+        f"worker's workspace: {tmp_path.resolve()}); a root holds the workspaces of many runs: use a directory "
+        "inside it (AgentSpec.workspace).")
+    assert got["a parent of the worker's directory"].startswith(
+        f"The workspace {ROOT.parent} holds the worker's own files (its working directory, ")
+    assert "home directory of the worker's user" in got["the worker's home"]
+    assert got["/etc"].startswith("The workspace /etc is in /etc, a system directory")
+    # Not vacuous: inside the root, and the worker's own workspace, the command runs.
+    (tmp_path / "other").mkdir()
+    for ws in (workspace, tmp_path / "other"):
+        assert await attempt(str(ws)) == "exit code: 0\nran\n"
+
+
+# The chain: a run that starts a wider run ----------------------------------------------------
+
+
+async def test_a_run_cannot_start_a_wider_run_through_the_fleet(
+    tmp_path: Path, workspace: Path, dev_server: DevServer, temporal_client: Client, task_queue: str,
+    agent_client: AgentClient, fleet: dict[str, object], temporal_copy: Path, spawn_worker,
+) -> None:
+    """The escape the fault suite found: a run confined to its workspace
+    reads the task queue, then starts a run with workspace "/" and the shell
+    allowed, through the dev server's HTTP API, its gRPC port (a copied
+    temporal CLI) and a token-less ``agentloop serve``. None of it connects,
+    no run starts, nothing is written outside."""
+    spawn_worker("tests.helpers.security_fixture")
+    os.link(temporal_copy, workspace / "temporal")
+    # Outside /tmp, which the namespace mode replaces with a private one.
+    outside = ROOT / "tests" / "artifacts" / f"escaped-{uuid.uuid4().hex[:8]}"
+    outside.parent.mkdir(exist_ok=True)
+    wide = {"model": "scripted:run-the-input", "tools": ["shell_command"], "workspace": "/",
+            "default_permission": "allow"}
+    escape_ids = {way: f"escape-{way}-{uuid.uuid4().hex[:8]}" for way in ("http", "grpc", "serve")}
+    run_input = {"spec": wide, "messages": [{"role": "user", "parts": [{"type": "text", "text": f"touch {outside}"}]}]}
+    payload = {"metadata": {"encoding": base64.b64encode(b"json/plain").decode()},
+               "data": base64.b64encode(json.dumps(run_input).encode()).decode()}
+    http_start = json.dumps({"workflowId": escape_ids["http"], "workflowType": {"name": "AgentRunWorkflow"},
+                             "taskQueue": {"name": task_queue}, "input": {"payloads": [payload]}})
+    (workspace / "start.json").write_text(http_start)
+    (workspace / "serve.json").write_text(json.dumps({"spec": wide, "input": f"touch {outside}",
+                                                      "run_id": escape_ids["serve"]}))
+    http = f"http://127.0.0.1:{fleet['http']}/api/v1/namespaces/default"
+    script = "; ".join([
+        f"curl -sS -m 5 {http}/workflows && echo listed",
+        f"curl -sS -m 5 -X POST -H 'Content-Type: application/json' --data @start.json "
+        f"{http}/workflows/{escape_ids['http']} && echo started-http",
+        f"./temporal workflow start --address 127.0.0.1:{fleet['grpc']} --task-queue {task_queue} "
+        f"--type AgentRunWorkflow --workflow-id {escape_ids['grpc']} --input-file start.json && echo started-grpc",
+        f"curl -sS -m 5 -X POST -H 'Content-Type: application/json' --data @serve.json "
+        f"http://127.0.0.1:{fleet['serve']}/v1/runs && echo started-serve",
+        f"touch {outside} && echo wrote-outside",
     ])
-    run_env = {"AGENTLOOP_TEST_ESCAPE": escape, "AGENTLOOP_TEST_MARKER": str(marker)}
-    escaping = AgentSpec(model="scripted:escape", tools=["shell_command"], workspace=str(workspace),
-                         default_permission="allow")
-    agents = AgentClient(temporal_client, task_queue=task_queue)
-
-    async def started() -> list[str]:
-        found = []
-        for workflow_id in ids.values():
-            try:
-                await temporal_client.get_workflow_handle(workflow_id).describe()
-                found.append(workflow_id)
-            except Exception:  # noqa: BLE001 - not found
-                pass
-        return found
-
-    try:
-        worker = spawn_worker("tests.helpers.escape_fixture", **run_env)
-        result = await agents.run(escaping, "escape")
-        said = result.messages[1].tool_results[0].content
-        assert "tried all" in said, said
-        assert await started() == [], said
-        assert not marker.exists()
-        worker.terminate()
-        worker.wait()
-        # The control: the worker's own network lets the first wall down...
-        spawn_worker("tests.helpers.escape_fixture", AGENTLOOP_SHELL_NETWORK="on", **run_env)
-        await agents.run(escaping, "escape again")
-        reached = await started()
-        assert ids["grpc"] in reached, reached
-        # ...and the wider run's workspace of / is refused before its shell runs.
-        with pytest.raises(AgentRunFailed) as wider:
-            await agents.get_handle(ids["grpc"]).result()
-        refusal = wider.value.result.messages[1].tool_results[0]
-        assert refusal.is_error and "workspace / would give the run every project" in refusal.content
-        assert not marker.exists()
-    finally:
-        for proc in procs:
-            proc.terminate()
-            await proc.wait()
-        marker.unlink(missing_ok=True)
+    handle = await agent_client.start(
+        AgentSpec(model="scripted:run-the-input", tools=["shell_command"], default_permission="allow",
+                  workspace=str(workspace)), script)
+    result = await handle.result()
+    events = [json.loads(e.model_dump_json()) async for e in agent_client.events(handle.run_id)]
+    (output,) = [e["result"]["content"] for e in events if e["type"] == "agent.tool.execution.completed"]
+    assert output.startswith("exit code: "), output
+    for sign in ("listed", "started-http", "started-grpc", "started-serve", "wrote-outside"):
+        assert sign not in output.splitlines(), output
+    assert "Couldn't connect to server" in output or "Failed to connect" in output, output
+    await asyncio.sleep(1)  # a run the command had started would show up at once
+    for workflow_id in escape_ids.values():
+        with pytest.raises(Exception, match="not found"):
+            await temporal_client.get_workflow_handle(workflow_id).describe()
+    assert not outside.exists()
+    # The worker said so at start, on its own line (not the INFO log).
+    said = spawn_worker.log.read_text().splitlines()
+    assert any(line.startswith("agentloop worker: shell sandbox: namespace; files: confined by Landlock ABI ")
+               and "; network: none (a loopback of its own); processes: own PID namespace" in line
+               for line in said), said

@@ -45,7 +45,8 @@ async def test_worker_cli_and_client_over_mtls_with_an_api_key(
         env = tls_env(tmp_path, proxy, certs, task_queue, client_cert=True)
         # Each process sends its own key, so the proxy tells which of them authenticated.
         worker = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "agentloop.cli", "worker", cwd=ROOT, env={**env, "TEMPORAL_API_KEY": "key-worker"},
+            sys.executable, "-m", "agentloop.cli", "worker", cwd=ROOT,
+            env={**env, "TEMPORAL_API_KEY": "key-worker", "AGENTLOOP_WORKSPACE_ROOTS": str(tmp_path)},
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
         )
         try:

@@ -497,3 +497,33 @@ async def test_chain_and_consolidate_in_a_user_workflow(agent_client: AgentClien
     assert "Which colour?" in prompt and "--- answer 1 (expert0) ---\nblue" in prompt
     assert "--- answer 2 (expert1) ---\nnavy blue" in prompt and "--- answer 3 (expert2) ---\n(did not finish:" in prompt
     assert request.tools == []  # one LLM step, without tools
+
+
+async def test_a_sub_agent_works_inside_its_parents_workspace(
+    agent_client: AgentClient, worker, workspace: Path, tmp_path: Path
+) -> None:
+    """A child naming no workspace gets its parent's; one naming a
+    directory inside runs there; one naming a wider one does not start, and
+    the parent's model reads why."""
+    inner = workspace / "inner"
+    inner.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pwd = script(calls(call("shell_command", {"command": "pwd"})), echo_results)
+    model = script(calls(call("same", {"task": "where"}), call("inner", {"task": "where"}),
+                         call("wider", {"task": "where"})), echo_results)
+    subs = {"same": helper(pwd, "same", tools=["shell_command"], default_permission="allow"),
+            "inner": helper(pwd, "inner", tools=["shell_command"], default_permission="allow", workspace=str(inner)),
+            "wider": helper(pwd, "wider", tools=["shell_command"], default_permission="allow",
+                            workspace=str(elsewhere))}
+    spec = lead(model, subs, workspace=str(workspace))
+    async with worker(workspace=tmp_path):
+        handle = await agent_client.start(spec, "go")
+        result = await handle.result()
+    results = {r.name: r for m in result.messages for r in m.tool_results}
+    assert f"{workspace}\n" in results["same"].content, results["same"].content
+    assert f"{inner}\n" in results["inner"].content, results["inner"].content
+    assert results["wider"].is_error
+    assert results["wider"].content == (
+        f"The sub-agent 'wider' cannot start: its workspace {elsewhere} is not inside its parent's workspace "
+        f"{workspace}; a sub-agent works in its parent's workspace or in a directory inside it")

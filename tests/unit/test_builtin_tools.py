@@ -1078,36 +1078,51 @@ async def test_a_name_or_path_too_long_is_refused_in_the_tools_words(ws: Path, t
     assert message.startswith("Path '" + path[:60] + "... (")
 
 
-def test_a_workspace_that_would_widen_what_a_run_touches_is_refused() -> None:
-    from agentloop.activities.workspace import widening_problem
+# Which workspaces a run may use -------------------------------------------------------
 
-    home = Path("/home/w")
-    roots = [Path("/srv/runs")]
-    refused = {
-        "/": None, "/home": None, "/tmp": None, "/usr/lib": None, "/etc": None, "/home/w": None,
-        "/srv/runs": roots, "/srv/other/p": roots,
-    }
-    for place, with_roots in refused.items():
-        assert widening_problem(Path(place), roots=with_roots, home=home), place
-    assert "holds this worker's home directory" in widening_problem(Path("/x"), roots=None, home=Path("/x/home"))
-    for place, with_roots in {"/srv/runs/a": roots, "/home/w/project": None, "/tmp/pytest-1/ws": None,
-                              "/var/lib/agentloop/ws": None}.items():
-        assert widening_problem(Path(place), roots=with_roots, home=home) is None, place
+from agentloop.activities.workspace import workspace_problem  # noqa: E402
+
+WORKER_DIRS = {"its working directory": Path("/srv/app"), "its Python environment": Path("/srv/app/.venv"),
+               "its data directory": Path("/home/svc/.agentloop")}
 
 
-def test_a_sub_agent_works_inside_its_parent_s_workspace() -> None:
-    import pytest
-    from pydantic import ValidationError
+def problem(ws: str, *, default: str = "/srv/app", roots: list[str] | None = None) -> str | None:
+    return workspace_problem(Path(ws), default=Path(default), roots=[Path(r) for r in roots] if roots else None,
+                             home=Path("/home/svc"), worker_dirs=WORKER_DIRS)
 
-    from agentloop.shared.spec import AgentSpec, SubAgent
 
-    def parent(child_ws):
-        return AgentSpec(model="scripted:demo", workspace="/srv/runs/a",
-                         sub_agents={"helper": SubAgent(description="h", spec=AgentSpec(model="scripted:demo",
-                                                                                         workspace=child_ws))})
+@pytest.mark.parametrize(("ws", "start"), [
+    ("/", "workspace / is the root directory: a run's commands could read and write everything in it"),
+    ("/home", "workspace /home is a directory many share"),
+    ("/tmp", "workspace /tmp is a directory many share"),
+    ("/etc/nginx", "workspace /etc/nginx is in /etc, a system directory"),
+    ("/usr", "workspace /usr is in /usr, a system directory"),
+    ("/var/run/docker", "workspace /var/run/docker is in /run, a system directory"),  # resolved
+    ("/home/svc", "workspace /home/svc is the home directory of the worker's user (/home/svc)"),
+    ("/srv", "workspace /srv is a directory many share"),
+])
+def test_system_shared_and_home_directories_are_refused(ws: str, start: str) -> None:
+    assert (problem(ws) or "").startswith(start), problem(ws)
 
-    assert parent("/srv/runs/a/sub").sub_agents["helper"].spec.workspace == "/srv/runs/a/sub"
-    assert parent(None).sub_agents["helper"].spec.workspace is None
-    for wider in ("/srv/runs", "/", "/srv/runs/ab", "/srv/runs/a/../b"):
-        with pytest.raises(ValidationError, match="is not inside its parent's"):
-            parent(wider)
+
+def test_an_ancestor_of_the_workers_own_directories_is_refused_unless_it_is_its_workspace() -> None:
+    # /srv/app holds the worker's venv: refused for a run, unless the operator made it the worker's workspace.
+    assert problem("/srv/app", default="/srv/other") == (
+        "workspace /srv/app holds the worker's own files (its Python environment, /srv/app/.venv): its commands "
+        "could change the worker; use a directory beside them")
+    assert problem("/srv/app") is None
+    assert problem("/srv/app/project", default="/srv/other") is None  # inside, not above: fine
+    assert problem("/home/svc/projects/x", default="/srv/other") is None
+
+
+def test_a_workspace_lies_strictly_inside_a_root() -> None:
+    roots = ["/data/ws"]
+    assert problem("/data/ws/run-1", roots=roots) is None
+    assert problem("/data/ws/run-1/sub", roots=roots) is None
+    assert problem("/data/ws", roots=roots) == (
+        "workspace /data/ws is one of the directories this worker allows (AGENTLOOP_WORKSPACE_ROOTS or the "
+        "worker's workspace: /data/ws); a root holds the workspaces of many runs: use a directory inside it")
+    assert (problem("/data/other", roots=roots) or "").startswith("workspace /data/other is outside the directories")
+    assert (problem("/data", roots=roots) or "").startswith("workspace /data is outside the directories")
+    # The worker's own workspace (its default) stays usable: `agentloop run --workspace .`.
+    assert problem("/srv/app", roots=["/srv/app"]) is None

@@ -119,3 +119,21 @@ def test_a_child_input_over_the_payload_limit_is_refused_with_a_sentence() -> No
     assert input_problem("critic", forked) == (
         "The sub-agent 'critic' cannot start: its input (a forked copy of the conversation) is 2.0 MB, over the "
         "1.5 MB a run starts with. Give it a shorter task, or declare it with history \"none\".")
+
+
+def test_a_sub_agents_workspace_lies_inside_its_parents() -> None:
+    from agentloop.workflows.delegation import child_workspace
+
+    assert child_workspace("/w/a", None) == "/w/a"  # none named: the parent's
+    assert child_workspace(None, "/w/b") == "/w/b"  # the parent has the worker's: the worker checks the child's
+    assert child_workspace(None, None) is None
+    assert child_workspace("/w/a", "/w/a/sub") == "/w/a/sub"
+    assert child_workspace("/w/a", "/w/a") == "/w/a"
+    for wider in ("/w", "/", "/w/ab", "/w/a/../b", "/w/a/sub/../../x"):
+        with pytest.raises(ValueError, match=f"its workspace {wider} is not inside its parent's workspace /w/a"):
+            child_workspace("/w/a", wider)
+    with pytest.raises(ValueError, match="not both absolute paths"):
+        child_workspace("/w/a", "sub")
+    assert child_workspace(".", "sub/x") == "sub/x"
+    with pytest.raises(ValueError, match="not inside its parent's"):
+        child_workspace(".", "../x")
