@@ -36,10 +36,15 @@ def _presented(request: Request) -> str | None:
             raise Problem(401, "Bad Authorization header",
                           "the Authorization header must be `Bearer <token>`")
         return value.strip()
-    if "access_token" in request.query_params and request.method != "GET":
-        raise Problem(401, "Token in the URL refused", "?access_token= is accepted on GET streams only (URLs "
-                      "are logged); send `Authorization: Bearer <token>`")
+    if "access_token" in request.query_params and not is_event_stream(request):
+        raise Problem(401, "Token in the URL refused", "?access_token= is accepted on GET .../events streams only "
+                      "(an EventSource cannot send headers; URLs are logged): send `Authorization: Bearer <token>`")
     return request.query_params.get("access_token")
+
+
+def is_event_stream(request: Request) -> bool:
+    """A GET of a run's Server-Sent Events, the one request an ``EventSource`` makes."""
+    return request.method == "GET" and request.url.path.endswith("/events")
 
 
 def _match(tokens: list[ApiToken], presented: str) -> ApiToken | None:

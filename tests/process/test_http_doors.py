@@ -93,8 +93,10 @@ async def test_cross_site_simple_requests_and_tokens_in_urls_are_refused(env) ->
                 assert "Content-Type: application/json" in refused["detail"]
             # The token is not taken from the URL on a POST; on a GET stream it is.
             in_url = problem(await http.post("/v1/runs/r1/cancel", params={"access_token": SECRET}, json={}), 401)
-            assert "GET streams only" in in_url["detail"]
+            assert "GET .../events streams only" in in_url["detail"]
             problem(await http.get("/v1/runs/nobody-here/events", params={"access_token": SECRET}), 404)
+            listing = problem(await http.get("/v1/runs", params={"access_token": SECRET}), 401)
+            assert "GET .../events streams only" in listing["detail"]
             # With tokens and --allowed-host, the Host check is on: the named host and loopback pass.
             problem(await http.get("/v1/runs", headers={**bearer, "Host": f"evil.example:{port}"}), 403)
             named = await http.get("/v1/runs", headers={**bearer, "Host": f"agents.example.com:{port}"})

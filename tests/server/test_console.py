@@ -201,6 +201,8 @@ async def test_the_console_in_a_browser(
                 decision = page.locator('.decision[data-call-id="call_write"]')
                 await expect(decision.locator("pre.json")).to_contain_text('"file_path": "summary.md"')
                 await expect(decision.locator("pre.json .k").first).to_have_text('"file_path"')
+                # The arguments wrap: the end of a long value (a command's tail) stays in sight.
+                assert await decision.locator("pre.json").evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
                 await expect(page.locator(".thinking")).to_contain_text("notes summarised")
                 await expect(page.locator("#temporal-link")).to_have_attribute(
                     "href", f"{UI}/namespaces/{agent_client.temporal.namespace}/workflows/{run.run_id}")
