@@ -80,12 +80,19 @@ async def serve_until_cancelled(server: Any, sockets: list[socket.socket] | None
     """Run a uvicorn server; a cancelled command (Ctrl-C, SIGTERM) lets it
     finish its requests (its graceful shutdown) first."""
     serving = asyncio.create_task(server.serve(sockets=sockets))
-    try:
-        await serving
-    except asyncio.CancelledError:
-        server.should_exit = True
-        await asyncio.shield(serving)
-        raise
+    cancelled = False
+    # Shielded: a cancel must not reach uvicorn's task, or it stops without
+    # its shutdown (and logs the cancel's traceback). uvicorn takes the signal
+    # itself too and raises it again once it has stopped: the loop waits that out.
+    while not serving.done():
+        try:
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            cancelled = True
+            server.should_exit = True
+    serving.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -118,13 +125,14 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     if args.cors_origin:
         settings.cors_origins += args.cors_origin
     host = checked_host(settings, args.host, "the server")
-    config, _ = command_config(args.imports)
+    config, dev = command_config(args.imports)
     embedded = config.address is None
     async with session(config, with_worker=embedded, workspace=args.workspace, command="serve", ui=embedded,
                        ui_port=0) as s:
         client = AgentClient(s.client, task_queue=s.config.task_queue)
+        # A running `agentloop dev` wrote its UI's address beside its server's.
         settings.temporal_ui = (args.temporal_ui or os.environ.get("AGENTLOOP_TEMPORAL_UI") or s.ui_url
-                                 or settings.temporal_ui)
+                                 or (dev.ui_url if dev else None) or settings.temporal_ui)
         if settings.temporal_ui:
             settings.temporal_ui = settings.temporal_ui.rstrip("/")
         app = create_app(client, settings)

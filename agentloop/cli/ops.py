@@ -1,7 +1,8 @@
 """The ops commands: ``approve``, ``submit``, ``stop``, ``cancel``, ``list``
 and ``show``. They talk to runs on ``TEMPORAL_ADDRESS`` or the embedded
-server of a running command; ``show`` (like ``watch`` and ``export``) starts
-the embedded server and a worker when none runs, the others never start anything."""
+server of a running command; the read commands ``list`` and ``show`` (like
+``watch`` and ``export``) start the embedded server and a worker when none
+runs, the others never start anything."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
 from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import AgentRunFailed, UserError
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
@@ -119,17 +120,16 @@ async def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-
-
 async def cmd_list(args: argparse.Namespace) -> int:
+    async with reading_client("list") as client:
+        return await _list(client, args)
+
+
+async def _list(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
     from agentloop.client.agent_client import runs_query
 
-    client = await ops_client()
     try:
         runs = await client.list_runs(status=args.status, name=args.name, query=args.query, limit=args.limit)
     except RPCError as err:
@@ -149,7 +149,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
     rows = [["RUN ID", "STATUS", "AGENT", "MODEL", "PENDING TOOLS", "STARTED"]]
     rows += [[("  " * (depth - 1) + "└ " if depth else "") + r.run_id, str(r.status), r.agent_name or "-",
               r.model or "-", ",".join(r.pending_tools) or "-", when(r.started_at)] for depth, r in placed]
-    print("\n".join(_table(rows)))
+    print("\n".join(table(rows)))
     return 0
 
 
