@@ -7,10 +7,12 @@ runs, the others never start anything."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import getpass
 import json
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -102,19 +104,79 @@ async def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+#: How long ``stop`` and ``cancel`` watch for a worker to take their request.
+PICKUP_SECONDS = 5.0
+
+
+def request_taken(event_types: Sequence[int], request: int) -> bool:
+    """Whether a worker took a request recorded in a run's history: a
+    workflow task started after the last event of type ``request`` (the
+    cancel request, or the signal). A request that arrives while a task is
+    under way is recorded after that task, so it counts only once read."""
+    from temporalio.api.enums.v1 import EventType
+
+    last = max((i for i, kind in enumerate(event_types) if kind == request), default=None)
+    return last is not None and EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED in event_types[last + 1:]
+
+
+async def _taken_within(client: AgentClient, run_id: str, request: int, seconds: float) -> tuple[bool, str]:
+    """Whether a worker took the request within ``seconds`` (or the run
+    ended), and the run's task queue."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    handle = client.temporal.get_workflow_handle(run_id)
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        description = await handle.describe()
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            return True, description.task_queue
+        kinds = [event.event_type async for event in handle.fetch_history_events()]
+        if request_taken(kinds, request):
+            return True, description.task_queue
+        if asyncio.get_running_loop().time() >= deadline:
+            return False, description.task_queue
+        await asyncio.sleep(0.25)
+
+
+def untaken(run_id: str, what: str, task_queue: str, seconds: float) -> str:
+    """What ``stop`` or ``cancel`` says when no worker took its request."""
+    return (f"the {what} of run {run_id} is recorded on the server, but no worker on task queue {task_queue!r} "
+            f"picked it up within {seconds:g}s, so the run has not ended: a worker polling {task_queue!r} "
+            f"(`agentloop worker`, `agentloop dev`, or the program that started the run) carries it out when it "
+            f"comes; to end the run now without one, `agentloop cancel {run_id} --terminate` (or "
+            f"`temporal workflow terminate --workflow-id {run_id}`)")
+
+
 async def cmd_stop(args: argparse.Namespace) -> int:
+    from temporalio.api.enums.v1 import EventType
+
     client = await ops_client()
     handle = await running_handle(client, args.run, "stop request")
     await handle.stop(args.reason)
+    taken, queue = await _taken_within(client, args.run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+                                       PICKUP_SECONDS)
+    if not taken:
+        raise CommandFailed(untaken(args.run, "stop request", queue, PICKUP_SECONDS))
     print(f"asked run {args.run} to stop: it ends `stopped` once its current step is done "
           "(calls waiting for a decision are answered as stopped)")
     return 0
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
+    from temporalio.api.enums.v1 import EventType
+
     client = await ops_client()
     handle = await running_handle(client, args.run, "cancellation")
+    if args.terminate:
+        await handle.workflow_handle.terminate(reason="agentloop cancel --terminate")
+        print(f"terminated run {args.run}: it ended at once on the server, without a worker and without "
+              f"the cleanup a cancellation does; `agentloop show {args.run}` shows its status")
+        return 0
     await handle.cancel()
+    taken, queue = await _taken_within(client, args.run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+                                       PICKUP_SECONDS)
+    if not taken:
+        raise CommandFailed(untaken(args.run, "cancellation", queue, PICKUP_SECONDS))
     print(f"cancelled run {args.run}: its running LLM calls and tools are cancelled and it ends "
           f"`cancelled`; `agentloop show {args.run}` shows where it stopped")
     return 0

@@ -218,6 +218,31 @@ async def test_cancel_ends_the_run_cancelled(
     assert again.code == 1 and "has ended (cancelled)" in again.err
 
 
+async def test_cancel_and_stop_without_a_worker_say_so_and_terminate_ends_the_run(
+    agent_client: AgentClient, worker, task_queue: str, env: dict[str, str]
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=write_script(), tools=["write_file"]), "write it")
+        await wait_status(handle, "awaiting_approval")
+    # No worker polls the run's task queue any more: the requests are recorded, nothing happens.
+    stop = await agentloop_async("stop", handle.run_id, env=env)
+    cancel = await agentloop_async("cancel", handle.run_id, env=env)
+    for request, done in (("stop request", stop), ("cancellation", cancel)):
+        assert done.code == 1, done.err
+        assert done.out == ""
+        assert done.err.startswith(f"agentloop: the {request} of run {handle.run_id} is recorded on the server, "
+                                   f"but no worker on task queue {task_queue!r} picked it up within 5s"), done.err
+        assert f"`agentloop cancel {handle.run_id} --terminate`" in done.err
+        assert f"`temporal workflow terminate --workflow-id {handle.run_id}`" in done.err
+    assert (await handle.workflow_handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    terminated = await agentloop_async("cancel", handle.run_id, "--terminate", env=env)
+    assert terminated.code == 0, terminated.err
+    assert terminated.out.startswith(f"terminated run {handle.run_id}: it ended at once on the server")
+    assert (await handle.workflow_handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+
+
 # Finding the server ------------------------------------------------------------------
 
 

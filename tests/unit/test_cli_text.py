@@ -43,3 +43,20 @@ def test_pytest_shows_skip_reasons_by_default() -> None:
     # A skipped test says how to install what it needs: the summary must show it.
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
     assert "-rs" in config["addopts"].split()
+
+
+def test_a_request_counts_as_taken_once_a_workflow_task_started_after_it() -> None:
+    from temporalio.api.enums.v1 import EventType as E
+
+    from agentloop.cli.ops import request_taken
+
+    cancel = E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
+    before = [E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+              E.EVENT_TYPE_WORKFLOW_TASK_STARTED, E.EVENT_TYPE_WORKFLOW_TASK_COMPLETED]
+    assert not request_taken(before, cancel)  # not asked
+    assert not request_taken([*before, cancel, E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED], cancel)  # no worker read it
+    assert request_taken([*before, cancel, E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
+                          E.EVENT_TYPE_WORKFLOW_TASK_STARTED], cancel)
+    signal = E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
+    # A second signal, not yet read, is the one that counts.
+    assert not request_taken([*before, signal, E.EVENT_TYPE_WORKFLOW_TASK_STARTED, signal], signal)
