@@ -324,6 +324,25 @@ def fragment_problems(block: Block, declared: dict[str, str]) -> list[str]:
     return problems
 
 
+async def server_time(dev_server: DevServer) -> str:
+    """Now, as a list filter's time (the session's server runs on this machine, on its clock)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def runs_left_open(dev_server: DevServer, since: str, own_queue: str) -> list[str]:
+    """Runs started since ``since`` that are still open on another task queue than ``own_queue``."""
+    from temporalio.client import Client
+
+    client = await Client.connect(dev_server.address)
+    left = []
+    async for run in client.list_workflows(f'ExecutionStatus="Running" AND StartTime >= "{since}"'):
+        if run.task_queue != own_queue:
+            left.append(f"{run.id} on {run.task_queue!r}")
+    return left
+
+
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[b.label for b in PYTHON_BLOCKS])
 async def test_python_block(
     block: Block, dev_server: DevServer, worker: Callable[..., Any], task_queue: str, workspace: Path,
@@ -369,10 +388,14 @@ async def test_python_block(
         script = work / f"{Path(block.page).stem.replace('-', '_').lower()}_block_{block.line}.py"
         script.write_text(block.code)
         await dev_server.wait_ready()
+        since = await server_time(dev_server)
         async with worker():
             code, output = await run_python([script.name], work, env)
         assert code == 0, f"{where}: exit {code}:\n{output}"
         assert "Traceback" not in output, f"{where}:\n{output}"
+        # What an example opens on a task queue of its own, no worker polls once it exits: it closes it.
+        left = await runs_left_open(dev_server, since, task_queue)
+        assert left == [], f"{where}: leaves runs open on task queues no worker polls any more: {left}"
         assert "Warning:" not in output, f"{where}: an example runs without warnings:\n{output}"
         if check.expect is not None:
             assert check.expect in output, f"{where}: {check.expect!r} not in its output:\n{output}"

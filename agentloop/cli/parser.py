@@ -8,6 +8,10 @@ from agentloop.cli.common import DEFAULT_RUN_TOOLS, RUN_STATUSES
 from agentloop.cli.threads import add_thread_commands
 from agentloop.workers.config import WORKER_ROLES
 
+#: ``agentloop serve``'s default port: not 8000, which `mkdocs serve` and many dev servers take.
+SERVE_PORT = 8420
+
+
 def version_line() -> str:
     """``agentloop --version``: this package's version and what it runs on."""
     import platform
@@ -127,7 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "scope read or act); with none, it listens on 127.0.0.1 only.",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=port_number, default=8000, help="the HTTP port (default: 8000; 0: a free one, printed)")
+    serve.add_argument("--port", type=port_number, default=SERVE_PORT,
+                       help=f"the HTTP port (default: {SERVE_PORT}, a port of its own beside `mkdocs serve` and "
+                            "other dev servers' 8000; 0: a free one, printed)")
     serve.add_argument("--agent", action="append", default=[], metavar="[NAME=]FILE|MODULE:ATTR",
                        help="an agent clients may start by name (AG-UI's /v1/ag-ui/NAME); repeatable")
     serve.add_argument("--registered-only", action="store_true",
