@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.shared.messages import Message
     from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
-    from agentloop.shared.report import LIVE_STATUSES, AgentRunReport, RunReason, StepReport, report_text
+    from agentloop.shared.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, RunReason, StepReport, report_text
     from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
@@ -182,6 +182,7 @@ class AgentRunWorkflow:
         s, spec = self._state, self._input.spec if self._input else None
         return RunState(
             run_id=self._run_id, status=s.status, step=s.step, reason=s.reason, error=s.error,
+            current_step=s.step + 1 if s.status in STEP_UNDER_WAY else None, steps_taken=s.report.step_count,
             running_tool_calls=list(s.running_calls.values()), message_count=len(s.messages), usage=s.usage,
             pending_approvals=list(s.approvals.values()), pending_actions=list(s.actions.values()),
             stop_requested=s.stop is not None, rejected_signals=list(s.rejected_signals),

@@ -21,10 +21,12 @@ from temporalio.service import RPCError
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
 from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import AgentRunFailed, UserError
+from agentloop.shared.report import STEP_UNDER_WAY
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, RunSummary
+    from agentloop.shared.report import AgentRunReport
     from agentloop.shared.run import AgentRunResult, RunState
 
 
@@ -238,7 +240,8 @@ def tree_order(runs: list[RunSummary]) -> list[tuple[int, RunSummary]]:
     return placed
 
 
-async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str, str | None]:
+async def _ended_state(client: AgentClient, run_id: str,
+                       description: Any) -> tuple[RunState, str, str | None, AgentRunReport | None]:
     """A finished run's state, final text, and a note when steps and usage
     are unknown. They come from the run's result; a cancelled (or
     terminated) run has none, so they come from its ``state`` query, which a
@@ -261,23 +264,29 @@ async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tu
     if result is not None:
         state.status, state.reason, state.error = result.status, result.reason, result.error
         state.step, state.usage = result.report.step_count, result.usage
-        return state, result.final_text, None
+        state.steps_taken = result.report.step_count
+        return state, result.final_text, None, result.report
     try:
         queried = await answer_within(handle.state(), "the state query", run_id)
     except (CommandFailed, RPCError) as exc:
         why = exc.message if isinstance(exc, RPCError) else "no worker answered"
         return state, "", (f"steps and usage unknown: a {state.status} run keeps them in its workflow state, "
-                           f"which a worker on its task queue reads ({why})")
-    state.step, state.usage = queried.step, queried.usage
+                           f"which a worker on its task queue reads ({why})"), None
+    state.step, state.usage, state.steps_taken = queried.step, queried.usage, queried.steps_taken
     # ``step`` counts the steps finished; a run cancelled while its calls
     # waited or ran had taken one more (its LLM answered, its request
-    # counted): each step taken left one assistant message.
-    with contextlib.suppress(CommandFailed, RPCError):
-        messages = await answer_within(handle.messages(), "the messages query", run_id)
-        state.step = max(state.step, sum(1 for m in messages if m.role == "assistant"))
+    # counted): ``steps_taken`` counts it (from a worker that predates it,
+    # each step taken left one assistant message).
+    if not state.steps_taken:
+        with contextlib.suppress(CommandFailed, RPCError):
+            messages = await answer_within(handle.messages(), "the messages query", run_id)
+            state.steps_taken = max(state.step, sum(1 for m in messages if m.role == "assistant"))
     state.pending_approvals, state.pending_actions = [], []
     state.rejected_signals = queried.rejected_signals
-    return state, "", None
+    report = None
+    with contextlib.suppress(CommandFailed, RPCError):
+        report = await answer_within(handle.report(), "the report query", run_id)
+    return state, "", None, report
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
@@ -289,26 +298,44 @@ async def _show(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.client import WorkflowExecutionStatus
 
     description = await describe_run(client, args.run)
-    final_text, note = "", None
+    final_text, note, report = "", None, None
     if description.status == WorkflowExecutionStatus.RUNNING:
-        state = await answer_within(client.get_handle(args.run).state(), "the state query", args.run)
+        handle = client.get_handle(args.run)
+        state = await answer_within(handle.state(), "the state query", args.run)
+        with contextlib.suppress(CommandFailed, RPCError):  # a worker answered the state: it answers this too
+            report = await answer_within(handle.report(), "the report query", args.run)
     else:
-        state, final_text, note = await _ended_state(client, args.run, description)
+        state, final_text, note, report = await _ended_state(client, args.run, description)
     if args.json:
         print(json.dumps({**state.model_dump(mode="json"), "final_text": final_text}, ensure_ascii=False))
         if note:
             say(f"agentloop: {note}")
         return 0
     for line in describe_state(state, final_text, started=description.start_time, closed=description.close_time,
-                               unknown=note):
+                               unknown=note, report=report):
         print(line)
     return 0
 
 
+def duration_text(ms: float) -> str:
+    """A duration for people: ``340 ms``, ``2.5 s``, ``8 min 12 s``, ``2 h 05 min``."""
+    if ms < 1000:
+        return f"{round(ms)} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{round(seconds)} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def describe_state(state: RunState, final_text: str = "", *, started: datetime | None = None,
-                   closed: datetime | None = None, unknown: str | None = None) -> list[str]:
+                   closed: datetime | None = None, unknown: str | None = None,
+                   report: AgentRunReport | None = None) -> list[str]:
     """What ``agentloop show`` prints about a run; ``unknown`` says why its
-    steps and usage are not known (printed instead of zeros)."""
+    steps and usage are not known (printed instead of zeros); ``report``
+    gives the time the LLM, the tools and the approvals took."""
     lines = [f"run {state.run_id}"]
     if state.agent_name or state.model:
         lines.append(f"  agent:    {state.agent_name or '-'} on {state.model or '-'}")
@@ -323,15 +350,19 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
         lines.append(f"  error:    {state.error}")
     if unknown:
         lines.append(f"  steps:    ? ({unknown})")
-    elif state.status in ("running", "awaiting_approval", "requires_action"):
-        # RunState.step counts the steps done; the one under way is the next.
-        lines.append(f"  step:     {state.step + 1} (under way)")
+    elif state.status in STEP_UNDER_WAY:
+        # Steps are numbered from 1; RunState.step counts the steps done, the one under way is the next.
+        lines.append(f"  step:     {state.current_step or state.step + 1} (under way)")
     else:
-        lines.append(f"  steps:    {state.step}")
+        lines.append(f"  steps:    {max(state.steps_taken, state.step)}")
     usage = state.usage
     if not unknown:
         lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
                      f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
+    if report is not None:
+        lines.append(f"  time:     LLM {duration_text(report.total_llm_time_ms)}, tools "
+                     f"{duration_text(report.total_tool_time_ms)}, waiting for approval "
+                     f"{duration_text(report.total_approval_wait_ms)}")
     if started:
         lines.append(f"  started:  {when(started)}" + (f", ended {when(closed)}" if closed else ""))
     for call in state.running_tool_calls:

@@ -256,8 +256,14 @@ class RunState(BaseModel):
     Attributes:
         run_id: The run id.
         status: Current status.
-        step: Steps finished so far (the step under way, if any, is ``step + 1``
-            as shown to people; zero-based it is ``step``).
+        step: Steps finished so far, which is the number of the last one
+            finished (steps are numbered from 1: see docs/operating.md, "Step
+            numbers").
+        current_step: The number of the step under way (``step + 1``), or
+            None when none is (the run has ended, or a thread waits).
+        steps_taken: Steps taken: the finished ones and the one under way
+            once its LLM call answered (a cancelled run's last step counts);
+            the report's ``step_count``, and the steps the CLI counts.
         reason: Why it ended, once ended.
         error: Error message, when failed.
         running_tool_calls: Tool calls executing now.
@@ -284,6 +290,8 @@ class RunState(BaseModel):
     run_id: str
     status: RunStatus
     step: int = 0
+    current_step: int | None = None
+    steps_taken: int = 0
     reason: RunReason | None = None
     error: str | None = None
     running_tool_calls: list[ToolCallPart] = Field(default_factory=list)

@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import pty
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -383,12 +384,15 @@ async def test_show_a_cancelled_run_gives_its_steps_and_usage(
     assert state.usage.requests == 1 and state.usage.input_tokens > 0
     assert show.code == 0, show.err
     assert "status:   cancelled\n" in show.out
+    assert re.search(r"\n  time:     LLM [\d.]+ m?s, tools [\d.]+ m?s, waiting for approval \S+ m?s\n", show.out), show.out
     # The state counts the steps finished (0); the step it was cancelled in had its LLM request.
     assert state.step == 0 and "steps:    1\n" in show.out
     assert (f"usage:    {state.usage.input_tokens} in / {state.usage.output_tokens} out tokens, 1 LLM request\n"
             in show.out)
-    assert (shown["status"], shown["step"], shown["usage"]) == ("cancelled", 1,
-                                                                state.usage.model_dump(mode="json"))
+    # `show --json` is the API's state: the step it was cancelled in is taken, not finished.
+    assert state.steps_taken == 1 and state.current_step is None
+    assert (shown["status"], shown["step"], shown["steps_taken"], shown["usage"]) == (
+        "cancelled", 0, 1, state.usage.model_dump(mode="json"))
     # Without a worker nothing can read them: say so instead of showing zeros.
     assert no_worker.code == 0, no_worker.err
     assert "steps:    ? (steps and usage unknown: a cancelled run keeps them in its workflow state" in no_worker.out

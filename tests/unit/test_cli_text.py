@@ -60,3 +60,10 @@ def test_a_request_counts_as_taken_once_a_workflow_task_started_after_it() -> No
     signal = E.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED
     # A second signal, not yet read, is the one that counts.
     assert not request_taken([*before, signal, E.EVENT_TYPE_WORKFLOW_TASK_STARTED, signal], signal)
+
+
+def test_durations_read_as_people_say_them() -> None:
+    from agentloop.cli.ops import duration_text
+
+    assert [duration_text(ms) for ms in (340.4, 2_500, 42_000, 492_000, 7_500_000)] == [
+        "340 ms", "2.5 s", "42 s", "8 min 12 s", "2 h 05 min"]
