@@ -190,7 +190,7 @@ class AgentRunWorkflow:
             waiting_on=waiting_on(s.running_subs) if s.running_subs else "",
             thread_id=s.thread.id if s.thread else "", turn=s.thread.turn if s.thread else 0,
             busy=s.thread.busy if s.thread else s.status in LIVE_STATUSES,
-            queued=len(s.thread.queue) if s.thread else 0,
+            queued=len(s.thread.queue) if s.thread else 0, workspace=spec.workspace if spec else None,
         )
 
     @workflow.query(name=contracts.MESSAGES_QUERY)

@@ -37,6 +37,12 @@ from agentloop.shared.errors import UserError
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
 
+def default_workspace(workspace: str | None) -> str:
+    """The workspace a worker of this process gives runs that name none (as
+    its activities resolve it)."""
+    return os.path.abspath(workspace or os.environ.get("AGENTLOOP_WORKSPACE") or os.getcwd())
+
+
 @dataclass
 class Session:
     """A connection for one CLI command, with the server and worker it started."""
@@ -288,7 +294,7 @@ async def session(
             stack.callback(address_file.unlink, missing_ok=True)
             _write_lock_info(lock, {"command": command, "pid": os.getpid(), "namespace": config.namespace,
                                     "task_queue": config.task_queue, "server_pid": server.pid,
-                                    "ui_url": server.ui_url})
+                                    "ui_url": server.ui_url, "workspace": default_workspace(workspace)})
             config = config.for_address(server.address)
             ui_url = server.ui_url
         client = await connect_client(config, data_converter=converter_from_env())

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop.cli.common import say
-from agentloop.cli.embedded import command_config, session
+from agentloop.cli.embedded import command_config, default_workspace, session
 from agentloop.shared.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -135,6 +135,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
                                  or (dev.ui_url if dev else None) or settings.temporal_ui)
         if settings.temporal_ui:
             settings.temporal_ui = settings.temporal_ui.rstrip("/")
+        # Runs naming no workspace get the default of the worker that runs them, when it is known.
+        settings.default_workspace = default_workspace(args.workspace) if embedded else dev.workspace if dev else None
         app = create_app(client, settings)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
         sock = listening_socket(host, args.port)

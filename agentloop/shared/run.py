@@ -285,6 +285,8 @@ class RunState(BaseModel):
         turn: The thread's turn under way, or its last one.
         busy: A turn is under way (a thread waiting for a message is not).
         queued: Messages waiting for their turn.
+        workspace: The workspace the spec names; None: the default of the
+            worker that runs it.
     """
 
     run_id: str
@@ -308,6 +310,7 @@ class RunState(BaseModel):
     turn: int = 0
     busy: bool = False
     queued: int = 0
+    workspace: str | None = None
 
 
 class MessagesResult(BaseModel):

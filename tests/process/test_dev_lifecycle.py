@@ -403,6 +403,12 @@ async def test_serve_beside_dev_links_dev_s_temporal_ui_and_stops_quietly(tmp_pa
                 url = found.group(1)
                 async with httpx.AsyncClient(base_url=url, timeout=30) as http:
                     page = (await http.get("/runs/some-run")).text
+                    if stop_signal == signal.SIGTERM:
+                        # A run naming no workspace gets dev's worker's, and the answer says so.
+                        started = await http.post("/v1/runs", json={"spec": {"model": "scripted:demo"},
+                                                                    "input": "hello"})
+                        assert started.status_code == 201, started.text
+                        assert started.json()["workspace"] == str(workspace)
                 # The console links runs to the UI `agentloop dev` printed.
                 assert f"{ui.rstrip('/')}/namespaces/default/workflows/some-run" in page, page
                 serve.send_signal(stop_signal)

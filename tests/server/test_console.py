@@ -167,7 +167,7 @@ async def test_the_console_in_a_browser(
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     gate = threading.Event()
     thread_model, _ = recording(lambda r: reply(f"answer {sum(1 for m in r.messages if m.role == 'user')}"))
-    settings = ServerSettings(tokens=[OPS], temporal_ui=UI)
+    settings = ServerSettings(tokens=[OPS], temporal_ui=UI, default_workspace=str(workspace))
     with OpenAIServer() as provider:
         provider.enqueue(write_call(), gated_answer(gate))
         try:
@@ -230,6 +230,8 @@ async def test_the_console_in_a_browser(
                 await expect(page.locator("#approval-wait")).not_to_have_text("—")
                 report = await run.report()
                 assert report.total_approval_wait_ms > 0
+                # The spec names no workspace: the run got the worker's, which the server knows.
+                await expect(page.locator("#details")).to_contain_text(str(workspace))
                 for name in await page.locator("dl.facts dt").all_inner_texts():
                     assert name[:1].isupper(), name
                 await desk.shot("run-completed")

@@ -818,6 +818,8 @@
         ["Tool calls", fmtInt(rp.tool_call_count)],
         ["Started", rp.started_at ? fmtWhen(rp.started_at) : "—"],
         ["Duration", fmtDuration(rp.total_ms)],
+        // The spec's workspace, else the default of the worker that runs it (when this server knows it).
+        ["Workspace", st.workspace || D.defaultWorkspace || "the worker's default"],
       ];
       if (st.thread_id) facts.push(["Turn", String(st.turn || 0)], ["Queued", String(st.queued || 0)]);
       const links = [];
