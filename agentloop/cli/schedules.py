@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from agentloop.cli.common import table
-from agentloop.cli.embedded import ops_client
+from agentloop.cli.embedded import ops_client, reading_client
 
 #: The flags of ``agentloop run`` that ``spec_from_file`` reads, unset here.
 _RUN_FLAGS = ("model", "tool", "system", "max_steps", "max_tokens", "rules", "yes")
@@ -65,7 +65,13 @@ def _when(text: str) -> datetime:
 
 
 async def cmd_schedule(args: argparse.Namespace) -> int:
-    client = await ops_client()
+    if args.schedule_command in ("list", "describe"):  # read commands: as `show`, on the embedded server too
+        async with reading_client("schedule") as client:
+            return await _schedule(client, args)
+    return await _schedule(await ops_client(), args)
+
+
+async def _schedule(client: Any, args: argparse.Namespace) -> int:
     schedules, name = client.schedules, getattr(args, "name", None)
     match args.schedule_command:
         case "create":

@@ -281,8 +281,12 @@ async def test_run_on_embedded_server_waits_for_approve_from_another_terminal(
     assert "\nwrite_file:Wrote 6 bytes to out.txt\n" in out.decode()
     assert (workspace / "out.txt").read_text() == "hello\n"
     assert not address_file.exists()  # removed with the server
-    after = await agentloop_async("list", env=env)
+    # With the server gone, a command that acts finds none; one that reads starts it again, as `show` does.
+    after = await agentloop_async("approve", "embedded-1", "call_0_0", env=env)
     assert after.code == 2 and "does not exist" in after.err
+    listed = await agentloop_async("list", env=env)
+    assert listed.code == 0 and "embedded-1  completed" in listed.out, listed.err
+    assert not address_file.exists()
 
 
 # `agentloop run` and approvals --------------------------------------------------------

@@ -379,6 +379,9 @@ async def test_show_after_ctrl_c_starts_the_embedded_server_and_counts_the_step(
     assert "no Temporal server is running; starting the embedded one" in listed.err
     assert "cc-1" in listed.out and "cancelled" in listed.out, listed.out
     assert await wait_until_gone(data_file(tmp_path)) == []
+    schedules = await agentloop_async("schedule", "list", env=env)
+    assert schedules.code == 0 and schedules.out == "no schedules\n", schedules.err
+    assert await wait_until_gone(data_file(tmp_path)) == []
 
 
 async def test_serve_beside_dev_links_dev_s_temporal_ui_and_stops_quietly(tmp_path: Path, workspace: Path) -> None:
