@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import socket
 from pathlib import Path
@@ -151,5 +152,12 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may act")
         if settings.agents:
             say(f"agents: {', '.join(sorted(settings.agents))}")
-        await serve_until_cancelled(server, [sock])
+        try:
+            await serve_until_cancelled(server, [sock])
+        except asyncio.CancelledError:
+            # Stopping: the embedded worker cancels the activities under way,
+            # which the runs record; the SDK's warning with a traceback would
+            # only repeat it.
+            logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
+            raise
     return 0

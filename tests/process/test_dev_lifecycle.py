@@ -113,9 +113,10 @@ async def test_a_killed_run_leaves_no_server_and_the_next_run_works(tmp_path: Pa
         await finish(run)
     # The server got SIGTERM when its parent died.
     assert await wait_until_gone(data_file(tmp_path)) == []
-    listing = agentloop("list", env=env, cwd=tmp_path)  # the address file it left is seen as stale
-    assert listing.returncode == 2 and "the agentloop command that wrote" in listing.stderr
-    assert "has ended" in listing.stderr
+    # The address file it left is seen as stale by a command that acts (one that reads starts the server).
+    stopping = agentloop("stop", "killed", env=env, cwd=tmp_path)
+    assert stopping.returncode == 2 and "the agentloop command that wrote" in stopping.stderr
+    assert "has ended" in stopping.stderr
     demo = agentloop("run", "look", "--model", "scripted:demo", "--workspace", str(workspace), env=env, cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
 
