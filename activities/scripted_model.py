@@ -14,6 +14,7 @@ the spec's model::
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import json
 import re
@@ -174,6 +175,19 @@ def register_scripted_model(
     """Make ``scripted:<name>`` play ``script`` in this worker process
     (``delta_seconds``, ``paced``: see :class:`ScriptedChatModel`)."""
     _scripted_models[name] = ScriptedChatModel(script, delta_seconds=delta_seconds, paced=paced)
+
+
+def scripted_model_problem(model: str) -> str | None:
+    """Why this process cannot play ``model`` (``scripted:<name>`` with no
+    such script registered here), for a check before a run starts; None
+    when it can, or when ``model`` is not a scripted one."""
+    provider, _, name = model.partition(":")
+    if provider != "scripted" or name in _scripted_models:
+        return None
+    close = difflib.get_close_matches(name, list(_scripted_models), n=1)
+    return (f"no scripted model named {name!r}" + (f" (did you mean scripted:{close[0]}?)" if close else "")
+            + f"; registered here: {', '.join(sorted(_scripted_models)) or 'none'}; register one with "
+            "agentloop.testing.register_scripted_model() in a module given with --import")
 
 
 def get_scripted_model(name: str) -> ScriptedChatModel:

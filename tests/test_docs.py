@@ -50,6 +50,7 @@ import ast
 import asyncio
 import builtins
 import functools
+import json
 import re
 import shlex
 import subprocess
@@ -324,6 +325,25 @@ def fragment_problems(block: Block, declared: dict[str, str]) -> list[str]:
     return problems
 
 
+async def server_time(dev_server: DevServer) -> str:
+    """Now, as a list filter's time (the session's server runs on this machine, on its clock)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+async def runs_left_open(dev_server: DevServer, since: str, own_queue: str) -> list[str]:
+    """Runs started since ``since`` that are still open on another task queue than ``own_queue``."""
+    from temporalio.client import Client
+
+    client = await Client.connect(dev_server.address)
+    left = []
+    async for run in client.list_workflows(f'ExecutionStatus="Running" AND StartTime >= "{since}"'):
+        if run.task_queue != own_queue:
+            left.append(f"{run.id} on {run.task_queue!r}")
+    return left
+
+
 @pytest.mark.parametrize("block", PYTHON_BLOCKS, ids=[b.label for b in PYTHON_BLOCKS])
 async def test_python_block(
     block: Block, dev_server: DevServer, worker: Callable[..., Any], task_queue: str, workspace: Path,
@@ -369,10 +389,14 @@ async def test_python_block(
         script = work / f"{Path(block.page).stem.replace('-', '_').lower()}_block_{block.line}.py"
         script.write_text(block.code)
         await dev_server.wait_ready()
+        since = await server_time(dev_server)
         async with worker():
             code, output = await run_python([script.name], work, env)
         assert code == 0, f"{where}: exit {code}:\n{output}"
         assert "Traceback" not in output, f"{where}:\n{output}"
+        # What an example opens on a task queue of its own, no worker polls once it exits: it closes it.
+        left = await runs_left_open(dev_server, since, task_queue)
+        assert left == [], f"{where}: leaves runs open on task queues no worker polls any more: {left}"
         assert "Warning:" not in output, f"{where}: an example runs without warnings:\n{output}"
         if check.expect is not None:
             assert check.expect in output, f"{where}: {check.expect!r} not in its output:\n{output}"
@@ -606,6 +630,89 @@ def test_headings_are_unique_within_a_page() -> None:
     repeated = [f"{page}: #{anchor}" for page in pages()
                 for anchor, n in Counter(heading_anchors(page)).items() if n > 1]
     assert repeated == []
+
+
+def test_spec_files_the_docs_use_are_shown_or_exist() -> None:
+    """Every ``--spec FILE`` of a command is a file of the repository or one
+    the page shows (a YAML block whose first line is ``# FILE...``), and a
+    shown one is a valid AgentSpec."""
+    import yaml
+
+    from agentloop.shared.spec import AgentSpec
+
+    problems = []
+    for page in pages():
+        shown = {}
+        for block in fenced_blocks(page_text(page), page):
+            first = block.code.splitlines()[0] if block.code.strip() else ""
+            if block.lang in ("yaml", "json") and (name := re.match(r"#\s*([\w./-]+\.(?:ya?ml|json))", first)):
+                shown[name.group(1)] = block.code
+        for where, line in command_lines():
+            if not where.startswith(page):
+                continue
+            for args in commands_in(line, "agentloop"):
+                for flag, value in zip(args, args[1:]):
+                    if flag != "--spec" or value.isupper():  # FILE: a synopsis
+                        continue
+                    if value in shown:
+                        AgentSpec.model_validate(yaml.safe_load(shown[value]))
+                    elif not (ROOT / value).is_file():
+                        problems.append(f"{where}: --spec {value} is neither shown on the page nor in the repository")
+    assert problems == []
+
+
+def test_examples_point_to_pages_that_exist() -> None:
+    """The comments of ``examples/`` name pages (``docs/x.md``) that exist,
+    and README sections (``README "Heading"``) that the README has."""
+    problems = []
+    for example in sorted((ROOT / "examples").iterdir()):
+        text = example.read_text()
+        problems += [f"{example.name}: {page}" for page in re.findall(r"docs/[\w-]+\.md", text)
+                     if not (ROOT / page).is_file()]
+        problems += [f"{example.name}: README {heading!r}" for heading in re.findall(r'README "([^"]+)"', text)
+                     if not re.search(rf"^#+ {re.escape(heading)}\s*$", readme_text(), re.MULTILINE)]
+    assert problems == []
+
+
+def test_shell_variables_are_set_before_they_are_used() -> None:
+    """A page's shell blocks use ``$NAME`` only after one of them set it
+    (``export NAME=...``), or names the environment already has."""
+    given = {"HOME", "PATH", "PWD", "USER", "TEMPORAL_ADDRESS", "AGENTLOOP_HOME"}
+    problems = []
+    for page in pages():
+        defined = set(given)
+        for block in fenced_blocks(page_text(page), page):
+            if block.lang not in ("bash", "sh", "shell"):
+                continue
+            for n, line in enumerate(block.code.splitlines()):
+                code = line.split(" # ")[0]
+                problems += [f"{page}:{block.line + 1 + n}: ${name} is used before it is set"
+                             for name in re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", code) if name not in defined]
+                defined.update(re.findall(r"(?:export\s+)?\b([A-Z_][A-Z0-9_]*)=", code))
+    assert problems == []
+
+
+def test_the_http_api_start_example_asks_for_the_approval_the_page_decides() -> None:
+    from agentloop.shared.spec import AgentSpec
+
+    text = page_text("docs/http-api.md")
+    body = re.search(r"curl -s -X POST http://127\.0\.0\.1:\d+/v1/runs \\\n.*?-d '(\{.*?\})'\n", text, re.DOTALL)
+    assert body, "docs/http-api.md has no start example"
+    spec = AgentSpec.model_validate(json.loads(body.group(1))["spec"])
+    asking = [rule.tool for rule in spec.permissions if rule.action == "ask"]
+    assert asking and set(asking) <= set(spec.tools), spec.permissions
+
+
+def test_pages_that_run_mkdocs_say_it_needs_the_dev_extra() -> None:
+    for page in pages():
+        if "mkdocs serve" in page_text(page):
+            assert '.[dev]' in page_text(page), page
+
+
+def test_the_readme_says_what_fills_an_empty_worker() -> None:
+    for block in fenced_blocks(readme_text()):
+        if "workflows=[], activities=[]" in block.code:
+            assert "plugin adds" in block.code, block.code
 
 
 def test_the_readme_is_a_short_front_page() -> None:

@@ -177,6 +177,8 @@ class Holder:
         address: Its server's address, once the server is up.
         namespace: Its server's namespace.
         task_queue: The task queue its worker polls.
+        ui_url: Its server's web UI, when it runs one.
+        workspace: Its worker's default workspace.
     """
 
     command: str | None = None
@@ -184,6 +186,8 @@ class Holder:
     address: str | None = None
     namespace: str | None = None
     task_queue: str | None = None
+    ui_url: str | None = None
+    workspace: str | None = None
 
     def describe(self) -> str:
         who = f"`agentloop {self.command}`" if self.command else "another agentloop command"
@@ -215,7 +219,7 @@ def read_holder(data_dir: Path) -> Holder | None:
         return None
     try:
         info = json.loads(text)
-        holder = Holder(**{k: info.get(k) for k in ("command", "pid", "namespace", "task_queue")})
+        holder = Holder(**{k: info.get(k) for k in ("command", "pid", "namespace", "task_queue", "ui_url", "workspace")})
     except (ValueError, TypeError, AttributeError):  # written by an older agentloop, or being written
         holder = Holder()
     with contextlib.suppress(OSError):

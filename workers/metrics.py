@@ -21,6 +21,8 @@ log = logging.getLogger("agentloop.telemetry")
 
 #: Seconds; LLM steps take seconds to minutes, tool calls milliseconds to minutes.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+#: A person answers in seconds to hours.
+APPROVAL_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 TERMINAL = ("completed", "stopped", "failed", "cancelled")
 
 
@@ -48,6 +50,9 @@ class AgentMetrics:
                                    registry=r)
         self.tool_latency = Histogram("agentloop_tool_seconds", "Duration of a tool call, by tool.", ["tool"],
                                       buckets=LATENCY_BUCKETS, registry=r)
+        self.approval_wait = Histogram("agentloop_approval_wait_seconds",
+                                       "How long a tool call waited for an operator's decision (not tool time).",
+                                       buckets=APPROVAL_WAIT_BUCKETS, registry=r)
         self.approvals_waiting = Gauge("agentloop_approvals_waiting",
                                        "Tool calls waiting for an operator's approval in runs this worker executes.",
                                        registry=r)
@@ -82,6 +87,8 @@ class AgentMetrics:
                 self._approvals.setdefault(run_id, set()).add(event.approval.call_id)
             elif kind == "agent.tool.approval.resolved":
                 self._approvals.get(run_id, set()).discard(event.call_id)
+                if getattr(event, "waited_ms", None) is not None:
+                    self.approval_wait.observe(event.waited_ms / 1000)
             elif kind == "agent.run.status.changed":
                 if event.status in TERMINAL:
                     self._end(run_id, event.status)

@@ -66,7 +66,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.shared.messages import Message
     from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
-    from agentloop.shared.report import LIVE_STATUSES, AgentRunReport, RunReason, StepReport, report_text
+    from agentloop.shared.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, RunReason, StepReport, report_text
     from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
@@ -182,6 +182,7 @@ class AgentRunWorkflow:
         s, spec = self._state, self._input.spec if self._input else None
         return RunState(
             run_id=self._run_id, status=s.status, step=s.step, reason=s.reason, error=s.error,
+            current_step=s.step + 1 if s.status in STEP_UNDER_WAY else None, steps_taken=s.report.step_count,
             running_tool_calls=list(s.running_calls.values()), message_count=len(s.messages), usage=s.usage,
             pending_approvals=list(s.approvals.values()), pending_actions=list(s.actions.values()),
             stop_requested=s.stop is not None, rejected_signals=list(s.rejected_signals),
@@ -189,7 +190,7 @@ class AgentRunWorkflow:
             waiting_on=waiting_on(s.running_subs) if s.running_subs else "",
             thread_id=s.thread.id if s.thread else "", turn=s.thread.turn if s.thread else 0,
             busy=s.thread.busy if s.thread else s.status in LIVE_STATUSES,
-            queued=len(s.thread.queue) if s.thread else 0,
+            queued=len(s.thread.queue) if s.thread else 0, workspace=spec.workspace if spec else None,
         )
 
     @workflow.query(name=contracts.MESSAGES_QUERY)

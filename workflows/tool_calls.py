@@ -23,7 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.approvals import ToolGate
     from agentloop.shared.events import ApprovalResolved, ToolExecutionStarted
     from agentloop.shared.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.report import StepReport, ToolCallReport, cut_strings
+    from agentloop.shared.report import StepReport, ToolCallReport, cut_strings, wait_within
     from agentloop.shared.spec import AgentSpec
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows.activity_tools import activity_tool_named, run_activity_tool
@@ -101,7 +101,10 @@ class ToolRunner:
         order = {g.call.id: i for i, g in enumerate(gates)}
         step.report.tool_calls.sort(key=lambda r: order.get(r.call_id, len(order)))
         step.report.tool_total_ms = ms(workflow.now() - started)
-        self.state.report.total_tool_time_ms += step.report.tool_total_ms
+        step.report.approval_wait_ms = wait_within(step.report, parallel=spec.parallel_tool_calls and len(gates) > 1)
+        # Tool time is the tools' own: the waits for a person (or the client) are counted apart.
+        self.state.report.total_tool_time_ms += step.report.tool_total_ms - step.report.approval_wait_ms
+        self.state.report.total_approval_wait_ms += step.report.approval_wait_ms
         self.state.report.tool_call_count += len(gates)
         return results
 
@@ -205,7 +208,7 @@ class ToolRunner:
         if timed_out:
             state.mark_answered(call.id)
         self.recorder.emit(ApprovalResolved, call_id=call.id, by=resolution.by, reason=resolution.reason,
-                           decision=decision.decision if decision else resolution.label)
+                           decision=decision.decision if decision else resolution.label, waited_ms=report.waited_ms)
         self.recorder.index()
         report.decision, report.decided_by = resolution.label, resolution.by
         return resolution

@@ -10,7 +10,7 @@ address to ``$AGENTLOOP_HOME/server.address`` while it runs.
 The ops commands (``approve``, ``submit``, ``stop``, ``cancel``, ``list``,
 ``show``, ``watch``) talk to runs on ``TEMPORAL_ADDRESS``, or else on the
 embedded server another ``agentloop`` command is running; when none runs,
-``show`` and ``watch`` (and ``export``) start the embedded server and a worker
+the read commands ``list``, ``show`` and ``watch`` (and ``export``) start the embedded server and a worker
 for as long as they read, the others never start anything. Exit codes: 0 done, 1 the run refused the request or was
 not found, 2 usage or configuration error; ``run`` and ``watch`` exit 0 when
 the run completed or was stopped and 1 when it failed or was cancelled;

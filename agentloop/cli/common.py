@@ -28,6 +28,12 @@ OPS_TIMEOUT_SECONDS = 15.0
 RUN_STATUSES = ["running", "idle", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped"]
 
 
+def table(rows: list[list[str]]) -> list[str]:
+    """Rows of cells as lines, each column as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
 class CommandFailed(AgentLoopError):
     """The command could not do what was asked (unknown run, run ended, no
     worker answered); the CLI prints the message and exits 1."""

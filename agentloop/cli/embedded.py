@@ -37,6 +37,12 @@ from agentloop.shared.errors import UserError
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
 
+def default_workspace(workspace: str | None) -> str:
+    """The workspace a worker of this process gives runs that name none (as
+    its activities resolve it)."""
+    return os.path.abspath(workspace or os.environ.get("AGENTLOOP_WORKSPACE") or os.getcwd())
+
+
 @dataclass
 class Session:
     """A connection for one CLI command, with the server and worker it started."""
@@ -197,7 +203,7 @@ async def ops_client() -> AgentClient:
 
 @contextlib.asynccontextmanager
 async def reading_client(command: str) -> AsyncIterator[AgentClient]:
-    """A client for a command that reads runs (``show``, ``watch``,
+    """A client for a command that reads runs (``list``, ``show``, ``watch``,
     ``export``): as :func:`ops_client`, but when no server is running and
     the embedded server's data is there (an earlier ``agentloop run`` or
     ``dev``), it starts that server and a worker, as ``run`` does, for as
@@ -287,7 +293,8 @@ async def session(
             write_atomically(address_file, server.address + "\n")
             stack.callback(address_file.unlink, missing_ok=True)
             _write_lock_info(lock, {"command": command, "pid": os.getpid(), "namespace": config.namespace,
-                                    "task_queue": config.task_queue, "server_pid": server.pid})
+                                    "task_queue": config.task_queue, "server_pid": server.pid,
+                                    "ui_url": server.ui_url, "workspace": default_workspace(workspace)})
             config = config.for_address(server.address)
             ui_url = server.ui_url
         client = await connect_client(config, data_converter=converter_from_env())

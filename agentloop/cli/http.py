@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import logging
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
 from agentloop.cli.common import say
-from agentloop.cli.embedded import command_config, session
+from agentloop.cli.embedded import command_config, default_workspace, session
 from agentloop.shared.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -87,12 +88,19 @@ async def serve_until_cancelled(server: Any, sockets: list[socket.socket] | None
     """Run a uvicorn server; a cancelled command (Ctrl-C, SIGTERM) lets it
     finish its requests (its graceful shutdown) first."""
     serving = asyncio.create_task(server.serve(sockets=sockets))
-    try:
-        await serving
-    except asyncio.CancelledError:
-        server.should_exit = True
-        await asyncio.shield(serving)
-        raise
+    cancelled = False
+    # Shielded: a cancel must not reach uvicorn's task, or it stops without
+    # its shutdown (and logs the cancel's traceback). uvicorn takes the signal
+    # itself too and raises it again once it has stopped: the loop waits that out.
+    while not serving.done():
+        try:
+            await asyncio.shield(serving)
+        except asyncio.CancelledError:
+            cancelled = True
+            server.should_exit = True
+    serving.result()
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -129,15 +137,18 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     settings.cors_origins += args.cors_origin
     settings.allowed_hosts += args.allowed_host
     host = checked_host(settings, args.host, "the server")
-    config, _ = command_config(args.imports)
+    config, dev = command_config(args.imports)
     embedded = config.address is None
     async with session(config, with_worker=embedded, workspace=args.workspace, command="serve", ui=embedded,
                        ui_port=0) as s:
         client = AgentClient(s.client, task_queue=s.config.task_queue)
+        # A running `agentloop dev` wrote its UI's address beside its server's.
         settings.temporal_ui = (args.temporal_ui or os.environ.get("AGENTLOOP_TEMPORAL_UI") or s.ui_url
-                                 or settings.temporal_ui)
+                                 or (dev.ui_url if dev else None) or settings.temporal_ui)
         if settings.temporal_ui:
             settings.temporal_ui = settings.temporal_ui.rstrip("/")
+        # Runs naming no workspace get the default of the worker that runs them, when it is known.
+        settings.default_workspace = default_workspace(args.workspace) if embedded else dev.workspace if dev else None
         app = create_app(client, settings)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
         sock = listening_socket(host, args.port)
@@ -155,5 +166,12 @@ async def cmd_serve(args: argparse.Namespace) -> int:
                                 "refused, registered agents only (--allow-inline-specs to accept them)"))
         if settings.agents:
             say(f"agents: {', '.join(sorted(settings.agents))}")
-        await serve_until_cancelled(server, [sock])
+        try:
+            await serve_until_cancelled(server, [sock])
+        except asyncio.CancelledError:
+            # Stopping: the embedded worker cancels the activities under way,
+            # which the runs record; the SDK's warning with a traceback would
+            # only repeat it.
+            logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
+            raise
     return 0

@@ -1,27 +1,32 @@
 """The ops commands: ``approve``, ``submit``, ``stop``, ``cancel``, ``list``
 and ``show``. They talk to runs on ``TEMPORAL_ADDRESS`` or the embedded
-server of a running command; ``show`` (like ``watch`` and ``export``) starts
-the embedded server and a worker when none runs, the others never start anything."""
+server of a running command; the read commands ``list`` and ``show`` (like
+``watch`` and ``export``) start the embedded server and a worker when none
+runs, the others never start anything."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import getpass
 import json
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
 from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import AgentRunFailed, UserError
+from agentloop.shared.report import STEP_UNDER_WAY
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, RunSummary
+    from agentloop.shared.report import AgentRunReport
     from agentloop.shared.run import AgentRunResult, RunState
 
 
@@ -101,35 +106,94 @@ async def cmd_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+#: How long ``stop`` and ``cancel`` watch for a worker to take their request.
+PICKUP_SECONDS = 5.0
+
+
+def request_taken(event_types: Sequence[int], request: int) -> bool:
+    """Whether a worker took a request recorded in a run's history: a
+    workflow task started after the last event of type ``request`` (the
+    cancel request, or the signal). A request that arrives while a task is
+    under way is recorded after that task, so it counts only once read."""
+    from temporalio.api.enums.v1 import EventType
+
+    last = max((i for i, kind in enumerate(event_types) if kind == request), default=None)
+    return last is not None and EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED in event_types[last + 1:]
+
+
+async def _taken_within(client: AgentClient, run_id: str, request: int, seconds: float) -> tuple[bool, str]:
+    """Whether a worker took the request within ``seconds`` (or the run
+    ended), and the run's task queue."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    handle = client.temporal.get_workflow_handle(run_id)
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        description = await handle.describe()
+        if description.status != WorkflowExecutionStatus.RUNNING:
+            return True, description.task_queue
+        kinds = [event.event_type async for event in handle.fetch_history_events()]
+        if request_taken(kinds, request):
+            return True, description.task_queue
+        if asyncio.get_running_loop().time() >= deadline:
+            return False, description.task_queue
+        await asyncio.sleep(0.25)
+
+
+def untaken(run_id: str, what: str, task_queue: str, seconds: float) -> str:
+    """What ``stop`` or ``cancel`` says when no worker took its request."""
+    return (f"the {what} of run {run_id} is recorded on the server, but no worker on task queue {task_queue!r} "
+            f"picked it up within {seconds:g}s, so the run has not ended: a worker polling {task_queue!r} "
+            f"(`agentloop worker`, `agentloop dev`, or the program that started the run) carries it out when it "
+            f"comes; to end the run now without one, `agentloop cancel {run_id} --terminate` (or "
+            f"`temporal workflow terminate --workflow-id {run_id}`)")
+
+
 async def cmd_stop(args: argparse.Namespace) -> int:
+    from temporalio.api.enums.v1 import EventType
+
     client = await ops_client()
     handle = await running_handle(client, args.run, "stop request")
     await handle.stop(args.reason)
+    taken, queue = await _taken_within(client, args.run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+                                       PICKUP_SECONDS)
+    if not taken:
+        raise CommandFailed(untaken(args.run, "stop request", queue, PICKUP_SECONDS))
     print(f"asked run {args.run} to stop: it ends `stopped` once its current step is done "
           "(calls waiting for a decision are answered as stopped)")
     return 0
 
 
 async def cmd_cancel(args: argparse.Namespace) -> int:
+    from temporalio.api.enums.v1 import EventType
+
     client = await ops_client()
     handle = await running_handle(client, args.run, "cancellation")
+    if args.terminate:
+        await handle.workflow_handle.terminate(reason="agentloop cancel --terminate")
+        print(f"terminated run {args.run}: it ended at once on the server, without a worker and without "
+              f"the cleanup a cancellation does; `agentloop show {args.run}` shows its status")
+        return 0
     await handle.cancel()
+    taken, queue = await _taken_within(client, args.run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
+                                       PICKUP_SECONDS)
+    if not taken:
+        raise CommandFailed(untaken(args.run, "cancellation", queue, PICKUP_SECONDS))
     print(f"cancelled run {args.run}: its running LLM calls and tools are cancelled and it ends "
           f"`cancelled`; `agentloop show {args.run}` shows where it stopped")
     return 0
 
 
-def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-
-
 async def cmd_list(args: argparse.Namespace) -> int:
+    async with reading_client("list") as client:
+        return await _list(client, args)
+
+
+async def _list(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
     from agentloop.client.agent_client import runs_query
 
-    client = await ops_client()
     try:
         runs = await client.list_runs(status=args.status, name=args.name, query=args.query, limit=args.limit)
     except RPCError as err:
@@ -149,7 +213,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
     rows = [["RUN ID", "STATUS", "AGENT", "MODEL", "PENDING TOOLS", "STARTED"]]
     rows += [[("  " * (depth - 1) + "└ " if depth else "") + r.run_id, str(r.status), r.agent_name or "-",
               r.model or "-", ",".join(r.pending_tools) or "-", when(r.started_at)] for depth, r in placed]
-    print("\n".join(_table(rows)))
+    print("\n".join(table(rows)))
     return 0
 
 
@@ -176,7 +240,8 @@ def tree_order(runs: list[RunSummary]) -> list[tuple[int, RunSummary]]:
     return placed
 
 
-async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tuple[RunState, str, str | None]:
+async def _ended_state(client: AgentClient, run_id: str,
+                       description: Any) -> tuple[RunState, str, str | None, AgentRunReport | None]:
     """A finished run's state, final text, and a note when steps and usage
     are unknown. They come from the run's result; a cancelled (or
     terminated) run has none, so they come from its ``state`` query, which a
@@ -199,23 +264,29 @@ async def _ended_state(client: AgentClient, run_id: str, description: Any) -> tu
     if result is not None:
         state.status, state.reason, state.error = result.status, result.reason, result.error
         state.step, state.usage = result.report.step_count, result.usage
-        return state, result.final_text, None
+        state.steps_taken = result.report.step_count
+        return state, result.final_text, None, result.report
     try:
         queried = await answer_within(handle.state(), "the state query", run_id)
     except (CommandFailed, RPCError) as exc:
         why = exc.message if isinstance(exc, RPCError) else "no worker answered"
         return state, "", (f"steps and usage unknown: a {state.status} run keeps them in its workflow state, "
-                           f"which a worker on its task queue reads ({why})")
-    state.step, state.usage = queried.step, queried.usage
+                           f"which a worker on its task queue reads ({why})"), None
+    state.step, state.usage, state.steps_taken = queried.step, queried.usage, queried.steps_taken
     # ``step`` counts the steps finished; a run cancelled while its calls
     # waited or ran had taken one more (its LLM answered, its request
-    # counted): each step taken left one assistant message.
-    with contextlib.suppress(CommandFailed, RPCError):
-        messages = await answer_within(handle.messages(), "the messages query", run_id)
-        state.step = max(state.step, sum(1 for m in messages if m.role == "assistant"))
+    # counted): ``steps_taken`` counts it (from a worker that predates it,
+    # each step taken left one assistant message).
+    if not state.steps_taken:
+        with contextlib.suppress(CommandFailed, RPCError):
+            messages = await answer_within(handle.messages(), "the messages query", run_id)
+            state.steps_taken = max(state.step, sum(1 for m in messages if m.role == "assistant"))
     state.pending_approvals, state.pending_actions = [], []
     state.rejected_signals = queried.rejected_signals
-    return state, "", None
+    report = None
+    with contextlib.suppress(CommandFailed, RPCError):
+        report = await answer_within(handle.report(), "the report query", run_id)
+    return state, "", None, report
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
@@ -227,26 +298,44 @@ async def _show(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.client import WorkflowExecutionStatus
 
     description = await describe_run(client, args.run)
-    final_text, note = "", None
+    final_text, note, report = "", None, None
     if description.status == WorkflowExecutionStatus.RUNNING:
-        state = await answer_within(client.get_handle(args.run).state(), "the state query", args.run)
+        handle = client.get_handle(args.run)
+        state = await answer_within(handle.state(), "the state query", args.run)
+        with contextlib.suppress(CommandFailed, RPCError):  # a worker answered the state: it answers this too
+            report = await answer_within(handle.report(), "the report query", args.run)
     else:
-        state, final_text, note = await _ended_state(client, args.run, description)
+        state, final_text, note, report = await _ended_state(client, args.run, description)
     if args.json:
         print(json.dumps({**state.model_dump(mode="json"), "final_text": final_text}, ensure_ascii=False))
         if note:
             say(f"agentloop: {note}")
         return 0
     for line in describe_state(state, final_text, started=description.start_time, closed=description.close_time,
-                               unknown=note):
+                               unknown=note, report=report):
         print(line)
     return 0
 
 
+def duration_text(ms: float) -> str:
+    """A duration for people: ``340 ms``, ``2.5 s``, ``8 min 12 s``, ``2 h 05 min``."""
+    if ms < 1000:
+        return f"{round(ms)} ms"
+    seconds = ms / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s" if seconds < 10 else f"{round(seconds)} s"
+    minutes, rest = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {rest:02d} s"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
+
+
 def describe_state(state: RunState, final_text: str = "", *, started: datetime | None = None,
-                   closed: datetime | None = None, unknown: str | None = None) -> list[str]:
+                   closed: datetime | None = None, unknown: str | None = None,
+                   report: AgentRunReport | None = None) -> list[str]:
     """What ``agentloop show`` prints about a run; ``unknown`` says why its
-    steps and usage are not known (printed instead of zeros)."""
+    steps and usage are not known (printed instead of zeros); ``report``
+    gives the time the LLM, the tools and the approvals took."""
     lines = [f"run {state.run_id}"]
     if state.agent_name or state.model:
         lines.append(f"  agent:    {state.agent_name or '-'} on {state.model or '-'}")
@@ -261,15 +350,19 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
         lines.append(f"  error:    {state.error}")
     if unknown:
         lines.append(f"  steps:    ? ({unknown})")
-    elif state.status in ("running", "awaiting_approval", "requires_action"):
-        # RunState.step counts the steps done; the one under way is the next.
-        lines.append(f"  step:     {state.step + 1} (under way)")
+    elif state.status in STEP_UNDER_WAY:
+        # Steps are numbered from 1; RunState.step counts the steps done, the one under way is the next.
+        lines.append(f"  step:     {state.current_step or state.step + 1} (under way)")
     else:
-        lines.append(f"  steps:    {state.step}")
+        lines.append(f"  steps:    {max(state.steps_taken, state.step)}")
     usage = state.usage
     if not unknown:
         lines.append(f"  usage:    {usage.input_tokens} in / {usage.output_tokens} out tokens, "
                      f"{usage.requests} LLM request{'' if usage.requests == 1 else 's'}")
+    if report is not None:
+        lines.append(f"  time:     LLM {duration_text(report.total_llm_time_ms)}, tools "
+                     f"{duration_text(report.total_tool_time_ms)}, waiting for approval "
+                     f"{duration_text(report.total_approval_wait_ms)}")
     if started:
         lines.append(f"  started:  {when(started)}" + (f", ended {when(closed)}" if closed else ""))
     for call in state.running_tool_calls:

@@ -8,6 +8,10 @@ from agentloop.cli.common import DEFAULT_RUN_TOOLS, RUN_STATUSES
 from agentloop.cli.threads import add_thread_commands
 from agentloop.workers.config import WORKER_ROLES
 
+#: ``agentloop serve``'s default port: not 8000, which `mkdocs serve` and many dev servers take.
+SERVE_PORT = 8420
+
+
 def version_line() -> str:
     """``agentloop --version``: this package's version and what it runs on."""
     import platform
@@ -68,7 +72,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                        help="import MODULE first (it registers tools or scripted models); repeatable")
 
-    run = sub.add_parser("run", help="run an agent and print its steps as they happen")
+    run = sub.add_parser(
+        "run", help="run an agent and print its steps as they happen",
+        description="Run an agent on INSTRUCTION and print its steps as they happen; calls that need approval "
+                    "are asked here (or decided from another terminal with `agentloop approve`). With no "
+                    "TEMPORAL_ADDRESS and no `agentloop dev` running, it starts the embedded Temporal server "
+                    "and a worker for the run. Exits 0 when the run completed or was stopped, 1 when it failed "
+                    "or was cancelled.",
+    )
     run.add_argument("instruction", help="what the agent should do")
     run.add_argument("--spec", metavar="FILE", help="the agent's AgentSpec in a JSON or YAML file (sub-agents "
                      "included, e.g. examples/team.yaml); the flags below override its fields")
@@ -101,7 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "and nothing else on stdout")
     imports(run)
 
-    dev = sub.add_parser("dev", help="keep a local Temporal server and a worker running")
+    dev = sub.add_parser(
+        "dev", help="keep a local Temporal server and a worker running",
+        description="Keep the embedded Temporal server (SQLite in $AGENTLOOP_HOME) and a worker running until "
+                    "Ctrl-C, with the Temporal web UI. Other agentloop commands in other terminals use it; it "
+                    "prints the address to export as TEMPORAL_ADDRESS for other tools.",
+    )
     dev.add_argument("--port", type=port_number, default=7233,
                      help="the server's gRPC port (default: 7233; 0: a free one, printed)")
     dev.add_argument("--ui-port", type=port_number, default=8233, help="the web UI's port (default: 8233; 0: a free one)")
@@ -124,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "or [::1] (docs/security.md).",
     )
     serve.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=port_number, default=8000, help="the HTTP port (default: 8000; 0: a free one, printed)")
+    serve.add_argument("--port", type=port_number, default=SERVE_PORT,
+                       help=f"the HTTP port (default: {SERVE_PORT}, a port of its own beside `mkdocs serve` and "
+                            "other dev servers' 8000; 0: a free one, printed)")
     serve.add_argument("--agent", action="append", default=[], metavar="[NAME=]FILE|MODULE:ATTR",
                        help="an agent clients may start by name (AG-UI's /v1/ag-ui/NAME); repeatable")
     specs = serve.add_mutually_exclusive_group()
@@ -213,14 +231,32 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar=("CALL", "OUTPUT"), help="another call's output; repeatable")
     submit.add_argument("--error", action="store_true", help="the outputs are errors (the calls failed)")
 
-    stop = sub.add_parser("stop", help="end a run `stopped` after its current step")
+    stop = sub.add_parser(
+        "stop", help="end a run `stopped` after its current step",
+        description="Ask a run to end `stopped` once its current step is done; calls waiting for a decision "
+                    "are answered as stopped. A worker on the run's task queue carries it out: when none picks "
+                    "the request up within a few seconds, the command says so and names the queue.",
+    )
     stop.add_argument("run", type=run_id, help="run id")
     stop.add_argument("--reason", help="why, kept in the run's report")
 
-    cancel = sub.add_parser("cancel", help="cancel a run now (running tools are killed)")
+    cancel = sub.add_parser(
+        "cancel", help="cancel a run now (running tools are killed)",
+        description="Cancel a run: its running LLM calls and tools are cancelled and it ends `cancelled`. A "
+                    "worker on the run's task queue carries it out: when none picks the request up within a "
+                    "few seconds, the command says so, names the queue, and suggests --terminate, which ends "
+                    "the run at once without a worker (nothing of it runs after that, no cleanup).",
+    )
     cancel.add_argument("run", type=run_id, help="run id")
+    cancel.add_argument("--terminate", action="store_true",
+                        help="end the run now on the server, without a worker (Temporal's terminate)")
 
-    listing = sub.add_parser("list", help="list runs, newest first")
+    listing = sub.add_parser(
+        "list", help="list runs, newest first",
+        description="List runs, newest first: id, status, agent, model, tools waiting for a decision, start "
+                    "time. With no server running, it starts the embedded one on $AGENTLOOP_HOME for as long "
+                    "as it reads, as `show` does.",
+    )
     listing.add_argument("--status", choices=RUN_STATUSES)
     listing.add_argument("--name", help="agent name (AgentSpec.name)")
     listing.add_argument("--query", metavar="EXTRA",
@@ -333,7 +369,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_schedule_parser(sub)
 
-    show = sub.add_parser("show", help="a run's status, usage, pending calls and final text")
+    show = sub.add_parser(
+        "show", help="a run's status, usage, pending calls and final text",
+        description="Print a run's status, steps, usage, the calls waiting for a decision (with the commands "
+                    "that decide them) and its final text. With no server running, it starts the embedded one "
+                    "on $AGENTLOOP_HOME for as long as it reads.",
+    )
     show.add_argument("run", type=run_id, help="run id")
     show.add_argument("--json", action="store_true", help="the state as one JSON object")
     return parser

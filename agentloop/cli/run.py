@@ -50,6 +50,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
                 f"process on task queue {s.config.task_queue!r} (for {', '.join(own)})")
         elif dev is not None:
             say(f"using the Temporal server of {dev.describe()} at {s.config.address}: its worker runs this run")
+        if embedded or own:
+            check_scripted(model)  # this process's worker runs it: a typo is found before the run starts
         client = AgentClient(s.client, task_queue=s.config.task_queue)
         try:
             handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
@@ -97,6 +99,20 @@ def own_worker_reasons(args: argparse.Namespace, model: str, *, dev_running: boo
         provider = model.split(":", 1)[0]
         reasons += [name for name in PROVIDER_VARIABLES.get(provider, ()) if os.environ.get(name)]
     return reasons
+
+
+def check_scripted(model: str) -> None:
+    """A ``scripted:`` model this process's worker cannot play is refused
+    before the run starts (its modules are imported by then).
+
+    Raises:
+        UserError: No script of that name is registered here.
+    """
+    from agentloop.activities.scripted_model import scripted_model_problem
+
+    problem = scripted_model_problem(model)
+    if problem:
+        raise UserError(f"--model {model}: {problem}")
 
 
 def spec_of_run(args: argparse.Namespace):

@@ -6,8 +6,10 @@ import argparse
 import json
 import os
 from datetime import datetime, timezone
+from typing import Any
 
-from agentloop.cli.embedded import ops_client
+from agentloop.cli.common import table
+from agentloop.cli.embedded import ops_client, reading_client
 
 #: The flags of ``agentloop run`` that ``spec_from_file`` reads, unset here.
 _RUN_FLAGS = ("model", "tool", "system", "max_steps", "max_tokens", "rules", "yes")
@@ -15,7 +17,10 @@ _RUN_FLAGS = ("model", "tool", "system", "max_steps", "max_tokens", "rules", "ye
 
 def add_schedule_parser(sub: argparse._SubParsersAction) -> None:
     """The ``schedule`` command and its subcommands."""
-    schedule = sub.add_parser("schedule", help="run an agent on a clock (Temporal Schedules)")
+    schedule = sub.add_parser(
+        "schedule", help="run an agent on a clock (Temporal Schedules)",
+        description="Create, list, describe, pause, unpause, trigger, backfill and delete schedules that "
+                    "start an agent run on a cron expression or an interval (docs/schedules.md).")
     actions = schedule.add_subparsers(dest="schedule_command", required=True)
     create = actions.add_parser("create", help="create a schedule: --cron or --every")
     create.add_argument("name", help="the schedule's name (its runs' ids start with it)")
@@ -60,7 +65,13 @@ def _when(text: str) -> datetime:
 
 
 async def cmd_schedule(args: argparse.Namespace) -> int:
-    client = await ops_client()
+    if args.schedule_command in ("list", "describe"):  # read commands: as `show`, on the embedded server too
+        async with reading_client("schedule") as client:
+            return await _schedule(client, args)
+    return await _schedule(await ops_client(), args)
+
+
+async def _schedule(client: Any, args: argparse.Namespace) -> int:
     schedules, name = client.schedules, getattr(args, "name", None)
     match args.schedule_command:
         case "create":
@@ -71,11 +82,11 @@ async def cmd_schedule(args: argparse.Namespace) -> int:
             print(f"created schedule {summary.name}: {', '.join(summary.when)}; next: {_next(summary)}")
         case "list":
             found = await schedules.list()
-            for s in found:
-                print(s.model_dump_json() if args.json else
-                      f"{s.name}  {', '.join(s.when)}  {'paused' if s.paused else 'active'}  {s.agent}")
-            if not found and not args.json:
-                print("no schedules")
+            if args.json:
+                for s in found:
+                    print(s.model_dump_json())
+            else:
+                print("\n".join(schedule_lines(found)) if found else "no schedules")
         case "describe":
             summary = await schedules.describe(name)
             print(summary.model_dump_json(indent=2) if args.json else _describe(summary))
@@ -95,6 +106,13 @@ async def cmd_schedule(args: argparse.Namespace) -> int:
             await schedules.delete(name)
             print(f"deleted schedule {name}")
     return 0
+
+
+def schedule_lines(found: list[Any]) -> list[str]:
+    """``agentloop schedule list``: one line a schedule, in columns."""
+    rows = [["NAME", "WHEN", "STATE", "AGENT"]]
+    rows += [[s.name, ", ".join(s.when), "paused" if s.paused else "active", s.agent or "-"] for s in found]
+    return table(rows)
 
 
 def _spec(args: argparse.Namespace) -> object:

@@ -77,6 +77,7 @@ def _page(request: Request, page: str, title: str, ident: str = "") -> HTMLRespo
         "namespace": namespace,
         "temporal-ui": temporal_ui_link(state.settings.temporal_ui, namespace, ident) if ident else "",
         "temporal-ui-base": (state.settings.temporal_ui or "").rstrip("/"),
+        "default-workspace": state.settings.default_workspace or "",
     }
     body = " ".join(f'data-{key}="{html.escape(value, quote=True)}"' for key, value in attrs.items())
     text = _shell().substitute(

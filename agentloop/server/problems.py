@@ -4,6 +4,7 @@ that says what was wrong and what to do."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -69,14 +70,43 @@ def problem_response(problem: Problem, request: Request | None = None) -> JSONRe
                         media_type=PROBLEM_JSON, headers=headers)
 
 
+#: The names pydantic gives a union's members and a model's validators in an
+#: error's location (``function-after[_check_thinking(), ...]``, ``str``):
+#: not fields the caller wrote.
+_VALIDATOR_TAG = re.compile(r"^[a-z-]+\[.*\]$", re.DOTALL)
+_TYPE_TAGS = frozenset({"str", "int", "float", "bool", "dict", "list", "none"})
+
+
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    """The field as the caller wrote it, dotted: ``spec.tool``, ``spec.permissions.0.action``."""
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")
+             and not (isinstance(p, str) and (_VALIDATOR_TAG.match(p) or p in _TYPE_TAGS))]
     return ".".join(parts) or "body"
 
 
+def _other_branch(error: dict[str, Any], errors: list[dict[str, Any]]) -> bool:
+    """An error of a union's plain member (``spec`` as a ``str``, the name of
+    a registered agent) when another member (the object given) has errors of
+    its own: the caller meant that one."""
+    loc = tuple(error.get("loc", ()))
+    for i, part in enumerate(loc):
+        if part in _TYPE_TAGS and any(
+            tuple(other.get("loc", ()))[:i] == loc[:i] and tuple(other.get("loc", ()))[i:i + 1] != (part,)
+            for other in errors if other is not error
+        ):
+            return True
+    return False
+
+
 def validation_problem(err: RequestValidationError) -> Problem:
-    """422: one reason per field, e.g. ``input: Field required``."""
-    errors = [{"field": _field(tuple(e.get("loc", ()))), "reason": e.get("msg", "invalid")} for e in err.errors()]
+    """422: one reason per field, e.g. ``input: Field required``, fields
+    named as the caller wrote them."""
+    raw = list(err.errors())
+    errors: list[dict[str, str]] = []
+    for e in raw:
+        entry = {"field": _field(tuple(e.get("loc", ()))), "reason": e.get("msg", "invalid")}
+        if not _other_branch(e, raw) and entry not in errors:
+            errors.append(entry)
     listing = "; ".join(f"{e['field']}: {e['reason']}" for e in errors[:10])
     return Problem(422, "Invalid request", f"the request is not valid: {listing}", errors=errors)
 

@@ -46,6 +46,9 @@ class StartRun(BaseModel):
 
 class Started(BaseModel):
     run_id: str
+    workspace: str | None = Field(
+        default=None, description="the directory the run's tools work in: the spec's, else the default of the "
+        "worker that runs it when the server knows it (its own, or `agentloop dev`'s); null: a worker's own default")
 
 
 class RunList(BaseModel):
@@ -105,7 +108,7 @@ async def start_run(body: StartRun, response: Response, state: ServerState = Sta
     except RunIdInUse as err:
         raise Problem(409, "Run id in use", str(err)) from None
     response.headers["Location"] = f"/v1/runs/{handle.run_id}"
-    return Started(run_id=handle.run_id)
+    return Started(run_id=handle.run_id, workspace=spec.workspace or state.settings.default_workspace)
 
 
 def _bad_page_token() -> Problem:

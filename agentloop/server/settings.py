@@ -99,6 +99,9 @@ class ServerSettings:
         heartbeat_seconds: Idle time after which an SSE stream sends a comment.
         poll_interval: How often a run's one reader asks its workflow for new events.
         temporal_ui: The Temporal UI's base URL, for links from the console.
+        default_workspace: The workspace of runs whose spec names none, when
+            the server knows the worker that runs them (its own embedded
+            worker's, or the running ``agentloop dev``'s); None otherwise.
     """
 
     tokens: list[ApiToken] = field(default_factory=list)
@@ -114,6 +117,7 @@ class ServerSettings:
     heartbeat_seconds: float = 15.0
     poll_interval: float = 0.05
     temporal_ui: str | None = None
+    default_workspace: str | None = None
 
     @property
     def inline_specs(self) -> bool:

@@ -176,6 +176,8 @@ class ApprovalResolved(_Event):
     decision: str
     by: str | None = None
     reason: str | None = None
+    #: How long the call waited for the decision (None in runs started before it was recorded).
+    waited_ms: float | None = None
 
 
 class RequiresAction(_Event):

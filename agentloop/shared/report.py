@@ -152,7 +152,10 @@ class StepReport(BaseModel):
         finish_reason: Normalised finish reason (``stop``, ``tool_calls``,
             ``length``, ``content_filter``, ``other``).
         tool_calls: One report per tool call, in call order.
-        tool_total_ms: Wall time of this step's tool phase.
+        tool_total_ms: Wall time of this step's tool phase, waits for
+            decisions included.
+        approval_wait_ms: The part of ``tool_total_ms`` the step waited for
+            decisions or the client's outputs (see :func:`wait_within`).
         sub_agent_usage: Usage of the sub-agent runs this step delegated to
             (their own sub-agents included); the run's ``total_usage``
             includes it, ``usage`` does not.
@@ -167,9 +170,20 @@ class StepReport(BaseModel):
     finish_reason: str = ""
     tool_calls: list[ToolCallReport] = Field(default_factory=list)
     tool_total_ms: float = 0.0
+    approval_wait_ms: float = 0.0
     sub_agent_usage: Usage = Field(default_factory=Usage)
     sub_agent_cost_usd: float = 0.0
     guardrails: list[GuardrailReport] = Field(default_factory=list)
+
+
+def wait_within(step: StepReport, *, parallel: bool) -> float:
+    """How much of a step's tool phase waited for decisions or client
+    outputs: its calls' ``waited_ms``, summed when they ran one after
+    another, the longest when they ran in parallel (their waits overlap);
+    never more than the phase."""
+    waits = [call.waited_ms for call in step.tool_calls]
+    waited = max(waits, default=0.0) if parallel else sum(waits)
+    return min(waited, step.tool_total_ms)
 
 
 #: A run's status: ``running``, the two waits while it goes on and ``idle``
@@ -187,6 +201,9 @@ RunStatus = Literal[
 
 #: The statuses of a run that goes on (every other status is how it ended).
 LIVE_STATUSES: tuple[str, ...] = ("running", "idle", "awaiting_approval", "requires_action")
+
+#: The statuses of a run with a step under way (``idle``: a thread waits between turns).
+STEP_UNDER_WAY: tuple[str, ...] = ("running", "awaiting_approval", "requires_action")
 
 RunReason = Literal[
     "done",
@@ -290,7 +307,10 @@ class AgentRunReport(BaseModel):
         tool_call_count: Tool calls made.
         total_usage: Usage summed over all steps.
         total_llm_time_ms: Time in LLM activities.
-        total_tool_time_ms: Time in tool phases.
+        total_tool_time_ms: Time the tools took: the tool phases' wall time
+            less ``total_approval_wait_ms``.
+        total_approval_wait_ms: Time tool calls waited for a decision
+            (approval) or for the client's output, summed over steps.
         total_cost_usd: Cost of the run's usage at the model's price
             (``agentloop.shared.pricing``); None when the price is unknown. With
             sub-agents, their cost is included, each at its model's price.
@@ -322,6 +342,7 @@ class AgentRunReport(BaseModel):
     total_usage: Usage = Field(default_factory=Usage)
     total_llm_time_ms: float = 0.0
     total_tool_time_ms: float = 0.0
+    total_approval_wait_ms: float = 0.0
     total_cost_usd: float | None = None
     sub_runs: list[SubRunReport] = Field(default_factory=list)
     origin: RunOriginReport | None = None

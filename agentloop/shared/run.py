@@ -256,8 +256,14 @@ class RunState(BaseModel):
     Attributes:
         run_id: The run id.
         status: Current status.
-        step: Steps finished so far (the step under way, if any, is ``step + 1``
-            as shown to people; zero-based it is ``step``).
+        step: Steps finished so far, which is the number of the last one
+            finished (steps are numbered from 1: see docs/operating.md, "Step
+            numbers").
+        current_step: The number of the step under way (``step + 1``), or
+            None when none is (the run has ended, or a thread waits).
+        steps_taken: Steps taken: the finished ones and the one under way
+            once its LLM call answered (a cancelled run's last step counts);
+            the report's ``step_count``, and the steps the CLI counts.
         reason: Why it ended, once ended.
         error: Error message, when failed.
         running_tool_calls: Tool calls executing now.
@@ -279,11 +285,15 @@ class RunState(BaseModel):
         turn: The thread's turn under way, or its last one.
         busy: A turn is under way (a thread waiting for a message is not).
         queued: Messages waiting for their turn.
+        workspace: The workspace the spec names; None: the default of the
+            worker that runs it.
     """
 
     run_id: str
     status: RunStatus
     step: int = 0
+    current_step: int | None = None
+    steps_taken: int = 0
     reason: RunReason | None = None
     error: str | None = None
     running_tool_calls: list[ToolCallPart] = Field(default_factory=list)
@@ -300,6 +310,7 @@ class RunState(BaseModel):
     turn: int = 0
     busy: bool = False
     queued: int = 0
+    workspace: str | None = None
 
 
 class MessagesResult(BaseModel):

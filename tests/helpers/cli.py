@@ -111,6 +111,9 @@ register_scripted_model("cli-ops-write-two", [
     echo_results,
 ])
 
+#: A model with no step to play: its first LLM step fails.
+register_scripted_model("cli-no-steps", [])
+
 
 def plain_text(ansi: str) -> str:
     """Terminal output without its escape sequences, with plain newlines."""

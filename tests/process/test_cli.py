@@ -13,6 +13,7 @@ from temporalio.client import Client
 
 from agentloop.workers.devserver import DevServer
 from tests.helpers.cli import agentloop, clean_env
+from tests.helpers.paths import ROOT
 from tests.helpers.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
@@ -38,12 +39,13 @@ def test_run_offline_demo_with_embedded_server(tmp_path: Path, workspace: Path) 
 
 
 def test_failed_run_exits_nonzero_with_reason(tmp_path: Path, workspace: Path) -> None:
+    # (A scripted model this process does not have is refused before the run starts: test_cli_errors.)
     proc = agentloop(
-        "run", "x", "--model", "scripted:no-such-script", "--workspace", str(workspace),
-        env=clean_env(tmp_path), cwd=tmp_path,
+        "run", "x", "--model", "scripted:cli-no-steps", "--import", "tests.helpers.cli", "--workspace", str(workspace),
+        env=clean_env(tmp_path), cwd=ROOT,
     )
-    assert proc.returncode == 1
-    assert "failed (error): LLM step 1 failed: no scripted model named 'no-such-script'" in proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    assert "failed (error): LLM step 1 failed: the scripted model has 0 steps and was asked for step 1" in proc.stderr
 
 
 def test_bad_model_string_is_a_usage_error(tmp_path: Path) -> None:

@@ -217,3 +217,19 @@ async def test_a_models_worker_names_the_tools_queue(tmp_path: Path, dev_server:
     assert started == (f"agentloop worker: role models, polling task queue {task_queue!r} on {dev_server.address} "
                        f"(namespace 'default', plaintext, unversioned); tools run by a tools worker on "
                        f"{task_queue + '-tools'!r}\n")
+
+
+async def test_a_misspelt_scripted_model_is_refused_before_the_run_starts(
+    tmp_path: Path, workspace: Path, env: dict[str, str], agent_client: AgentClient
+) -> None:
+    # On the embedded server, and with --local-worker on a server of its own: this process's worker runs it.
+    for where, extra in ((clean_env(tmp_path), []), (env, ["--local-worker"])):
+        run_id = f"typo-{uuid.uuid4().hex[:8]}"
+        done = await agentloop_async("run", "hello", "--model", "scripted:demoo", "--workspace", str(workspace),
+                                     "--run-id", run_id, *extra, env=where)
+        assert done.code == 2, done.err
+        assert done.err.startswith("agentloop: --model scripted:demoo: no scripted model named 'demoo' (did you mean "
+                                   "scripted:demo?); registered here: "), done.err
+        assert "Traceback" not in done.err
+    # Nothing was started.
+    assert [r async for r in agent_client.temporal.list_workflows(f'WorkflowId="{run_id}"')] == []

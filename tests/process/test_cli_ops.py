@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import pty
+import re
 import uuid
 from pathlib import Path
 from typing import Any
@@ -218,6 +219,31 @@ async def test_cancel_ends_the_run_cancelled(
     assert again.code == 1 and "has ended (cancelled)" in again.err
 
 
+async def test_cancel_and_stop_without_a_worker_say_so_and_terminate_ends_the_run(
+    agent_client: AgentClient, worker, task_queue: str, env: dict[str, str]
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus
+
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=write_script(), tools=["write_file"]), "write it")
+        await wait_status(handle, "awaiting_approval")
+    # No worker polls the run's task queue any more: the requests are recorded, nothing happens.
+    stop = await agentloop_async("stop", handle.run_id, env=env)
+    cancel = await agentloop_async("cancel", handle.run_id, env=env)
+    for request, done in (("stop request", stop), ("cancellation", cancel)):
+        assert done.code == 1, done.err
+        assert done.out == ""
+        assert done.err.startswith(f"agentloop: the {request} of run {handle.run_id} is recorded on the server, "
+                                   f"but no worker on task queue {task_queue!r} picked it up within 5s"), done.err
+        assert f"`agentloop cancel {handle.run_id} --terminate`" in done.err
+        assert f"`temporal workflow terminate --workflow-id {handle.run_id}`" in done.err
+    assert (await handle.workflow_handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    terminated = await agentloop_async("cancel", handle.run_id, "--terminate", env=env)
+    assert terminated.code == 0, terminated.err
+    assert terminated.out.startswith(f"terminated run {handle.run_id}: it ended at once on the server")
+    assert (await handle.workflow_handle.describe()).status == WorkflowExecutionStatus.TERMINATED
+
+
 # Finding the server ------------------------------------------------------------------
 
 
@@ -255,8 +281,12 @@ async def test_run_on_embedded_server_waits_for_approve_from_another_terminal(
     assert "\nwrite_file:Wrote 6 bytes to out.txt\n" in out.decode()
     assert (workspace / "out.txt").read_text() == "hello\n"
     assert not address_file.exists()  # removed with the server
-    after = await agentloop_async("list", env=env)
+    # With the server gone, a command that acts finds none; one that reads starts it again, as `show` does.
+    after = await agentloop_async("approve", "embedded-1", "call_0_0", env=env)
     assert after.code == 2 and "does not exist" in after.err
+    listed = await agentloop_async("list", env=env)
+    assert listed.code == 0 and "embedded-1  completed" in listed.out, listed.err
+    assert not address_file.exists()
 
 
 # `agentloop run` and approvals --------------------------------------------------------
@@ -358,12 +388,15 @@ async def test_show_a_cancelled_run_gives_its_steps_and_usage(
     assert state.usage.requests == 1 and state.usage.input_tokens > 0
     assert show.code == 0, show.err
     assert "status:   cancelled\n" in show.out
+    assert re.search(r"\n  time:     LLM [\d.]+ m?s, tools [\d.]+ m?s, waiting for approval \S+ m?s\n", show.out), show.out
     # The state counts the steps finished (0); the step it was cancelled in had its LLM request.
     assert state.step == 0 and "steps:    1\n" in show.out
     assert (f"usage:    {state.usage.input_tokens} in / {state.usage.output_tokens} out tokens, 1 LLM request\n"
             in show.out)
-    assert (shown["status"], shown["step"], shown["usage"]) == ("cancelled", 1,
-                                                                state.usage.model_dump(mode="json"))
+    # `show --json` is the API's state: the step it was cancelled in is taken, not finished.
+    assert state.steps_taken == 1 and state.current_step is None
+    assert (shown["status"], shown["step"], shown["steps_taken"], shown["usage"]) == (
+        "cancelled", 0, 1, state.usage.model_dump(mode="json"))
     # Without a worker nothing can read them: say so instead of showing zeros.
     assert no_worker.code == 0, no_worker.err
     assert "steps:    ? (steps and usage unknown: a cancelled run keeps them in its workflow state" in no_worker.out

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import httpx
+
 from agentloop import AgentClient
 from agentloop.workers.devserver import DevServer, find_temporal_binary, free_port
 from tests.helpers.cli import agentloop, agentloop_async, clean_env, read_until, start_run
@@ -111,9 +113,10 @@ async def test_a_killed_run_leaves_no_server_and_the_next_run_works(tmp_path: Pa
         await finish(run)
     # The server got SIGTERM when its parent died.
     assert await wait_until_gone(data_file(tmp_path)) == []
-    listing = agentloop("list", env=env, cwd=tmp_path)  # the address file it left is seen as stale
-    assert listing.returncode == 2 and "the agentloop command that wrote" in listing.stderr
-    assert "has ended" in listing.stderr
+    # The address file it left is seen as stale by a command that acts (one that reads starts the server).
+    stopping = agentloop("stop", "killed", env=env, cwd=tmp_path)
+    assert stopping.returncode == 2 and "the agentloop command that wrote" in stopping.stderr
+    assert "has ended" in stopping.stderr
     demo = agentloop("run", "look", "--model", "scripted:demo", "--workspace", str(workspace), env=env, cwd=tmp_path)
     assert demo.returncode == 0, demo.stderr
 
@@ -371,3 +374,54 @@ async def test_show_after_ctrl_c_starts_the_embedded_server_and_counts_the_step(
     assert "  steps:    1\n" in show.out and "1 LLM request" in show.out, show.out
     assert await wait_until_gone(data_file(tmp_path)) == []  # and it stops what it started
     assert not (tmp_path / "home" / "server.address").exists()
+    # Every read command does the same: `list` too.
+    listed = await agentloop_async("list", env=env)
+    assert listed.code == 0, listed.err
+    assert "no Temporal server is running; starting the embedded one" in listed.err
+    assert "cc-1" in listed.out and "cancelled" in listed.out, listed.out
+    assert await wait_until_gone(data_file(tmp_path)) == []
+    schedules = await agentloop_async("schedule", "list", env=env)
+    assert schedules.code == 0 and schedules.out == "no schedules\n", schedules.err
+    assert await wait_until_gone(data_file(tmp_path)) == []
+
+
+async def test_serve_beside_dev_links_dev_s_temporal_ui_and_stops_quietly(tmp_path: Path, workspace: Path) -> None:
+    env = clean_env(tmp_path)
+    dev = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "agentloop.cli", "dev", "--port", "0", "--ui-port", "0", "--workspace", str(workspace),
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert dev.stdout is not None
+        banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
+        ui = re.search(r"Temporal UI: +(\S+)", banner).group(1)  # type: ignore[union-attr]
+        for stop_signal in (signal.SIGTERM, signal.SIGINT):
+            serve = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "agentloop.cli", "serve", "--port", "0", cwd=ROOT, env=env,
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            try:
+                assert serve.stderr is not None
+                said = await read_until(serve.stderr, "agentloop serve: http://")
+                while not (found := re.search(r"agentloop serve: (http://\S+)/ ", said)):
+                    said += (await asyncio.wait_for(serve.stderr.readline(), 30)).decode()
+                url = found.group(1)
+                async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+                    page = (await http.get("/runs/some-run")).text
+                    if stop_signal == signal.SIGTERM:
+                        # A run naming no workspace gets dev's worker's, and the answer says so.
+                        started = await http.post("/v1/runs", json={"spec": {"model": "scripted:demo"},
+                                                                    "input": "hello"})
+                        assert started.status_code == 201, started.text
+                        assert started.json()["workspace"] == str(workspace)
+                # The console links runs to the UI `agentloop dev` printed.
+                assert f"{ui.rstrip('/')}/namespaces/default/workflows/some-run" in page, page
+                serve.send_signal(stop_signal)
+            finally:
+                _, err = await finish(serve)
+            # Ctrl-C or SIGTERM: it stops quietly, with 128 + the signal's number.
+            assert serve.returncode == 128 + stop_signal, err
+            assert "Traceback" not in err and "CancelledError" not in err, err
+    finally:
+        dev.send_signal(signal.SIGINT)
+        await finish(dev)
+    assert dev.returncode == 0

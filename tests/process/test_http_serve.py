@@ -91,3 +91,22 @@ def test_serve_refuses_other_hosts_without_a_token(env) -> None:
     bad = agentloop("serve", env={**env, "AGENTLOOP_API_TOKENS": "ops:write:short"}, timeout=60)
     assert bad.returncode == 2
     assert "token 'ops' has scope 'write'; a scope is read or act" in bad.stderr
+
+
+def test_a_port_in_use_is_a_sentence_and_the_default_is_not_8000(env) -> None:
+    import socket
+
+    from agentloop.cli.parser import build_parser
+
+    # Its own default: `mkdocs serve` (and many dev servers) take 8000.
+    assert build_parser().parse_args(["serve"]).port == 8420
+    with socket.socket() as taken:  # as `mkdocs serve` holds it
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = agentloop("serve", "--port", str(port), env=env, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"agentloop: cannot listen on 127.0.0.1:{port} (Address already in use); choose another --port "
+        "(0: a free one) or --host")
+    assert "Traceback" not in done.stderr

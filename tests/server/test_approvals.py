@@ -80,6 +80,8 @@ async def test_write_asks_read_does_not_and_approve_runs_the_call(
         assert pending.call_id == "call_1_0" and pending.tool_name == "write_file"
         assert pending.arguments == {"file_path": "out.txt", "content": "copied"}
         assert pending.step == 2 and "approval required" in pending.reason
+        # One numbering: step 1 is finished, step 2 (the one asking) is under way.
+        assert (state.step, state.current_step, state.steps_taken) == (1, 2, 2)
         assert pending.asked_at is not None and pending.expires_at is None
         assert not (workspace / "out.txt").exists()
         assert (await handle.pending()).approvals == state.pending_approvals
@@ -94,6 +96,11 @@ async def test_write_asks_read_does_not_and_approve_runs_the_call(
     report = steps[1].tool_calls[0]
     assert (report.permission, report.decision, report.decided_by) == ("ask", "approve", "alice")
     assert report.waited_ms > 0
+    # Tool time is the tools' own; the wait for alice is counted apart.
+    assert steps[1].approval_wait_ms == report.waited_ms and steps[0].approval_wait_ms == 0
+    assert result.report.total_approval_wait_ms == report.waited_ms
+    assert result.report.total_tool_time_ms == pytest.approx(
+        steps[0].tool_total_ms + steps[1].tool_total_ms - report.waited_ms)
 
 
 async def test_deny_reaches_the_model_and_the_run_goes_on(

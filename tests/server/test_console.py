@@ -167,14 +167,14 @@ async def test_the_console_in_a_browser(
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     gate = threading.Event()
     thread_model, _ = recording(lambda r: reply(f"answer {sum(1 for m in r.messages if m.role == 'user')}"))
-    settings = ServerSettings(tokens=[OPS], temporal_ui=UI)
+    settings = ServerSettings(tokens=[OPS], temporal_ui=UI, default_workspace=str(workspace))
     with OpenAIServer() as provider:
         provider.enqueue(write_call(), gated_answer(gate))
         try:
             async with worker(models=openai_models(provider)), serve(agent_client, settings) as served, \
                     async_playwright() as playwright:
                 browser = await launch(playwright)
-                spec = AgentSpec(model="openai:gpt-4.1-mini", name="note-taker", tools=["write_file"],
+                spec = AgentSpec(model="openai:gpt-4.1-mini", name="quarterly-note-taker", tools=["write_file"],
                                  default_permission="auto", stream_batch_seconds=0.02)
                 run = await agent_client.start(spec, "Summarise my Q3 notes and keep the summary in a file.")
                 await wait_state(run, lambda s: s.status == "awaiting_approval", "the write to wait for approval")
@@ -228,6 +228,14 @@ async def test_the_console_in_a_browser(
                 await expect(answer.locator("strong")).to_have_text("two")
                 await expect(page.locator("[data-status].badge").first).to_have_text("completed")
                 await expect(page.locator("#cost")).to_have_text(re.compile(r"^\$0\.00\d\d$"))
+                # Tool time and the wait for the approval are apart; every row's name is capitalised.
+                await expect(page.locator("#approval-wait")).not_to_have_text("—")
+                report = await run.report()
+                assert report.total_approval_wait_ms > 0
+                # The spec names no workspace: the run got the worker's, which the server knows.
+                await expect(page.locator("#details")).to_contain_text(str(workspace))
+                for name in await page.locator("dl.facts dt").all_inner_texts():
+                    assert name[:1].isupper(), name
                 await desk.shot("run-completed")
                 assert (workspace / "summary.md").read_text() == SUMMARY
                 assert (await run.result()).final_text == FIRST_HALF + SECOND_HALF
@@ -260,6 +268,9 @@ async def test_the_console_in_a_browser(
                     await phone.page.goto(served.url + url)
                     await expect(phone.page.locator(ready)).to_be_visible()
                     await phone.fits()
+                    if what == "runs":  # the agent's name is whole, not cut beside the status badge
+                        agent = phone.page.locator(f'a.run-row[data-run-id="{run.run_id}"] .agent')
+                        assert await agent.evaluate("e => e.scrollWidth <= e.clientWidth"), await agent.inner_text()
                     await phone.shot(what)
                 assert phone.errors == []
                 await browser.close()

@@ -52,6 +52,8 @@ async def test_start_follow_and_read_a_run(agent_client: AgentClient, worker, wo
         assert started.status_code == 201, started.text
         run_id = started.json()["run_id"]
         assert started.headers["location"] == f"/v1/runs/{run_id}"
+        # The spec names no workspace and a worker elsewhere picks its own: the answer says it does not know.
+        assert started.json()["workspace"] is None
 
         sse = await follow(api.http, run_id)
         # Ids are the stream offsets, from 0, each once; the stream ends after the terminal event.
@@ -215,6 +217,9 @@ async def test_errors_are_problem_documents(agent_client: AgentClient, worker) -
         run_id = (await api.http.post("/v1/runs", json={"spec": "scripted:demo", "input": "x"})).status_code
         assert run_id == 404  # a name, not registered: the spec must be inline or registered
         started = await api.http.post("/v1/runs", json={"spec": {"model": "scripted:demo"}, "input": "hi"})
+        named = await api.http.post("/v1/runs", json={"spec": {"model": "scripted:demo", "workspace": "/srv/repo"},
+                                                       "input": "hi", "run_id": f"ws-{uuid.uuid4().hex[:8]}"})
+        assert named.status_code == 201 and named.json()["workspace"] == "/srv/repo", named.text
         again = problem(await api.http.post("/v1/runs", json={"spec": {"model": "scripted:demo"}, "input": "hi",
                                                               "run_id": started.json()["run_id"]}), 409)
         assert "choose another run id" in again["detail"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentloop import AgentClient, AgentSpec
@@ -143,7 +144,11 @@ async def test_approvals_waiting_and_runs_by_status(agent_client: AgentClient, w
         await wait_state(handle, awaiting(1), "one approval")
         assert metrics.approvals_waiting._value.get() == 1
         await handle.approve("call_0_1")
-        await handle.result()
+        result = await handle.result()
     assert metrics.approvals_waiting._value.get() == 0
+    # The waits for the two decisions, apart from the tools' time.
+    waits = [c.waited_ms / 1000 for c in result.report.steps[0].tool_calls]
+    assert metrics.registry.get_sample_value("agentloop_approval_wait_seconds_count") == 2
+    assert metrics.registry.get_sample_value("agentloop_approval_wait_seconds_sum") == pytest.approx(sum(waits))
     assert metrics.runs_live.labels("awaiting_approval")._value.get() == 0
     assert metrics.runs_ended.labels("completed")._value.get() == 1

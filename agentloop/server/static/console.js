@@ -806,11 +806,12 @@
         el("div", { class: "cost-note", text: cost == null ? "the model's price is not known" : "at the model's list price, sub-agents included" }),
         el("dl", { class: "facts spaced" },
           el("dt", { text: "Input tokens" }), el("dd", { id: "input-tokens", text: fmtInt(usage.input_tokens) }),
-          el("dt", { text: "cached" }), el("dd", { text: fmtInt(usage.cached_input_tokens) }),
+          el("dt", { text: "Cached input tokens" }), el("dd", { text: fmtInt(usage.cached_input_tokens) }),
           el("dt", { text: "Output tokens" }), el("dd", { id: "output-tokens", text: fmtInt(usage.output_tokens) }),
           el("dt", { text: "LLM requests" }), el("dd", { text: fmtInt(usage.requests) }),
           el("dt", { text: "LLM time" }), el("dd", { text: fmtDuration(rp.total_llm_time_ms) }),
-          el("dt", { text: "Tool time" }), el("dd", { text: fmtDuration(rp.total_tool_time_ms) })));
+          el("dt", { text: "Tool time" }), el("dd", { id: "tool-time", text: fmtDuration(rp.total_tool_time_ms) }),
+          el("dt", { text: "Approval wait" }), el("dd", { id: "approval-wait", text: fmtDuration(rp.total_approval_wait_ms) })));
       const facts = [
         ["Agent", st.agent_name || S.agentName || "—"],
         ["Model", st.model || rp.model || "—"],
@@ -818,6 +819,8 @@
         ["Tool calls", fmtInt(rp.tool_call_count)],
         ["Started", rp.started_at ? fmtWhen(rp.started_at) : "—"],
         ["Duration", fmtDuration(rp.total_ms)],
+        // The spec's workspace, else the default of the worker that runs it (when this server knows it).
+        ["Workspace", st.workspace || D.defaultWorkspace || "the worker's default"],
       ];
       if (st.thread_id) facts.push(["Turn", String(st.turn || 0)], ["Queued", String(st.queued || 0)]);
       const links = [];
