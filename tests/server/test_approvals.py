@@ -483,21 +483,22 @@ async def test_an_oversized_client_output_is_refused_by_update_and_cut_by_signal
 async def test_a_two_megabyte_approve_is_refused_at_once_and_a_correct_one_goes_through(
     agent_client: AgentClient, worker, workspace: Path
 ) -> None:
-    # Just under Temporal's 2 MiB payload limit (a request over it cannot be
-    # answered at all, see the next test): the validator weighs it first and
-    # refuses it with a short message, never quoting it back.
+    # Under Temporal's 2 MiB payload limit and the server's admission limit
+    # for updates in flight (history.maxInFlightUpdatePayloads, 1.9 MB on every
+    # server agentloop starts), over the run's own: the validator weighs it
+    # first and refuses it with a short message, never quoting it back.
     model = script(calls(write("out.txt")), echo_results)
     async with worker():
         handle = await agent_client.start(spec(model), "write")
         await wait_state(handle, awaiting(), "approval")
-        error = await refusal(handle, "approve", {"call_id": "call_0_0", "result": "y" * 1_900_000})
+        error = await refusal(handle, "approve", {"call_id": "call_0_0", "result": "y" * 1_800_000})
         assert error.type == REQUEST_TOO_LARGE_ERROR_TYPE and error.non_retryable
         assert error.message == (
-            f"the approve request is 1,900,035 bytes; a run takes requests of at most {MAX_REQUEST_BYTES:,} "
+            f"the approve request is 1,800,035 bytes; a run takes requests of at most {MAX_REQUEST_BYTES:,} "
             "bytes: send a shorter result (the model sees it cut to the spec's tool_output_limit anyway)"
         )
-        # A bad call id of 1.9 MB, and right after it a correct decision.
-        big = asyncio.create_task(refusal(handle, "approve", {"call_id": "X" * 1_900_000, "decision": "approve"}))
+        # A bad call id of 1.8 MB, and right after it a correct decision.
+        big = asyncio.create_task(refusal(handle, "approve", {"call_id": "X" * 1_800_000, "decision": "approve"}))
         accepted = await handle.approve("call_0_0")
         error = await big
         assert accepted.call_ids == ["call_0_0"]
