@@ -72,14 +72,15 @@ class HelloWorkflow:
 
 def build_wheel(tmp_path: Path) -> Path:
     """Build the wheel from a copy of the checkout's packaged files."""
-    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = set(setuptools.get("package-dir", {}).values()) | {p.split(".")[0] for p in setuptools["packages"]}
+    folders = ["agentloop", "workflows", "activities", "workers"]
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     for folder in folders:
-        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        # symlinks=True: agentloop/workflows and its siblings stay links to the top-level folders.
+        shutil.copytree(ROOT / folder, src / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     dist = tmp_path / "dist"
     proc = subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist), str(src)],
