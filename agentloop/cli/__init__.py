@@ -142,8 +142,9 @@ def describe_rpc_error(err: Exception) -> str:
     message = message if len(message) <= 300 else message[:297] + "..."
     status = err.status
     if status == RPCStatusCode.NOT_FOUND and "namespace" in message.lower():
-        return (f"the Temporal server has no such namespace ({message}); set TEMPORAL_NAMESPACE to one it "
-                "has, or create it (`temporal operator namespace create`)")
+        from agentloop.cli.embedded import no_such_namespace
+
+        return no_such_namespace(message)
     if status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
         return (f"the Temporal server refused this client ({status.name}: {message}); check TEMPORAL_API_KEY "
                 "or the client certificate (TEMPORAL_TLS_CLIENT_CERT_PATH), and the namespace")

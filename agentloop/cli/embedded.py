@@ -220,6 +220,29 @@ async def reading_client(command: str) -> AsyncIterator[AgentClient]:
         yield AgentClient(s.client, task_queue=s.config.task_queue)
 
 
+def no_such_namespace(message: str) -> str:
+    """The sentence for a namespace the Temporal server does not have."""
+    return (f"the Temporal server has no such namespace ({message}); set TEMPORAL_NAMESPACE to one it "
+            "has, or create it (`temporal operator namespace create`)")
+
+
+@contextlib.asynccontextmanager
+async def _running(worker: Any) -> AsyncIterator[None]:
+    """Run ``worker`` for the block. A worker the server refuses at its start
+    (a namespace it does not have) cancels the block and fails with the
+    SDK's ``RuntimeError``; that becomes the sentence ``agentloop run`` says
+    when its own client meets the same namespace first."""
+    try:
+        async with worker:
+            yield
+    except RuntimeError as exc:
+        text = " ".join(str(exc).split())
+        if text.startswith("Worker validation failed") and "NamespaceNotFoundFailure" in text:
+            found = text.split('message: "', 1)[-1].split('"', 1)[0] if 'message: "' in text else text[:200]
+            raise UserError(no_such_namespace(found)) from None
+        raise
+
+
 @contextlib.asynccontextmanager
 async def session(
     config: TemporalConfig,
@@ -301,5 +324,5 @@ async def session(
         if with_worker:
             worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role,
                                   workspace_roots=default_workspace_roots(workspace))
-            await stack.enter_async_context(worker)
+            await stack.enter_async_context(_running(worker))
         yield Session(client=client, config=config, ui_url=ui_url)

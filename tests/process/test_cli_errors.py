@@ -133,7 +133,7 @@ async def test_bad_input_is_a_sentence(env: dict[str, str], workspace: Path, cas
     if args[0] == "run" and "--workspace" not in args:
         args = [*args, "--workspace", str(workspace)]
     proc = await agentloop_async(*args, env={**env, **extra})
-    assert "Traceback" not in proc.err
+    assert "Traceback" not in proc.err, proc.err
     assert proc.code == code, proc.err
     assert said in proc.err
 
