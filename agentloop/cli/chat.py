@@ -40,7 +40,8 @@ from agentloop.cli.render import args_json, describe_compaction, describe_decisi
 
 if TYPE_CHECKING:
     from agentloop.shared.approvals import PendingApproval
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
     from agentloop.shared.messages import Message
 
 

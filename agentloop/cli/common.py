@@ -14,7 +14,8 @@ from agentloop.shared.report import LIVE_STATUSES
 from agentloop.shared.spec import system_workspace_problem
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
 
 T = TypeVar("T")
 

@@ -25,7 +25,7 @@ from agentloop.cli.render import EventRenderer, args_json
 
 if TYPE_CHECKING:
     from agentloop.shared.approvals import PendingApproval
-    from agentloop.client.agent_client import AgentRunHandle
+    from agentloop.client.handle import AgentRunHandle
 
 #: How long ``run``/``watch`` wait for a run's first event before saying that
 #: no worker may be answering (reading events needs one, even for ended runs).

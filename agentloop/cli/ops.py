@@ -25,7 +25,8 @@ from agentloop.shared.report import STEP_UNDER_WAY
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, RunSummary
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.runs import RunSummary
     from agentloop.shared.report import AgentRunReport
     from agentloop.shared.run import AgentRunResult, RunState
 
@@ -192,7 +193,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
 async def _list(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from agentloop.client.agent_client import runs_query
+    from agentloop.client.runs import runs_query
 
     try:
         runs = await client.list_runs(status=args.status, name=args.name, query=args.query, limit=args.limit)

@@ -20,7 +20,9 @@ from agentloop.shared.errors import AgentRunFailed, UserError, describe_validati
 from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle, RunIdInUse
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
+    from agentloop.client.runs import RunIdInUse
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
@@ -29,7 +31,8 @@ CANCEL_WAIT_SECONDS = 10.0
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from agentloop.client.agent_client import AgentClient, RunIdInUse
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.runs import RunIdInUse
 
     if not args.instruction.strip():
         raise UserError("the instruction is empty: say what the agent should do, e.g. "

@@ -18,7 +18,8 @@ from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
     from agentloop.shared.snapshots import AgentSnapshot
 
 
@@ -64,7 +65,7 @@ def read_snapshot_file(path: str) -> AgentSnapshot:
 
 async def cmd_start(args: argparse.Namespace) -> int:
     from agentloop.cli.run import run_id_in_use
-    from agentloop.client.agent_client import RunIdInUse
+    from agentloop.client.runs import RunIdInUse
 
     snapshot = read_snapshot_file(args.from_file)
     client = await ops_client()
@@ -83,7 +84,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
 
 async def cmd_fork(args: argparse.Namespace) -> int:
     from agentloop.cli.run import run_id_in_use
-    from agentloop.client.agent_client import RunIdInUse
+    from agentloop.client.runs import RunIdInUse
 
     client = await ops_client()
     snapshot = await _export(client, args.run)

@@ -15,7 +15,8 @@ from agentloop.cli.common import say
 from agentloop.shared.errors import AgentRunFailed, DecisionRejected, UserError
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
 
 
 @asynccontextmanager
