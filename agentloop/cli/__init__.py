@@ -19,13 +19,13 @@ ended the command, after it stopped what it had started (``run`` cancels its
 run first).
 
 Modules: :mod:`~agentloop.cli.parser` (the command line),
-:mod:`~agentloop.cli.run` (``run``, ``watch``), :mod:`~agentloop.cli.follow`
+:mod:`~agentloop.cli.runs.run` (``run``, ``watch``), :mod:`~agentloop.cli.runs.follow`
 (rendering a run and asking its approvals), :mod:`~agentloop.cli.ops` (the ops
-commands), :mod:`~agentloop.cli.serve` (``dev``, ``worker``),
+commands), :mod:`~agentloop.cli.servers.dev` (``dev``, ``worker``),
 :mod:`~agentloop.cli.embedded` (the embedded server and finding a server),
-:mod:`~agentloop.cli.chat` (``chat``), :mod:`~agentloop.cli.common`.
+:mod:`~agentloop.cli.runs.chat` (``chat``), :mod:`~agentloop.cli.common`.
 
-``run`` and ``watch`` render the run's event stream (``agentloop.cli.render``):
+``run`` and ``watch`` render the run's event stream (``agentloop.cli.runs.render``):
 a live view on a terminal, ``[step N] ...`` lines otherwise, or with
 ``--jsonl`` one event per line and nothing else on stdout.
 """
@@ -40,16 +40,17 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
-from agentloop.cli.chat import cmd_chat
+from agentloop.cli.runs.chat import cmd_chat
 from agentloop.cli.common import CommandFailed, say
 from agentloop.cli.ops import cmd_approve, cmd_cancel, cmd_list, cmd_show, cmd_stop, cmd_submit
 from agentloop.cli.replay import cmd_replay
 from agentloop.cli.parser import build_parser
-from agentloop.cli.run import cmd_run, cmd_watch
-from agentloop.cli.codec_server import cmd_codec_server
-from agentloop.cli.http import cmd_serve
-from agentloop.cli.serve import cmd_dev, cmd_worker
-from agentloop.cli.threads import cmd_send, cmd_steer
+from agentloop.cli.runs.run import cmd_run, cmd_watch
+from agentloop.cli.servers.codec_server import cmd_codec_server
+from agentloop.cli.servers.serve import cmd_serve
+from agentloop.cli.servers.dev import cmd_dev
+from agentloop.cli.servers.worker import cmd_worker
+from agentloop.cli.runs.threads import cmd_send, cmd_steer
 from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
 from agentloop.cli.schedules import cmd_schedule
 from agentloop.shared.errors import DecisionRejected, UserError

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
+from agentloop.cli.common import RUN_STATUSES, CommandFailed, answer_within, describe_run, running_handle, say, table
 from agentloop.cli.embedded import ops_client, reading_client
+from agentloop.cli.options import positive, run_id
+from agentloop.cli.runs.describe import approve_commands, args_json, submit_command, when
 from agentloop.shared.errors import AgentRunFailed, UserError
 from agentloop.shared.report import STEP_UNDER_WAY
-from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -389,3 +390,90 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
     if final_text:
         lines += ["\nfinal text:", final_text]
     return lines
+
+
+def add_approve_parser(sub: Any) -> None:
+    """The ``approve`` command and its options."""
+    approve = sub.add_parser(
+        "approve", help="decide a call waiting for approval (approve, --deny or --skip)",
+        description="Decide a call waiting for approval. `agentloop show RUN` lists the pending calls.",
+    )
+    approve.add_argument("run", type=run_id, help="run id")
+    approve.add_argument("call", help="the pending call's id")
+    choice = approve.add_mutually_exclusive_group()
+    choice.add_argument("--deny", action="store_true", help="do not run it; the model hears it was denied")
+    choice.add_argument("--skip", action="store_true",
+                        help="do not run it; the model gets --result, or a note that it was skipped")
+    approve.add_argument("--reason", help="why; a denial's reason reaches the model")
+    approve.add_argument("--result", help="answer the model with this text instead of running the tool")
+    approve.add_argument("--by", help="who decided, kept in the run report (default: your user name)")
+
+
+def add_submit_parser(sub: Any) -> None:
+    """The ``submit`` command and its options."""
+    submit = sub.add_parser(
+        "submit", help="submit the outputs of calls the client runs (requires_action)",
+        description="Answer every call the run waits for in one go. OUTPUT '-' reads it from stdin.",
+    )
+    submit.add_argument("run", type=run_id, help="run id")
+    submit.add_argument("call", nargs="?", help="a pending call's id")
+    submit.add_argument("output_text", nargs="?", metavar="output", help="its output ('-': read stdin)")
+    submit.add_argument("--output", dest="outputs", nargs=2, action="append", default=[],
+                        metavar=("CALL", "OUTPUT"), help="another call's output; repeatable")
+    submit.add_argument("--error", action="store_true", help="the outputs are errors (the calls failed)")
+
+
+def add_stop_parser(sub: Any) -> None:
+    """The ``stop`` command and its options."""
+    stop = sub.add_parser(
+        "stop", help="end a run `stopped` after its current step",
+        description="Ask a run to end `stopped` once its current step is done; calls waiting for a decision "
+                    "are answered as stopped. A worker on the run's task queue carries it out: when none picks "
+                    "the request up within a few seconds, the command says so and names the queue.",
+    )
+    stop.add_argument("run", type=run_id, help="run id")
+    stop.add_argument("--reason", help="why, kept in the run's report")
+
+
+def add_cancel_parser(sub: Any) -> None:
+    """The ``cancel`` command and its options."""
+    cancel = sub.add_parser(
+        "cancel", help="cancel a run now (running tools are killed)",
+        description="Cancel a run: its running LLM calls and tools are cancelled and it ends `cancelled`. A "
+                    "worker on the run's task queue carries it out: when none picks the request up within a "
+                    "few seconds, the command says so, names the queue, and suggests --terminate, which ends "
+                    "the run at once without a worker (nothing of it runs after that, no cleanup).",
+    )
+    cancel.add_argument("run", type=run_id, help="run id")
+    cancel.add_argument("--terminate", action="store_true",
+                        help="end the run now on the server, without a worker (Temporal's terminate)")
+
+
+def add_list_parser(sub: Any) -> None:
+    """The ``list`` command and its options."""
+    listing = sub.add_parser(
+        "list", help="list runs, newest first",
+        description="List runs, newest first: id, status, agent, model, tools waiting for a decision, start "
+                    "time. With no server running, it starts the embedded one on $AGENTLOOP_HOME for as long "
+                    "as it reads, as `show` does.",
+    )
+    listing.add_argument("--status", choices=RUN_STATUSES)
+    listing.add_argument("--name", help="agent name (AgentSpec.name)")
+    listing.add_argument("--query", metavar="EXTRA",
+                         help="extra Temporal list filter, e.g. 'AgentModel=\"openai:gpt-4.1\"'")
+    listing.add_argument("--limit", type=positive, default=50, help="most runs to show (default: 50)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.add_argument("--tree", action="store_true", help="sub-agents' runs under the run that delegated "
+                         "to them (top runs newest first)")
+
+
+def add_show_parser(sub: Any) -> None:
+    """The ``show`` command and its options."""
+    show = sub.add_parser(
+        "show", help="a run's status, usage, pending calls and final text",
+        description="Print a run's status, steps, usage, the calls waiting for a decision (with the commands "
+                    "that decide them) and its final text. With no server running, it starts the embedded one "
+                    "on $AGENTLOOP_HOME for as long as it reads.",
+    )
+    show.add_argument("run", type=run_id, help="run id")
+    show.add_argument("--json", action="store_true", help="the state as one JSON object")

@@ -8,16 +8,18 @@ import os
 import shlex
 import sys
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
 from agentloop.cli.embedded import command_config, reading_client, session
-from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
+from agentloop.cli.options import imports, run_id, workspace
+from agentloop.cli.runs.describe import when
+from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, follow
+from agentloop.cli.runs.render import make_renderer
 from agentloop.shared.errors import AgentRunFailed, UserError, describe_validation_error
-from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -76,7 +78,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await cancel_run(handle, embedded=embedded, task_queue=s.config.task_queue)
             raise
         if handle.turn is not None:  # a thread: its first turn has ended, the thread waits
-            from agentloop.cli.threads import turn_exit_code
+            from agentloop.cli.runs.threads import turn_exit_code
 
             return await turn_exit_code(handle, jsonl=args.jsonl)
         return await exit_code(handle, terminal)
@@ -120,8 +122,8 @@ def check_scripted(model: str) -> None:
 
 def spec_of_run(args: argparse.Namespace):
     """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
-    from agentloop.shared.approvals import PermissionRule
     from agentloop.cli.spec_file import spec_from_file
+    from agentloop.shared.approvals import PermissionRule
     from agentloop.shared.spec import AgentSpec
 
     model = args.model or os.environ.get("AGENTLOOP_MODEL")
@@ -235,3 +237,61 @@ def stdin_is_terminal() -> bool:
     except OSError:  # a terminal, but not our controlling one: no job control applies
         return True
 
+
+def add_run_parser(sub: Any) -> None:
+    """The ``run`` command and its options."""
+    run = sub.add_parser(
+        "run", help="run an agent and print its steps as they happen",
+        description="Run an agent on INSTRUCTION and print its steps as they happen; calls that need approval "
+                    "are asked here (or decided from another terminal with `agentloop approve`). With no "
+                    "TEMPORAL_ADDRESS and no `agentloop dev` running, it starts the embedded Temporal server "
+                    "and a worker for the run. Exits 0 when the run completed or was stopped, 1 when it failed "
+                    "or was cancelled.",
+    )
+    run.add_argument("instruction", help="what the agent should do")
+    run.add_argument("--spec", metavar="FILE", help="the agent's AgentSpec in a JSON or YAML file (sub-agents "
+                     "included, e.g. examples/team.yaml); the flags below override its fields")
+    run.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
+    workspace(run, "directory the tools work in (default: the spec file's, else .)")
+    run.add_argument("--tool", action="append", help="tool the model may call; repeatable "
+                     f"(default: {', '.join(DEFAULT_RUN_TOOLS)}; with --spec, the file's)")
+    run.add_argument("--system", help="system prompt")
+    run.add_argument("--max-steps", type=int, help="most LLM steps (default: 16)")
+    run.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step "
+                     "(AgentSpec.max_tokens; default: 4096, the providers' default)")
+    run.add_argument("--run-id", type=run_id, help="run id (default: generated); refused while a run with this id runs")
+    run.add_argument("--thread", type=run_id, metavar="ID", help="start thread ID with this as its first message: "
+                     "the run stays open for `agentloop send ID ...` (docs/conversations.md)")
+    run.add_argument("--allow-reuse", action="store_true", help="start even if a run with --run-id has ended "
+                     "(the new run takes over the id); without it, such an id is refused")
+    run.add_argument("--local-worker", action="store_true",
+                     help="on a server this command did not start (TEMPORAL_ADDRESS, agentloop dev), run the run "
+                          "on a worker in this process, on a task queue of its own (--import does too)")
+    # Both flags append (action, tool) to one list, so rules keep the order given.
+    run.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
+                     type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable "
+                     "(a glob such as 'git_*' works)")
+    run.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
+                     type=lambda tool: ("ask", tool), help="ask before each call of TOOL, even a read-only "
+                     "one; repeatable")
+    run.add_argument("--yes", action="store_true", help="run every call without asking (tools named "
+                     "with --ask still ask); by default read-only tools run and others ask")
+    run.add_argument("--jsonl", action="store_true", help="print the run's events, one JSON object a line, "
+                     "and nothing else on stdout")
+    imports(run)
+
+
+def add_watch_parser(sub: Any) -> None:
+    """The ``watch`` command and its options."""
+    watch = sub.add_parser(
+        "watch", help="follow a run's events until it ends (a finished run's are replayed)",
+        description="Show a run's events as `agentloop run` does, from its start or from an offset, until "
+                    "the run ends. Exits 0 when it completed or was stopped, 1 when it failed or was cancelled.",
+    )
+    watch.add_argument("run", type=run_id, help="run id")
+    watch.add_argument("--from", dest="from_offset", type=int, default=0, metavar="OFFSET",
+                       help="start at this offset of the stream (an event's seq; default: 0, the start)")
+    watch.add_argument("--jsonl", action="store_true", help="one JSON object per event and line, "
+                       "and nothing else on stdout")
+    watch.add_argument("--tree", action="store_true", help="follow its sub-agents' runs too, in one view "
+                       "(each line labelled with the sub-agent's name; with --jsonl, their events too)")

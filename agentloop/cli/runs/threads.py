@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
+from agentloop.cli.options import imports, run_id
 from agentloop.shared.errors import AgentRunFailed, DecisionRejected, UserError
 
 if TYPE_CHECKING:
@@ -35,8 +36,8 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
 
 
 async def cmd_send(args: argparse.Namespace) -> int:
-    from agentloop.cli.follow import follow
-    from agentloop.cli.render import make_renderer
+    from agentloop.cli.runs.follow import follow
+    from agentloop.cli.runs.render import make_renderer
 
     if not args.message.strip():
         raise UserError(f"the message is empty: say something, e.g. agentloop send {shlex.quote(args.thread)} \"and now?\"")
@@ -78,7 +79,7 @@ async def turn_exit_code(handle: AgentRunHandle, *, jsonl: bool = False) -> int:
     return 0
 
 
-def add_thread_commands(sub: Any, run_id: Any, imports: Any) -> None:
+def add_thread_commands(sub: Any) -> None:
     """The ``send`` and ``steer`` subcommands."""
     send = sub.add_parser(
         "send", help="send a thread its next message and print the answer",

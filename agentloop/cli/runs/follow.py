@@ -21,7 +21,8 @@ from agentloop.shared.events import (
     SubAgentInvocationStarted,
     is_terminal,
 )
-from agentloop.cli.render import EventRenderer, args_json
+from agentloop.cli.runs.render import EventRenderer
+from agentloop.cli.runs.describe import args_json
 
 if TYPE_CHECKING:
     from agentloop.shared.approvals import PendingApproval
