@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from agentloop.cli.ops import (
-    add_approve_parser,
-    add_cancel_parser,
-    add_list_parser,
-    add_show_parser,
-    add_stop_parser,
-    add_submit_parser,
-)
+from agentloop.cli.control import add_approve_parser, add_cancel_parser, add_stop_parser, add_submit_parser
+from agentloop.cli.listing import add_list_parser, add_show_parser
 from agentloop.cli.replay import add_replay_parser
 from agentloop.cli.runs.chat import add_chat_parser
 from agentloop.cli.runs.run import add_run_parser, add_watch_parser

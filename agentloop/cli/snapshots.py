@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run, say
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, say, stdin_is_terminal
 from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.cli.options import positive, run_id
 from agentloop.shared.errors import UserError
@@ -113,7 +113,6 @@ async def _started(args: argparse.Namespace, handle: AgentRunHandle, what: str, 
     next message), print what started and return."""
     from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, follow
     from agentloop.cli.runs.render import make_renderer
-    from agentloop.cli.runs.run import stdin_is_terminal
 
     if args.detach or thread:
         print(f"{what}; follow it with `agentloop watch {shlex.quote(handle.run_id)}`")

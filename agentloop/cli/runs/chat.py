@@ -32,17 +32,24 @@ from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.cli.common import CommandFailed, existing_workspace, say, temporal_status
+from agentloop.cli.common import (
+    DEFAULT_RUN_TOOLS,
+    CommandFailed,
+    existing_workspace,
+    say,
+    stdin_is_terminal,
+    temporal_status,
+)
+from agentloop.cli.embedded import command_config, describe_rpc_error, session
+from agentloop.cli.options import imports, run_id, workspace
+from agentloop.cli.runs.chat_lines import HELP, ChatCommand, LineReader, exit_line, parse_line, recap_lines
+from agentloop.cli.runs.chat_view import ApprovalAsker, ChatView
+from agentloop.cli.spec_file import spec_of_run
 from agentloop.shared.errors import AgentLoopError, UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.handle import AgentRunHandle
-
-from agentloop.cli.common import DEFAULT_RUN_TOOLS
-from agentloop.cli.options import imports, run_id, workspace
-from agentloop.cli.runs.chat_lines import HELP, ChatCommand, LineReader, exit_line, parse_line, recap_lines
-from agentloop.cli.runs.chat_view import ApprovalAsker, ChatView
 
 # The command ---------------------------------------------------------------------------------
 
@@ -52,8 +59,6 @@ def new_thread_id() -> str:
 
 
 async def cmd_chat(args: argparse.Namespace) -> int:
-    from agentloop.cli.embedded import command_config, session
-    from agentloop.cli.runs.run import spec_of_run, stdin_is_terminal
     from agentloop.client.agent_client import AgentClient
 
     thread_id = args.thread or new_thread_id()
@@ -101,8 +106,6 @@ class Chat:
             if err.status != RPCStatusCode.NOT_FOUND or "namespace" in err.message.lower():
                 raise
             if self.spec is None:  # --thread ID for a thread that does not exist yet: start it
-                from agentloop.cli.runs.run import spec_of_run
-
                 self.spec = spec_of_run(self.args)
             say(f"thread {self.thread_id} (new) · {self.spec.model} · workspace {self.spec.workspace}")
             return
@@ -338,8 +341,6 @@ class Chat:
 def _describe(exc: BaseException) -> str:
     """A sentence for an error the chat shows and goes on from."""
     if isinstance(exc, RPCError):
-        from agentloop.cli import describe_rpc_error
-
         return describe_rpc_error(exc)
     if isinstance(exc, UserError | CommandFailed):
         return str(exc)

@@ -10,21 +10,30 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
+from agentloop.cli.common import (
+    DEFAULT_RUN_TOOLS,
+    describe_run,
+    say,
+    stdin_is_terminal,
+    temporal_status,
+)
 from agentloop.cli.embedded import command_config, reading_client, session
 from agentloop.cli.options import imports, run_id, workspace
 from agentloop.cli.runs.describe import when
 from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, follow
-from agentloop.cli.runs.render import make_renderer
-from agentloop.shared.errors import AgentRunFailed, UserError, describe_validation_error
+from agentloop.cli.runs.render import EventRenderer, make_renderer
+from agentloop.cli.runs.threads import turn_exit_code
+from agentloop.cli.spec_file import spec_of_run
+from agentloop.shared.errors import AgentRunFailed, UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.handle import AgentRunHandle
     from agentloop.client.runs import RunIdInUse
+    from agentloop.shared.events import AgentEvent
+    from agentloop.shared.spec import AgentSpec
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
@@ -33,42 +42,25 @@ CANCEL_WAIT_SECONDS = 10.0
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
-    from agentloop.client.agent_client import AgentClient
-    from agentloop.client.runs import RunIdInUse
-
-    if not args.instruction.strip():
-        raise UserError("the instruction is empty: say what the agent should do, e.g. "
-                        "agentloop run \"Summarise this project\" --model scripted:demo")
+    """``agentloop run``, forward: check the command line, build the spec,
+    start the run, follow it (rendering its events), and its exit code."""
+    check_instruction(args.instruction)
     spec = spec_of_run(args)
-    model, workspace = spec.model, spec.workspace
     config, dev = command_config(args.imports)
     embedded = config.address is None
-    own = [] if embedded else own_worker_reasons(args, model, dev_running=dev is not None)
+    own = [] if embedded else own_worker_reasons(args, spec.model, dev_running=dev is not None)
     if own:
         # What only this process has (imports, a provider key) must be used:
         # a worker here, on a queue no other worker polls, runs this run.
         config.task_queue = f"{config.task_queue}-run-{args.run_id or uuid.uuid4().hex[:12]}"
     renderer = make_renderer(jsonl=args.jsonl)
-    async with session(config, with_worker=embedded or bool(own), workspace=workspace, command="run") as s:
-        if dev is not None and own:
-            say(f"using the Temporal server of {dev.describe()} at {s.config.address}, with a worker in this "
-                f"process on task queue {s.config.task_queue!r} (for {', '.join(own)})")
-        elif dev is not None:
-            say(f"using the Temporal server of {dev.describe()} at {s.config.address}: its worker runs this run")
+    async with session(config, with_worker=embedded or bool(own), workspace=spec.workspace, command="run") as s:
+        say_server(dev, own, s.config)
         if embedded or own:
-            check_scripted(model)  # this process's worker runs it: a typo is found before the run starts
-        client = AgentClient(s.client, task_queue=s.config.task_queue)
+            check_scripted(spec.model)  # this process's worker runs it: a typo is found before the run starts
+        handle = await start_run(s.client, s.config.task_queue, spec, args)
         try:
-            handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
-                                        thread_id=getattr(args, "thread", None))
-        except RunIdInUse as err:
-            raise UserError(run_id_in_use(err)) from None
-        say(f"{'thread' if handle.turn else 'run'} {handle.run_id} · {model} · workspace {workspace}")
-        prompter = None
-        if stdin_is_terminal():
-            prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note)
-        try:
-            terminal = await follow(handle, renderer, prompter=prompter, tree=bool(spec.sub_agents))
+            terminal = await follow_run(handle, renderer, tree=bool(spec.sub_agents))
         except asyncio.CancelledError:
             # Ctrl-C, SIGTERM or SIGHUP: cancel the run for real while this
             # process's worker (if any) still runs, then stop what we started.
@@ -78,10 +70,48 @@ async def cmd_run(args: argparse.Namespace) -> int:
             await cancel_run(handle, embedded=embedded, task_queue=s.config.task_queue)
             raise
         if handle.turn is not None:  # a thread: its first turn has ended, the thread waits
-            from agentloop.cli.runs.threads import turn_exit_code
-
             return await turn_exit_code(handle, jsonl=args.jsonl)
         return await exit_code(handle, terminal)
+
+
+def check_instruction(instruction: str) -> None:
+    """An empty instruction is refused before anything starts."""
+    if not instruction.strip():
+        raise UserError("the instruction is empty: say what the agent should do, e.g. "
+                        "agentloop run \"Summarise this project\" --model scripted:demo")
+
+
+def say_server(dev: Any, own: list[str], config: Any) -> None:
+    """On a running ``agentloop dev``'s server: say so, and whose worker runs the run."""
+    if dev is not None and own:
+        say(f"using the Temporal server of {dev.describe()} at {config.address}, with a worker in this "
+            f"process on task queue {config.task_queue!r} (for {', '.join(own)})")
+    elif dev is not None:
+        say(f"using the Temporal server of {dev.describe()} at {config.address}: its worker runs this run")
+
+
+async def start_run(temporal: Any, task_queue: str, spec: AgentSpec, args: argparse.Namespace) -> AgentRunHandle:
+    """Start the run (a thread's first turn with ``--thread``), and say what started."""
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.runs import RunIdInUse
+
+    client = AgentClient(temporal, task_queue=task_queue)
+    try:
+        handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
+                                    thread_id=getattr(args, "thread", None))
+    except RunIdInUse as err:
+        raise UserError(run_id_in_use(err)) from None
+    say(f"{'thread' if handle.turn else 'run'} {handle.run_id} · {spec.model} · workspace {spec.workspace}")
+    return handle
+
+
+async def follow_run(handle: AgentRunHandle, renderer: EventRenderer, *, tree: bool) -> AgentEvent | None:
+    """Follow the run to its end, rendering its events; its approvals are
+    asked here when stdin is a terminal."""
+    prompter = None
+    if stdin_is_terminal():
+        prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note)
+    return await follow(handle, renderer, prompter=prompter, tree=tree)
 
 
 #: The variables a provider's models read, by the model's prefix.
@@ -118,38 +148,6 @@ def check_scripted(model: str) -> None:
     problem = scripted_model_problem(model)
     if problem:
         raise UserError(f"--model {model}: {problem}")
-
-
-def spec_of_run(args: argparse.Namespace):
-    """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
-    from agentloop.cli.spec_file import spec_from_file
-    from agentloop.shared.approvals import PermissionRule
-    from agentloop.shared.spec import AgentSpec
-
-    model = args.model or os.environ.get("AGENTLOOP_MODEL")
-    if args.spec:
-        return spec_from_file(args.spec, args, default_model=model,
-                              workspace=existing_workspace(args.workspace) if args.workspace else None)
-    if not model:
-        raise UserError(
-            "choose a model: --model openai:gpt-4.1-mini, --model anthropic:claude-sonnet-4-5, "
-            "or --model scripted:demo to try it offline (or set AGENTLOOP_MODEL)"
-        )
-    workspace = existing_workspace(args.workspace or ".")
-    try:
-        return AgentSpec(
-            model=model,
-            tools=args.tool or DEFAULT_RUN_TOOLS,
-            system_prompt=args.system or "",
-            max_steps=16 if args.max_steps is None else args.max_steps,
-            max_tokens=args.max_tokens,
-            workspace=workspace,
-            # In the order given: the first rule that matches a call decides.
-            permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],
-            default_permission="allow" if args.yes else "auto",
-        )
-    except ValidationError as exc:
-        raise UserError(describe_validation_error(exc)) from None
 
 
 def run_id_in_use(err: RunIdInUse) -> str:
@@ -221,21 +219,6 @@ async def _watch(client: AgentClient, args: argparse.Namespace) -> int:
           "Ctrl-C stops watching, not the run", file=sys.stderr, flush=True)
     terminal = await follow(handle, make_renderer(jsonl=args.jsonl), from_offset=args.from_offset, tree=args.tree)
     return await exit_code(handle, terminal)
-
-
-def stdin_is_terminal() -> bool:
-    """Stdin is a terminal we may read: a background job (``agentloop run
-    ... &``) that read it would be stopped by SIGTTIN, so it only waits."""
-    try:
-        if sys.stdin is None or not sys.stdin.isatty():
-            return False
-        fd = sys.stdin.fileno()
-    except (ValueError, OSError):  # closed or detached stdin
-        return False
-    try:
-        return os.tcgetpgrp(fd) == os.getpgrp()
-    except OSError:  # a terminal, but not our controlling one: no job control applies
-        return True
 
 
 def add_run_parser(sub: Any) -> None:
