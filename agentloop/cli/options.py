@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from agentloop.cli.common import DEFAULT_RUN_TOOLS
+
 
 def port_number(text: str) -> int:
     """A TCP port, 0 to 65535 (0: pick a free one)."""
@@ -55,3 +57,27 @@ def workspace(p: argparse.ArgumentParser, help: str) -> None:
 def listen_host(p: argparse.ArgumentParser) -> None:
     """``--host`` of a command that serves HTTP."""
     p.add_argument("--host", help="the address to listen on (default: 127.0.0.1)")
+
+
+def agent_options(p: argparse.ArgumentParser, *, spec_help: str, max_steps_help: str, max_tokens_help: str) -> None:
+    """The agent's fields on the command line of a command that starts runs
+    (``run``, ``chat``): ``--spec`` and the flags that override it."""
+    p.add_argument("--spec", metavar="FILE", help=spec_help)
+    p.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
+    workspace(p, "directory the tools work in (default: the spec file's, else .)")
+    p.add_argument("--tool", action="append", help="tool the model may call; repeatable "
+                   f"(default: {', '.join(DEFAULT_RUN_TOOLS)}; with --spec, the file's)")
+    p.add_argument("--system", help="system prompt")
+    p.add_argument("--max-steps", type=int, help=max_steps_help)
+    p.add_argument("--max-tokens", type=int, metavar="N", help=max_tokens_help)
+
+
+def permission_options(p: argparse.ArgumentParser, *, allow_help: str, ask_help: str, yes_help: str) -> None:
+    """``--allow``, ``--ask`` and ``--yes``: which calls run without asking."""
+    # Both flags append (action, tool) to one list, so rules keep the order given.
+    p.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
+                   type=lambda tool: ("allow", tool), help=allow_help)
+    p.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
+                   type=lambda tool: ("ask", tool), help=ask_help)
+    p.add_argument("--yes", action="store_true", help=yes_help)
+

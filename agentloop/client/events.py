@@ -73,7 +73,7 @@ class EventReader:
                 await follow(self, from_offset, True)
                 await settle()
                 await queue.put(done)
-            except BaseException as err:  # handed to the reader
+            except BaseException as err:  # noqa: BLE001  (handed to the reader)
                 await queue.put(err)
 
         main = asyncio.create_task(top())

@@ -23,6 +23,7 @@ from agentloop.shared.search_attributes import (
     AGENT_STATUS,
 )
 
+
 class RunIdInUse(UserError):
     """A run with this id is running, or has ended and reusing its id was not
     allowed (``AgentClient.start(..., allow_reuse=True)``).

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import (
-    DEFAULT_RUN_TOOLS,
     CommandFailed,
     existing_workspace,
     say,
@@ -41,7 +40,7 @@ from agentloop.cli.common import (
     temporal_status,
 )
 from agentloop.cli.embedded import command_config, describe_rpc_error, session
-from agentloop.cli.options import imports, run_id, workspace
+from agentloop.cli.options import agent_options, imports, permission_options, run_id
 from agentloop.cli.runs.chat_lines import HELP, ChatCommand, LineReader, exit_line, parse_line, recap_lines
 from agentloop.cli.runs.chat_view import ApprovalAsker, ChatView
 from agentloop.cli.spec_file import spec_of_run
@@ -359,21 +358,14 @@ def add_chat_parser(sub: Any) -> None:
                       "id if it does not exist (default: a new thread)")
     chat.add_argument("--strategy", choices=["enqueue", "interrupt", "rollback", "reject"],
                       help="what a message sent while the agent works does (default: the thread's, enqueue)")
-    chat.add_argument("--spec", metavar="FILE", help="the agent's AgentSpec in a JSON or YAML file; the flags "
-                      "below override its fields (a new thread only: a thread keeps its agent)")
-    chat.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
-    workspace(chat, "directory the tools work in (default: the spec file's, else .)")
-    chat.add_argument("--tool", action="append", help="tool the model may call; repeatable "
-                      f"(default: {', '.join(DEFAULT_RUN_TOOLS)}; with --spec, the file's)")
-    chat.add_argument("--system", help="system prompt")
-    chat.add_argument("--max-steps", type=int, help="most LLM steps of a turn (default: 16)")
-    chat.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step")
-    chat.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
-                      type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable")
-    chat.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
-                      type=lambda tool: ("ask", tool), help="ask before each call of TOOL; repeatable")
-    chat.add_argument("--yes", action="store_true", help="run every call without asking (tools named with "
-                      "--ask still ask)")
+    agent_options(chat, spec_help="the agent's AgentSpec in a JSON or YAML file; the flags "
+                                  "below override its fields (a new thread only: a thread keeps its agent)",
+                  max_steps_help="most LLM steps of a turn (default: 16)",
+                  max_tokens_help="most tokens the model may write in one step")
+    permission_options(chat, allow_help="run TOOL's calls without asking; repeatable",
+                       ask_help="ask before each call of TOOL; repeatable",
+                       yes_help="run every call without asking (tools named with "
+                                "--ask still ask)")
     chat.add_argument("--local-worker", action="store_true",
                       help="with TEMPORAL_ADDRESS set, also run a worker in this process")
     imports(chat)

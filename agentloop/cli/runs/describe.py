@@ -87,8 +87,8 @@ def describe_result(result: ToolResultPart, step: int) -> str:
 def describe_approval(run_id: str, approval: PendingApproval) -> list[str]:
     """Lines that announce a call waiting for a decision, with the commands that decide it."""
     approve, deny, _skip = approve_commands(run_id, approval.call_id)
-    lines = [f"[step {approval.step}] approval needed: {approval.tool_name} "
-             f"{args_json(approval.arguments)} (call {approval.call_id})"]
+    lines = [(f"[step {approval.step}] approval needed: {approval.tool_name} "
+              f"{args_json(approval.arguments)} (call {approval.call_id})")]
     if approval.reason:
         lines.append(f"  why: {approval.reason}")
     if approval.expires_at:

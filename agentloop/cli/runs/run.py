@@ -13,14 +13,13 @@ from typing import TYPE_CHECKING, Any
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import (
-    DEFAULT_RUN_TOOLS,
     describe_run,
     say,
     stdin_is_terminal,
     temporal_status,
 )
 from agentloop.cli.embedded import command_config, reading_client, session
-from agentloop.cli.options import imports, run_id, workspace
+from agentloop.cli.options import agent_options, imports, permission_options, run_id
 from agentloop.cli.runs.describe import when
 from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, follow
 from agentloop.cli.runs.render import EventRenderer, make_renderer
@@ -232,16 +231,11 @@ def add_run_parser(sub: Any) -> None:
                     "or was cancelled.",
     )
     run.add_argument("instruction", help="what the agent should do")
-    run.add_argument("--spec", metavar="FILE", help="the agent's AgentSpec in a JSON or YAML file (sub-agents "
-                     "included, e.g. examples/team.yaml); the flags below override its fields")
-    run.add_argument("--model", help="provider:model (default: $AGENTLOOP_MODEL)")
-    workspace(run, "directory the tools work in (default: the spec file's, else .)")
-    run.add_argument("--tool", action="append", help="tool the model may call; repeatable "
-                     f"(default: {', '.join(DEFAULT_RUN_TOOLS)}; with --spec, the file's)")
-    run.add_argument("--system", help="system prompt")
-    run.add_argument("--max-steps", type=int, help="most LLM steps (default: 16)")
-    run.add_argument("--max-tokens", type=int, metavar="N", help="most tokens the model may write in one step "
-                     "(AgentSpec.max_tokens; default: 4096, the providers' default)")
+    agent_options(run, spec_help="the agent's AgentSpec in a JSON or YAML file (sub-agents "
+                                 "included, e.g. examples/team.yaml); the flags below override its fields",
+                  max_steps_help="most LLM steps (default: 16)",
+                  max_tokens_help="most tokens the model may write in one step "
+                                  "(AgentSpec.max_tokens; default: 4096, the providers' default)")
     run.add_argument("--run-id", type=run_id, help="run id (default: generated); refused while a run with this id runs")
     run.add_argument("--thread", type=run_id, metavar="ID", help="start thread ID with this as its first message: "
                      "the run stays open for `agentloop send ID ...` (docs/conversations.md)")
@@ -250,15 +244,12 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--local-worker", action="store_true",
                      help="on a server this command did not start (TEMPORAL_ADDRESS, agentloop dev), run the run "
                           "on a worker in this process, on a task queue of its own (--import does too)")
-    # Both flags append (action, tool) to one list, so rules keep the order given.
-    run.add_argument("--allow", dest="rules", action="append", default=[], metavar="TOOL",
-                     type=lambda tool: ("allow", tool), help="run TOOL's calls without asking; repeatable "
-                     "(a glob such as 'git_*' works)")
-    run.add_argument("--ask", dest="rules", action="append", metavar="TOOL",
-                     type=lambda tool: ("ask", tool), help="ask before each call of TOOL, even a read-only "
-                     "one; repeatable")
-    run.add_argument("--yes", action="store_true", help="run every call without asking (tools named "
-                     "with --ask still ask); by default read-only tools run and others ask")
+    permission_options(run, allow_help="run TOOL's calls without asking; repeatable "
+                                       "(a glob such as 'git_*' works)",
+                       ask_help="ask before each call of TOOL, even a read-only "
+                                "one; repeatable",
+                       yes_help="run every call without asking (tools named "
+                                "with --ask still ask); by default read-only tools run and others ask")
     run.add_argument("--jsonl", action="store_true", help="print the run's events, one JSON object a line, "
                      "and nothing else on stdout")
     imports(run)
