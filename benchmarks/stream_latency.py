@@ -60,7 +60,7 @@ from openai import AsyncOpenAI
 from agentloop import AgentClient, AgentSpec, ToolRegistry
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.openai_model import OpenAIChatModel
-from agentloop.client.agent_client import AgentRunHandle
+from agentloop.client.handle import AgentRunHandle
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.events import MessageDelta
 from agentloop.workers.worker import build_worker, connect

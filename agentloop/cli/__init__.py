@@ -18,14 +18,22 @@ the run completed or was stopped and 1 when it failed or was cancelled;
 ended the command, after it stopped what it had started (``run`` cancels its
 run first).
 
-Modules: :mod:`~agentloop.cli.parser` (the command line),
-:mod:`~agentloop.cli.run` (``run``, ``watch``), :mod:`~agentloop.cli.follow`
-(rendering a run and asking its approvals), :mod:`~agentloop.cli.ops` (the ops
-commands), :mod:`~agentloop.cli.serve` (``dev``, ``worker``),
+Modules: :mod:`~agentloop.cli.parser` (the command line; each command module
+adds its own subparser, with the shared options of :mod:`~agentloop.cli.options`);
+the run path in :mod:`agentloop.cli.runs`: :mod:`~agentloop.cli.runs.run`
+(``run``, ``watch``), :mod:`~agentloop.cli.runs.follow` (following a run and
+asking its approvals), :mod:`~agentloop.cli.runs.render` and
+:mod:`~agentloop.cli.runs.describe` (showing events), :mod:`~agentloop.cli.runs.chat`
+(``chat``), :mod:`~agentloop.cli.runs.threads` (``send``, ``steer``); the
+commands that keep serving in :mod:`agentloop.cli.servers` (``dev``, ``worker``,
+``serve``, ``codec-server``, one module each); :mod:`~agentloop.cli.control`
+(``approve``, ``submit``, ``stop``, ``cancel``), :mod:`~agentloop.cli.listing`
+(``list``, ``show``), :mod:`~agentloop.cli.snapshots` (``export``, ``start``,
+``fork``), :mod:`~agentloop.cli.schedules`, :mod:`~agentloop.cli.replay`,
 :mod:`~agentloop.cli.embedded` (the embedded server and finding a server),
-:mod:`~agentloop.cli.chat` (``chat``), :mod:`~agentloop.cli.common`.
+:mod:`~agentloop.cli.common`.
 
-``run`` and ``watch`` render the run's event stream (``agentloop.cli.render``):
+``run`` and ``watch`` render the run's event stream (``agentloop.cli.runs.render``):
 a live view on a terminal, ``[step N] ...`` lines otherwise, or with
 ``--jsonl`` one event per line and nothing else on stdout.
 """
@@ -40,18 +48,21 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable
 
-from agentloop.cli.chat import cmd_chat
 from agentloop.cli.common import CommandFailed, say
-from agentloop.cli.ops import cmd_approve, cmd_cancel, cmd_list, cmd_show, cmd_stop, cmd_submit
-from agentloop.cli.replay import cmd_replay
+from agentloop.cli.control import cmd_approve, cmd_cancel, cmd_stop, cmd_submit
+from agentloop.cli.embedded import describe_rpc_error
+from agentloop.cli.listing import cmd_list, cmd_show
 from agentloop.cli.parser import build_parser
-from agentloop.cli.run import cmd_run, cmd_watch
-from agentloop.cli.codec_server import cmd_codec_server
-from agentloop.cli.http import cmd_serve
-from agentloop.cli.serve import cmd_dev, cmd_worker
-from agentloop.cli.threads import cmd_send, cmd_steer
-from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
+from agentloop.cli.replay import cmd_replay
+from agentloop.cli.runs.chat import cmd_chat
+from agentloop.cli.runs.run import cmd_run, cmd_watch
+from agentloop.cli.runs.threads import cmd_send, cmd_steer
 from agentloop.cli.schedules import cmd_schedule
+from agentloop.cli.servers.codec_server import cmd_codec_server
+from agentloop.cli.servers.dev import cmd_dev
+from agentloop.cli.servers.serve import cmd_serve
+from agentloop.cli.servers.worker import cmd_worker
+from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
 from agentloop.shared.errors import DecisionRejected, UserError
 
 __all__ = ["CommandFailed", "build_parser", "entrypoint", "main"]
@@ -131,28 +142,6 @@ def main(argv: list[str] | None = None) -> int:
         # quietly, and let nothing write to the closed pipe again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-
-
-def describe_rpc_error(err: Exception) -> str:
-    """A sentence for a request the Temporal server refused or could not take."""
-    from temporalio.service import RPCError, RPCStatusCode
-
-    assert isinstance(err, RPCError)
-    message = " ".join(err.message.split())
-    message = message if len(message) <= 300 else message[:297] + "..."
-    status = err.status
-    if status == RPCStatusCode.NOT_FOUND and "namespace" in message.lower():
-        from agentloop.cli.embedded import no_such_namespace
-
-        return no_such_namespace(message)
-    if status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
-        return (f"the Temporal server refused this client ({status.name}: {message}); check TEMPORAL_API_KEY "
-                "or the client certificate (TEMPORAL_TLS_CLIENT_CERT_PATH), and the namespace")
-    if status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
-        return (f"lost the connection to the Temporal server ({status.name}: {message}); check that it is "
-                "running, then try again")
-    name = status.name if status is not None else "error"
-    return f"the Temporal server refused the request ({name}: {message})"
 
 
 def entrypoint() -> None:

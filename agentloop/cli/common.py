@@ -4,6 +4,7 @@ notes on stderr, and the helpers that find runs and wait for a worker."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from collections.abc import Awaitable
 from pathlib import Path
@@ -14,7 +15,8 @@ from agentloop.shared.report import LIVE_STATUSES
 from agentloop.shared.spec import system_workspace_problem
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
 
 T = TypeVar("T")
 
@@ -114,3 +116,18 @@ async def running_handle(client: AgentClient, run_id: str, request: str) -> Agen
             status = temporal_status(description)
         raise CommandFailed(f"run {run_id} has ended ({status}); it takes no {request} any more")
     return client.get_handle(run_id)
+
+
+def stdin_is_terminal() -> bool:
+    """Stdin is a terminal we may read: a background job (``agentloop run
+    ... &``) that read it would be stopped by SIGTTIN, so it only waits."""
+    try:
+        if sys.stdin is None or not sys.stdin.isatty():
+            return False
+        fd = sys.stdin.fileno()
+    except (ValueError, OSError):  # closed or detached stdin
+        return False
+    try:
+        return os.tcgetpgrp(fd) == os.getpgrp()
+    except OSError:  # a terminal, but not our controlling one: no job control applies
+        return True

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
+from agentloop.shared.errors import UserError
 from agentloop.workers.config import (
     ADDRESS_FILE,
     LOCK_FILE,
@@ -32,7 +33,6 @@ from agentloop.workers.config import (
     lock_held,
     read_holder,
 )
-from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -189,9 +189,8 @@ async def ops_client() -> AgentClient:
     """A client for the ops commands: Temporal's environment configuration
     (``TEMPORAL_ADDRESS``...), or the embedded server of a running
     ``agentloop run``/``dev``. Never starts anything."""
-    from agentloop.shared.encryption import converter_from_env
-
     from agentloop.client.agent_client import AgentClient
+    from agentloop.shared.encryption import converter_from_env
 
     config = TemporalConfig.from_env()
     if not config.address:
@@ -268,12 +267,11 @@ async def session(
     before anything starts.
     """
     from agentloop.shared.encryption import converter_from_env
-
     from agentloop.workers.worker import (
         build_worker,
         check_role,
-        default_workspace_roots,
         check_tools_environment,
+        default_workspace_roots,
         import_modules,
         protect_process,
         tune_collector,
@@ -326,3 +324,23 @@ async def session(
                                   workspace_roots=default_workspace_roots(workspace))
             await stack.enter_async_context(_running(worker))
         yield Session(client=client, config=config, ui_url=ui_url)
+
+
+def describe_rpc_error(err: Exception) -> str:
+    """A sentence for a request the Temporal server refused or could not take."""
+    from temporalio.service import RPCError, RPCStatusCode
+
+    assert isinstance(err, RPCError)
+    message = " ".join(err.message.split())
+    message = message if len(message) <= 300 else message[:297] + "..."
+    status = err.status
+    if status == RPCStatusCode.NOT_FOUND and "namespace" in message.lower():
+        return no_such_namespace(message)
+    if status in (RPCStatusCode.UNAUTHENTICATED, RPCStatusCode.PERMISSION_DENIED):
+        return (f"the Temporal server refused this client ({status.name}: {message}); check TEMPORAL_API_KEY "
+                "or the client certificate (TEMPORAL_TLS_CLIENT_CERT_PATH), and the namespace")
+    if status in (RPCStatusCode.UNAVAILABLE, RPCStatusCode.DEADLINE_EXCEEDED):
+        return (f"lost the connection to the Temporal server ({status.name}: {message}); check that it is "
+                "running, then try again")
+    name = status.name if status is not None else "error"
+    return f"the Temporal server refused the request ({name}: {message})"

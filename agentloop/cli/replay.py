@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import logging
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from agentloop.cli.options import positive
 from agentloop.shared import contracts
 from agentloop.shared.errors import UserError
 
@@ -214,3 +215,24 @@ def replay_summary(found: int, failed: int, skipped: int, query: str) -> str:
         text += (f"; {skipped} not replayed: their payloads cannot be decoded by this process (see each run's "
                  "line), so nothing is known of them")
     return text
+
+
+def add_replay_parser(sub: Any) -> None:
+    """The ``replay`` command and its options."""
+    replay = sub.add_parser(
+        "replay", help="replay runs' histories from the server against this code (before a deploy)",
+        description="Replay the histories of recent runs on the server ($TEMPORAL_ADDRESS) against the workflow "
+                    "code installed here. Exits 1 when any would fail (non-determinism): a deploy of this code "
+                    "would break those runs; 3 when none would, but some could not be replayed as their payloads "
+                    "do not decode here (encrypted with a key this process lacks: set AGENTLOOP_ENCRYPTION_KEYS). "
+                    "Run it in CI before a ramp (docs/deploying.md).",
+    )
+    replay.add_argument("--last", type=positive, default=20, metavar="N",
+                        help="the newest N runs that match (default: 20)")
+    replay.add_argument("--query", metavar="EXTRA",
+                        help="extra Temporal list filter, e.g. 'AgentVersion=\"3f9a0c2b1d4e\"'")
+    replay.add_argument("--running", action="store_true",
+                        help="running runs too (their history so far), not only completed ones")
+    replay.add_argument("--json", action="store_true", help="one JSON object per run and line")
+    replay.add_argument("--verbose", action="store_true",
+                        help="also the SDK's log of each failed workflow task, with its traceback")

@@ -11,14 +11,16 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run, say
+from agentloop.cli.common import CommandFailed, answer_within, describe_run, say, stdin_is_terminal
 from agentloop.cli.embedded import ops_client, reading_client
+from agentloop.cli.options import positive, run_id
 from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
     from agentloop.shared.snapshots import AgentSnapshot
 
 
@@ -63,8 +65,8 @@ def read_snapshot_file(path: str) -> AgentSnapshot:
 
 
 async def cmd_start(args: argparse.Namespace) -> int:
-    from agentloop.cli.run import run_id_in_use
-    from agentloop.client.agent_client import RunIdInUse
+    from agentloop.cli.runs.run import run_id_in_use
+    from agentloop.client.runs import RunIdInUse
 
     snapshot = read_snapshot_file(args.from_file)
     client = await ops_client()
@@ -82,8 +84,8 @@ async def cmd_start(args: argparse.Namespace) -> int:
 
 
 async def cmd_fork(args: argparse.Namespace) -> int:
-    from agentloop.cli.run import run_id_in_use
-    from agentloop.client.agent_client import RunIdInUse
+    from agentloop.cli.runs.run import run_id_in_use
+    from agentloop.client.runs import RunIdInUse
 
     client = await ops_client()
     snapshot = await _export(client, args.run)
@@ -109,9 +111,8 @@ async def _started(args: argparse.Namespace, handle: AgentRunHandle, what: str, 
     """Follow the new run as ``agentloop run`` does (Ctrl-C stops following,
     not the run); with ``--detach``, or for a thread (which waits for its
     next message), print what started and return."""
-    from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
-    from agentloop.cli.render import make_renderer
-    from agentloop.cli.run import stdin_is_terminal
+    from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, follow
+    from agentloop.cli.runs.render import make_renderer
 
     if args.detach or thread:
         print(f"{what}; follow it with `agentloop watch {shlex.quote(handle.run_id)}`")
@@ -121,3 +122,51 @@ async def _started(args: argparse.Namespace, handle: AgentRunHandle, what: str, 
     prompter = Prompter(handle, TerminalAnswers(sys.stdin), sys.stderr, renderer.note) if stdin_is_terminal() else None
     terminal = await follow(handle, renderer, prompter=prompter)
     return await exit_code(handle, terminal)
+
+
+def following(p: argparse.ArgumentParser) -> None:
+    """``--detach`` and ``--jsonl`` of a command that starts a run and follows it."""
+    p.add_argument("--detach", action="store_true",
+                   help="print the new run's id and return instead of following the run")
+    p.add_argument("--jsonl", action="store_true", help="one JSON event per line on stdout while following")
+
+
+def add_export_parser(sub: Any) -> None:
+    """The ``export`` command and its options."""
+    export = sub.add_parser(
+        "export", help="print a run's snapshot as JSON (agentloop export RUN > run.json)",
+        description="Print a versioned snapshot of the run on stdout: spec, messages, report, usage, pending "
+                    "calls, thread id. Works for running, finished and continued-as-new runs.",
+    )
+    export.add_argument("run", type=run_id, help="run id")
+
+
+def add_start_parser(sub: Any) -> None:
+    """The ``start`` command and its options."""
+    start = sub.add_parser(
+        "start", help="start a run from a snapshot (agentloop start --from run.json)",
+        description="Start a new run from a snapshot `agentloop export` wrote: the run goes on where the "
+                    "snapshot was taken, and calls that waited for a decision or outputs wait again. "
+                    "The workers polling the task queue run it; the command follows it as `agentloop run` does "
+                    "(Ctrl-C stops following, not the run), or returns at once with --detach.",
+    )
+    start.add_argument("--from", dest="from_file", required=True, metavar="FILE",
+                       help="the snapshot ('-': read it from stdin)")
+    start.add_argument("--run-id", type=run_id, help="the new run's id (default: generated)")
+    start.add_argument("--message", help="a new user message after the snapshot's conversation")
+    following(start)
+
+
+def add_fork_parser(sub: Any) -> None:
+    """The ``fork`` command and its options."""
+    fork = sub.add_parser(
+        "fork", help="start a run on a run's conversation up to the end of one of its steps",
+        description="Start a new run whose conversation is RUN's up to the end of step N (1-based), then "
+                    "--message if given. The fork's report names RUN; `agentloop list --query "
+                    "'AgentForkedFrom=\"RUN\"'` finds the forks of RUN.",
+    )
+    fork.add_argument("run", type=run_id, help="the run to fork")
+    fork.add_argument("--at-step", type=positive, required=True, metavar="N", help="the step to cut after")
+    fork.add_argument("--message", help="a new user message after the cut")
+    fork.add_argument("--run-id", type=run_id, help="the fork's run id (default: generated)")
+    following(fork)

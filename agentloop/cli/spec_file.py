@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from agentloop.cli.common import existing_workspace
+from agentloop.cli.common import DEFAULT_RUN_TOOLS, existing_workspace
 from agentloop.shared.errors import UserError, describe_validation_error
 
 #: Most bytes a spec file may have.
@@ -113,3 +114,34 @@ def _inherit_workspace(data: dict[str, Any], workspace: str) -> None:
         if isinstance(spec, dict):
             spec.setdefault("workspace", workspace)
             _inherit_workspace(spec, spec["workspace"])
+
+
+def spec_of_run(args: argparse.Namespace):
+    """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
+    from agentloop.shared.approvals import PermissionRule
+    from agentloop.shared.spec import AgentSpec
+
+    model = args.model or os.environ.get("AGENTLOOP_MODEL")
+    if args.spec:
+        return spec_from_file(args.spec, args, default_model=model,
+                              workspace=existing_workspace(args.workspace) if args.workspace else None)
+    if not model:
+        raise UserError(
+            "choose a model: --model openai:gpt-4.1-mini, --model anthropic:claude-sonnet-4-5, "
+            "or --model scripted:demo to try it offline (or set AGENTLOOP_MODEL)"
+        )
+    workspace = existing_workspace(args.workspace or ".")
+    try:
+        return AgentSpec(
+            model=model,
+            tools=args.tool or DEFAULT_RUN_TOOLS,
+            system_prompt=args.system or "",
+            max_steps=16 if args.max_steps is None else args.max_steps,
+            max_tokens=args.max_tokens,
+            workspace=workspace,
+            # In the order given: the first rule that matches a call decides.
+            permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],
+            default_permission="allow" if args.yes else "auto",
+        )
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(exc)) from None

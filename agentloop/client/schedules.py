@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
 from temporalio.client import (
+    Client,
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
@@ -38,9 +39,6 @@ from agentloop.shared.schedules import OverlapPolicy, ScheduleFeedInput, check_n
 from agentloop.shared.search_attributes import AGENT_SCHEDULE, start_search_attributes
 from agentloop.shared.spec import AgentSpec
 from agentloop.shared.threads import DoubleTexting
-
-if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient
 
 _OVERLAP = {
     "skip": ScheduleOverlapPolicy.SKIP,
@@ -110,12 +108,9 @@ class AgentSchedules:
     """``AgentClient.schedules``: create, list, describe, pause, unpause,
     trigger, backfill and delete schedules of agent runs."""
 
-    def __init__(self, client: AgentClient) -> None:
-        self._client = client
-
-    @property
-    def _temporal(self) -> Any:
-        return self._client.temporal
+    def __init__(self, temporal: Client, task_queue: str) -> None:
+        self._temporal = temporal
+        self._task_queue = task_queue
 
     def handle(self, name: str) -> ScheduleHandle:
         """The Temporal handle of schedule ``name``, for anything not wrapped here."""
@@ -191,7 +186,7 @@ class AgentSchedules:
 
     def _action(self, name: str, spec: AgentSpec, input: str, thread_id: str | None,
                 double_texting: DoubleTexting | None) -> ScheduleActionStartWorkflow:
-        queue, summary = self._client.task_queue, f"{spec.name} on {spec.model}, schedule {name}"
+        queue, summary = self._task_queue, f"{spec.name} on {spec.model}, schedule {name}"
         if thread_id is not None:
             feed = ScheduleFeedInput(schedule=name, thread_id=thread_id, spec=spec, text=input,
                                      strategy=double_texting)

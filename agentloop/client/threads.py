@@ -1,18 +1,21 @@
-"""The client side of threads: sending a message, waiting for a turn
-(``AgentClient.send``, ``AgentRunHandle.result`` of a turn's handle)."""
+"""The client side of threads: a thread's first run, and sending a thread
+its next message (``AgentClient.start(thread_id=...)``, ``AgentClient.send``).
+A turn's handle waits for its turn (:mod:`agentloop.client.handle`)."""
 
 from __future__ import annotations
 
-import asyncio
-from typing import TYPE_CHECKING
+from typing import Any
 
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
+from pydantic import ValidationError
+from temporalio.client import Client, WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.shared import contracts
-from agentloop.shared.errors import build_request, run_failed
+from agentloop.shared.errors import UserError, build_request, describe_validation_error
 from agentloop.shared.run import AgentRunResult
+from agentloop.shared.search_attributes import AGENT_THREAD
 from agentloop.shared.threads import (
     THREAD_BUSY_ERROR_TYPE,
     MessageAccepted,
@@ -20,24 +23,31 @@ from agentloop.shared.threads import (
     SendMessage,
     ThreadBusy,
     ThreadNotFound,
-    TurnResult,
+    ThreadOptions,
 )
 
-if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
-    from agentloop.shared.spec import AgentSpec
-
-#: Longest pause between two reads of a turn's state while waiting for it, in seconds.
-TURN_POLL_MAX_SECONDS = 0.5
+#: The strategies a message that starts a thread gives the thread.
+_STARTING_STRATEGIES = ("enqueue", "interrupt", "rollback", "reject")
 
 
-async def send_message(client: AgentClient, thread_id: str, text: str, spec: AgentSpec | None, *,
-                       strategy: str | None, by: str | None) -> tuple[WorkflowHandle, MessageAccepted] | AgentRunHandle:
+def thread_start(built: Any, attributes: TypedSearchAttributes, thread_id: str,
+                 double_texting: str | None) -> tuple[Any, TypedSearchAttributes]:
+    """A thread's first run: its input with the thread options, its start
+    search attributes with ``AgentThread``."""
+    try:
+        options = ThreadOptions(id=thread_id, double_texting=double_texting)
+    except ValidationError as exc:
+        raise UserError(f"invalid thread: {describe_validation_error(exc)}") from None
+    pairs = [*attributes.search_attributes, SearchAttributePair(AGENT_THREAD, thread_id)]
+    return built.model_copy(update={"thread": options}), TypedSearchAttributes(pairs)
+
+
+async def send_message(temporal: Client, thread_id: str, text: str, *, strategy: str | None,
+                       by: str | None) -> tuple[WorkflowHandle, MessageAccepted] | None:
     """``AgentClient.send`` (see there): the thread's workflow and what it
-    accepted, or the handle of the thread's first turn when this message
-    started it."""
+    accepted, or None when no workflow of that id runs (see :func:`not_running`)."""
     message = build_request(SendMessage, text=text, strategy=strategy, by=by)
-    handle = client.temporal.get_workflow_handle(thread_id, result_type=AgentRunResult)
+    handle = temporal.get_workflow_handle(thread_id, result_type=AgentRunResult)
     try:
         accepted = await handle.execute_update(contracts.SEND, message, result_type=MessageAccepted)
     except WorkflowUpdateFailedError as err:
@@ -49,65 +59,23 @@ async def send_message(client: AgentClient, thread_id: str, text: str, spec: Age
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND:
             raise
-        return await _not_running(client, thread_id, text, spec, strategy)
+        return None
     return handle, accepted
 
 
-async def _not_running(client: AgentClient, thread_id: str, text: str, spec: AgentSpec | None,
-                       strategy: str | None) -> AgentRunHandle:
-    """A message for a thread that does not run: start it (with a spec),
-    or say it does not exist, or that it has ended."""
+async def not_running(temporal: Client, thread_id: str, *, can_start: bool, strategy: str | None) -> str | None:
+    """A message for a thread that does not run: the double-texting strategy
+    to start it with, when it never existed and a spec can start it; else
+    raise that it does not exist, or that it has ended."""
     try:
-        description = await client.temporal.get_workflow_handle(thread_id).describe()
+        description = await temporal.get_workflow_handle(thread_id).describe()
     except RPCError as err:
         if err.status != RPCStatusCode.NOT_FOUND:
             raise
-        if spec is None:
+        if not can_start:
             raise ThreadNotFound(thread_id) from None
-        return await client.start(spec, text, thread_id=thread_id, double_texting=strategy
-                                  if strategy in ("enqueue", "interrupt", "rollback", "reject") else None)
+        return strategy if strategy in _STARTING_STRATEGIES else None
     status = description.status.name.lower() if description.status else "ended"
     raise MessageRefused(
         f"thread {thread_id} has ended ({status}); it takes no more messages. `agentloop show {thread_id}` "
         "shows it; start a new thread (another id) to go on") from None
-
-
-async def wait_for_turn(handle: AgentRunHandle) -> AgentRunResult:
-    """Wait until the handle's turn has ended; its result. A failed turn
-    raises :class:`~agentloop.shared.errors.AgentRunFailed` (the subclass of its
-    reason), as a failed run does; a thread that ended before the turn did
-    raises what the run's own result raises."""
-    assert handle.turn is not None
-    pause, polls = 0.05, 0
-    while True:
-        turn = await handle.turn_state(handle.turn)
-        if turn is not None and turn.status != "running":
-            return await _result_of(handle, turn)
-        polls += 1
-        if polls % 10 == 0:
-            description = await handle.workflow_handle.describe()
-            if description.status != WorkflowExecutionStatus.RUNNING:
-                bare = type(handle)(handle.workflow_handle)
-                return await bare.result()
-        await asyncio.sleep(pause)
-        pause = min(pause * 1.5, TURN_POLL_MAX_SECONDS)
-
-
-async def _result_of(handle: AgentRunHandle, turn: TurnResult) -> AgentRunResult:
-    messages = await handle.messages()
-    end = turn.end_message or len(messages)
-    result = AgentRunResult(
-        run_id=handle.run_id,
-        status="completed" if turn.status == "completed" else "failed" if turn.status == "failed" else "stopped",
-        reason=turn.reason or "done",
-        final_text=turn.final_text,
-        output=turn.output,
-        error=turn.error,
-        messages=messages[turn.first_message + 1:end] if turn.status != "rolled_back" else [],
-        usage=turn.usage,
-        report=await handle.report(),
-    )
-    if turn.status == "failed":
-        raise run_failed(f"thread {handle.run_id}, turn {turn.turn} failed ({turn.reason}): {turn.error}",
-                         reason=turn.reason, result=result)
-    return result

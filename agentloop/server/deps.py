@@ -18,7 +18,8 @@ from agentloop.server.sse import StreamSlots
 from agentloop.shared.spec import AgentSpec
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
 
 T = TypeVar("T")
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Body, Query, Request, Response
 from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
-from agentloop.client.agent_client import RunSummary
+from agentloop.client.runs import RunSummary
 from agentloop.server.auth import Caller
 from agentloop.server.deps import (Actor, Reader, ServerState, State, ask, describe_or_404, fits_or_413, resolve_spec,
                                    running_or_409)
@@ -100,7 +100,7 @@ class Requested(BaseModel):
 async def start_run(body: StartRun, response: Response, state: ServerState = State,
                     caller: Caller = Actor) -> Started:
     """Start a run (or a thread, with ``thread_id``)."""
-    from agentloop.client.agent_client import RunIdInUse
+    from agentloop.client.runs import RunIdInUse
 
     spec = resolve_spec(state, body.spec, caller)
     try:

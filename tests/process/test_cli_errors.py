@@ -16,7 +16,7 @@ import pytest
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities import sandbox
-from agentloop.client.agent_client import RunIdInUse
+from agentloop.client.runs import RunIdInUse
 from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.cli import agentloop_async, clean_env, read_until, write_script
 from tests.helpers.paths import ROOT

@@ -457,7 +457,7 @@ async def thread_script(request):
 
 
 async def drive_thread(handle):
-    from agentloop.client.agent_client import AgentRunHandle
+    from agentloop.client.handle import AgentRunHandle
 
     raw = handle.workflow_handle
     await handle.result()  # turn 1: a tool step, then an answer

@@ -14,7 +14,7 @@ from temporalio.api.enums.v1 import EventType
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.scripted_model import register_scripted_model
 from agentloop.shared.activity_io import ModelRequest, ModelResponse
-from agentloop.client.agent_client import AgentRunHandle
+from agentloop.client.handle import AgentRunHandle
 from agentloop.shared.errors import DecisionRejected
 from agentloop.shared.search_attributes import AGENT_THREAD
 from agentloop.testing import call, calls, reply, script, script_every_step

@@ -12,7 +12,8 @@ import pytest
 
 from agentloop.shared.activity_io import StreamDelta
 from agentloop.shared.approvals import PendingApproval
-from agentloop.cli.chat import ChatCommand, ChatView, exit_line, parse_line, recap_lines
+from agentloop.cli.runs.chat_lines import ChatCommand, exit_line, parse_line, recap_lines
+from agentloop.cli.runs.chat_view import ChatView
 from agentloop.shared.events import (
     ApprovalRequested,
     ApprovalResolved,

@@ -48,7 +48,7 @@ def test_pytest_shows_skip_reasons_by_default() -> None:
 def test_a_request_counts_as_taken_once_a_workflow_task_started_after_it() -> None:
     from temporalio.api.enums.v1 import EventType as E
 
-    from agentloop.cli.ops import request_taken
+    from agentloop.cli.control import request_taken
 
     cancel = E.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED
     before = [E.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, E.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED,
@@ -63,7 +63,7 @@ def test_a_request_counts_as_taken_once_a_workflow_task_started_after_it() -> No
 
 
 def test_durations_read_as_people_say_them() -> None:
-    from agentloop.cli.ops import duration_text
+    from agentloop.cli.listing import duration_text
 
     assert [duration_text(ms) for ms in (340.4, 2_500, 42_000, 492_000, 7_500_000)] == [
         "340 ms", "2.5 s", "42 s", "8 min 12 s", "2 h 05 min"]

@@ -31,7 +31,7 @@ from agentloop.shared.events import (
     ToolExecutionStarted,
 )
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.cli.render import JsonlRenderer, PlainRenderer, RichRenderer
+from agentloop.cli.runs.render import JsonlRenderer, PlainRenderer, RichRenderer
 from agentloop.shared.report import Usage
 from tests.helpers.cli import plain_text
 

@@ -286,7 +286,7 @@ def test_os_urandom_keys_of_the_documented_one_liner_are_accepted() -> None:
 
 
 async def test_the_cli_opens_a_sealed_failure_message_and_shows_the_servers_without_the_key() -> None:
-    from agentloop.cli.follow import failure_message
+    from agentloop.cli.runs.follow import failure_message
 
     converter = converter_from_env({KEYS_ENV: f"ka:{b64(KEY_A)}"})
     failure = Failure()

@@ -73,7 +73,7 @@ def test_the_cli_shows_guardrail_events() -> None:
     from datetime import datetime, timezone
 
     from agentloop.shared.events import GuardrailTriggered
-    from agentloop.cli.render import PlainRenderer
+    from agentloop.cli.runs.render import PlainRenderer
 
     out = io.StringIO()
     PlainRenderer(out, io.StringIO()).render(GuardrailTriggered(

@@ -12,10 +12,15 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
+from agentloop.cli.embedded import command_config, ops_client, session
+from agentloop.cli.options import imports, run_id
+from agentloop.cli.runs.follow import follow
+from agentloop.cli.runs.render import make_renderer
 from agentloop.shared.errors import AgentRunFailed, DecisionRejected, UserError
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, AgentRunHandle
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.handle import AgentRunHandle
 
 
 @asynccontextmanager
@@ -23,7 +28,6 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
     """A client as ``agentloop run`` gets one: TEMPORAL_ADDRESS, the running
     ``agentloop dev``, or the embedded server with a worker in this process
     (a thread's run waits in the embedded server's data between commands)."""
-    from agentloop.cli.embedded import command_config, session
     from agentloop.client.agent_client import AgentClient
 
     config, _ = command_config(getattr(args, "imports", []))
@@ -34,8 +38,6 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
 
 
 async def cmd_send(args: argparse.Namespace) -> int:
-    from agentloop.cli.follow import follow
-    from agentloop.cli.render import make_renderer
 
     if not args.message.strip():
         raise UserError(f"the message is empty: say something, e.g. agentloop send {shlex.quote(args.thread)} \"and now?\"")
@@ -48,7 +50,6 @@ async def cmd_send(args: argparse.Namespace) -> int:
 
 
 async def cmd_steer(args: argparse.Namespace) -> int:
-    from agentloop.cli.embedded import ops_client
 
     client = await ops_client()
     try:
@@ -77,7 +78,7 @@ async def turn_exit_code(handle: AgentRunHandle, *, jsonl: bool = False) -> int:
     return 0
 
 
-def add_thread_commands(sub: Any, run_id: Any, imports: Any) -> None:
+def add_thread_commands(sub: Any) -> None:
     """The ``send`` and ``steer`` subcommands."""
     send = sub.add_parser(
         "send", help="send a thread its next message and print the answer",

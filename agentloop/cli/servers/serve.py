@@ -16,6 +16,7 @@ from typing import Any
 
 from agentloop.cli.common import say
 from agentloop.cli.embedded import command_config, default_workspace, session
+from agentloop.cli.options import allowed_hosts, imports, listen_host, port_number, workspace
 from agentloop.shared.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -175,3 +176,49 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
             raise
     return 0
+
+
+#: ``agentloop serve``'s default port: not 8000, which `mkdocs serve` and many dev servers take.
+SERVE_PORT = 8420
+
+
+def add_serve_parser(sub: Any) -> None:
+    """The ``serve`` command and its options."""
+    serve = sub.add_parser(
+        "serve", help="serve the HTTP API, AG-UI streams and the web console",
+        description="Serve runs over HTTP: a JSON API under /v1, Server-Sent Events, AG-UI, and a web console "
+                    "at /. Bearer tokens come from AGENTLOOP_API_TOKENS (name:scope:secret, comma-separated; "
+                    "scope read or act; name:act:secret:agents=a|b limits a token to some agents); with none, "
+                    "it listens on 127.0.0.1 only and answers only requests addressed to 127.0.0.1, localhost "
+                    "or [::1] (docs/security.md).",
+    )
+    listen_host(serve)
+    serve.add_argument("--port", type=port_number, default=SERVE_PORT,
+                       help=f"the HTTP port (default: {SERVE_PORT}, a port of its own beside `mkdocs serve` and "
+                            "other dev servers' 8000; 0: a free one, printed)")
+    serve.add_argument("--agent", action="append", default=[], metavar="[NAME=]FILE|MODULE:ATTR",
+                       help="an agent clients may start by name (AG-UI's /v1/ag-ui/NAME); repeatable")
+    specs = serve.add_mutually_exclusive_group()
+    specs.add_argument("--registered-only", action="store_true", default=None,
+                       help="start only --agent agents (refuse specs sent in request bodies); the default "
+                            "when API tokens are configured")
+    specs.add_argument("--allow-inline-specs", dest="registered_only", action="store_false",
+                       help="with API tokens, still accept whole specs in request bodies (an act token can then "
+                            "start any tool in any workspace)")
+    allowed_hosts(serve)
+    serve.add_argument("--max-body-bytes", type=int, default=2 * 1024 * 1024, metavar="N",
+                       help="the largest request body accepted, 413 above it (default: 2 MiB)")
+    serve.add_argument("--max-payload-bytes", type=int, default=2 * 1024 * 1024, metavar="N",
+                       help="Temporal's payload size limit: an approval or tool output over 90%% of it is refused "
+                            "with 413 (default: 2 MiB, the server's default blob size limit)")
+    serve.add_argument("--max-streams", type=int, default=1000, metavar="N",
+                       help="Server-Sent Events streams open at once, in all (default: 1000); 429 past it")
+    serve.add_argument("--max-streams-per-token", type=int, default=500, metavar="N",
+                       help="streams open at once per token, or for the token-less local caller (default: 500)")
+    serve.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                       help="a browser origin allowed to call the API (also $AGENTLOOP_CORS_ORIGINS); repeatable")
+    serve.add_argument("--temporal-ui", metavar="URL",
+                       help="the Temporal UI's address, for the console's links to runs (also $AGENTLOOP_TEMPORAL_UI; "
+                            "default: the embedded server's UI, when it runs one)")
+    workspace(serve, "default workspace for runs that name none (embedded worker)")
+    imports(serve)

@@ -9,7 +9,8 @@ import importlib
 from typing import Any
 
 from agentloop.cli.common import say
-from agentloop.cli.http import checked_host, listening_socket, say_doors, serve_until_cancelled
+from agentloop.cli.options import allowed_hosts, listen_host, port_number
+from agentloop.cli.servers.serve import checked_host, listening_socket, say_doors, serve_until_cancelled
 from agentloop.shared.errors import UserError
 
 
@@ -75,3 +76,22 @@ async def cmd_codec_server(args: argparse.Namespace) -> int:
         say("no API token configured (AGENTLOOP_API_TOKENS): listening on 127.0.0.1 only, every caller may decode")
     await serve_until_cancelled(server, [sock])
     return 0
+
+
+def add_codec_server_parser(sub: Any) -> None:
+    """The ``codec-server`` command and its options."""
+    codec = sub.add_parser(
+        "codec-server", help="decrypt payloads for the Temporal UI and `temporal workflow show --codec-endpoint`",
+        description="Serve Temporal's remote codec endpoint (POST /decode, POST /encode) with the payload "
+                    "encryption keys of AGENTLOOP_ENCRYPTION_KEYS (or AGENTLOOP_ENCRYPTION_KEY_FILE). Bearer "
+                    "tokens come from AGENTLOOP_API_TOKENS (decode needs scope read, encode act); with none, it "
+                    "listens on 127.0.0.1 only.",
+    )
+    listen_host(codec)
+    codec.add_argument("--port", type=port_number, default=8081, help="the HTTP port (default: 8081)")
+    codec.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                       help="the Temporal UI's origin (also $AGENTLOOP_CORS_ORIGINS; default: "
+                            "http://localhost:8233 and http://127.0.0.1:8233); repeatable")
+    allowed_hosts(codec)
+    codec.add_argument("--codec", metavar="MODULE:NAME",
+                       help="your own PayloadCodec (or a function returning one) instead of the environment's keys")

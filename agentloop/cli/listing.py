@@ -1,187 +1,31 @@
-"""The ops commands: ``approve``, ``submit``, ``stop``, ``cancel``, ``list``
-and ``show``. They talk to runs on ``TEMPORAL_ADDRESS`` or the embedded
-server of a running command; the read commands ``list`` and ``show`` (like
-``watch`` and ``export``) start the embedded server and a worker when none
-runs, the others never start anything."""
+"""Commands that read runs: ``list`` and ``show``. They talk to runs on
+``TEMPORAL_ADDRESS`` or the embedded server of a running command; when none
+runs, they start the embedded server and a worker for as long as they read
+(as ``watch`` and ``export`` do)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import getpass
 import json
 import sys
-from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
-from agentloop.cli.embedded import ops_client, reading_client
+from agentloop.cli.common import RUN_STATUSES, CommandFailed, answer_within, describe_run, say, table
+from agentloop.cli.embedded import reading_client
+from agentloop.cli.options import positive, run_id
+from agentloop.cli.runs.describe import approve_commands, args_json, submit_command, when
 from agentloop.shared.errors import AgentRunFailed, UserError
 from agentloop.shared.report import STEP_UNDER_WAY
-from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
-    from agentloop.client.agent_client import AgentClient, RunSummary
+    from agentloop.client.agent_client import AgentClient
+    from agentloop.client.runs import RunSummary
     from agentloop.shared.report import AgentRunReport
     from agentloop.shared.run import AgentRunResult, RunState
-
-
-def _read_output(text: str, stdin_used: list[bool]) -> str:
-    if text != "-":
-        return text
-    if stdin_used:
-        raise UserError("only one OUTPUT can be '-' (stdin); give the others as text")
-    stdin_used.append(True)
-    return sys.stdin.read()
-
-
-def _default_by() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:  # no user name in this environment
-        return "cli"
-
-
-def _still_pending(ids: list[str]) -> str:
-    if not ids:
-        return "nothing else is pending; the run goes on"
-    return f"still pending: {', '.join(ids)}"
-
-
-async def cmd_approve(args: argparse.Namespace) -> int:
-    from agentloop.shared.approvals import ApprovalDecision
-
-    if args.deny and args.result is not None:
-        raise UserError("--deny takes --reason, not --result; to answer the model with your own text "
-                        "instead of running the tool, use --skip --result TEXT (or --result TEXT alone "
-                        "to approve with an override)")
-    decision = "deny" if args.deny else "skip" if args.skip else "approve"
-    client = await ops_client()
-    handle = await running_handle(client, args.run, "decisions")
-    accepted = await answer_within(
-        handle.decide(ApprovalDecision(
-            call_id=args.call, decision=decision, reason=args.reason, result=args.result,
-            by=args.by or _default_by(),
-        )),
-        "the decision", args.run,
-    )
-    if decision == "deny":
-        done = f"denied {args.call} in run {args.run}" + (f" ({args.reason})" if args.reason else "")
-    elif decision == "skip":
-        done = f"skipped {args.call} in run {args.run}" + (
-            ": the model sees your --result" if args.result is not None else "")
-    elif args.result is not None:
-        done = (f"approved {args.call} in run {args.run} with an override: the tool does not run, the "
-                "model sees your --result")
-    else:
-        done = f"approved {args.call} in run {args.run}"
-    print(f"{done}; {_still_pending(accepted.still_pending)}")
-    return 0
-
-
-async def cmd_submit(args: argparse.Namespace) -> int:
-    from agentloop.shared.approvals import ToolOutput
-
-    pairs: list[tuple[str, str]] = []
-    if args.call is not None:
-        if args.output_text is None:
-            raise UserError(f"give the output of {args.call} after it (or '-' to read it from stdin)")
-        pairs.append((args.call, args.output_text))
-    pairs += [tuple(p) for p in args.outputs]  # type: ignore[misc]
-    if not pairs:
-        raise UserError("give at least one output: agentloop submit RUN CALL OUTPUT "
-                        "[--output CALL OUTPUT ...]")
-    stdin_used: list[bool] = []
-    outputs = [ToolOutput(call_id=c, output=_read_output(o, stdin_used), is_error=args.error) for c, o in pairs]
-    client = await ops_client()
-    handle = await running_handle(client, args.run, "tool outputs")
-    accepted = await answer_within(handle.submit_tool_outputs(outputs), "the tool outputs", args.run)
-    kind = "error output" if args.error else "output"
-    print(f"submitted {kind} for {', '.join(accepted.call_ids)} in run {args.run}; "
-          f"{_still_pending(accepted.still_pending)}")
-    return 0
-
-
-#: How long ``stop`` and ``cancel`` watch for a worker to take their request.
-PICKUP_SECONDS = 5.0
-
-
-def request_taken(event_types: Sequence[int], request: int) -> bool:
-    """Whether a worker took a request recorded in a run's history: a
-    workflow task started after the last event of type ``request`` (the
-    cancel request, or the signal). A request that arrives while a task is
-    under way is recorded after that task, so it counts only once read."""
-    from temporalio.api.enums.v1 import EventType
-
-    last = max((i for i, kind in enumerate(event_types) if kind == request), default=None)
-    return last is not None and EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED in event_types[last + 1:]
-
-
-async def _taken_within(client: AgentClient, run_id: str, request: int, seconds: float) -> tuple[bool, str]:
-    """Whether a worker took the request within ``seconds`` (or the run
-    ended), and the run's task queue."""
-    from temporalio.client import WorkflowExecutionStatus
-
-    handle = client.temporal.get_workflow_handle(run_id)
-    deadline = asyncio.get_running_loop().time() + seconds
-    while True:
-        description = await handle.describe()
-        if description.status != WorkflowExecutionStatus.RUNNING:
-            return True, description.task_queue
-        kinds = [event.event_type async for event in handle.fetch_history_events()]
-        if request_taken(kinds, request):
-            return True, description.task_queue
-        if asyncio.get_running_loop().time() >= deadline:
-            return False, description.task_queue
-        await asyncio.sleep(0.25)
-
-
-def untaken(run_id: str, what: str, task_queue: str, seconds: float) -> str:
-    """What ``stop`` or ``cancel`` says when no worker took its request."""
-    return (f"the {what} of run {run_id} is recorded on the server, but no worker on task queue {task_queue!r} "
-            f"picked it up within {seconds:g}s, so the run has not ended: a worker polling {task_queue!r} "
-            f"(`agentloop worker`, `agentloop dev`, or the program that started the run) carries it out when it "
-            f"comes; to end the run now without one, `agentloop cancel {run_id} --terminate` (or "
-            f"`temporal workflow terminate --workflow-id {run_id}`)")
-
-
-async def cmd_stop(args: argparse.Namespace) -> int:
-    from temporalio.api.enums.v1 import EventType
-
-    client = await ops_client()
-    handle = await running_handle(client, args.run, "stop request")
-    await handle.stop(args.reason)
-    taken, queue = await _taken_within(client, args.run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
-                                       PICKUP_SECONDS)
-    if not taken:
-        raise CommandFailed(untaken(args.run, "stop request", queue, PICKUP_SECONDS))
-    print(f"asked run {args.run} to stop: it ends `stopped` once its current step is done "
-          "(calls waiting for a decision are answered as stopped)")
-    return 0
-
-
-async def cmd_cancel(args: argparse.Namespace) -> int:
-    from temporalio.api.enums.v1 import EventType
-
-    client = await ops_client()
-    handle = await running_handle(client, args.run, "cancellation")
-    if args.terminate:
-        await handle.workflow_handle.terminate(reason="agentloop cancel --terminate")
-        print(f"terminated run {args.run}: it ended at once on the server, without a worker and without "
-              f"the cleanup a cancellation does; `agentloop show {args.run}` shows its status")
-        return 0
-    await handle.cancel()
-    taken, queue = await _taken_within(client, args.run, EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCEL_REQUESTED,
-                                       PICKUP_SECONDS)
-    if not taken:
-        raise CommandFailed(untaken(args.run, "cancellation", queue, PICKUP_SECONDS))
-    print(f"cancelled run {args.run}: its running LLM calls and tools are cancelled and it ends "
-          f"`cancelled`; `agentloop show {args.run}` shows where it stopped")
-    return 0
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
@@ -192,7 +36,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
 async def _list(client: AgentClient, args: argparse.Namespace) -> int:
     from temporalio.service import RPCError, RPCStatusCode
 
-    from agentloop.client.agent_client import runs_query
+    from agentloop.client.runs import runs_query
 
     try:
         runs = await client.list_runs(status=args.status, name=args.name, query=args.query, limit=args.limit)
@@ -388,3 +232,33 @@ def describe_state(state: RunState, final_text: str = "", *, started: datetime |
     if final_text:
         lines += ["\nfinal text:", final_text]
     return lines
+
+
+def add_list_parser(sub: Any) -> None:
+    """The ``list`` command and its options."""
+    listing = sub.add_parser(
+        "list", help="list runs, newest first",
+        description="List runs, newest first: id, status, agent, model, tools waiting for a decision, start "
+                    "time. With no server running, it starts the embedded one on $AGENTLOOP_HOME for as long "
+                    "as it reads, as `show` does.",
+    )
+    listing.add_argument("--status", choices=RUN_STATUSES)
+    listing.add_argument("--name", help="agent name (AgentSpec.name)")
+    listing.add_argument("--query", metavar="EXTRA",
+                         help="extra Temporal list filter, e.g. 'AgentModel=\"openai:gpt-4.1\"'")
+    listing.add_argument("--limit", type=positive, default=50, help="most runs to show (default: 50)")
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    listing.add_argument("--tree", action="store_true", help="sub-agents' runs under the run that delegated "
+                         "to them (top runs newest first)")
+
+
+def add_show_parser(sub: Any) -> None:
+    """The ``show`` command and its options."""
+    show = sub.add_parser(
+        "show", help="a run's status, usage, pending calls and final text",
+        description="Print a run's status, steps, usage, the calls waiting for a decision (with the commands "
+                    "that decide them) and its final text. With no server running, it starts the embedded one "
+                    "on $AGENTLOOP_HOME for as long as it reads.",
+    )
+    show.add_argument("run", type=run_id, help="run id")
+    show.add_argument("--json", action="store_true", help="the state as one JSON object")

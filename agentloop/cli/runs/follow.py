@@ -12,6 +12,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
+from agentloop.cli.runs.describe import args_json
+from agentloop.cli.runs.render import EventRenderer
 from agentloop.shared.errors import AgentRunFailed, DecisionRejected
 from agentloop.shared.events import (
     AgentEvent,
@@ -21,11 +23,10 @@ from agentloop.shared.events import (
     SubAgentInvocationStarted,
     is_terminal,
 )
-from agentloop.cli.render import EventRenderer, args_json
 
 if TYPE_CHECKING:
+    from agentloop.client.handle import AgentRunHandle
     from agentloop.shared.approvals import PendingApproval
-    from agentloop.client.agent_client import AgentRunHandle
 
 #: How long ``run``/``watch`` wait for a run's first event before saying that
 #: no worker may be answering (reading events needs one, even for ended runs).

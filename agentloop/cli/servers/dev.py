@@ -1,4 +1,4 @@
-"""``agentloop dev`` and ``agentloop worker``: processes that keep serving."""
+"""``agentloop dev``: the embedded Temporal dev server with a worker, until stopped."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from agentloop.cli.common import existing_workspace, say
-from agentloop.workers.config import agentloop_home
 from agentloop.cli.embedded import session
-from agentloop.workers.config import TemporalConfig
+from agentloop.cli.options import imports, port_number, workspace
 from agentloop.shared.errors import UserError
+from agentloop.workers.config import WORKER_ROLES, TemporalConfig, agentloop_home
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
@@ -92,7 +92,7 @@ async def report_failed_runs(client: Any, since: datetime) -> None:
     its id and why (the run's own error)."""
     from temporalio.service import RPCError
 
-    from agentloop.cli.render import short
+    from agentloop.cli.runs.describe import short
     from agentloop.client.agent_client import AgentClient
     from agentloop.shared.errors import AgentRunFailed
 
@@ -119,16 +119,23 @@ async def report_failed_runs(client: Any, since: datetime) -> None:
         await asyncio.sleep(FAILED_RUNS_POLL_SECONDS)
 
 
-async def cmd_worker(args: argparse.Namespace) -> int:
-    from agentloop.workers.worker import run_worker
-
-    config = TemporalConfig.from_env()
-    config.imports += args.imports
-    if args.role:
-        config.role = args.role
-    if args.deployment_name:
-        config.deployment_name = args.deployment_name.strip()
-    if args.build_id:
-        config.build_id = args.build_id.strip()
-    await run_worker(config, workspace=existing_workspace(args.workspace), metrics_port=args.metrics_port)
-    return 0
+def add_dev_parser(sub: Any) -> None:
+    """The ``dev`` command and its options."""
+    dev = sub.add_parser(
+        "dev", help="keep a local Temporal server and a worker running",
+        description="Keep the embedded Temporal server (SQLite in $AGENTLOOP_HOME) and a worker running until "
+                    "Ctrl-C, with the Temporal web UI. Other agentloop commands in other terminals use it; it "
+                    "prints the address to export as TEMPORAL_ADDRESS for other tools.",
+    )
+    dev.add_argument("--port", type=port_number, default=7233,
+                     help="the server's gRPC port (default: 7233; 0: a free one, printed)")
+    dev.add_argument("--ui-port", type=port_number, default=8233, help="the web UI's port (default: 8233; 0: a free one)")
+    dev.add_argument("--headless", action="store_true", help="no web UI")
+    dev.add_argument("--ui-codec-endpoint", metavar="URL",
+                     help="the codec endpoint the web UI decodes payloads with (an `agentloop codec-server`, e.g. "
+                          "http://127.0.0.1:8081), for encrypted payloads")
+    dev.add_argument("--data-dir", help="where the SQLite file lives (default: $AGENTLOOP_HOME)")
+    workspace(dev, "default workspace for runs that name none")
+    dev.add_argument("--role", choices=WORKER_ROLES, help="what its worker runs (default: "
+                     "$AGENTLOOP_WORKER_ROLE, else all); see `agentloop worker --help`")
+    imports(dev)

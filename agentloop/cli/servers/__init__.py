@@ -1,0 +1,2 @@
+"""Commands that keep serving: ``dev``, ``worker``, ``serve`` (HTTP) and
+``codec-server``."""
