@@ -9,7 +9,7 @@ from typing import Any
 from ag_ui.core import EventType
 from ag_ui.encoder import EventEncoder
 
-from agentloop.server.agui_mapping import APPROVAL_REASON, OUTPUT_REASON, AguiTranslator
+from agentloop.server.agui.mapping import APPROVAL_REASON, OUTPUT_REASON, AguiTranslator
 from agentloop.shared import events as ev
 from agentloop.shared.activity_io import StreamDelta
 from agentloop.shared.approvals import PendingAction, PendingApproval

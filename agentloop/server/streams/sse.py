@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from agentloop.server.hub import IDLE
+from agentloop.server.streams.hub import IDLE
 from agentloop.server.problems import Problem
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
