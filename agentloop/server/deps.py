@@ -11,9 +11,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.server.access.auth import Caller, authorize
-from agentloop.server.streams.hub import RunHub
 from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
+from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.sse import StreamSlots
 from agentloop.shared.spec import AgentSpec
 

@@ -15,10 +15,19 @@ from temporalio.service import RPCError
 from agentloop.client.agent_client import RunSummary
 from agentloop.server.access.auth import Caller
 from agentloop.server.agui.routes import run_stream
-from agentloop.server.deps import (Actor, Reader, ServerState, State, ask, describe_or_404, fits_or_413, resolve_spec,
-                                   running_or_409)
-from agentloop.server.streams.hub import IDLE
+from agentloop.server.deps import (
+    Actor,
+    Reader,
+    ServerState,
+    State,
+    ask,
+    describe_or_404,
+    fits_or_413,
+    resolve_spec,
+    running_or_409,
+)
 from agentloop.server.problems import Problem, problem_responses
+from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream, frame, resume_offset
 from agentloop.shared.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.errors import DecisionRejected, UserError

@@ -33,11 +33,11 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentloop.server.agui.mapping import AguiTranslator
 from agentloop.server.access.auth import Caller
+from agentloop.server.agui.mapping import AguiTranslator
 from agentloop.server.deps import Actor, ServerState, State, describe_or_404, fits_or_413, resolve_spec
-from agentloop.server.streams.hub import IDLE
 from agentloop.server.problems import Problem
+from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream
 from agentloop.shared.approvals import ApprovalDecision, ToolOutput
 from agentloop.shared.errors import DecisionRejected, describe_validation_error
