@@ -18,10 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
 from agentloop import AgentClient, AgentSpec
-from agentloop.server import ApiToken, ServerSettings
-from agentloop.server import console
+from agentloop.server import ApiToken, ServerSettings, console
 from agentloop.server.console import SCRIPTS, temporal_ui_link
 from agentloop.shared.spec import SubAgent
 from agentloop.testing import call, calls, reply, script
