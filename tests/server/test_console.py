@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.server import ApiToken, ServerSettings, console
+from agentloop.server import ApiToken, ServerSettings
 from agentloop.server.console import SCRIPTS, temporal_ui_link
 from agentloop.shared.spec import SubAgent
 from agentloop.testing import call, calls, reply, script
@@ -101,12 +101,6 @@ async def test_assets_are_served_with_etags_and_nothing_else_is(agent_client: Ag
         assert answer.status_code == 404 and answer.headers["content-type"] == "application/problem+json"
     assert missing.json()["detail"].startswith("the console has no asset 'page.html'; it serves api.js, composer.js, console.css, ")
     assert missing.json()["detail"].endswith(", run-waiting.js, runs.js")
-
-
-def test_every_script_module_in_static_is_served() -> None:
-    """A module added to static/ and left out of SCRIPTS would fail to load in the browser."""
-    static = Path(console.__file__).parent / "static"
-    assert sorted(SCRIPTS) == sorted(path.name for path in static.glob("*.js"))
 
 
 def test_the_temporal_ui_link_quotes_the_namespace_and_run() -> None:
