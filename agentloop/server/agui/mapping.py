@@ -38,6 +38,9 @@ ours                                                   AG-UI
                                                        streams under a new message id
 approval resolved, sub-agents, guardrails...           ``CUSTOM agentloop.<our type less agent.>``
 =====================================================  ==========================================
+
+:data:`HANDLERS`, :data:`CUSTOM_TYPES` and :data:`NOT_MAPPED` (the events
+left out on purpose, with why) together name every event type we have.
 """
 
 from __future__ import annotations
