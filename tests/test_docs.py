@@ -631,7 +631,7 @@ def test_the_link_check_catches_a_wrong_link() -> None:
 REPO_FOLDERS = ("agentloop", "workflows", "activities", "workers", "tests", "benchmarks", "deploy", "docs")
 #: A repository path in a code span or a link: a file with a suffix, or a folder ending in ``/``.
 REPO_PATH = re.compile(
-    r"(?<![\w./$-])(?:\.\./)*((?:%s)/[\w./-]*)(?![\w*<{])" % "|".join(REPO_FOLDERS)
+    r"(?<![\w./$-])(?:\.\./)*((?:" + "|".join(REPO_FOLDERS) + r")/[\w./-]*)(?![\w*<{])"
 )
 FILE_SUFFIXES = {".py", ".md", ".js", ".css", ".html", ".svg", ".toml", ".yml", ".yaml", ".json", ".jsonl",
                  ".sh", ".txt", ".cfg", ".ini", ".conf", ".service", ".env"}
