@@ -36,7 +36,9 @@ is given (``agentloop SUB --help``, ``temporal PATH --help``). Also checked:
 every link of a page (``#anchor``, ``other.md``, ``other.md#anchor``, and
 README's ``docs/PAGE.md#anchor``) leads to a file and a heading that exist,
 and the pages of docs/ link only to pages of docs/; headings are unique
-within a page (so GitHub and MkDocs give them the same anchors); examples
+within a page (so GitHub and MkDocs give them the same anchors); every
+repository path a page names (``agentloop/...``, ``tests/...``, ... in a code
+span or a link, in README.md, docs/ and the folders' README.md) exists; examples
 import user-facing names from ``agentloop``; the README stays a short front
 page; benchmarks/README.md says how to run each benchmark, and
 docs/performance.md gives each table its date, machine and command; the
@@ -623,6 +625,55 @@ def test_the_link_check_catches_a_wrong_link() -> None:
     assert "no heading" in (link_problem("docs/tools.md", "backend.md#the-spex") or "")
     assert "no file" in (link_problem("docs/tools.md", "backends.md") or "")
     assert "out of docs" in (link_problem("docs/tools.md", "../README.md") or "")
+
+
+#: The folders of the repository whose paths the pages name.
+REPO_FOLDERS = ("agentloop", "workflows", "activities", "workers", "tests", "benchmarks", "deploy", "docs")
+#: A repository path in a code span or a link: a file with a suffix, or a folder ending in ``/``.
+REPO_PATH = re.compile(
+    r"(?<![\w./$-])(?:\.\./)*((?:" + "|".join(REPO_FOLDERS) + r")/[\w./-]*)(?![\w*<{])"
+)
+FILE_SUFFIXES = {".py", ".md", ".js", ".css", ".html", ".svg", ".toml", ".yml", ".yaml", ".json", ".jsonl",
+                 ".sh", ".txt", ".cfg", ".ini", ".conf", ".service", ".env"}
+
+
+def pages_naming_paths() -> list[str]:
+    """Every Markdown page of the repository: README.md, docs/, and the
+    README.md files of the folders (tests/, benchmarks/, ...)."""
+    found = {*pages(), *(str(p.relative_to(ROOT)) for folder in REPO_FOLDERS for p in (ROOT / folder).rglob("*.md"))}
+    return sorted(p for p in found if "node_modules" not in p)
+
+
+def named_paths(text: str) -> list[str]:
+    """The repository paths a page's code spans and links name (``tests/x.py::test`` and
+    ``agentloop/cli/runs/run.py:cmd_run`` name the file); globs and placeholders are not paths."""
+    spans = re.findall(r"`([^`\n]+)`", text) + re.findall(r"\]\(([^)\s]+)\)", text)
+    found = []
+    for span in spans:
+        for match in REPO_PATH.finditer(span):
+            path = match.group(1).rstrip(".").split("::")[0].split("#")[0]
+            if path.endswith("/") or Path(path).suffix in FILE_SUFFIXES:
+                found.append(path)
+    return found
+
+
+def test_every_repository_path_a_page_names_exists() -> None:
+    problems, seen = [], 0
+    for page in pages_naming_paths():
+        for path in named_paths(page_text(page)):
+            seen += 1
+            if not (ROOT / path).exists():
+                problems.append(f"{page} names {path}, which is not in the repository")
+    assert problems == [], "\n".join(problems)
+    assert seen > 100
+
+
+def test_the_path_check_catches_a_stale_path() -> None:
+    text = "State in `workflows/state.py`, tests in [cli](../tests/process/test_cli.py), `tests/*/x.py`, `agentloop/x`."
+    assert named_paths(text) == ["workflows/state.py", "tests/process/test_cli.py"]
+    assert named_paths("`pytest tests/unit/test_docs_paths.py::test_one -q` `agentloop/cli/runs/run.py:cmd_run`") == [
+        "tests/unit/test_docs_paths.py", "agentloop/cli/runs/run.py"]
+    assert not (ROOT / "workflows/state.py").exists() and (ROOT / "tests/process/test_cli.py").exists()
 
 
 def test_headings_are_unique_within_a_page() -> None:

@@ -10,12 +10,13 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from agentloop.server import agui, console, problems, runs, threads
+from agentloop.server import console, problems, runs, threads
+from agentloop.server.access.doors import DoorGuard, Doors, doors_for
+from agentloop.server.agui import routes as agui
 from agentloop.server.deps import ServerState
-from agentloop.server.doors import DoorGuard, Doors, doors_for
-from agentloop.server.hub import RunHub
 from agentloop.server.settings import ServerSettings
-from agentloop.server.sse import StreamSlots
+from agentloop.server.streams.hub import RunHub
+from agentloop.server.streams.sse import StreamSlots
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient

@@ -23,8 +23,8 @@ from temporalio.api.common.v1 import Payloads
 from temporalio.converter import PayloadCodec
 
 from agentloop.server import problems
-from agentloop.server.auth import authorize
-from agentloop.server.doors import DoorGuard, Doors, doors_for
+from agentloop.server.access.auth import authorize
+from agentloop.server.access.doors import DoorGuard, Doors, doors_for
 from agentloop.server.problems import Problem
 from agentloop.server.settings import Scope, ServerSettings
 from agentloop.shared.errors import AgentLoopError

@@ -3,7 +3,8 @@ live, usage and cost, sub-agents, approvals) and a thread's page (the same,
 and a box to send the next message).
 
 No build step: each page is a small server-rendered shell, and
-``static/console.js`` (plain JavaScript, no bundler, no CDN) fills it from
+``static/console.js`` and the modules it imports (plain JavaScript as
+native ES modules, no bundler, no CDN) fill it from
 the JSON API and the run's Server-Sent Events, as any other client would.
 So the console needs the same token as the API: when tokens are configured,
 it asks for one and keeps it in the browser's ``localStorage``; the event
@@ -28,9 +29,16 @@ from agentloop.server.problems import Problem
 
 router = APIRouter(include_in_schema=False)
 
+#: The console's script: native ES modules (``static/*.js``), ``console.js``
+#: the page's entry; it imports the others by relative URL (``./dom.js``).
+SCRIPTS = (
+    "console.js", "dom.js", "format.js", "api.js", "runs.js", "run-page.js", "run-events.js",
+    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js",
+)
+
 #: The files under ``/assets/``, with their media types.
 ASSETS = {
-    "console.js": "text/javascript; charset=utf-8",
+    **{name: "text/javascript; charset=utf-8" for name in SCRIPTS},
     "console.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }

@@ -10,11 +10,11 @@ from fastapi import Depends, Request
 from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.server.auth import Caller, authorize
-from agentloop.server.hub import RunHub
+from agentloop.server.access.auth import Caller, authorize
 from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
-from agentloop.server.sse import StreamSlots
+from agentloop.server.streams.hub import RunHub
+from agentloop.server.streams.sse import StreamSlots
 from agentloop.shared.spec import AgentSpec
 
 if TYPE_CHECKING:

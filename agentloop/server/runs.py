@@ -13,12 +13,22 @@ from pydantic import BaseModel, Field
 from temporalio.service import RPCError
 
 from agentloop.client.runs import RunSummary
-from agentloop.server.auth import Caller
-from agentloop.server.deps import (Actor, Reader, ServerState, State, ask, describe_or_404, fits_or_413, resolve_spec,
-                                   running_or_409)
-from agentloop.server.hub import IDLE
+from agentloop.server.access.auth import Caller
+from agentloop.server.agui.routes import run_stream
+from agentloop.server.deps import (
+    Actor,
+    Reader,
+    ServerState,
+    State,
+    ask,
+    describe_or_404,
+    fits_or_413,
+    resolve_spec,
+    running_or_409,
+)
 from agentloop.server.problems import Problem, problem_responses
-from agentloop.server.sse import event_stream, frame, resume_offset
+from agentloop.server.streams.hub import IDLE
+from agentloop.server.streams.sse import event_stream, frame, resume_offset
 from agentloop.shared.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.errors import DecisionRejected, UserError
 from agentloop.shared.messages import Message
@@ -214,8 +224,6 @@ async def run_events(
     offset = resume_offset(request, from_)
     await describe_or_404(state, run_id)
     if protocol == "ag-ui":
-        from agentloop.server.agui import run_stream
-
         return event_stream(run_stream(state, run_id, offset), state.streams.take(caller.name))
     return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
-from agentloop.server.auth import Caller
+from agentloop.server.access.auth import Caller
 from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.shared.errors import DecisionRejected

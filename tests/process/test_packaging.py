@@ -106,7 +106,8 @@ def test_the_wheel_has_one_top_level_name_and_installs_beside_a_users_own_packag
                    "agentloop/workers/worker.py", "agentloop/workers/plugin.py",
                    # The web console's files (package data).
                    "agentloop/server/static/page.html", "agentloop/server/static/console.js",
-                   "agentloop/server/static/console.css", "agentloop/server/static/favicon.svg"):
+                   "agentloop/server/static/console.css", "agentloop/server/static/favicon.svg",
+                   "agentloop/server/static/run-page.js", "agentloop/server/agui/mapping.py"):
         assert module in names
 
     venv = tmp_path / "venv"

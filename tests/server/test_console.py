@@ -18,10 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-
 from agentloop import AgentClient, AgentSpec
 from agentloop.server import ApiToken, ServerSettings
-from agentloop.server.console import temporal_ui_link
+from agentloop.server.console import SCRIPTS, temporal_ui_link
 from agentloop.shared.spec import SubAgent
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.agents import echo_results, recording
@@ -67,7 +66,7 @@ async def test_pages_are_shells_that_name_the_run_and_its_temporal_ui_page(agent
         assert "script-src 'self'" in page.headers["content-security-policy"]
         assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
         assert 'data-auth="1"' in page.text
-        assert '<script src="/assets/console.js?v=' in page.text
+        assert '<script type="module" src="/assets/console.js?v=' in page.text
     assert 'data-page="runs"' in home.text and 'data-temporal-ui=""' in home.text
     assert 'data-page="run"' in run.text and 'data-id="run-1"' in run.text
     assert f'data-temporal-ui="{UI}/namespaces/{namespace}/workflows/run-1"' in run.text
@@ -81,21 +80,27 @@ async def test_pages_are_shells_that_name_the_run_and_its_temporal_ui_page(agent
 async def test_assets_are_served_with_etags_and_nothing_else_is(agent_client: AgentClient) -> None:
     async with serve(agent_client) as served:
         script = await served.http.get("/assets/console.js")
+        modules = {name: await served.http.get(f"/assets/{name}") for name in SCRIPTS}
         style = await served.http.get("/assets/console.css")
         again = await served.http.get("/assets/console.js", headers={"If-None-Match": script.headers["etag"]})
         missing = await served.http.get("/assets/page.html")
         outside = await served.http.get("/assets/..%2F..%2Fapp.py")
         page = await served.http.get("/")
     assert script.status_code == 200 and script.headers["content-type"].startswith("text/javascript")
-    assert "new EventSource(" in script.text and "access_token" in script.text
+    # The script is native ES modules, each served as JavaScript: the entry imports the others.
+    assert 'from "./run-page.js"' in script.text
+    for name, module in modules.items():
+        assert module.status_code == 200 and module.headers["content-type"].startswith("text/javascript"), name
+        assert module.headers["x-content-type-options"] == "nosniff", name
+    assert "new EventSource(" in modules["run-page.js"].text and "access_token" in modules["run-page.js"].text
     assert style.status_code == 200 and style.headers["content-type"].startswith("text/css")
     assert again.status_code == 304 and again.content == b""
     assert f'console.js?v={script.headers["etag"].strip(chr(34))}' in page.text
     assert 'data-auth="0"' in page.text and 'data-temporal-ui-base=""' in page.text
     for answer in (missing, outside):
         assert answer.status_code == 404 and answer.headers["content-type"] == "application/problem+json"
-    assert missing.json()["detail"] == ("the console has no asset 'page.html'; it serves console.css, console.js, "
-                                        "favicon.svg")
+    assert missing.json()["detail"].startswith("the console has no asset 'page.html'; it serves api.js, composer.js, console.css, ")
+    assert missing.json()["detail"].endswith(", run-waiting.js, runs.js")
 
 
 def test_the_temporal_ui_link_quotes_the_namespace_and_run() -> None:

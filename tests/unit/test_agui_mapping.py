@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, get_args
 
 from ag_ui.core import EventType
 from ag_ui.encoder import EventEncoder
 
-from agentloop.server.agui_mapping import APPROVAL_REASON, OUTPUT_REASON, AguiTranslator
+from agentloop.server.agui.mapping import (
+    APPROVAL_REASON,
+    CUSTOM_TYPES,
+    HANDLERS,
+    NOT_MAPPED,
+    OUTPUT_REASON,
+    AguiTranslator,
+)
 from agentloop.shared import events as ev
 from agentloop.shared.activity_io import StreamDelta
 from agentloop.shared.approvals import PendingAction, PendingApproval
@@ -268,3 +275,30 @@ def test_other_events_are_custom_events() -> None:
     ])
     assert [x.name for x in out[1:]] == ["agentloop.sub_agent.invocation.started", "agentloop.guardrail.triggered"]
     assert out[1].value["child_run_id"] == "child-1"
+
+
+def _event_types() -> set[str]:
+    """Every ``type`` of the union of our event models."""
+    union, _field = get_args(ev.AgentEvent)
+    return {model.model_fields["type"].default for model in get_args(union)}
+
+
+def test_every_event_type_has_a_handler_or_is_left_out_on_purpose():
+    """A new event type must be mapped (a handler or CUSTOM) or named in
+    NOT_MAPPED with a reason; the translator never drops one silently."""
+    types = _event_types()
+    assert len(types) == len(get_args(get_args(ev.AgentEvent)[0]))
+    places = {"HANDLERS": set(HANDLERS), "CUSTOM_TYPES": set(CUSTOM_TYPES), "NOT_MAPPED": set(NOT_MAPPED)}
+    missing = sorted(t for t in types if not any(t in keys for keys in places.values()))
+    assert not missing, f"event types with no AG-UI mapping and no NOT_MAPPED entry: {missing}"
+    twice = sorted(t for t in types if sum(t in keys for keys in places.values()) > 1)
+    assert not twice, f"event types mapped in more than one place: {twice}"
+    for name, keys in places.items():
+        stale = sorted(keys - types)
+        assert not stale, f"{name} names types that are no event of ours: {stale}"
+    assert all(reason.strip() for reason in NOT_MAPPED.values())
+
+
+def test_an_event_left_out_on_purpose_becomes_nothing():
+    translator = AguiTranslator(RUN)
+    assert translator.translate(e(ev.RunContinued, 1, runs=2)) == []

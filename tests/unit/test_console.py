@@ -8,7 +8,7 @@ import tomllib
 
 import pytest
 
-from agentloop.server.console import ASSETS
+from agentloop.server.console import ASSETS, SCRIPTS
 from tests.helpers import browser
 from tests.helpers.paths import ROOT
 
@@ -25,7 +25,7 @@ def test_every_asset_exists_and_ships_in_the_wheel() -> None:
 
 
 def test_the_console_loads_nothing_from_elsewhere() -> None:
-    for name in ("page.html", "console.js", "console.css"):
+    for name in ("page.html", "console.css", *SCRIPTS):
         text = (STATIC / name).read_text()
         assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
 

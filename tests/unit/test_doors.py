@@ -1,9 +1,9 @@
-"""The HTTP doors' decisions (agentloop/server/doors.py), pure: which Host,
+"""The HTTP doors' decisions (agentloop/server/access/doors.py), pure: which Host,
 Origin, content type and size each server accepts."""
 
 from __future__ import annotations
 
-from agentloop.server.doors import doors_for, refusal, split_host
+from agentloop.server.access.doors import doors_for, refusal, split_host
 
 
 def local(**kw):

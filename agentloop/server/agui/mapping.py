@@ -38,11 +38,15 @@ ours                                                   AG-UI
                                                        streams under a new message id
 approval resolved, sub-agents, guardrails...           ``CUSTOM agentloop.<our type less agent.>``
 =====================================================  ==========================================
+
+:data:`HANDLERS`, :data:`CUSTOM_TYPES` and :data:`NOT_MAPPED` (the events
+left out on purpose, with why) together name every event type we have.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ag_ui.core import (
@@ -109,11 +113,18 @@ OUTPUT_SCHEMA: dict[str, Any] = {
 WAITING_STATUSES = frozenset({"awaiting_approval", "requires_action"})
 
 #: Our events shown as ``CUSTOM agentloop.<type>`` with their fields.
-_CUSTOM_TYPES = frozenset({
-    "agent.tool.approval.resolved", "agent.sub_agent.invocation.started", "agent.sub_agent.invocation.completed",
+CUSTOM_TYPES = frozenset({
+    "agent.sub_agent.invocation.started", "agent.sub_agent.invocation.completed",
     "agent.guardrail.triggered", "agent.context.compacted", "agent.turn.interrupted", "agent.turn.rolled_back",
     "agent.run.steered", "agent.run.tool_removed", "agent.run.tool_added",
 })
+
+#: Our events that become no AG-UI event, on purpose, and why.
+NOT_MAPPED: dict[str, str] = {
+    "thread.message.created": "the message opens with its first delta or its completion (TEXT_MESSAGE_START)",
+    "agent.tool.execution.started": "AG-UI has no event for a call starting to run; TOOL_CALL_RESULT shows its end",
+    "agent.run.continued": "a new Temporal run under the same run id is no change a follower sees",
+}
 
 
 def token_usage(usage: Usage, model: str | None) -> list[TokenUsage] | None:
@@ -173,10 +184,10 @@ class AguiTranslator:
     def translate(self, event: Any) -> list[BaseEvent]:
         """The AG-UI events ``event`` (one of ours) becomes, in order."""
         self._out, self._seq, self._ms = [], event.seq, _millis(event)
-        handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)
+        handler = HANDLERS.get(event.type)
         if handler is not None:
-            handler(event)
-        elif event.type in _CUSTOM_TYPES:
+            handler(self, event)
+        elif event.type in CUSTOM_TYPES:
             self._custom(event.type, event.model_dump(mode="json", exclude={"type", "time", "seq"}))
         return self._out
 
@@ -447,3 +458,28 @@ class AguiTranslator:
 
     def _on_thread_run_cancelled(self, event: ev.RunCancelled) -> None:
         self._finish(outcome=RunFinishedCancelledOutcome(), usage=event.usage)
+
+
+#: Each of our event types with a translation of its own, and its handler.
+#: Every type of :data:`agentloop.shared.events.AgentEvent` is here, in
+#: :data:`CUSTOM_TYPES` or in :data:`NOT_MAPPED` (tests/unit/test_agui_mapping.py).
+HANDLERS: dict[str, Callable[[AguiTranslator, Any], None]] = {
+    "agent.run.created": AguiTranslator._on_agent_run_created,
+    "agent.thread.message.received": AguiTranslator._on_agent_thread_message_received,
+    "agent.turn.started": AguiTranslator._on_agent_turn_started,
+    "agent.run.step.created": AguiTranslator._on_agent_run_step_created,
+    "thread.message.delta": AguiTranslator._on_thread_message_delta,
+    "thread.run.step.tool_call.created": AguiTranslator._on_thread_run_step_tool_call_created,
+    "thread.message.reset": AguiTranslator._on_thread_message_reset,
+    "thread.message.completed": AguiTranslator._on_thread_message_completed,
+    "thread.run.step.tool_call.completed_by_llm": AguiTranslator._on_thread_run_step_tool_call_completed_by_llm,
+    "agent.tool.execution.completed": AguiTranslator._on_agent_tool_execution_completed,
+    "agent.tool.approval.requested": AguiTranslator._on_agent_tool_approval_requested,
+    "thread.run.requires_action": AguiTranslator._on_thread_run_requires_action,
+    "agent.tool.approval.resolved": AguiTranslator._on_agent_tool_approval_resolved,
+    "agent.run.status.changed": AguiTranslator._on_agent_run_status_changed,
+    "agent.turn.ended": AguiTranslator._on_agent_turn_ended,
+    "thread.run.completed": AguiTranslator._on_thread_run_completed,
+    "thread.run.failed": AguiTranslator._on_thread_run_failed,
+    "thread.run.cancelled": AguiTranslator._on_thread_run_cancelled,
+}

@@ -9,8 +9,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
-from agentloop.server.hub import IDLE
 from agentloop.server.problems import Problem
+from agentloop.server.streams.hub import IDLE
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 #: A comment line sent while a stream is idle: keeps proxies from closing it.

@@ -20,7 +20,7 @@ either way:
 * the JSON API (``POST /v1/runs/{id}/approvals`` or ``/tool_outputs``), then a
   resume entry with ``status: resolved`` and no payload to follow the turn on.
 
-The translation itself is :class:`agentloop.server.agui_mapping.AguiTranslator`.
+The translation itself is :class:`agentloop.server.agui.mapping.AguiTranslator`.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from ag_ui.encoder import EventEncoder
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentloop.server.agui_mapping import AguiTranslator
-from agentloop.server.auth import Caller
-from agentloop.server.deps import Actor, ServerState, State, resolve_spec
-from agentloop.server.hub import IDLE
+from agentloop.server.access.auth import Caller
+from agentloop.server.agui.mapping import AguiTranslator
+from agentloop.server.deps import Actor, ServerState, State, describe_or_404, fits_or_413, resolve_spec
 from agentloop.server.problems import Problem
-from agentloop.server.sse import event_stream
+from agentloop.server.streams.hub import IDLE
+from agentloop.server.streams.sse import event_stream
 from agentloop.shared.approvals import ApprovalDecision, ToolOutput
 from agentloop.shared.errors import DecisionRejected, describe_validation_error
 from agentloop.shared.events import is_terminal
@@ -179,8 +179,6 @@ async def resume(state: ServerState, thread_id: str, entries: list[ResumeEntry],
             does not have or that cannot be answered so, 422 for a payload
             that does not fit its interrupt.
     """
-    from agentloop.server.deps import describe_or_404, fits_or_413
-
     await describe_or_404(state, thread_id)
     offset = await _interrupt_offset(state, thread_id, {e.interrupt_id for e in entries})
     handle = state.client.get_handle(thread_id)
