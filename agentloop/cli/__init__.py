@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())
     command = {
         "run": cmd_run, "dev": cmd_dev, "worker": cmd_worker, "approve": cmd_approve, "submit": cmd_submit,
-        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "replay": cmd_replay, "show": cmd_show, "watch": cmd_watch,
+        "stop": cmd_stop, "cancel": cmd_cancel, "list": cmd_list, "replay": cmd_replay, "show": cmd_show,
+        "watch": cmd_watch,
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
         "codec-server": cmd_codec_server,

@@ -27,13 +27,15 @@ DEFAULT_RUN_TOOLS = ["shell_command", "read_file", "write_file", "apply_patch", 
 OPS_TIMEOUT_SECONDS = 15.0
 
 #: The statuses ``agentloop list --status`` filters on.
-RUN_STATUSES = ["running", "idle", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped"]
+RUN_STATUSES = [
+    "running", "idle", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped",
+]
 
 
 def table(rows: list[list[str]]) -> list[str]:
     """Rows of cells as lines, each column as wide as its widest cell."""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip() for row in rows]
 
 
 class CommandFailed(AgentLoopError):

@@ -53,10 +53,10 @@ async def cmd_approve(args: argparse.Namespace) -> int:
     client = await ops_client()
     handle = await running_handle(client, args.run, "decisions")
     accepted = await answer_within(
-        handle.decide(ApprovalDecision(
-            call_id=args.call, decision=decision, reason=args.reason, result=args.result,
-            by=args.by or _default_by(),
-        )),
+        handle.decide(ApprovalDecision.model_validate({
+            "call_id": args.call, "decision": decision, "reason": args.reason, "result": args.result,
+            "by": args.by or _default_by(),
+        })),
         "the decision", args.run,
     )
     if decision == "deny":
@@ -81,7 +81,7 @@ async def cmd_submit(args: argparse.Namespace) -> int:
         if args.output_text is None:
             raise UserError(f"give the output of {args.call} after it (or '-' to read it from stdin)")
         pairs.append((args.call, args.output_text))
-    pairs += [tuple(p) for p in args.outputs]  # type: ignore[misc]
+    pairs += [(call, text) for call, text in args.outputs]
     if not pairs:
         raise UserError("give at least one output: agentloop submit RUN CALL OUTPUT "
                         "[--output CALL OUTPUT ...]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from agentloop.cli.common import table
@@ -61,7 +61,7 @@ def _when(text: str) -> datetime:
         parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an ISO time, e.g. 2025-01-01T07:00:00Z") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 async def cmd_schedule(args: argparse.Namespace) -> int:
@@ -130,7 +130,8 @@ def _next(summary: object) -> str:
 def _describe(s: object) -> str:
     data = json.loads(s.model_dump_json())  # type: ignore[attr-defined]
     lines = [f"schedule {data['name']}: {', '.join(data['when'])}",
-             f"  agent: {data['agent'] or '-'}" + (f", feeding thread {data['thread_id']}" if data["thread_id"] else ""),
+             f"  agent: {data['agent'] or '-'}"
+             + (f", feeding thread {data['thread_id']}" if data["thread_id"] else ""),
              f"  state: {'paused' if data['paused'] else 'active'}" + (f" ({data['note']})" if data["note"] else ""),
              f"  overlap: {data['overlap']}; fired {data['fired']}, skipped for overlap {data['skipped_overlap']}",
              f"  next: {', '.join(data['next_runs'][:3]) or '-'}",

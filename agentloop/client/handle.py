@@ -197,7 +197,8 @@ class AgentRunHandle:
             return await self._handle.execute_update(contracts.STEER, message, result_type=SteerAccepted)
         except WorkflowUpdateFailedError as err:
             cause = err.cause
-            raise DecisionRejected(cause.message if isinstance(cause, ApplicationError) else str(cause or err)) from None
+            said = cause.message if isinstance(cause, ApplicationError) else str(cause or err)
+            raise DecisionRejected(said) from None
         except RPCError as err:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise DecisionRejected(f"nothing to steer: run {self.run_id} is not running ({err.message})") from None
@@ -219,16 +220,19 @@ class AgentRunHandle:
     async def approve(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
         """Approve a pending call; with ``result``, answer the model with it
         instead of running the tool (an override)."""
-        return await self.decide(build_request(ApprovalDecision, call_id=call_id, decision="approve", result=result, by=by))
+        return await self.decide(
+            build_request(ApprovalDecision, call_id=call_id, decision="approve", result=result, by=by))
 
     async def deny(self, call_id: str, reason: str | None = None, *, by: str | None = None) -> DecisionAccepted:
         """Deny a pending call; the model hears it was denied, and why."""
-        return await self.decide(build_request(ApprovalDecision, call_id=call_id, decision="deny", reason=reason, by=by))
+        return await self.decide(
+            build_request(ApprovalDecision, call_id=call_id, decision="deny", reason=reason, by=by))
 
     async def skip(self, call_id: str, *, result: str | None = None, by: str | None = None) -> DecisionAccepted:
         """Skip a pending call without running it; the model gets ``result``
         (or a note that it was skipped)."""
-        return await self.decide(build_request(ApprovalDecision, call_id=call_id, decision="skip", result=result, by=by))
+        return await self.decide(
+            build_request(ApprovalDecision, call_id=call_id, decision="skip", result=result, by=by))
 
     async def submit_tool_outputs(
         self, outputs: Mapping[str, str] | Sequence[ToolOutput]

@@ -129,7 +129,9 @@ async def id_in_use(temporal: Client, run_id: str) -> RunIdInUse:
         return RunIdInUse(run_id, running=True, status="running")
     if description.status == WorkflowExecutionStatus.RUNNING:
         return RunIdInUse(run_id, running=True, status="running")
-    status = description.typed_search_attributes.get(AGENT_STATUS)
-    if status in (None, *LIVE_STATUSES):
+    indexed = description.typed_search_attributes.get(AGENT_STATUS)
+    if indexed is None or indexed in LIVE_STATUSES:
         status = _TEMPORAL_STATUS.get(description.status, "ended")
+    else:
+        status = indexed
     return RunIdInUse(run_id, running=False, status=status, closed_at=description.close_time)

@@ -164,7 +164,8 @@ class AgentSchedules:
         if (cron is None) == (every is None):
             raise UserError("a schedule needs exactly one of cron (e.g. '0 7 * * *') and every (e.g. '1h')")
         when = ScheduleSpec(cron_expressions=[cron] if cron else [],
-                            intervals=[ScheduleIntervalSpec(every=_duration(every, "every"))] if every else [],
+                            intervals=[ScheduleIntervalSpec(every=interval)]
+                            if (interval := _duration(every, "every")) else [],
                             jitter=_duration(jitter, "jitter"), time_zone_name=time_zone)
         schedule = Schedule(
             action=self._action(name, spec, input, thread_id, double_texting),

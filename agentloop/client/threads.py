@@ -35,7 +35,7 @@ def thread_start(built: Any, attributes: TypedSearchAttributes, thread_id: str,
     """A thread's first run: its input with the thread options, its start
     search attributes with ``AgentThread``."""
     try:
-        options = ThreadOptions(id=thread_id, double_texting=double_texting)
+        options = ThreadOptions.model_validate({"id": thread_id, "double_texting": double_texting})
     except ValidationError as exc:
         raise UserError(f"invalid thread: {describe_validation_error(exc)}") from None
     pairs = [*attributes.search_attributes, SearchAttributePair(AGENT_THREAD, thread_id)]

@@ -31,6 +31,7 @@ from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream, frame, resume_offset
 from agentloop.shared.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.errors import DecisionRejected, UserError
+from agentloop.shared.events import ApprovalResolved
 from agentloop.shared.messages import Message
 from agentloop.shared.report import AgentRunReport, RunStatus
 from agentloop.shared.run import RunState
@@ -206,9 +207,10 @@ def _native_frame(event: Any) -> str:
     return frame(event.model_dump(mode="json"), event_id=event.seq)
 
 
-_SSE_RESPONSE = {200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
-                       "heartbeat comments while idle; the stream ends after the run's terminal event",
-                       "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
+                         "heartbeat comments while idle; the stream ends after the run's terminal event",
+          "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
 
 
 @router.get("/runs/{run_id}/events", response_class=Response, responses={**_SSE_RESPONSE, **problem_responses(404)})
@@ -233,7 +235,7 @@ async def _decided(state: ServerState, run_id: str, call_id: str) -> str:
 
     async def find() -> str | None:
         async for event in state.client.events(run_id):
-            if getattr(event, "type", "") == "agent.tool.approval.resolved" and event.call_id == call_id:
+            if isinstance(event, ApprovalResolved) and event.call_id == call_id:
                 return f"decided ({event.decision}) by {event.by or 'someone unnamed'} at {event.time.isoformat()}"
         return None
 

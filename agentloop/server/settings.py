@@ -68,7 +68,7 @@ def parse_tokens(text: str | None) -> list[ApiToken]:
         if len(secret) < 16:
             raise UserError(f"{TOKENS_ENV}: token {name!r} is {len(secret)} characters; use at least 16 "
                             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')")
-        tokens.append(ApiToken(name, scope, secret, agents))  # type: ignore[arg-type]
+        tokens.append(ApiToken(name, scope, secret, agents))
     for what, values in (("name", [t.name for t in tokens]), ("secret", [t.secret for t in tokens])):
         if len(set(values)) != len(values):
             raise UserError(f"{TOKENS_ENV}: two tokens have the same {what}; each token needs its own")

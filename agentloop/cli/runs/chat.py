@@ -298,6 +298,7 @@ class Chat:
             await self.handle.stop(command.text or "stopped from agentloop chat")
             self.view.line(f"  (stopping turn {self.view.turn} after its current step)")
         elif kind == "fork":
+            assert command.step is not None  # parse_command gives /fork its step, or an error
             forked = await self.client.fork(self.thread_id, command.step, command.text or None)
             self.view.line(f"forked thread {self.thread_id} at step {command.step}: new run {forked.run_id}")
             self.view.line(f"  `agentloop watch {shlex.quote(forked.run_id)}` follows it")

@@ -40,7 +40,8 @@ async def thread_client(args: argparse.Namespace, *, workspace: str | None = Non
 async def cmd_send(args: argparse.Namespace) -> int:
 
     if not args.message.strip():
-        raise UserError(f"the message is empty: say something, e.g. agentloop send {shlex.quote(args.thread)} \"and now?\"")
+        raise UserError("the message is empty: say something, e.g. "
+                        f"agentloop send {shlex.quote(args.thread)} \"and now?\"")
     async with thread_client(args) as client:
         handle = await client.send(args.thread, args.message, strategy=args.strategy)
         say(f"thread {handle.run_id} · turn {handle.turn}")

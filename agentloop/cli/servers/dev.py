@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
                         "its own: unset it, or run `agentloop worker` against that server")
     data_dir = Path(args.data_dir) if args.data_dir else None
     role = args.role or config.role
-    since = datetime.now(timezone.utc)
+    since = datetime.now(UTC)
     async with session(
         config, with_worker=True, workspace=existing_workspace(args.workspace), ui=not args.headless,
         port=args.port, ui_port=args.ui_port, ui_codec_endpoint=args.ui_codec_endpoint, data_dir=data_dir,
@@ -129,7 +129,8 @@ def add_dev_parser(sub: Any) -> None:
     )
     dev.add_argument("--port", type=port_number, default=7233,
                      help="the server's gRPC port (default: 7233; 0: a free one, printed)")
-    dev.add_argument("--ui-port", type=port_number, default=8233, help="the web UI's port (default: 8233; 0: a free one)")
+    dev.add_argument("--ui-port", type=port_number, default=8233,
+                     help="the web UI's port (default: 8233; 0: a free one)")
     dev.add_argument("--headless", action="store_true", help="no web UI")
     dev.add_argument("--ui-codec-endpoint", metavar="URL",
                      help="the codec endpoint the web UI decodes payloads with (an `agentloop codec-server`, e.g. "

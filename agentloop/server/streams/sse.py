@@ -37,7 +37,8 @@ def resume_offset(request: Request, from_: int | None) -> int:
             value = int(last)
         except ValueError:
             raise Problem(422, "Invalid Last-Event-ID",
-                          f"Last-Event-ID {last[:40]!r} is not an event id of this stream (ids are offsets: 0, 1, 2...)") from None
+                          f"Last-Event-ID {last[:40]!r} is not an event id of this stream "
+                          "(ids are offsets: 0, 1, 2...)") from None
         if value < 0:
             raise Problem(422, "Invalid Last-Event-ID", "Last-Event-ID must be 0 or more")
         return value + 1
