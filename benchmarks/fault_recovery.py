@@ -6,7 +6,7 @@ cannot report it); after ``--seconds`` the server starts again on the same
 port and SQLite file. Prints how many calls ran again.
 
 ``kill``: a run's worker subprocess (``agentloop worker --import
-tests.helpers.crash_fixture``) is SIGKILLed in the middle of an LLM step, another
+tests.helpers.fixtures.crash_fixture``) is SIGKILLed in the middle of an LLM step, another
 worker is started (heartbeat timeout 3 s). Prints, per trial, which attempt
 of the step completed, how often the model was called, and the seconds from
 the kill to the run's end. Usage::
@@ -106,7 +106,7 @@ async def outage(runs: int, seconds: float) -> None:
 def spawn(server: DevServer, queue: str, log: Path) -> subprocess.Popen[bytes]:
     env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue)
     return subprocess.Popen(
-        [sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.helpers.crash_fixture"],
+        [sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.helpers.fixtures.crash_fixture"],
         cwd=ROOT, env=env, stdout=log.open("ab"), stderr=subprocess.STDOUT,
     )
 

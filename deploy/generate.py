@@ -6,7 +6,7 @@ registration script (``register-search-attributes.sh``, run by compose.yaml's
 
     python deploy/generate.py
 
-``tests/unit/test_deploy.py`` fails while a written file differs from what
+``tests/unit/workers/test_deploy.py`` fails while a written file differs from what
 this would write.
 """
 

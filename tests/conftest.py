@@ -10,7 +10,7 @@ import os
 
 # Every workflow test runs the agent workflow in Temporal's workflow sandbox,
 # which fails any non-deterministic call at once (production workers run
-# without it: tests/server/test_workflow_sandbox.py). Set before agentloop is imported.
+# without it: tests/server/loop/test_workflow_sandbox.py). Set before agentloop is imported.
 os.environ.setdefault("AGENTLOOP_WORKFLOW_SANDBOX", "1")
 
 import contextlib
@@ -105,7 +105,7 @@ def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iter
     procs: list[subprocess.Popen[bytes]] = []
     log = tmp_path / "worker.log"
 
-    def spawn(module: str = "tests.helpers.durable_fixture", **extra_env: str) -> subprocess.Popen[bytes]:
+    def spawn(module: str = "tests.helpers.fixtures.durable_fixture", **extra_env: str) -> subprocess.Popen[bytes]:
         procs.append(start_worker(dev_server, task_queue, log, module, **extra_env))
         return procs[-1]
 

@@ -669,11 +669,11 @@ def test_every_repository_path_a_page_names_exists() -> None:
 
 
 def test_the_path_check_catches_a_stale_path() -> None:
-    text = "State in `workflows/state.py`, tests in [cli](../tests/process/test_cli.py), `tests/*/x.py`, `agentloop/x`."
-    assert named_paths(text) == ["workflows/state.py", "tests/process/test_cli.py"]
+    text = "State in `workflows/state.py`, tests in [cli](../tests/process/cli/test_cli.py), `tests/*/x.py`, `agentloop/x`."
+    assert named_paths(text) == ["workflows/state.py", "tests/process/cli/test_cli.py"]
     assert named_paths("`pytest tests/unit/test_docs_paths.py::test_one -q` `agentloop/cli/runs/run.py:cmd_run`") == [
         "tests/unit/test_docs_paths.py", "agentloop/cli/runs/run.py"]
-    assert not (ROOT / "workflows/state.py").exists() and (ROOT / "tests/process/test_cli.py").exists()
+    assert not (ROOT / "workflows/state.py").exists() and (ROOT / "tests/process/cli/test_cli.py").exists()
 
 
 def test_headings_are_unique_within_a_page() -> None:

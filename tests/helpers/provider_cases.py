@@ -1,7 +1,7 @@
 """One adapter per provider, so the provider contract tests are written once.
 
 A :class:`ProviderCase` says how to build a provider's model on the real SDK
-against its local server (:mod:`tests.helpers.provider_servers`), how to
+against its local server (:mod:`tests.helpers.servers.provider_servers`), how to
 script that server in the provider's wire format, how to read the request it
 received, and how to build the SDK's own exceptions (for the error mapping
 tested without a server). The tests parametrize over :data:`CASES`::
@@ -41,7 +41,7 @@ from agentloop.activities.models import ModelResolver
 from agentloop.activities.provider_common import Provider
 from agentloop.shared.activity_io import ModelRequest, StreamDelta, ToolDefinition
 from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from tests.helpers.provider_servers import (
+from tests.helpers.servers.provider_servers import (
     AnthropicServer,
     OpenAIServer,
     ScriptedHTTPServer,

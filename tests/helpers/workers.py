@@ -13,7 +13,7 @@ from tests.helpers.paths import ROOT
 
 
 def start_worker(
-    server: DevServer, task_queue: str, log: Path, module: str = "tests.helpers.durable_fixture",
+    server: DevServer, task_queue: str, log: Path, module: str = "tests.helpers.fixtures.durable_fixture",
     **extra_env: str,
 ) -> subprocess.Popen[bytes]:
     """``agentloop worker --import module`` on ``task_queue``, its output

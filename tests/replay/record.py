@@ -371,7 +371,7 @@ SCENARIOS.update({
 
 
 # MCP tools (no patch: only runs with mcp_servers reach the code): the
-# listing of a stdio server (tests/helpers/mcp_server.py) recorded by resolve_tools,
+# listing of a stdio server (tests/helpers/servers/mcp_server.py) recorded by resolve_tools,
 # then a result, an isError result and a JSON-RPC error in parallel.
 SCENARIOS.update({
     "mcp_tools": (
@@ -385,7 +385,7 @@ SCENARIOS.update({
 })
 
 #: The MCP servers of the recording worker.
-MCP_SERVERS = {"notes": {"command": sys.executable, "args": ["-m", "tests.helpers.mcp_server", "stdio"],
+MCP_SERVERS = {"notes": {"command": sys.executable, "args": ["-m", "tests.helpers.servers.mcp_server", "stdio"],
                          "cwd": str(ROOT)}}
 
 
@@ -611,7 +611,7 @@ async def record_schedule_feed(client, registry: ToolRegistry, ws: str) -> None:
     await client.get_workflow_handle("replay-schedule_feed-thread").terminate("recorded")
 
 
-#: The dev server of the versioning scenario: as tests/process/test_deploying.py
+#: The dev server of the versioning scenario: as tests/process/deploy/test_deploying.py
 #: sets its own up (drainage and poller history kept short).
 VERSIONED_SERVER_CONFIG = {
     "matching.wv.VersionDrainageStatusVisibilityGracePeriod": "\"1s\"",
@@ -657,7 +657,7 @@ def answer_last_user(request):  # noqa: ANN001, ANN201
 
 # Worker Deployment versioning (patch agentloop-upgrade-1; docs/deploying.md),
 # on a dev server of its own, with versions v1 and v2 of one deployment run
-# in-process (as tests/process/test_deploying.py runs them). A thread on v1
+# in-process (as tests/process/deploy/test_deploying.py runs them). A thread on v1
 # asks at its second turn which version is current (the local activity
 # current_deployment_version: a marker) and stays; v2 becomes current, and at
 # its third turn (Temporal says its target version changed: no question) it

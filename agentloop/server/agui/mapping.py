@@ -462,7 +462,7 @@ class AguiTranslator:
 
 #: Each of our event types with a translation of its own, and its handler.
 #: Every type of :data:`agentloop.shared.events.AgentEvent` is here, in
-#: :data:`CUSTOM_TYPES` or in :data:`NOT_MAPPED` (tests/unit/test_agui_mapping.py).
+#: :data:`CUSTOM_TYPES` or in :data:`NOT_MAPPED` (tests/unit/http/test_agui_mapping.py).
 HANDLERS: dict[str, Callable[[AguiTranslator, Any], None]] = {
     "agent.run.created": AguiTranslator._on_agent_run_created,
     "agent.thread.message.received": AguiTranslator._on_agent_thread_message_received,
