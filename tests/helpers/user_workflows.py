@@ -1,6 +1,6 @@
 """Users' own workflows and activities, run beside agentloop's: a greeting
 with nothing of agentloop in it (tests of AgentLoopPlugin), and workflows
-that use agentloop.workflow's chain and consolidate (tests of sub-agents)."""
+that use agentloop.in_workflow's chain and consolidate (tests of sub-agents)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic import BaseModel
 from temporalio import activity, workflow
 
 from agentloop import AgentSpec
-from agentloop.workflow import chain, consolidate, run_agent
+from agentloop.in_workflow import chain, consolidate, run_agent
 
 
 @activity.defn

@@ -74,8 +74,9 @@ with workflow.unsafe.imports_passed_through():
         ThreadState,
         TurnResult,
     )
-    from agentloop.workflows.loop_logic import FailRun, FinalAnswer, Stopped, max_steps_message
-    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.decisions.next_step import FailRun, FinalAnswer, Stopped
+    from agentloop.workflows.decisions.tool_messages import max_steps_message
+    from agentloop.workflows.effects.recorder import RunRecorder
 
 SEND_EXAMPLE = '{"text": "and in French?", "strategy": "enqueue"}'
 STEER_EXAMPLE = '{"text": "use the v2 API instead"}'
@@ -360,7 +361,7 @@ class ThreadRunner:
         a cancel; the first turn answers the run's input. ``upgrade`` runs
         when a message is about to begin its turn after the thread waited:
         it may continue the run as new on another worker version, the
-        message still queued (``agentloop.workflows.upgrade``)."""
+        message still queued (``agentloop.workflows.effects.upgrade``)."""
         t = self.thread
         if t.turn == 0:
             self._begin(QueuedMessage(turn=1, text=""), from_input=True)
