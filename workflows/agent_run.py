@@ -19,6 +19,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared import contracts
+
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
     from agentloop.shared.activity_io import (
@@ -29,26 +30,26 @@ with workflow.unsafe.imports_passed_through():
         MAX_REASON_CHARS,
         cut_text,
     )
-    from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
     from agentloop.shared.context import agents_md_layer
     from agentloop.shared.errors import (
         INVALID_INPUT_ERROR_TYPE,
         RUN_FAILED_ERROR_TYPE,
         TOOL_DEFINITION_ERROR_TYPE,
     )
-    from agentloop.shared.hooks import missing_hooks_message
-    from agentloop.shared.model_settings import tool_choice_problem
     from agentloop.shared.events import (
         RunCreated,
         RunFailed,
     )
     from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
+    from agentloop.shared.hooks import missing_hooks_message
+    from agentloop.shared.model_settings import tool_choice_problem
     from agentloop.shared.report import RunReason
     from agentloop.shared.run import AgentRunResult
+    from agentloop.shared.snapshots import restores_completed
     from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.state import PendingStep
     from agentloop.shared.transcripts import ModelContext, context_hash
-    from agentloop.workflows.effects import activity_calls as calls
-    from agentloop.workflows.effects.handover import Handover
+    from agentloop.workflows.decisions.delegation import sub_agent_tools
     from agentloop.workflows.decisions.next_step import (
         Continue,
         FailRun,
@@ -58,33 +59,32 @@ with workflow.unsafe.imports_passed_through():
         count_failed_steps,
         decide_after_tools,
     )
-    from agentloop.workflows.decisions.tool_messages import missing_tools_message
     from agentloop.workflows.decisions.output import (
         RetryOutput,
         final_result_tool,
         output_mode,
     )
-    from agentloop.shared.snapshots import restores_completed
+    from agentloop.workflows.decisions.tool_messages import missing_tools_message
+    from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.effects import snapshots
-    from agentloop.shared.state import PendingStep
-    from agentloop.workflows.decisions.delegation import sub_agent_tools
-    from agentloop.workflows.effects.guardrails import GuardrailRunner
     from agentloop.workflows.effects.context_window import (
         ContextKeeper,
         RunContext,
         system_prompt_with,
         wants_context,
     )
+    from agentloop.workflows.effects.guardrails import GuardrailRunner
+    from agentloop.workflows.effects.handover import Handover
     from agentloop.workflows.effects.sub_agents import SubAgentRunner
+    from agentloop.workflows.effects.threads import apply_steering
     from agentloop.workflows.effects.tool_calls import StepGates, ToolRunner
+    from agentloop.workflows.llm_step import LlmSteps
     from agentloop.workflows.patches import (
         RESTORED_COMPLETED_PATCH,
         TYPED_OUTPUT_PATCH,
         Features,
     )
-    from agentloop.workflows.effects.threads import apply_steering
-
-    from agentloop.workflows.llm_step import LlmSteps
+    from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
 
 
 def definition_of(spec: AgentSpec, origin: Any) -> tuple[str, DefinitionChange | None]:

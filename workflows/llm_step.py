@@ -28,7 +28,6 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.errors import (
         MODEL_CONTEXT_LENGTH_ERROR_TYPE,
     )
-    from agentloop.shared.guardrails import GuardrailStage, messages_to_check
     from agentloop.shared.events import (
         ApprovalRequested,
         MessageCompleted,
@@ -37,11 +36,13 @@ with workflow.unsafe.imports_passed_through():
         ToolCallCompletedByLLM,
         message_id,
     )
+    from agentloop.shared.guardrails import GuardrailStage, messages_to_check
     from agentloop.shared.messages import Message
     from agentloop.shared.report import StepReport
     from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.state import PendingStep
     from agentloop.shared.transcripts import ModelContext, context_hash
-    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.decisions.budgets import OverBudget, check_run_budget
     from agentloop.workflows.decisions.next_step import (
         FailRun,
         FinalAnswer,
@@ -50,17 +51,15 @@ with workflow.unsafe.imports_passed_through():
         RunTools,
         decide_next_step,
     )
-    from agentloop.workflows.decisions.budgets import OverBudget, check_run_budget
-    from agentloop.workflows.decisions.tool_gates import gate_calls
     from agentloop.workflows.decisions.output import (
         RetryOutput,
         TypedAnswer,
         decide_output,
     )
+    from agentloop.workflows.decisions.tool_gates import gate_calls
+    from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.effects.recorder import ms
-    from agentloop.shared.state import PendingStep
     from agentloop.workflows.effects.tool_calls import StepGates
-
     from agentloop.workflows.run_handlers import RunHandlers
 
 

@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared import contracts
+
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
     from agentloop.shared.approvals import (
@@ -31,21 +32,20 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.shared.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, report_text
     from agentloop.shared.run import AgentRunInput, MessagesResult, RunState, parse_run_input
-    from agentloop.shared.transcripts import ModelContext, TranscriptPage, page
-    from agentloop.workflows.decisions import requests
-    from agentloop.workflows.effects.recorder import RunRecorder, ms
     from agentloop.shared.snapshots import AgentSnapshot
-    from agentloop.workflows.effects import snapshots
     from agentloop.shared.state import LoopState
+    from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
+    from agentloop.shared.transcripts import ModelContext, TranscriptPage, page
+    from agentloop.workflows.decisions import conversation, requests
     from agentloop.workflows.decisions.delegation import waiting_on
+    from agentloop.workflows.effects import snapshots
+    from agentloop.workflows.effects.recorder import RunRecorder, ms
+    from agentloop.workflows.effects.threads import ThreadRunner
     from agentloop.workflows.patches import (
         BOUNDED_SIGNALS_PATCH,
         UNKNOWN_SIGNALS_PATCH,
         Features,
     )
-    from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
-    from agentloop.workflows.effects import threads
-    from agentloop.workflows.effects.threads import ThreadRunner
 
 
 class RunHandlers:
@@ -217,7 +217,7 @@ class RunHandlers:
         if workflow.patched(UNKNOWN_SIGNALS_PATCH):
             self._note(requests.unknown_signal(name))
 
-    # Threads: send and steer (decisions: agentloop.workflows.conversation) ------------
+    # Threads: send and steer (decisions: agentloop.workflows.decisions.conversation) ------------
 
     @workflow.signal(name=contracts.SEND)
     def send_signal(self, *args: Any) -> None:
@@ -238,17 +238,17 @@ class RunHandlers:
     def _validate_send(self, *args: Any) -> None:
         requests.as_update_error(lambda: self._decide_send(args))
 
-    def _decide_send(self, args: tuple[Any, ...]) -> threads.MessageDecision:
-        message = threads.parse_send(threads.one_payload("send", args))
+    def _decide_send(self, args: tuple[Any, ...]) -> conversation.MessageDecision:
+        message = conversation.parse_send(conversation.one_payload("send", args))
         s = self._state
         # A stop ends the turn under way; only a stop while the thread waits ends the thread.
         idle_stop = s.stop is not None and s.thread is not None and not s.thread.busy
         ended = s.status in ("completed", "failed", "cancelled", "stopped") or idle_stop
         facts = self._threads.facts(ended=ended) if self._threads is not None else \
-            threads.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
-        return threads.decide_message(message, facts)
+            conversation.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
+        return conversation.decide_message(message, facts)
 
-    def _accept(self, decision: threads.MessageDecision) -> MessageAccepted:
+    def _accept(self, decision: conversation.MessageDecision) -> MessageAccepted:
         assert self._threads is not None  # decide_message refuses runs that are not threads
         return self._threads.accept(decision)
 
@@ -274,7 +274,7 @@ class RunHandlers:
         s = self._state
         running = (s.status in LIVE_STATUSES and
                    (s.thread.busy if s.thread is not None else True))
-        return threads.decide_steer(threads.parse_steer(threads.one_payload("steer", args)),
+        return conversation.decide_steer(conversation.parse_steer(conversation.one_payload("steer", args)),
                                          run_id=self._run_id, running=running, is_thread=s.thread is not None)
 
     def _steer(self, message: Any) -> SteerAccepted:

@@ -17,7 +17,7 @@ from agentloop.shared.threads import (
     SendMessage,
     SteerMessage,
 )
-from agentloop.workflows.effects.threads import (
+from agentloop.workflows.decisions.conversation import (
     Enqueue,
     Interrupt,
     Refused,
