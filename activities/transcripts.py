@@ -73,7 +73,7 @@ class QueryTimeouts:
     has noticed that the dead worker stopped polling (~10 s after the
     crash). So the worker asks once with the whole budget, and asks again
     every ``reask`` while no answer came; the first answer wins. Measured
-    (worker SIGKILLed mid-step, heartbeat timeout 3 s, `tests/process/test_durability.py`
+    (worker SIGKILLed mid-step, heartbeat timeout 3 s, `tests/process/workers/test_durability.py`
     scenario): the step's second attempt finished 15.1 s after the kill with
     a single query, 11.2 s with re-asks every 2 s. A slow answer (a worker
     replaying a long history to answer) is still taken, from the first ask.

@@ -7,7 +7,7 @@ Backend code imports this package only::
 ``__all__`` holds what users write in their code (docs/api.md lists it, a line
 each). A Temporal application of your own adds :class:`AgentLoopPlugin` to its
 Client and Worker and runs agents inside its workflows with
-:mod:`agentloop.workflow`; scripted models for tests are in
+:mod:`agentloop.in_workflow`; scripted models for tests are in
 :mod:`agentloop.testing`.
 
 Names that earlier versions exported here (every event class, the error

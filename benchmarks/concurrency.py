@@ -99,7 +99,7 @@ from agentloop.workers.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
-from agentloop.workflows.recorder import RunRecorder
+from agentloop.workflows.effects.recorder import RunRecorder
 from benchmarks.cpu_split import CpuSplit, cpu_seconds, rss_mb
 from benchmarks.floor_workflows import MODEL_CALLS as CALLS
 from benchmarks.floor_workflows import (

@@ -227,7 +227,7 @@ def test_a_page_imports_only_its_own_files() -> None:
 
 # Modules whose names the examples import as they are; every other
 # user-facing name comes from ``agentloop`` itself.
-SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.workflow", "agentloop.shared.threads", "agentloop.activities.")
+SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.in_workflow", "agentloop.shared.threads", "agentloop.activities.")
 
 
 def test_examples_import_user_facing_names_from_agentloop() -> None:

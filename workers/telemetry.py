@@ -141,7 +141,7 @@ class Telemetry:
 
     def observe(self, event: Any, agent: str, model: str) -> None:
         """A run's event, handed over by its recorder (see
-        :func:`agentloop.workflows.recorder.observe`)."""
+        :func:`agentloop.workflows.effects.recorder.observe`)."""
         try:
             self._observe(event, agent, model)
         except Exception:  # telemetry must never fail a workflow task

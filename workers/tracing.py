@@ -6,7 +6,7 @@ conventions, beside those of ``temporalio.contrib.opentelemetry``.
   from the Temporal run id; the trace id from the caller's trace, else from
   the root workflow's run id), so the workflow can parent every span it
   causes on it from its first task, on any worker, and it is emitted once, at
-  the run's end, outside replays (see :func:`agentloop.workflows.recorder.observe`).
+  the run's end, outside replays (see :func:`agentloop.workflows.effects.recorder.observe`).
 * ``chat {model}``: one per LLM call, emitted by the ``call_model`` activity.
 * ``execute_tool {tool}``: one per tool call, emitted by its activity.
 

@@ -3,113 +3,89 @@
 Each LLM step and each tool call is an activity; Temporal's event history is
 the checkpoint, so a run survives worker crashes and restarts. The run is an
 interpreter over one :class:`~agentloop.shared.state.LoopState`: the pure
-functions of :mod:`~agentloop.workflows.loop_logic` decide, this class
+functions of :mod:`agentloop.workflows.decisions` decide, this class
 matches on their answers and does the I/O (activities, waits, continue-as-new),
-and a :class:`~agentloop.workflows.recorder.RunRecorder` publishes what
+and a :class:`~agentloop.workflows.effects.recorder.RunRecorder` publishes what
 happened. Deterministic: no I/O, clocks or randomness, only ``workflow.now()``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from temporalio import workflow
-from temporalio.common import RawValue
-from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared import contracts
+
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
     from agentloop.shared.activity_io import (
-        CallModelResult,
-        ModelResponse,
         ResolveToolsInput,
-        ResolveToolsResult,
         ToolDefinition,
     )
     from agentloop.shared.approvals import (
         MAX_REASON_CHARS,
-        DecisionAccepted,
-        PendingWork,
-        StopRequest,
-        ToolGate,
-        cut_oversize_fields,
         cut_text,
-        oversize_fields,
     )
-    from agentloop.workflows.sandbox import workflow_sandbox_from_env
-    from agentloop.shared.context import make_anchor
     from agentloop.shared.context import agents_md_layer
     from agentloop.shared.errors import (
         INVALID_INPUT_ERROR_TYPE,
-        MODEL_CONTEXT_LENGTH_ERROR_TYPE,
         RUN_FAILED_ERROR_TYPE,
         TOOL_DEFINITION_ERROR_TYPE,
     )
-    from agentloop.shared.guardrails import GuardrailStage, messages_to_check
-    from agentloop.shared.hooks import missing_hooks_message
-    from agentloop.shared.model_settings import tool_choice_problem
     from agentloop.shared.events import (
-        ApprovalRequested,
-        MessageCompleted,
-        MessageCreated,
-        RequiresAction,
         RunCreated,
         RunFailed,
-        ToolCallCompletedByLLM,
-        message_id,
     )
-    from agentloop.shared.messages import Message
     from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
-    from agentloop.shared.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, RunReason, StepReport, report_text
-    from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
+    from agentloop.shared.hooks import missing_hooks_message
+    from agentloop.shared.model_settings import tool_choice_problem
+    from agentloop.shared.report import RunReason
+    from agentloop.shared.run import AgentRunResult
+    from agentloop.shared.snapshots import restores_completed
     from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
-    from agentloop.workflows import activity_calls as calls
-    from agentloop.workflows import requests
-    from agentloop.workflows.handover import Handover
-    from agentloop.workflows.loop_logic import (
+    from agentloop.shared.state import PendingStep
+    from agentloop.shared.transcripts import ModelContext, context_hash
+    from agentloop.workflows.decisions.delegation import sub_agent_tools
+    from agentloop.workflows.decisions.next_step import (
         Continue,
         FailRun,
         FinalAnswer,
-        NextStep,
-        OverBudget,
-        RequireAction,
-        RunTools,
         Stopped,
         Verify,
-        check_run_budget,
         count_failed_steps,
         decide_after_tools,
-        decide_next_step,
-        gate_calls,
-        missing_tools_message,
     )
-    from agentloop.workflows.output_logic import RetryOutput, TypedAnswer, decide_output, final_result_tool, output_mode
-    from agentloop.workflows.recorder import RunRecorder, ms
-    from agentloop.shared.snapshots import AgentSnapshot, restores_completed
-    from agentloop.workflows import snapshots
-    from agentloop.shared.state import LoopState, PendingStep
-    from agentloop.workflows.delegation import sub_agent_tools, waiting_on
-    from agentloop.workflows.guardrails import GuardrailRunner
-    from agentloop.workflows.context import ContextKeeper, RunContext, system_prompt_with, wants_context
-    from agentloop.workflows.sub_agents import SubAgentRunner
-    from agentloop.workflows.tool_calls import StepGates, ToolRunner
-    from agentloop.workflows.versions import (
-        BOUNDED_SIGNALS_PATCH,
+    from agentloop.workflows.decisions.output import (
+        RetryOutput,
+        final_result_tool,
+        output_mode,
+    )
+    from agentloop.workflows.decisions.tool_messages import missing_tools_message
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.effects import snapshots
+    from agentloop.workflows.effects.context_window import (
+        ContextKeeper,
+        RunContext,
+        system_prompt_with,
+        wants_context,
+    )
+    from agentloop.workflows.effects.guardrails import GuardrailRunner
+    from agentloop.workflows.effects.handover import Handover
+    from agentloop.workflows.effects.sub_agents import SubAgentRunner
+    from agentloop.workflows.effects.threads import apply_steering
+    from agentloop.workflows.effects.tool_calls import StepGates, ToolRunner
+    from agentloop.workflows.llm_step import LlmSteps
+    from agentloop.workflows.patches import (
         RESTORED_COMPLETED_PATCH,
         TYPED_OUTPUT_PATCH,
-        UNKNOWN_SIGNALS_PATCH,
         Features,
     )
-    from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
-    from agentloop.workflows import threads
-    from agentloop.workflows.threads import ThreadRunner, apply_steering
+    from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
+
 
 def definition_of(spec: AgentSpec, origin: Any) -> tuple[str, DefinitionChange | None]:
     """The run's fingerprint, and (a run from a snapshot) how its definition
@@ -119,278 +95,13 @@ def definition_of(spec: AgentSpec, origin: Any) -> tuple[str, DefinitionChange |
     return definition.fingerprint, definition_change(before, definition) if before is not None else None
 
 
-@dataclass(frozen=True)
-class ContextTooLong:
-    """The provider refused the step's request as longer than the model's window."""
-
-    message: str
-
-
 # Deterministic by construction and checked under the sandbox by the test
 # suite; run without it unless AGENTLOOP_WORKFLOW_SANDBOX says otherwise.
 # Pinned on a versioned worker by the worker's default (agentloop.workers.worker.deployment_config):
 # a behaviour named here would be refused by unversioned workers' servers.
 @workflow.defn(name=contracts.WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())
-class AgentRunWorkflow:
+class AgentRunWorkflow(LlmSteps):
     """The agent loop: step, decide, run tools, repeat (docs/how-a-run-works.md)."""
-
-    @workflow.init
-    def __init__(self, *args: Any) -> None:
-        # The arguments arrive raw: input that is not one AgentRunInput (a
-        # string, a binary payload, none, two) fails the run once, in `run`,
-        # instead of failing workflow tasks forever on a decode error.
-        self._run_id = workflow.info().workflow_id
-        self._input: AgentRunInput | None = None
-        self._input_error: str | None = None
-        try:
-            self._input = parse_run_input(args)
-        except ValueError as exc:
-            self._input_error = str(exc)
-        carry = self._input.carry if self._input else None
-        # The event stream (Temporal Workflow Streams): subscribers poll it by
-        # offset; the LLM activity publishes deltas into it.
-        self._stream = WorkflowStream(prior_state=carry.stream if carry else None)
-        # A carried state is restored here, before any handler runs: a decision
-        # delivered in the new run's first activation must find its pending call.
-        self._state = carry if carry is not None else self._fresh_state()
-        if carry is not None and self._input is not None:
-            self._state.resume(self._input.messages)
-        self._recorder = RunRecorder(self._stream, self._run_id, self._state)
-        self._features = Features()
-        self._model_context = ModelContext()
-        thread = self._input.thread if self._input else None
-        self._threads = (ThreadRunner(self._state, self._recorder, self._stream, self._run_id, thread, self._input.spec)
-                         if thread is not None and self._input is not None else None)
-
-    def _fresh_state(self) -> LoopState:
-        if self._input is not None and self._input.origin is not None:
-            return snapshots.origin_state(self._input, self._run_id, workflow.now())  # restored or forked
-        messages = list(self._input.messages) if self._input else []
-        report = AgentRunReport(
-            id=self._run_id,
-            model=self._input.spec.model if self._input else "",
-            started_at=workflow.now(),
-            user_message=report_text(next((m.text for m in reversed(messages) if m.role == "user"), "")),
-        )
-        return LoopState(input_count=len(messages), report=report, messages=messages)
-
-    # Queries -----------------------------------------------------------------------
-
-    @workflow.query(name=contracts.STATE_QUERY)
-    def state(self) -> RunState:
-        """Status, step, tool calls running now, what the run waits for, usage."""
-        s, spec = self._state, self._input.spec if self._input else None
-        return RunState(
-            run_id=self._run_id, status=s.status, step=s.step, reason=s.reason, error=s.error,
-            current_step=s.step + 1 if s.status in STEP_UNDER_WAY else None, steps_taken=s.report.step_count,
-            running_tool_calls=list(s.running_calls.values()), message_count=len(s.messages), usage=s.usage,
-            pending_approvals=list(s.approvals.values()), pending_actions=list(s.actions.values()),
-            stop_requested=s.stop is not None, rejected_signals=list(s.rejected_signals),
-            agent_name=spec.name if spec else "", model=spec.model if spec else "",
-            waiting_on=waiting_on(s.running_subs) if s.running_subs else "",
-            thread_id=s.thread.id if s.thread else "", turn=s.thread.turn if s.thread else 0,
-            busy=s.thread.busy if s.thread else s.status in LIVE_STATUSES,
-            queued=len(s.thread.queue) if s.thread else 0, workspace=spec.workspace if spec else None,
-        )
-
-    @workflow.query(name=contracts.MESSAGES_QUERY)
-    def messages(self) -> MessagesResult:
-        """The conversation so far, input included."""
-        return MessagesResult(messages=list(self._state.messages))
-
-    @workflow.query(name=contracts.REPORT_QUERY)
-    def report(self) -> AgentRunReport:
-        """The run report, complete up to now."""
-        report = self._state.report.model_copy()
-        if report.completed_at is None:
-            report.total_ms = ms(workflow.now() - report.started_at)
-        return report
-
-    @workflow.query(name=contracts.EXPORT_QUERY)
-    def export(self) -> AgentSnapshot:
-        """The run as a versioned snapshot (``agentloop.shared.snapshots``), in one read."""
-        if self._input is None:
-            raise ApplicationError(f"run {self._run_id} has no valid input to export")
-        return snapshots.export_snapshot(self._state, self._input, self._run_id,
-                                       [t.name for t in self._model_context.tools], self.report(), workflow.now())
-
-    @workflow.query(name=contracts.TRANSCRIPT_QUERY)
-    def transcript(self, *args: Any) -> TranscriptPage:
-        """Messages from an offset, with the transcript's hash: how a worker
-        fills its cache for an LLM step that names the transcript by reference."""
-        return page(self._state.messages, self._state.transcript_hashes(), requests.transcript_range(args))
-
-    @workflow.query(name=contracts.MODEL_CONTEXT_QUERY)
-    def model_context(self) -> ModelContext:
-        """The system prompt and tools every LLM step of this run uses."""
-        return self._model_context
-
-    @workflow.query(name=contracts.PENDING_QUERY)
-    def pending(self) -> PendingWork:
-        """Calls waiting for an operator's decision or the client's outputs."""
-        return PendingWork(approvals=list(self._state.approvals.values()), actions=list(self._state.actions.values()))
-
-    # Signals and updates (checks: agentloop.workflows.requests) ---------------------
-    #
-    # Each decision arrives as a signal (fire and forget: what ops tools and
-    # `temporal workflow signal` send) or as an update of the same name, whose
-    # validator refuses bad input before it reaches history. A replayed update
-    # was accepted by the validator of its day: its handler checks the run's
-    # state again, not the request's size.
-
-    @workflow.signal(name=contracts.APPROVE)
-    def approve_signal(self, *args: Any) -> None:
-        """Decide a pending call: approve, deny, skip, or approve with a result."""
-        try:
-            payload = self._signal_payload("approve", args)
-            self._state.decide(requests.check_decision(payload, self._state, self._run_id))
-        except ValueError as exc:
-            self._note(f"approve signal ignored: {exc}")
-
-    @workflow.update(name=contracts.APPROVE)
-    def approve_update(self, *args: Any) -> DecisionAccepted:
-        """Like the ``approve`` signal, but answers, and refuses bad input."""
-        decision = requests.as_update_error(
-            lambda: requests.check_decision(requests.one_payload("approve", args), self._state, self._run_id))
-        self._state.decide(decision)
-        return DecisionAccepted(call_ids=[decision.call_id], still_pending=self._state.still_pending())
-
-    @approve_update.validator
-    def _validate_approve(self, *args: Any) -> None:
-        requests.as_update_error(
-            lambda: requests.check_decision(requests.update_payload("approve", args), self._state, self._run_id))
-
-    @workflow.signal(name=contracts.SUBMIT_TOOL_OUTPUTS)
-    def submit_signal(self, *args: Any) -> None:
-        """Outputs of the calls the client ran (``requires_action``)."""
-        try:
-            payload = self._signal_payload("submit_tool_outputs", args)
-            self._state.take_outputs(requests.check_outputs(payload, self._state, self._run_id))
-        except ValueError as exc:
-            self._note(f"submit_tool_outputs signal ignored: {exc}")
-
-    @workflow.update(name=contracts.SUBMIT_TOOL_OUTPUTS)
-    def submit_update(self, *args: Any) -> DecisionAccepted:
-        """Like the ``submit_tool_outputs`` signal, but answers, and refuses bad input."""
-        submission = requests.as_update_error(lambda: requests.check_outputs(
-            requests.one_payload("submit_tool_outputs", args), self._state, self._run_id))
-        self._state.take_outputs(submission)
-        ids = [o.call_id for o in submission.tool_outputs]
-        return DecisionAccepted(call_ids=ids, still_pending=self._state.still_pending())
-
-    @submit_update.validator
-    def _validate_submit(self, *args: Any) -> None:
-        requests.as_update_error(lambda: requests.check_outputs(
-            requests.update_payload("submit_tool_outputs", args), self._state, self._run_id))
-
-    @workflow.signal(name=contracts.STOP_SIGNAL)
-    def stop_signal(self, *args: Any) -> None:
-        """End the run ``stopped`` once the current step is done."""
-        try:
-            request = requests.parse_stop(self._signal_payload("stop", args))
-        except ValueError as exc:
-            self._note(f"stop signal ignored: {exc}")
-            request = StopRequest()
-        self._state.request_stop(request)
-
-    @workflow.signal(dynamic=True)
-    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        """A signal of a name the run does not know: noted, never dropped
-        without a trace (runs started before the patch marker left none)."""
-        if workflow.patched(UNKNOWN_SIGNALS_PATCH):
-            self._note(requests.unknown_signal(name))
-
-    # Threads: send and steer (decisions: agentloop.workflows.conversation) ------------
-
-    @workflow.signal(name=contracts.SEND)
-    def send_signal(self, *args: Any) -> None:
-        """A thread's next message (see the ``send`` update)."""
-        try:
-            self._accept(self._decide_send(args))
-        except ValueError as exc:
-            self._note(f"send signal ignored: {exc}")
-
-    @workflow.update(name=contracts.SEND)
-    def send_update(self, *args: Any) -> MessageAccepted:
-        """A thread's next message, handled by its double-texting strategy;
-        answers the turn that will answer it. Refused (before it reaches
-        history) when the run is not a thread, or by ``reject`` while busy."""
-        return self._accept(requests.as_update_error(lambda: self._decide_send(args)))
-
-    @send_update.validator
-    def _validate_send(self, *args: Any) -> None:
-        requests.as_update_error(lambda: self._decide_send(args))
-
-    def _decide_send(self, args: tuple[Any, ...]) -> threads.MessageDecision:
-        message = threads.parse_send(threads.one_payload("send", args))
-        s = self._state
-        # A stop ends the turn under way; only a stop while the thread waits ends the thread.
-        idle_stop = s.stop is not None and s.thread is not None and not s.thread.busy
-        ended = s.status in ("completed", "failed", "cancelled", "stopped") or idle_stop
-        facts = self._threads.facts(ended=ended) if self._threads is not None else \
-            threads.ThreadFacts(run_id=self._run_id, thread_id="", busy=False, queued=0, next_turn=1)
-        return threads.decide_message(message, facts)
-
-    def _accept(self, decision: threads.MessageDecision) -> MessageAccepted:
-        assert self._threads is not None  # decide_message refuses runs that are not threads
-        return self._threads.accept(decision)
-
-    @workflow.signal(name=contracts.STEER)
-    def steer_signal(self, *args: Any) -> None:
-        """A user message for the run's next LLM step (see the ``steer`` update)."""
-        try:
-            self._steer(self._decide_steer(args))
-        except ValueError as exc:
-            self._note(f"steer signal ignored: {exc}")
-
-    @workflow.update(name=contracts.STEER)
-    def steer_update(self, *args: Any) -> SteerAccepted:
-        """A user message the model sees before its next LLM step, after the
-        results of the step under way; the turn goes on."""
-        return self._steer(requests.as_update_error(lambda: self._decide_steer(args)))
-
-    @steer_update.validator
-    def _validate_steer(self, *args: Any) -> None:
-        requests.as_update_error(lambda: self._decide_steer(args))
-
-    def _decide_steer(self, args: tuple[Any, ...]) -> Any:
-        s = self._state
-        running = (s.status in LIVE_STATUSES and
-                   (s.thread.busy if s.thread is not None else True))
-        return threads.decide_steer(threads.parse_steer(threads.one_payload("steer", args)),
-                                         run_id=self._run_id, running=running, is_thread=s.thread is not None)
-
-    def _steer(self, message: Any) -> SteerAccepted:
-        self._state.steering = [*self._state.steering, message.text]
-        turn = self._state.thread.turn if self._state.thread is not None else 0
-        return SteerAccepted(run_id=self._run_id, turn=turn, waiting=len(self._state.steering))
-
-    @workflow.query(name=contracts.TURN_QUERY)
-    def turn(self, *args: Any) -> TurnResult | None:
-        """Turn ``n`` of a thread (the argument): running, or how it ended;
-        None when it has not begun (or the run is not a thread)."""
-        thread = self._state.thread
-        n = args[0] if args else (thread.turn if thread else 0)
-        if thread is None or not isinstance(n, int):
-            return None
-        return thread.result(n)
-
-    def _signal_payload(self, name: str, args: tuple[Any, ...]) -> Any:
-        """A signal's one payload, its free text cut to the limits (each cut noted)."""
-        payload = requests.one_payload(name, args)
-        # A stop is taken whatever its reason, so cutting it changes no
-        # command; approve and submit_tool_outputs signals with oversize text
-        # were ignored before, and still are in runs that started then.
-        if oversize_fields(name, payload) and (name == "stop" or workflow.patched(BOUNDED_SIGNALS_PATCH)):
-            payload, notes = cut_oversize_fields(name, payload)
-            for note in notes:
-                self._note(note)
-        return payload
-
-    def _note(self, text: str) -> None:
-        """Say in the ``state`` query's ``rejected_signals`` what became of a signal."""
-        workflow.logger.warning(text)
-        self._state.note(text)
 
     # The loop --------------------------------------------------------------------------
 
@@ -422,7 +133,7 @@ class AgentRunWorkflow:
             snapshots.announce_pending(self._state, self._recorder)
         self._recorder.index()
         if spec.output is not None:
-            workflow.patched(TYPED_OUTPUT_PATCH)  # typed answers: decided by agentloop.workflows.output_logic
+            workflow.patched(TYPED_OUTPUT_PATCH)  # typed answers: decided by agentloop.workflows.decisions.output
         try:
             return await self._loop(spec)
         except asyncio.CancelledError:
@@ -549,181 +260,6 @@ class AgentRunWorkflow:
         if self._input.carry is None:
             snapshots.note_tool_changes(self._input.origin, [t.name for t in model_tools], self._state, self._recorder)
         return tools
-
-    # One LLM step ------------------------------------------------------------------------
-
-    async def _llm_step(self, spec: AgentSpec, tools: list[ToolDefinition]) -> NextStep | RetryOutput | StepGates:
-        """One LLM step and what follows it: the run's end, one more step, or
-        the step's calls, gated."""
-        state, features = self._state, self._features
-        refreshed = await self._refresh_context()
-        if refreshed is not None:
-            return refreshed
-        managed = await self._manage_context("threshold")
-        if managed is not None:
-            return managed
-        report = self._recorder.step_started()
-        blocked = await self._guard("input", messages_to_check(state.messages), report)
-        if blocked is not None:
-            return blocked
-        msg_id = message_id(self._run_id, state.step)
-        self._recorder.emit(MessageCreated, message_id=msg_id)
-        result = await self._call_model_fitting(spec, report)
-        if isinstance(result, FailRun):
-            return result
-        blocked = await self._guard("output", [result.response.message], report)
-        if blocked is not None:
-            return blocked  # a response that trips a guardrail does not join the conversation
-        self._take_response(result.response, msg_id)
-        if features.by_reference:
-            budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
-            state.report.total_cost_usd = budget.cost_usd
-            if isinstance(budget, OverBudget):
-                return FailRun("cost_limit", budget.message)
-        typed = self._typed_answer(spec, result.response) if spec.output is not None else None
-        if typed is not None:
-            return typed
-        decision = decide_next_step(
-            result.response, spec=spec, continuations=state.continuations, limit_requires_action=features.hitl,
-            may_verify=features.by_reference and not state.verified, last_step=state.step + 1 >= spec.max_steps,
-        )
-        match decision:
-            case RunTools() | RequireAction():
-                gates = gate_calls(decision, spec=spec, tools=tools, step=state.step + 1, now=workflow.now(),
-                                   hitl=features.hitl, strict_client_arguments=features.by_reference)
-                state.continuations = state.continuations + 1 if isinstance(decision, RunTools) else 0
-            case _:
-                return decision
-        return self._gated(gates, report)
-
-    def _typed_answer(self, spec: AgentSpec, response: ModelResponse) -> FinalAnswer | RetryOutput | FailRun | None:
-        """A typed run's answer checked against ``spec.output``
-        (:func:`~agentloop.workflows.output_logic.decide_output`); None when
-        the response is not an answer."""
-        assert spec.output is not None
-        state = self._state
-        decision = decide_output(response, spec.output, tries=state.output_tries, retries=spec.output_retries,
-                                 last_step=state.step + 1 >= spec.max_steps)
-        if not isinstance(decision, TypedAnswer):
-            return decision
-        state.report.output, state.report.final_text = decision.value, decision.text
-        if decision.results is not None:  # the answer was a final_result call: answer the step's calls
-            state.messages.append(decision.results)
-            state.end_step_here()
-        return FinalAnswer(decision.text)
-
-    async def _refresh_context(self) -> FailRun | None:
-        """The step's system prompt with the spec's per-step context layers
-        (runs with context providers only)."""
-        if self._context is None:
-            return None
-        prompt = await self._context.before_step()
-        if isinstance(prompt, FailRun):
-            return prompt
-        if prompt is not None and prompt != self._model_context.system_prompt:
-            tools = self._model_context.tools
-            self._model_context = ModelContext(system_prompt=prompt, tools=tools,
-                                               context_hash=context_hash(prompt, tools))
-            self._keeper.use(self._model_context)
-        return None
-
-    async def _guard(self, stage: GuardrailStage, messages: list[Message], report: StepReport) -> FailRun | None:
-        """The stage's guardrails on ``messages`` (runs with guardrails only)."""
-        if self._guards is None:
-            return None
-        return await self._guards.check(stage, messages, report)
-
-    def _gated(self, gates: list[ToolGate], report: StepReport) -> StepGates:
-        """The step's calls that ask someone start waiting; say so."""
-        self._state.under_way = PendingStep(gates=gates, report=report)
-        self._state.wait_for(gates)
-        for gate in gates:
-            if gate.approval is not None:
-                self._recorder.emit(ApprovalRequested, approval=gate.approval)
-        actions = [g.action for g in gates if g.action is not None]
-        if actions:
-            self._recorder.emit(RequiresAction, actions=actions)
-        self._recorder.index()
-        return StepGates(gates, report)
-
-    async def _manage_context(self, trigger: str) -> FailRun | None:
-        if not self._features.by_reference:
-            return None
-        return await self._keeper.manage(trigger=trigger)
-
-    async def _call_model_fitting(self, spec: AgentSpec, report: StepReport) -> CallModelResult | FailRun:
-        """The step's LLM call; a request the provider refuses as too long is
-        compacted and taken again, at most twice."""
-        result = await self._call_model(spec, report)
-        for _ in range(2):
-            if not isinstance(result, ContextTooLong):
-                break
-            managed = await self._manage_context("context_length_error")
-            if managed is not None:
-                return managed
-            result = await self._call_model(spec, report)
-        return FailRun("error", result.message) if isinstance(result, ContextTooLong) else result
-
-    async def _look_tools_up(self, input: ResolveToolsInput) -> ResolveToolsResult:
-        """The spec's tools: from this worker when it serves them (a local
-        activity; the run's clock then stays held until the first LLM step's
-        answer, see ``RunRecorder.hold_clock``), else from the tools queue."""
-        if self._features.resolve_here:
-            self._recorder.hold_clock()
-            found = await calls.resolve_tools_here(input)
-            if found is not None:
-                return found
-            self._recorder.release_clock()  # the tools queue's answer arrives at one time in every execution
-        return await calls.resolve_tools(input, calls.resolve_tools_options(self._features.tool_queue))
-
-    async def _call_model(self, spec: AgentSpec, report: StepReport) -> CallModelResult | ContextTooLong | FailRun:
-        step, started = self._state.step + 1, self._recorder.now()
-        input = calls.model_step_input(self._run_id, spec, self._state, self._model_context,
-                                       by_reference=self._features.by_reference, seed=self._features.lean)
-        try:
-            result = await calls.call_model(input, calls.model_call_options(spec), f"LLM step {step}")
-        except ActivityError as err:
-            self._recorder.release_clock()
-            calls.reraise_cancel(err)
-            report.llm_latency_ms = ms(workflow.now() - started)
-            detail = calls.failure_detail(err)
-            if calls.failure_type(err) == MODEL_CONTEXT_LENGTH_ERROR_TYPE and self._features.by_reference:
-                return ContextTooLong(f"LLM step {step} failed: {detail}")
-            after = calls.attempts_note(err, spec.llm_max_attempts)
-            return FailRun("error", f"LLM step {step} failed{after}: {detail}")
-        self._recorder.release_clock()
-        response, by_reference = result.response, self._features.by_reference
-        report.llm_latency_ms = ms(workflow.now() - started)
-        report.finish_reason = response.finish_reason
-        usage = response.usage + result.failed_attempts_usage if by_reference else response.usage
-        report.usage = self._state.add_usage(usage, result.attempt if by_reference else 1)
-        self._state.report.total_llm_time_ms += report.llm_latency_ms
-        return result
-
-    def _take_response(self, response: ModelResponse, msg_id: str) -> None:
-        """The assistant message joins the conversation and is announced."""
-        state = self._state
-        tokens = response.usage.input_tokens
-        state.anchor = make_anchor(state.messages, tokens) if tokens else None
-        state.messages.append(response.message)
-        if response.message.text:
-            state.report.final_text = response.message.text
-        if not response.message.tool_calls:
-            state.end_step_here()  # a step without tool calls ends with its answer
-        self._recorder.emit(MessageCompleted, message_id=msg_id, message=response.message, usage=response.usage,
-                            finish_reason=response.finish_reason)
-        for tool_call in response.message.tool_calls:
-            self._recorder.emit(ToolCallCompletedByLLM, call=tool_call)
-
-    def _tree_over_budget(self, spec: AgentSpec) -> FailRun | None:
-        """After a step that may have delegated: the run and its sub-agents
-        together against the budget (one budget for the whole tree)."""
-        state = self._state
-        budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
-        state.report.total_cost_usd = budget.cost_usd
-        if isinstance(budget, OverBudget):
-            return FailRun("cost_limit", f"with its sub-agents, {budget.message}")
-        return None
 
     # The end ----------------------------------------------------------------------------------
 

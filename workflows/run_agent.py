@@ -1,6 +1,6 @@
 """Agents inside your own workflows: each agent run a child workflow.
 
-Users import these from :mod:`agentloop.workflow`, the one module of the
+Users import these from :mod:`agentloop.in_workflow`, the one module of the
 workflow-side API.
 
 Import it in workflow code, on a Worker that has
@@ -9,7 +9,7 @@ workflow and activities and passes ``agentloop`` through the sandbox)::
 
     from temporalio import workflow
     from agentloop import AgentSpec, MaxStepsExceeded
-    from agentloop.workflow import run_agent
+    from agentloop.in_workflow import run_agent
 
     @workflow.defn
     class TriageWorkflow:

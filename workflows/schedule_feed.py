@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         thread_start,
     )
     from agentloop.shared.threads import SendMessage
-    from agentloop.workflows.sandbox import workflow_sandbox_from_env
+    from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
 
 
 @workflow.defn(name=contracts.SCHEDULE_FEED_WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())

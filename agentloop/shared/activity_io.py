@@ -237,7 +237,7 @@ class TranscriptSeed(BaseModel):
     prompt, tools and messages that ``transcript`` names, so a worker that
     has never seen the run need not ask it for them (checked against the
     reference's hashes; ignored if they differ). Only small first steps carry
-    one (see ``agentloop.workflows.activity_calls.SEED_MAX_BYTES``)."""
+    one (see ``agentloop.workflows.effects.activity_calls.SEED_MAX_BYTES``)."""
 
     system_prompt: str = ""
     tools: list[ToolDefinition] = Field(default_factory=list)

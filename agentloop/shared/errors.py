@@ -33,7 +33,7 @@ class AgentRunFailed(AgentLoopError):
     """A run ended ``failed`` (or was cancelled or terminated).
 
     What :meth:`AgentRunHandle.result() <agentloop.AgentRunHandle.result>` and
-    :func:`agentloop.workflow.run_agent` raise. There is one subclass per
+    :func:`agentloop.in_workflow.run_agent` raise. There is one subclass per
     reason (see :func:`run_failed_class`), so ``except MaxStepsExceeded``
     catches one kind and ``except AgentRunFailed`` every kind.
 

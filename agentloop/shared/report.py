@@ -301,7 +301,7 @@ class AgentRunReport(BaseModel):
         earlier_steps: Steps taken before the oldest report in ``steps``: a
             hand-over (continue-as-new) carries the newest step reports
             within ``REPORT_STEPS_CARRY_BYTES`` (in
-            ``agentloop/workflows/handover.py``), so a run of thousands of
+            ``agentloop/workflows/effects/handover.py``), so a run of thousands of
             steps keeps handing over. Counts and totals still include them.
         step_count: Steps taken (``earlier_steps`` included).
         tool_call_count: Tool calls made.

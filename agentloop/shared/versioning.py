@@ -6,7 +6,7 @@ Version it started on. A thread (or a run whose spec says
 ``upgrade="at_turn_boundary"``) moves to the current version at a turn
 boundary, by continuing as new with Temporal's auto-upgrade: the new run
 starts on the current version, then is pinned there. Pure decisions here;
-``agentloop.workflows.upgrade`` does the asking and the moving.
+``agentloop.workflows.effects.upgrade`` does the asking and the moving.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from temporalio.worker import Replayer
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.shared.run import AgentRunInput, AgentRunResult
 from agentloop.shared.versioning import TARGET_VERSION_ACTIVITY
-from agentloop.workflows.versions import UPGRADE_PATCH
+from agentloop.workflows.patches import UPGRADE_PATCH
 from tests.helpers.paths import HISTORIES
 
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))

@@ -45,12 +45,31 @@ def test_the_import_contracts_hold_in_a_copy(tmp_path: Path) -> None:
 
 def test_a_workflow_importing_an_activity_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
-    state = tree / "agentloop" / "workflows" / "loop_logic.py"
+    state = tree / "agentloop" / "workflows" / "decisions" / "next_step.py"
     state.write_text(state.read_text() + "\nfrom agentloop.activities import workspace  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "Workflows import only the shared data and themselves BROKEN" in done.stdout, done.stdout
-    assert "agentloop.workflows.loop_logic -> agentloop.activities.workspace" in done.stdout, done.stdout
+    assert "agentloop.workflows.decisions.next_step -> agentloop.activities.workspace" in done.stdout, done.stdout
+
+
+def test_a_pure_decision_importing_a_workflow_effect_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    budgets = tree / "agentloop" / "workflows" / "decisions" / "budgets.py"
+    budgets.write_text(budgets.read_text() + "\nfrom agentloop.workflows.effects import recorder  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "Workflows: definitions, then effects, then pure decisions BROKEN" in done.stdout, done.stdout
+    assert "agentloop.workflows.decisions.budgets -> agentloop.workflows.effects.recorder" in done.stdout, done.stdout
+
+
+def test_a_function_level_import_knot_inside_the_workflows_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    recorder = tree / "agentloop" / "workflows" / "effects" / "recorder.py"
+    recorder.write_text(recorder.read_text() + "\n\ndef _knot():\n    from agentloop.workflows.effects import tool_calls  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "No cycles inside the workflows BROKEN" in done.stdout, done.stdout
 
 
 def test_shared_data_importing_the_client_breaks_a_contract(tmp_path: Path) -> None:
@@ -79,7 +98,7 @@ def test_the_api_page_lists_every_public_name_once() -> None:
     import agentloop
 
     page = (ROOT / "docs" / "api.md").read_text()
-    listed = re.findall(r"^\| `(\w+)` \|", page.split("## `agentloop.workflow`")[0], re.M)
+    listed = re.findall(r"^\| `(\w+)` \|", page.split("## `agentloop.in_workflow`")[0], re.M)
     assert sorted(listed) == sorted(agentloop.__all__)
 
 

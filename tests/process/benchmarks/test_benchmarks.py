@@ -27,7 +27,7 @@ from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, UPDATE_AD
 from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
-from agentloop.workflows.recorder import RunRecorder
+from agentloop.workflows.effects.recorder import RunRecorder
 from benchmarks import concurrency, cpu_split, history_growth
 from tests.helpers.paths import ROOT
 

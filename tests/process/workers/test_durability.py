@@ -16,7 +16,7 @@ from agentloop.activities.transcripts import QueryTimeouts
 from agentloop.workers.plugin import workflow_runner
 from agentloop.testing import reply, script
 from agentloop.tools.registry import ToolRegistry
-from agentloop.workflows.activity_calls import SEED_MAX_BYTES
+from agentloop.workflows.effects.activity_calls import SEED_MAX_BYTES
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from tests.helpers.polling import eventually
 

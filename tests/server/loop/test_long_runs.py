@@ -37,7 +37,7 @@ from agentloop.testing import (
     script_every_step,
     step_of,
 )
-from agentloop.workflows import handover
+from agentloop.workflows.effects import handover
 from benchmarks.history_growth import chain_histories
 from tests.helpers.agents import awaiting
 from tests.helpers.runs import wait_state

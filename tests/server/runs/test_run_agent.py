@@ -1,4 +1,4 @@
-"""Agents inside a user's own workflows (agentloop.workflow), on the real dev
+"""Agents inside a user's own workflows (agentloop.in_workflow), on the real dev
 server: the README's order triage example, failures caught and uncaught,
 ids, search attributes, the parent close policy, replay."""
 
@@ -31,7 +31,7 @@ from agentloop import (
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.testing import call, calls, reply, script, script_every_step
-from agentloop.workflow import agent_result, run_agent, start_agent
+from agentloop.in_workflow import agent_result, run_agent, start_agent
 from tests.helpers.paths import ROOT
 
 

@@ -23,7 +23,7 @@ from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.report import AgentRunReport, StepReport, Usage
 from agentloop.shared.run import AgentRunInput
 from agentloop.shared.transcripts import transcript_hashes
-from agentloop.workflows import requests
+from agentloop.workflows.decisions import requests
 from agentloop.shared.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 from tests.helpers.paths import HISTORIES
 
@@ -145,7 +145,7 @@ def test_transcript_hashes_follow_appends_and_rewrites() -> None:
     assert s.transcript_hashes() == transcript_hashes([Message.user("summary")])
 
 
-# The checks of agentloop.workflows.requests ----------------------------------------------------
+# The checks of agentloop.workflows.decisions.requests ----------------------------------------------------
 
 
 def waiting_state() -> LoopState:
@@ -228,7 +228,7 @@ def test_a_negative_transcript_start_is_refused() -> None:
 def test_only_a_small_first_step_carries_its_transcript_by_value() -> None:
     from agentloop.shared.activity_io import ToolDefinition
     from agentloop.shared.transcripts import ModelContext
-    from agentloop.workflows.activity_calls import SEED_MAX_BYTES, transcript_seed
+    from agentloop.workflows.effects.activity_calls import SEED_MAX_BYTES, transcript_seed
 
     context = ModelContext(system_prompt="Be brief.", tools=[ToolDefinition(name="read_file")], context_hash="h")
     first = state()

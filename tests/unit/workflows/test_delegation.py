@@ -1,4 +1,4 @@
-"""The sub-agent decisions (agentloop.workflows.delegation), without a server."""
+"""The sub-agent decisions (agentloop.workflows.decisions.delegation), without a server."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from agentloop.shared.pricing import Budget, ModelPrice
 from agentloop.shared.report import Usage
 from agentloop.shared.run import AgentRunInput, SubRunLink
 from agentloop.shared.spec import SubAgent, deepest_path, depth_problem
-from agentloop.workflows.delegation import (
+from agentloop.workflows.decisions.delegation import (
     BadTask,
     ChildCompleted,
     ChildFailed,
@@ -24,7 +24,7 @@ from agentloop.workflows.delegation import (
     task_of,
     waiting_on,
 )
-from agentloop.workflows.loop_logic import OverBudget, WithinBudget, check_run_budget
+from agentloop.workflows.decisions.budgets import OverBudget, WithinBudget, check_run_budget
 
 
 def sub(model: str = "scripted:demo", **kw) -> SubAgent:
@@ -122,7 +122,7 @@ def test_a_child_input_over_the_payload_limit_is_refused_with_a_sentence() -> No
 
 
 def test_a_sub_agents_workspace_lies_inside_its_parents() -> None:
-    from agentloop.workflows.delegation import child_workspace
+    from agentloop.workflows.decisions.delegation import child_workspace
 
     assert child_workspace("/w/a", None) == "/w/a"  # none named: the parent's
     assert child_workspace(None, "/w/b") == "/w/b"  # the parent has the worker's: the worker checks the child's

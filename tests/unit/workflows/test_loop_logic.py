@@ -21,39 +21,42 @@ from agentloop.shared.approvals import (
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.pricing import Budget, ModelPrice
 from agentloop.shared.report import Usage
-from agentloop.workflows.loop_logic import (
+from agentloop.workflows.decisions.tool_gates import (
     Answered,
     AskApproval,
     AwaitClient,
-    Continue,
-    ContinueAsNew,
     Execute,
-    FailRun,
-    FinalAnswer,
-    NotDue,
-    OverBudget,
-    RequireAction,
-    RunTools,
-    Stopped,
-    TooLargeToCarry,
-    Verify,
-    WithinBudget,
-    check_run_budget,
-    clip_output,
-    continue_as_new_due,
-    count_failed_steps,
-    decide_after_tools,
-    decide_next_step,
     decision_of,
     gate_call,
     gate_calls,
     gate_of,
-    missing_tools_message,
-    newest_within,
     pending_action,
     resolve_approval,
     resolve_output,
 )
+from agentloop.workflows.decisions.next_step import (
+    Continue,
+    FailRun,
+    FinalAnswer,
+    RequireAction,
+    RunTools,
+    Stopped,
+    Verify,
+    count_failed_steps,
+    decide_after_tools,
+    decide_next_step,
+)
+from agentloop.workflows.decisions.budgets import (
+    ContinueAsNew,
+    NotDue,
+    OverBudget,
+    TooLargeToCarry,
+    WithinBudget,
+    check_run_budget,
+    continue_as_new_due,
+    newest_within,
+)
+from agentloop.workflows.decisions.tool_messages import clip_output, missing_tools_message
 from tests.helpers import agents
 
 #: A spec whose calls follow the default permission (auto: writes ask).

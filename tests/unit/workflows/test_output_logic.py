@@ -1,4 +1,4 @@
-"""Typed results' pure decisions (agentloop.workflows.output_logic) and schema helpers."""
+"""Typed results' pure decisions (agentloop.workflows.decisions.output) and schema helpers."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from agentloop import AgentSpec
 from agentloop.shared.schedules import parse_duration
 from agentloop.testing import call, calls, reply
-from agentloop.workflows.loop_logic import FailRun
-from agentloop.workflows.output_logic import RetryOutput, TypedAnswer, decide_output, output_mode
+from agentloop.workflows.decisions.next_step import FailRun
+from agentloop.workflows.decisions.output import RetryOutput, TypedAnswer, decide_output, output_mode
 
 
 class Triage(BaseModel):

@@ -1,4 +1,4 @@
-"""The thread decisions (agentloop.workflows.threads), without a server."""
+"""The thread decisions (agentloop.workflows.effects.threads), without a server."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from agentloop.shared.threads import (
     SendMessage,
     SteerMessage,
 )
-from agentloop.workflows.threads import (
+from agentloop.workflows.decisions.conversation import (
     Enqueue,
     Interrupt,
     Refused,

@@ -8,7 +8,7 @@ import os
 
 from temporalio import workflow
 
-from agentloop.workflows.sandbox import workflow_sandbox_from_env
+from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
 from agentloop.workflows.agent_run import AgentRunWorkflow
 
 

@@ -97,7 +97,7 @@ TYPED_OUTPUT_PATCH = "agentloop-typed-output-1"
 #: Patch marker of versioned threads (and runs whose spec says
 #: ``upgrade="at_turn_boundary"``) that ask, when a turn is about to begin,
 #: which version of their Worker Deployment is current, and continue as new
-#: onto it (``agentloop.workflows.upgrade``). Recorded only on versioned workers.
+#: onto it (``agentloop.workflows.effects.upgrade``). Recorded only on versioned workers.
 UPGRADE_PATCH = "agentloop-upgrade-1"
 
 

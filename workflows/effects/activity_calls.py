@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.transcripts import ModelContext
     from agentloop.shared.state import LoopState
-    from agentloop.workflows.output_logic import forced_tool_choice, output_format, output_mode
+    from agentloop.workflows.decisions.output import forced_tool_choice, output_format, output_mode
 
 #: Extra time a tool activity gets beyond the tool's own limit, so the tool's
 #: timeout (a clean error result) fires before Temporal's.

@@ -6,7 +6,7 @@ activities and passes ``agentloop`` through the sandbox)::
 
     from temporalio import workflow
     from agentloop import AgentSpec, MaxStepsExceeded
-    from agentloop.workflow import run_agent
+    from agentloop.in_workflow import run_agent
 
     @workflow.defn
     class TriageWorkflow:

@@ -18,11 +18,16 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.events import RunContinued
     from agentloop.shared.report import AgentRunReport
     from agentloop.shared.run import AgentRunInput
-    from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due, newest_within
-    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.decisions.budgets import (
+        ContinueAsNew,
+        TooLargeToCarry,
+        continue_as_new_due,
+        newest_within,
+    )
+    from agentloop.workflows.effects.recorder import RunRecorder
     from agentloop.shared.spec import upgrade_policy
     from agentloop.shared.versioning import MoveOn
-    from agentloop.workflows.upgrade import deployment_version, upgrade_due
+    from agentloop.workflows.effects.upgrade import deployment_version, upgrade_due
     from agentloop.shared.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
@@ -91,7 +96,7 @@ class Handover:
     async def upgrade(self) -> None:
         """At a turn boundary: when the spec's policy lets the run move and
         another version of its Worker Deployment is current, continue as new
-        onto it (``agentloop.workflows.upgrade``); else nothing."""
+        onto it (``agentloop.workflows.effects.upgrade``); else nothing."""
         if not self.enabled or self.policy != "at_turn_boundary":
             return
         decision = await upgrade_due(self.policy)

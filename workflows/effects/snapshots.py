@@ -28,7 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.snapshots import ENDED_STATUSES, AgentSnapshot, starts_idle, tool_warnings
     from agentloop.shared.run import RunOrigin
     from agentloop.shared.threads import ThreadState
-    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.effects.recorder import RunRecorder
     from agentloop.shared.state import LoopState, PendingStep
 
 

@@ -44,9 +44,9 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.state import LoopState
     from agentloop.shared.transcripts import ModelContext
-    from agentloop.workflows import activity_calls as calls
-    from agentloop.workflows.loop_logic import FailRun
-    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.decisions.next_step import FailRun
+    from agentloop.workflows.effects.recorder import RunRecorder
 
 #: How long loading the context may take (providers included).
 LOAD_CONTEXT_TIMEOUT = timedelta(seconds=60)

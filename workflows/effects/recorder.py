@@ -40,8 +40,8 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT, AgentRunResult
     from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from agentloop.shared.state import LoopState
-    from agentloop.workflows.loop_logic import live_status
-    from agentloop.workflows.versions import IDLE_PATCH
+    from agentloop.workflows.decisions.next_step import live_status
+    from agentloop.workflows.patches import IDLE_PATCH
 
 
 def observe(event: Any, agent: str, model: str) -> None:

@@ -3,7 +3,7 @@
 
 The child is an ``AgentRunWorkflow`` like any run: its own history, events,
 approvals and ops commands. Its id comes from the parent's run id and the
-call id (:func:`~agentloop.workflows.delegation.child_run_id`), so a replay
+call id (:func:`~agentloop.workflows.decisions.delegation.child_run_id`), so a replay
 or a retried task never starts a second child. ``REQUEST_CANCEL`` makes it
 follow its parent: cancelling the parent cancels the child and waits until
 it (and its running tools) have stopped; ``stop`` on the parent is passed on
@@ -12,7 +12,7 @@ failure, is the call's result; their usage and cost join the parent's.
 
 Reached only by runs whose spec has ``sub_agents`` (no run in flight before
 this module had one), so it needs no patch marker. Workflow code: the
-decisions come from :mod:`~agentloop.workflows.delegation`.
+decisions come from :mod:`~agentloop.workflows.decisions.delegation`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.spec import AgentSpec
     from agentloop.shared.contracts import WORKFLOW_NAME
     from agentloop.shared.search_attributes import start_search_attributes
-    from agentloop.workflows.delegation import (
+    from agentloop.workflows.decisions.delegation import (
         BadTask,
         ChildCompleted,
         ChildFailed,
@@ -50,8 +50,9 @@ with workflow.unsafe.imports_passed_through():
         task_of,
         waiting_on,
     )
-    from agentloop.workflows.loop_logic import check_run_budget, error_result, stopped_message
-    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.decisions.budgets import check_run_budget
+    from agentloop.workflows.decisions.tool_messages import error_result, stopped_message
+    from agentloop.workflows.effects.recorder import RunRecorder
     from agentloop.shared.state import LoopState
 
 

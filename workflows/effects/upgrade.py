@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         UpgradeDecision,
         decide_upgrade,
     )
-    from agentloop.workflows.versions import UPGRADE_PATCH
+    from agentloop.workflows.patches import UPGRADE_PATCH
 
 #: How long the local activity may take to ask the server.
 ASK_TIMEOUT = timedelta(seconds=10)

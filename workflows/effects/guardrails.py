@@ -39,11 +39,11 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.pricing import run_cost
     from agentloop.shared.report import GuardrailReport, StepReport
     from agentloop.shared.spec import AgentSpec
-    from agentloop.workflows import activity_calls as calls
-    from agentloop.workflows.loop_logic import FailRun
-    from agentloop.workflows.recorder import RunRecorder
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.decisions.next_step import FailRun
+    from agentloop.workflows.effects.recorder import RunRecorder
     from agentloop.shared.state import LoopState
-    from agentloop.workflows.versions import GUARDRAIL_USAGE_PATCH
+    from agentloop.workflows.patches import GUARDRAIL_USAGE_PATCH
 
 #: How long finding the spec's guardrails may take.
 RESOLVE_GUARDRAILS_TIMEOUT = timedelta(seconds=30)

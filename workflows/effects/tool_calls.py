@@ -4,7 +4,7 @@ allows, results in call order.
 
 Workflow code: the waits are ``workflow.wait_condition``, the calls
 ``execute_tool`` activities; what a decision or an output means comes from
-:mod:`~agentloop.workflows.loop_logic`.
+:mod:`agentloop.workflows.decisions`.
 """
 
 from __future__ import annotations
@@ -25,21 +25,21 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.messages import ToolCallPart, ToolResultPart
     from agentloop.shared.report import StepReport, ToolCallReport, cut_strings, wait_within
     from agentloop.shared.spec import AgentSpec
-    from agentloop.workflows import activity_calls as calls
-    from agentloop.workflows.activity_tools import activity_tool_named, run_activity_tool
-    from agentloop.workflows.loop_logic import (
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.effects.activity_tools import activity_tool_named, run_activity_tool
+    from agentloop.workflows.decisions.tool_gates import (
         Answered,
         AskApproval,
         AwaitClient,
         Resolution,
         decision_of,
-        error_result,
         resolve_approval,
         resolve_output,
     )
-    from agentloop.workflows.recorder import RunRecorder, ms
+    from agentloop.workflows.decisions.tool_messages import error_result
+    from agentloop.workflows.effects.recorder import RunRecorder, ms
     from agentloop.shared.state import LoopState
-    from agentloop.workflows.versions import Features
+    from agentloop.workflows.patches import Features
 
 
 @dataclass(frozen=True)

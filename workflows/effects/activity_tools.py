@@ -27,9 +27,9 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.messages import ToolCallPart, ToolResultPart
     from agentloop.shared.report import ToolCallReport, cut_strings
     from agentloop.shared.spec import AgentSpec
-    from agentloop.workflows import activity_calls as calls
-    from agentloop.workflows.loop_logic import error_result
-    from agentloop.workflows.versions import ACTIVITY_TOOL_ARGUMENTS_PATCH, ACTIVITY_TOOL_HOOKS_PATCH
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.decisions.tool_messages import error_result
+    from agentloop.workflows.patches import ACTIVITY_TOOL_ARGUMENTS_PATCH, ACTIVITY_TOOL_HOOKS_PATCH
 
 
 def activity_tool_named(spec: AgentSpec, name: str) -> ActivityTool | None:

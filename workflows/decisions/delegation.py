@@ -4,10 +4,10 @@ What the model sees of a sub-agent (one tool per sub-agent, named after it,
 taking ``{"task": ...}``), the id, input and budget of the child run a call
 starts, and the tool result its outcome becomes. The workflow side, which
 starts and waits for the child workflows, is
-:mod:`~agentloop.workflows.sub_agents`.
+:mod:`~agentloop.workflows.effects.sub_agents`.
 
 No I/O, clocks or randomness: this code runs inside workflow replay, and the
-tests call it without a server (``tests/unit/test_delegation.py``).
+tests call it without a server (``tests/unit/workflows/test_delegation.py``).
 """
 
 from __future__ import annotations

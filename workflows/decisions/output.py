@@ -1,5 +1,5 @@
 """Typed results: how the model is asked, and what follows its answer, as
-pure functions returning tagged unions (``tests/unit/test_output_logic.py``).
+pure functions returning tagged unions (``tests/unit/workflows/test_output_logic.py``).
 
 A run with ``AgentSpec.output`` asks the model for the answer in the
 provider's native structured output where it has one (:func:`output_mode`
@@ -8,7 +8,7 @@ else with a ``final_result`` tool whose call is the answer (``tool``). After
 each response, :func:`decide_output` says: a typed answer, one more try with
 what was wrong (a recorded step like any other), the run fails
 (``output_invalid``), or nothing to decide (tool calls to run, or a finish
-reason :func:`~agentloop.workflows.loop_logic.decide_next_step` handles).
+reason :func:`~agentloop.workflows.decisions.next_step.decide_next_step` handles).
 
 No I/O, clocks or randomness: this runs inside workflow replay.
 """
@@ -30,7 +30,7 @@ from agentloop.shared.output import (
     invalid_message,
 )
 from agentloop.shared.spec import parse_model
-from agentloop.workflows.loop_logic import FailRun
+from agentloop.workflows.decisions.next_step import FailRun
 
 OutputMode = Literal["native", "tool"]
 
