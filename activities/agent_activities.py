@@ -20,11 +20,11 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from agentloop.activities import context, guardrails, hooks
+from agentloop.activities import context_providers, guardrails, hooks
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.hooks import format_tool_output
-from agentloop.activities.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
-from agentloop.activities.models import ModelResolver
+from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
+from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
@@ -54,8 +54,9 @@ from agentloop.tools.hooks import hooks_of
 from agentloop.shared.messages import ImagePart, ToolResultPart
 from agentloop.shared.report import Usage
 from agentloop.shared.spec import system_workspace_problem
-from agentloop.activities.workspace import workspace_problem
-from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
+from agentloop.activities.builtin_tools.workspace import workspace_problem
+from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
+from agentloop.tools.tool_context import ToolContext
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.shared import contracts
 from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
@@ -147,7 +148,7 @@ class AgentActivities:
         workspace: Default workspace root for runs whose spec names none.
         workspace_roots: Directories a spec's workspace must lie strictly
             inside (or be ``workspace`` itself); any directory the checks of
-            :func:`~agentloop.activities.workspace.workspace_problem` allow
+            :func:`~agentloop.activities.builtin_tools.workspace.workspace_problem` allow
             when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS`` (paths
             separated by ``:``); ``agentloop worker``, ``dev`` and ``run``
             default it to their workspace.
@@ -222,7 +223,7 @@ class AgentActivities:
         if input.agents_md:  # the run's workspace instructions, at no extra activity
             workspace = Path(input.workspace) if input.workspace else self.workspace
             allowed = self._allowed(workspace)
-            agents_md = context.read_agents_md(workspace, allowed)
+            agents_md = context_providers.read_agents_md(workspace, allowed)
         runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in known_hooks],
@@ -271,7 +272,7 @@ class AgentActivities:
         workspace = Path(input.workspace) if input.workspace else self.workspace
         allowed = self._allowed(workspace)
         async with keep_heartbeating():
-            return await context.load_context(self.registry, workspace, allowed, input)
+            return await context_providers.load_context(self.registry, workspace, allowed, input)
 
     @activity.defn(name=contracts.RUN_TOOL_HOOKS)
     async def run_tool_hooks(self, input: RunToolHooksInput) -> ToolHookDecision:

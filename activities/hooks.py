@@ -25,7 +25,7 @@ from agentloop.tools.hooks import (
     run_hooks,
 )
 from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities

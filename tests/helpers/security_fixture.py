@@ -62,7 +62,7 @@ register_scripted_model(
 
 def _run_the_input(request):  # type: ignore[no-untyped-def]
     """Step 1 runs the user's message as a shell command; then the run answers."""
-    from agentloop.activities.scripted_model import step_of
+    from agentloop.activities.providers.scripted_model import step_of
 
     if step_of(request) == 0:
         command = next(m.text for m in request.messages if m.role == "user")

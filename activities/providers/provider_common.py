@@ -14,7 +14,7 @@ stream parsing.
 The mapping masks the key in every message and takes the server's
 ``retry-after-ms``/``retry-after`` as the next delay; the HTTP details it
 reads for that (header forms, credential headers, error bodies) are in
-:mod:`agentloop.activities.http_headers`.
+:mod:`agentloop.activities.providers.http_headers`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.attempts import retry_note
-from agentloop.activities.http_headers import (
+from agentloop.activities.providers.http_headers import (
     credential_values,
     display_url,
     error_body_message,

@@ -49,7 +49,7 @@ In every mode, when the command ends (or times out, or the call is
 cancelled) everything it started is killed: in a namespace by the kernel
 when the namespace's first process exits, in ``none`` by that process, a
 child subreaper that every orphan of the command is re-parented to
-(:mod:`agentloop.activities.sandbox_init`).
+(:mod:`agentloop.activities.shell_sandbox.sandbox_init`).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentloop.activities import sandbox_init
-from agentloop.activities.models import PROVIDER_KEY_VARIABLES
+from agentloop.activities.shell_sandbox import sandbox_init
+from agentloop.activities.provider_keys import PROVIDER_KEY_VARIABLES
 from agentloop.shared.errors import UserError
 from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV
 
@@ -246,7 +246,7 @@ class Launcher:
         prefix: Arguments before the init's (``setpriv --pdeathsig ...
             unshare ... setpriv ... --``); unused for bubblewrap, whose
             arguments depend on the call (see :func:`command_line`).
-        init_mode: ``ns`` or ``reaper`` (see :mod:`agentloop.activities.sandbox_init`).
+        init_mode: ``ns`` or ``reaper`` (see :mod:`agentloop.activities.shell_sandbox.sandbox_init`).
         note: Why this launcher (a fallback's reason), for the log.
         landlock: The Landlock ABI the files are confined with; 0: not
             confined by Landlock (bubblewrap confines them its own way).

@@ -12,7 +12,7 @@ with the status and the body (cut to the output limit); a binary answer is
 a short description, and an image the model can see is attached. The document, the base URL and the credentials are the
 worker's: ``${VAR}`` in a header is read from its environment at call time::
 
-    from agentloop.activities.openapi_tools import register_openapi_tools
+    from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
 
     register_openapi_tools(registry, "pets", spec="pets.yaml", base_url="http://localhost:8080",
                            headers={"Authorization": "Bearer ${PETS_TOKEN}"})
@@ -32,9 +32,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.activities.mcp_tools import expand
+from agentloop.activities.tool_sources.mcp_tools import expand
 from agentloop.shared.errors import ToolError, UserError
-from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
+from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
+from agentloop.tools.tool_context import ToolContext
 
 #: The environment variable naming the worker's OpenAPI file (JSON or YAML).
 OPENAPI_ENV = "AGENTLOOP_OPENAPI"
@@ -420,7 +421,7 @@ def _response_value(response: Any) -> Any:
     """What the model gets of a 2xx answer: its text; for a binary body a
     short description (content type, size), and the image itself when it is
     one the model can see (PNG, JPEG, GIF, WebP, up to 768 KB)."""
-    from agentloop.activities.image_tool import image_media_type
+    from agentloop.activities.builtin_tools.image_tool import image_media_type
     from agentloop.shared.messages import ImagePart
 
     content_type = response.headers.get("content-type", "")

@@ -10,7 +10,7 @@ replay never asks a server again. Each tool is offered as ``server__tool``;
 a call is an ``execute_tool`` activity. The worker keeps one session per
 server open between calls (a stdio server keeps running), closed after
 ``idle_timeout_seconds`` without a call, re-opened when it died. A stdio
-server is started through a guard (``activities/mcp_guard.py``) so that it
+server is started through a guard (``activities/tool_sources/mcp_guard.py``) so that it
 dies with the worker.
 
 Errors the server reports (an ``isError`` result, a JSON-RPC error) are
@@ -43,7 +43,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentloop.shared.activity_io import ToolDefinition
-from agentloop.activities.mcp_guard import EXIT_LINE
+from agentloop.activities.tool_sources.mcp_guard import EXIT_LINE
 from agentloop.shared.errors import UserError
 
 #: Separates the server's name from its tool's in the name the model sees.
@@ -347,7 +347,7 @@ class McpServers:
 
 class _StderrTail:
     """A stdio server's stderr: forwarded to the worker's stderr, its last
-    lines kept, and the exit code its guard reports (activities/mcp_guard.py)."""
+    lines kept, and the exit code its guard reports (activities/tool_sources/mcp_guard.py)."""
 
     def __init__(self, name: str, on_exit: Any) -> None:
         read_fd, write_fd = os.pipe()
