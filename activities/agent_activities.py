@@ -23,7 +23,8 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from agentloop.activities import context_providers, guardrails, hooks
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.hooks import format_tool_output
-from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
+from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
+from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key

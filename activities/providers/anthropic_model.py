@@ -17,7 +17,8 @@ import anthropic
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.providers.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activities.providers.provider_common import Provider
+from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
 from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.model_settings import anthropic_tool_choice
@@ -67,7 +68,7 @@ class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
     """A :class:`~agentloop.shared.activity_io.ChatModel` backed by Anthropic's Messages API,
     through an ``AsyncAnthropic`` client given or built on the first call by
     :func:`anthropic_client_from_env` (see
-    :class:`~agentloop.activities.providers.provider_common.SDKChatModel`)."""
+    :class:`~agentloop.activities.providers.sdk.SDKChatModel`)."""
 
     client_from_env = staticmethod(anthropic_client_from_env)
 

@@ -26,7 +26,8 @@ import openai
 from openai import AsyncOpenAI, AsyncStream
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.providers.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activities.providers.provider_common import Provider
+from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
 from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.model_settings import openai_tool_choice
@@ -79,7 +80,7 @@ class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
 
     Takes an ``AsyncOpenAI`` client, or builds one with
     :func:`openai_client_from_env` on the first call (see
-    :class:`~agentloop.activities.providers.provider_common.SDKChatModel`).
+    :class:`~agentloop.activities.providers.sdk.SDKChatModel`).
     """
 
     client_from_env = staticmethod(openai_client_from_env)

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.activities.tool_sources.mcp_tools import expand
+from agentloop.activities.tool_sources.mcp_server import expand
 from agentloop.shared.errors import ToolError, UserError
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
 from agentloop.tools.tool_context import ToolContext

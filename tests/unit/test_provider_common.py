@@ -30,7 +30,8 @@ from agentloop.activities.providers.http_headers import (
     retry_after_delay,
 )
 from agentloop.activities.providers.openai_model import OPENAI
-from agentloop.activities.providers.provider_common import SDKErrors, tool_declaration, transport_reason
+from agentloop.activities.providers.sdk import SDKErrors, tool_declaration
+from agentloop.activities.providers.provider_common import transport_reason
 from agentloop.shared.activity_io import ModelResponse, ToolDefinition
 from agentloop.shared.errors import (
     MODEL_BAD_REQUEST_ERROR_TYPE,
