@@ -38,7 +38,13 @@ from pydantic import ValidationError
 
 from agentloop.shared.activity_io import ToolDefinition
 from agentloop.shared.errors import UserError
-from agentloop.activities.tool_sources.mcp_server import McpServer, McpUnavailable, HeldSession, SERVER_NAME, describe_failure
+from agentloop.activities.tool_sources.mcp_server import (
+    SERVER_NAME,
+    HeldSession,
+    McpServer,
+    McpUnavailable,
+    describe_failure,
+)
 
 #: Separates the server's name from its tool's in the name the model sees.
 SEPARATOR = "__"
