@@ -90,6 +90,15 @@ def test_a_cycle_inside_the_tool_api_breaks_a_contract(tmp_path: Path) -> None:
     assert "The tool API is layered, with no cycle inside BROKEN" in done.stdout, done.stdout
 
 
+def test_a_function_level_import_back_inside_the_activities_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    hooks = tree / "agentloop" / "activities" / "hooks.py"
+    hooks.write_text(hooks.read_text() + "\n\ndef _back():\n    from agentloop.activities import agent_activities  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "No cycles inside the activities or the tool API BROKEN" in done.stdout, done.stdout
+
+
 def test_the_public_surface_is_small_and_keeps_every_earlier_name() -> None:
     import agentloop
 
