@@ -7,7 +7,6 @@ Temporal should retry are raised as mapped ``ApplicationError``s.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import functools
 import inspect
@@ -16,19 +15,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from agentloop.activities import context, guardrails, hooks
+from agentloop.activities import context_providers, guardrails, hooks
+from agentloop.activities.attempts import AttemptUsage, earlier_attempts, failure_reason
 from agentloop.activities.heartbeat import keep_heartbeating
-from agentloop.activities.hooks import format_tool_output
-from agentloop.activities.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers, McpUnavailable
-from agentloop.activities.models import ModelResolver
+from agentloop.activities.tool_calls import ToolCalls
+from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
+from agentloop.activities.tool_sources.mcp_server import McpUnavailable
+from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.shared.messages import cut_hint, truncate_output
 from agentloop.shared.activity_io import (
     CallModelInput,
     CallModelResult,
@@ -41,7 +40,7 @@ from agentloop.shared.activity_io import (
     ToolDefinition,
 )
 from agentloop.shared.context import ContextPolicy, compaction_request_messages
-from agentloop.shared.errors import TOOL_DEFINITION_ERROR_TYPE, ToolError, UserError
+from agentloop.shared.errors import TOOL_DEFINITION_ERROR_TYPE, UserError
 from agentloop.shared.context import LoadContextInput, LoadContextResult
 from agentloop.shared.guardrails import (
     GuardrailResult,
@@ -51,11 +50,8 @@ from agentloop.shared.guardrails import (
 )
 from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.hooks import hooks_of
-from agentloop.shared.messages import ImagePart, ToolResultPart
 from agentloop.shared.report import Usage
-from agentloop.shared.spec import system_workspace_problem
-from agentloop.activities.workspace import workspace_problem
-from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
+from agentloop.tools.registry import Tool, ToolRegistry
 from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.shared import contracts
 from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
@@ -64,36 +60,6 @@ from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
 #: the request sent, transcript filled in (agentloop.workers.telemetry).
 REQUEST_SEEN: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("agentloop_request_seen",
                                                                                default=None)
-
-
-class AttemptUsage(BaseModel):
-    """Heartbeat details of ``call_model``: usage of the failed attempts
-    before this one, and of this one so far."""
-
-    failed: Usage = Usage()
-    current: Usage = Usage()
-    #: Why this attempt failed (sent with the failure), for the next attempt's reset event.
-    error: str | None = None
-
-
-def _earlier_attempts() -> tuple[Usage, str | None]:
-    """Usage of this call's earlier, failed attempts, and why the last one
-    failed (from the last heartbeat the previous attempt sent)."""
-    details = activity.info().heartbeat_details
-    if not details:
-        return Usage(), None
-    try:
-        last = AttemptUsage.model_validate(details[-1])
-    except Exception:  # details from another version: count nothing rather than fail
-        return Usage(), None
-    return last.failed + last.current, last.error
-
-
-def _failure_reason(exc: BaseException) -> str | None:
-    """What a failed attempt's error says, as Temporal's retry shows it."""
-    if isinstance(exc, asyncio.CancelledError):
-        return None
-    return (exc.message if isinstance(exc, ApplicationError) else str(exc)) or type(exc).__name__
 
 
 def _streams(model: object) -> bool:
@@ -138,7 +104,7 @@ def _takes_on_delta(function: object) -> bool:
         return False
 
 
-class AgentActivities:
+class AgentActivities(ToolCalls):
     """The activities of :class:`~agentloop.workflows.agent_run.AgentRunWorkflow`.
 
     Args:
@@ -147,7 +113,7 @@ class AgentActivities:
         workspace: Default workspace root for runs whose spec names none.
         workspace_roots: Directories a spec's workspace must lie strictly
             inside (or be ``workspace`` itself); any directory the checks of
-            :func:`~agentloop.activities.workspace.workspace_problem` allow
+            :func:`~agentloop.activities.builtin_tools.workspace.workspace_problem` allow
             when None. Defaults to ``AGENTLOOP_WORKSPACE_ROOTS`` (paths
             separated by ``:``); ``agentloop worker``, ``dev`` and ``run``
             default it to their workspace.
@@ -188,11 +154,6 @@ class AgentActivities:
         self.tool_ledger = tool_ledger if tool_ledger is not None else ToolLedger()
         self.mcp = mcp_servers if mcp_servers is not None else McpServers.from_env()
 
-    def _allowed(self, workspace: Path) -> bool:
-        """Whether runs may use ``workspace`` here (:func:`workspace_problem`)."""
-        return workspace.is_dir() and workspace_problem(
-            workspace.resolve(), default=self.workspace, roots=self.workspace_roots) is None
-
     @activity.defn(name=contracts.RESOLVE_TOOLS)
     async def resolve_tools(self, input: ResolveToolsInput) -> ResolveToolsResult:
         """Definitions of the spec's tools, and which ones this worker lacks;
@@ -220,9 +181,8 @@ class AgentActivities:
         known_hooks = hooks_of(self.registry)
         agents_md = None
         if input.agents_md:  # the run's workspace instructions, at no extra activity
-            workspace = Path(input.workspace) if input.workspace else self.workspace
-            allowed = self._allowed(workspace)
-            agents_md = context.read_agents_md(workspace, allowed)
+            workspace, _, problem = self._workspace(input.workspace)
+            agents_md = context_providers.read_agents_md(workspace, problem is None)
         runs_queue = activity.info().task_queue.removesuffix(TOOL_QUEUE_SUFFIX) if self.tools_beside_runs else None
         return ResolveToolsResult(tools=tools, missing=missing, available=self.registry.names(),
                                   missing_hooks=[h for h in input.hooks if h not in known_hooks],
@@ -268,10 +228,9 @@ class AgentActivities:
     async def load_context(self, input: LoadContextInput) -> LoadContextResult:
         """The run's context from this worker: its context providers' layers,
         the workspace's AGENTS.md, the workspace listing."""
-        workspace = Path(input.workspace) if input.workspace else self.workspace
-        allowed = self._allowed(workspace)
+        workspace, _, problem = self._workspace(input.workspace)
         async with keep_heartbeating():
-            return await context.load_context(self.registry, workspace, allowed, input)
+            return await context_providers.load_context(self.registry, workspace, problem is None, input)
 
     @activity.defn(name=contracts.RUN_TOOL_HOOKS)
     async def run_tool_hooks(self, input: RunToolHooksInput) -> ToolHookDecision:
@@ -304,7 +263,7 @@ class AgentActivities:
         attempt = activity.info().attempt
         # Usage reported so far travels in heartbeat details: when this
         # attempt fails, the next one reads it and counts those tokens too.
-        failed, failed_because = _earlier_attempts()
+        failed, failed_because = earlier_attempts()
         usage_now = Usage()
 
         def progress() -> AttemptUsage:
@@ -339,7 +298,7 @@ class AgentActivities:
                     response = await model.complete(request)
             except BaseException as exc:
                 # Sent with the failure: the next attempt counts the usage and says why.
-                activity.heartbeat(progress().model_copy(update={"error": _failure_reason(exc)}))
+                activity.heartbeat(progress().model_copy(update={"error": failure_reason(exc)}))
                 raise
         if input.transcript is not None and input.compaction is None:
             # The run appends this message to its transcript: the next step
@@ -434,105 +393,5 @@ class AgentActivities:
             raise _tools_not_here("the run sends its tool calls to the tools queue")
         return await self.execute_tool(input)
 
-    def _record_result(self, input: ExecuteToolInput, result: ExecuteToolResult) -> None:
-        # The run's next step starts with this result (in its call's place):
-        # the transcript cache predicts it instead of asking the run.
-        self.transcripts.record_result(
-            input.run_id,
-            ToolResultPart(id=input.call_id, name=input.tool_name, content=result.content, is_error=result.is_error,
-                           images=result.images),
-        )
 
-    async def _execute_tool(self, input: ExecuteToolInput, key: str) -> ExecuteToolResult:
-        started = time.monotonic()
-        metrics: dict[str, Any] = {}
 
-        def result(content: str, *, is_error: bool) -> ExecuteToolResult:
-            text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
-            return ExecuteToolResult(
-                call_id=input.call_id,
-                content=text,
-                is_error=is_error,
-                truncated=truncated,
-                latency_ms=(time.monotonic() - started) * 1000,
-                metrics=metrics,
-            )
-
-        tool = self.registry.get(input.tool_name)
-        if tool is None and self.mcp.owns(input.tool_name):
-            return await self._call_mcp_tool(input, result, key)
-        if tool is None:
-            return result(
-                f"Unknown tool '{input.tool_name}'. Available tools: "
-                f"{', '.join(self.registry.names()) or 'none'}.",
-                is_error=True,
-            )
-        workspace = Path(input.workspace) if input.workspace else self.workspace
-        if not workspace.is_dir():
-            return result(
-                f"The workspace {workspace} does not exist on the worker; set AgentSpec.workspace "
-                "to an existing directory.",
-                is_error=True,
-            )
-        resolved = workspace.resolve()
-        problem = system_workspace_problem(str(resolved)) or workspace_problem(
-            resolved, default=self.workspace, roots=self.workspace_roots)
-        if problem:
-            return result(f"The {problem} (AgentSpec.workspace).", is_error=True)
-        ctx = ToolContext(
-            workspace=resolved,
-            run_id=input.run_id,
-            step=input.step,
-            call_id=input.call_id,
-            output_limit=input.output_limit,
-            metrics=metrics,
-            heartbeat=activity.heartbeat,
-            idempotency_key=key,
-            agent_name=input.agent_name,
-            model=input.model,
-        )
-        try:
-            async with keep_heartbeating(), asyncio.timeout(input.timeout_seconds):
-                value = await tool.run(input.arguments, ctx)
-        except InvalidToolArguments as exc:
-            return result(str(exc), is_error=True)
-        except ToolError as exc:
-            return result(f"Error: {exc}", is_error=True)
-        except asyncio.TimeoutError:
-            return result(
-                f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s and was "
-                "stopped; try a smaller task or raise its timeout (AgentSpec.tool_timeouts).",
-                is_error=True,
-            )
-        except Exception as exc:  # a tool's bug must not crash the run: the model hears of it
-            activity.logger.warning("tool %s raised %r", input.tool_name, exc)
-            return result(f"Tool '{input.tool_name}' raised {type(exc).__name__}: {exc}", is_error=True)
-        if isinstance(value, ImagePart):
-            return result(f"(the image {value.media_type or ''} is attached)", is_error=False).model_copy(
-                update={"images": [value]})
-        if isinstance(value, list) and any(isinstance(v, ImagePart) for v in value):
-            # Text and images (an OpenAPI operation's image response): the text, the images attached.
-            text = "\n".join(format_tool_output(v) for v in value if not isinstance(v, ImagePart))
-            return result(text, is_error=False).model_copy(
-                update={"images": [v for v in value if isinstance(v, ImagePart)]})
-        return result(format_tool_output(value), is_error=False)
-
-    async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any, key: str) -> ExecuteToolResult:
-        """A call of an MCP server's tool, within the tool's own timeout: its
-        errors are results; a server that cannot be reached, or that exits or
-        breaks the connection during the call, fails the attempt, and
-        Temporal retries it. The call's idempotency key goes in the request's
-        ``_meta``."""
-        try:
-            async with keep_heartbeating(), asyncio.timeout(input.timeout_seconds):
-                text, is_error = await self.mcp.call(input.tool_name, input.arguments, idempotency_key=key)
-        except McpUnavailable as exc:
-            raise ApplicationError(str(exc), type=MCP_UNAVAILABLE_ERROR_TYPE) from None
-        except UserError as exc:
-            return result(f"Error: {exc}", is_error=True)
-        except asyncio.TimeoutError:
-            return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s, its own limit, and "
-                          "was stopped; try a smaller task or raise the limit: AgentSpec.tool_timeouts"
-                          f"['{input.tool_name}'] (default AgentSpec.tool_timeout_seconds). The MCP server's "
-                          "timeout_seconds bounds starting and listing only.", is_error=True)
-        return result(text, is_error=is_error)

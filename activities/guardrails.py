@@ -10,7 +10,7 @@ from __future__ import annotations
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.models import ModelResolver
+from agentloop.activities.providers.models import ModelResolver
 from agentloop.shared.activity_io import ModelRequest
 from agentloop.shared.guardrails import (
     GUARDRAIL_FAILED_ERROR_TYPE,

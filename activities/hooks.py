@@ -3,12 +3,10 @@ the spec's hooks around one call, their decision made into the call's result."""
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic import BaseModel
 from temporalio import activity
 
 from agentloop.shared.messages import CUT_HINT, cut_hint, truncate_output
@@ -25,24 +23,11 @@ from agentloop.tools.hooks import (
     run_hooks,
 )
 from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
-from agentloop.tools.registry import ToolContext
-
-if TYPE_CHECKING:
-    from agentloop.activities.agent_activities import AgentActivities
+from agentloop.tools.tool_context import ToolContext
+from agentloop.activities.tool_calls import ToolCalls, format_tool_output
 
 
-def format_tool_output(value: Any) -> str:
-    """The text the model sees for a tool's return value."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
-    return json.dumps(value, default=str, ensure_ascii=False)
-
-
-async def execute_with_hooks(acts: AgentActivities, input: ExecuteToolInput, key: str) -> ExecuteToolResult:
+async def execute_with_hooks(acts: ToolCalls, input: ExecuteToolInput, key: str) -> ExecuteToolResult:
     """Run ``input``'s call through the hooks it names (``input.hooks``)."""
 
     started = time.monotonic()
@@ -88,7 +73,7 @@ async def execute_with_hooks(acts: AgentActivities, input: ExecuteToolInput, key
     raise AssertionError(decision)
 
 
-async def run_tool_hooks(acts: AgentActivities, input: RunToolHooksInput) -> ToolHookDecision:
+async def run_tool_hooks(acts: ToolCalls, input: RunToolHooksInput) -> ToolHookDecision:
     """The spec's hooks around an activity-tool's call (which the workflow
     schedules itself): the ``before_tool_call`` hooks, or the
     ``on_tool_error`` hooks with the call's error."""

@@ -31,10 +31,11 @@ from agentloop.shared.report import AgentRunReport, Usage
 from agentloop.shared.run import AgentRunResult
 from agentloop.shared.spec import AgentSpec, SubAgent
 from agentloop.shared.threads import ThreadBusy, ThreadNotFound
-from agentloop.tools.context import context_provider, ContextRequest
+from agentloop.tools.context_providers import context_provider, ContextRequest
 from agentloop.tools.guardrails import guardrail, GuardrailContext, llm_judge
 from agentloop.tools.hooks import before_tool_call, EndRun, Fallback, on_tool_error, Override, Skip, ToolCallInfo
-from agentloop.tools.registry import tool, ToolContext
+from agentloop.tools.registry import tool
+from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.shared.events import AgentEvent
 

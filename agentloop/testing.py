@@ -23,7 +23,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from agentloop.activities.scripted_model import (
+from agentloop.activities.providers.scripted_model import (
     ScriptedChatModel,
     ScriptFunction,
     ScriptStep,

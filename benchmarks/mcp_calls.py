@@ -38,7 +38,7 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agentloop.activities.mcp_tools import McpServers
+from agentloop.activities.tool_sources.mcp_tools import McpServers
 from agentloop.workers.devserver import free_port
 
 

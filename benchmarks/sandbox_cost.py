@@ -40,11 +40,11 @@ import uuid
 from pathlib import Path
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.activities import sandbox
-from agentloop.activities.shell_tool import shell_command
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.activities.builtin_tools.shell_tool import shell_command
 from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.worker import build_worker, connect
 
 ROOT = Path(__file__).resolve().parent.parent

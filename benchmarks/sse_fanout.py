@@ -63,8 +63,8 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.activities.models import ModelResolver
-from agentloop.activities.openai_model import OpenAIChatModel
+from agentloop.activities.providers.models import ModelResolver
+from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 from benchmarks.sse_fanout_clients import Reading, reconnects

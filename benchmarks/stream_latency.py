@@ -58,8 +58,8 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.activities.models import ModelResolver
-from agentloop.activities.openai_model import OpenAIChatModel
+from agentloop.activities.providers.models import ModelResolver
+from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.client.handle import AgentRunHandle
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.events import MessageDelta

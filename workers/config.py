@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 DEFAULT_TASK_QUEUE = "agentloop"
 
-from agentloop.activities.models import PROVIDER_KEY_VARIABLES
+from agentloop.activities.provider_keys import PROVIDER_KEY_VARIABLES
 
 #: What a worker process runs (``agentloop worker --role``, ``AGENTLOOP_WORKER_ROLE``):
 #: ``models`` polls the run's task queue (the workflow and ``call_model``),

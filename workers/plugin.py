@@ -41,7 +41,7 @@ from agentloop.shared.errors import AgentRunFailed, UserError
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.activities.models import ModelResolver
+    from agentloop.activities.providers.models import ModelResolver
     from agentloop.tools.registry import ToolRegistry
 
 log = logging.getLogger("agentloop.workers.plugin")
@@ -296,12 +296,12 @@ class AgentLoopPlugin(SimplePlugin):
             if registry is None:
                 registry = default_registry
                 register_builtin_tools(registry)
-            from agentloop.activities.mcp_tools import McpServers
+            from agentloop.activities.tool_sources.mcp_tools import McpServers
 
             mcp = self.mcp_servers
             if mcp is not None and not isinstance(mcp, McpServers):
                 mcp = McpServers(mcp)
-            from agentloop.activities.openapi_tools import register_openapi_from_env
+            from agentloop.activities.tool_sources.openapi_tools import register_openapi_from_env
 
             register_openapi_from_env(registry)  # the APIs of AGENTLOOP_OPENAPI, if set
             self._activities = AgentActivities(registry, self.models, self.workspace, mcp_servers=mcp,
@@ -349,7 +349,7 @@ class AgentLoopPlugin(SimplePlugin):
                     f"{task_queue!r} (agentloop.workers.plugin.tool_task_queue)"
                 )
         if self.role != "models":
-            from agentloop.activities import sandbox
+            from agentloop.activities.shell_sandbox import sandbox
 
             sandbox.describe()  # fail now, not at the first shell command
         from agentloop.activities.versioning import current_deployment_version

@@ -29,8 +29,8 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from agentloop.activities import sandbox
-from agentloop.activities.models import ModelResolver
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.activities.providers.models import ModelResolver
 from agentloop.shared.encryption import converter_from_env
 from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
 from agentloop.shared.errors import UserError

@@ -263,7 +263,7 @@ async def session(
 
     A process that runs models holds the provider keys: it makes itself
     non-dumpable (see :func:`agentloop.workers.worker.protect_process`); shell commands
-    run in the worker's sandbox (:mod:`agentloop.activities.sandbox`), checked here
+    run in the worker's sandbox (:mod:`agentloop.activities.shell_sandbox.sandbox`), checked here
     before anything starts.
     """
     from agentloop.shared.encryption import converter_from_env
@@ -284,7 +284,7 @@ async def session(
             check_tools_environment()
         protect_process()
         if role != "models":
-            from agentloop.activities.sandbox import describe
+            from agentloop.activities.shell_sandbox.sandbox import describe
 
             describe()  # a bad or unusable AGENTLOOP_SHELL_SANDBOX stops us here, before the server starts
     import_modules(config.imports)

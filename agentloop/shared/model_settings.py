@@ -1,8 +1,8 @@
 """Model settings a spec may set beyond sampling: ``tool_choice`` and
 ``thinking``, and how each provider's wire format says them.
 
-Pure: the providers (``activities/openai_model.py``,
-``activities/anthropic_model.py``) map a request with these helpers, and the
+Pure: the providers (``activities/providers/openai_model.py``,
+``activities/providers/anthropic_model.py``) map a request with these helpers, and the
 run checks a spec's ``tool_choice`` against its tools with
 :func:`tool_choice_problem`.
 """

@@ -35,7 +35,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentloop.shared.errors import UserError
 
 if TYPE_CHECKING:
-    from agentloop.tools.registry import ToolContext, ToolRegistry
+    from agentloop.tools.tool_context import ToolContext
+    from agentloop.tools.registry import ToolRegistry
 
 
 HookKind = Literal["before_tool_call", "on_tool_error"]

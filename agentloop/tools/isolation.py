@@ -9,7 +9,7 @@ and no timeout could fire. Here each call runs in a forked child instead:
 * ``os.fork`` rather than a spawned interpreter, because tools are often
   closures (``@registry.tool`` inside a function) that cannot be pickled by
   reference; the child inherits the function, its arguments and the
-  :class:`~agentloop.tools.registry.ToolContext` as they are.
+  :class:`~agentloop.tools.tool_context.ToolContext` as they are.
 * The child sends back, over a pipe, its heartbeats while it works (relayed to
   the context's ``heartbeat``), then the return value or the exception and
   the ``ctx.metrics`` it filled in. Values must be picklable. (The worker
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from agentloop.shared.errors import ToolError
 
 if TYPE_CHECKING:
-    from agentloop.tools.registry import ToolContext
+    from agentloop.tools.tool_context import ToolContext
 
 __all__ = ["IsolatedToolError", "fork_available", "run_isolated"]
 

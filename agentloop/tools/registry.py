@@ -29,8 +29,6 @@ import copy
 import inspect
 import re
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -39,40 +37,9 @@ from agentloop.shared.activity_io import ToolDefinition
 from agentloop.shared.activity_io import parse_docstring as _parse_docstring
 from agentloop.shared.errors import UserError
 from agentloop.tools.isolation import fork_available, run_isolated
+from agentloop.tools.tool_context import ToolContext
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-@dataclass
-class ToolContext:
-    """What a tool gets to know about the call it serves.
-
-    Attributes:
-        workspace: The workspace root; built-in tools stay inside it.
-        run_id: The run (workflow id).
-        step: The step that asked for the call.
-        call_id: The tool call's id.
-        output_limit: Most characters of output the model will see.
-        metrics: Put numbers or flags here; they appear in the call's report.
-        heartbeat: Call to tell Temporal the tool is alive (done for you every
-            few seconds while a tool runs; call it for finer progress).
-        idempotency_key: The same string on every attempt of this call, and
-            different for every other call: pass it to services that
-            deduplicate requests, so a retried call does not act twice.
-        agent_name: The name of the agent whose model called the tool.
-        model: That agent's model, ``provider:model``.
-    """
-
-    workspace: Path
-    run_id: str = ""
-    step: int = 0
-    call_id: str = ""
-    output_limit: int = 16_000
-    metrics: dict[str, Any] = field(default_factory=dict)
-    heartbeat: Callable[..., None] = lambda *details: None
-    idempotency_key: str = ""
-    agent_name: str = ""
-    model: str = ""
 
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]

@@ -36,9 +36,9 @@ import pytest
 from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 
-from agentloop.activities import anthropic_model, openai_model
-from agentloop.activities.models import ModelResolver
-from agentloop.activities.provider_common import Provider
+from agentloop.activities.providers import anthropic_model, openai_model
+from agentloop.activities.providers.models import ModelResolver
+from agentloop.activities.providers.provider_common import Provider
 from agentloop.shared.activity_io import ModelRequest, StreamDelta, ToolDefinition
 from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from tests.helpers.servers.provider_servers import (

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from agentloop.shared.messages import ImagePart, Message, ToolResultPart
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 
 #: A line the regex in :func:`hog_tool` backtracks over for a long time.
 HOG_LINE = "a" * 28 + "!"

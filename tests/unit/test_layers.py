@@ -46,11 +46,12 @@ def test_the_import_contracts_hold_in_a_copy(tmp_path: Path) -> None:
 def test_a_workflow_importing_an_activity_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
     state = tree / "agentloop" / "workflows" / "decisions" / "next_step.py"
-    state.write_text(state.read_text() + "\nfrom agentloop.activities import workspace  # noqa\n")
+    state.write_text(state.read_text() + "\nfrom agentloop.activities.builtin_tools import workspace  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "Workflows import only the shared data and themselves BROKEN" in done.stdout, done.stdout
-    assert "agentloop.workflows.decisions.next_step -> agentloop.activities.workspace" in done.stdout, done.stdout
+    assert ("agentloop.workflows.decisions.next_step -> agentloop.activities.builtin_tools.workspace"
+            in " ".join(done.stdout.split())), done.stdout
 
 
 def test_a_pure_decision_importing_a_workflow_effect_breaks_a_contract(tmp_path: Path) -> None:
@@ -78,6 +79,44 @@ def test_shared_data_importing_the_client_breaks_a_contract(tmp_path: Path) -> N
     messages.write_text(messages.read_text() + "\nimport agentloop.client.agent_client  # noqa\n")
     done = lint_imports(tree)
     assert "Shared data imports no other side BROKEN" in done.stdout, done.stdout
+
+
+def test_a_provider_importing_tool_code_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    adapter = tree / "agentloop" / "activities" / "providers" / "openai_model.py"
+    adapter.write_text(adapter.read_text() + "\nfrom agentloop.activities.builtin_tools import workspace  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "Providers never import tool code BROKEN" in done.stdout, done.stdout
+    assert "Tool code never imports the providers KEPT" in done.stdout, done.stdout
+
+
+def test_tool_code_importing_a_provider_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    sandbox = tree / "agentloop" / "activities" / "shell_sandbox" / "sandbox_init.py"
+    sandbox.write_text(sandbox.read_text() + "\nfrom agentloop.activities.providers import models  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "Tool code never imports the providers BROKEN" in done.stdout, done.stdout
+    assert "Providers never import tool code KEPT" in done.stdout, done.stdout
+
+
+def test_a_cycle_inside_the_tool_api_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    isolation = tree / "agentloop" / "tools" / "isolation.py"
+    isolation.write_text(isolation.read_text() + "\nfrom agentloop.tools import registry  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "The tool API is layered, with no cycle inside BROKEN" in done.stdout, done.stdout
+
+
+def test_a_function_level_import_back_inside_the_activities_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    hooks = tree / "agentloop" / "activities" / "hooks.py"
+    hooks.write_text(hooks.read_text() + "\n\ndef _back():\n    from agentloop.activities import agent_activities  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "No cycles inside the activities or the tool API BROKEN" in done.stdout, done.stdout
 
 
 def test_the_public_surface_is_small_and_keeps_every_earlier_name() -> None:

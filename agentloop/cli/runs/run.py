@@ -142,7 +142,7 @@ def check_scripted(model: str) -> None:
     Raises:
         UserError: No script of that name is registered here.
     """
-    from agentloop.activities.scripted_model import scripted_model_problem
+    from agentloop.activities.providers.scripted_model import scripted_model_problem
 
     problem = scripted_model_problem(model)
     if problem:

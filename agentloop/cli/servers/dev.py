@@ -32,7 +32,7 @@ async def cmd_dev(args: argparse.Namespace) -> int:
         port=args.port, ui_port=args.ui_port, ui_codec_endpoint=args.ui_codec_endpoint, data_dir=data_dir,
         role=role, command="dev",
     ) as s:
-        from agentloop.activities.sandbox import describe
+        from agentloop.activities.shell_sandbox.sandbox import describe
         from agentloop.workers.worker import tool_task_queue
 
         print(f"Temporal dev server: {s.config.address} (namespace {s.config.namespace})")

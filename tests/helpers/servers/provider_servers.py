@@ -827,8 +827,8 @@ def openai_models(server: OpenAIServer) -> Any:
     through the real SDK (no retries in the SDK: Temporal retries)."""
     from openai import AsyncOpenAI
 
-    from agentloop.activities.models import ModelResolver
-    from agentloop.activities.openai_model import OpenAIChatModel
+    from agentloop.activities.providers.models import ModelResolver
+    from agentloop.activities.providers.openai_model import OpenAIChatModel
 
     client = AsyncOpenAI(base_url=server.base_url, api_key="test-key", max_retries=0)
     return ModelResolver({"openai": lambda provider, name: OpenAIChatModel(client)})
@@ -839,8 +839,8 @@ def anthropic_models(server: AnthropicServer) -> Any:
     ``server`` through the real SDK (no retries in the SDK: Temporal retries)."""
     from anthropic import AsyncAnthropic
 
-    from agentloop.activities.anthropic_model import AnthropicChatModel
-    from agentloop.activities.models import ModelResolver
+    from agentloop.activities.providers.anthropic_model import AnthropicChatModel
+    from agentloop.activities.providers.models import ModelResolver
 
     client = AsyncAnthropic(base_url=server.origin, api_key="test-key", max_retries=0)
     return ModelResolver({"anthropic": lambda provider, name: AnthropicChatModel(client)})

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.activities import sandbox
+from agentloop.activities.shell_sandbox import sandbox
 from agentloop.client.runs import RunIdInUse
 from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.cli import agentloop_async, clean_env, read_until, write_script

@@ -38,12 +38,12 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Worker
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.activities import sandbox
-from agentloop.activities.shell_tool import shell_command
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.activities.builtin_tools.shell_tool import shell_command
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.errors import ToolError, UserError
 from agentloop.testing import call, calls, reply, script
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.worker import build_worker
 from tests.helpers import cli
 from tests.helpers.agents import awaiting, write
@@ -565,7 +565,7 @@ async def test_each_mode_says_how_its_files_are_confined(fresh_probes: None, mon
 
 @pytest.mark.parametrize("abi", [1, 2, 3, 4, 5, 6, 7])
 def test_the_rights_handled_follow_the_landlock_abi(abi: int) -> None:
-    from agentloop.activities import sandbox_init as init
+    from agentloop.activities.shell_sandbox import sandbox_init as init
 
     handled = init.handled_fs(abi)
     assert handled & init.FS_READ_FILE and handled & init.FS_MAKE_SYM
@@ -885,9 +885,9 @@ NON_ROOT_PROBE = r'''
 import asyncio, json, os, site, sys
 site.addsitedir(os.environ["AGENTLOOP_TEST_SITE"])  # the venv's packages, agentloop's editable finder included
 from pathlib import Path
-from agentloop.activities import sandbox
-from agentloop.activities.shell_tool import shell_command
-from agentloop.tools.registry import ToolContext
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.activities.builtin_tools.shell_tool import shell_command
+from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.worker import protect_process
 
 async def main():
@@ -1116,9 +1116,9 @@ async def test_the_fleet_is_out_of_reach_in_every_mode(
 ROOT_PROBE = r'''
 import asyncio, json, os, sys
 from pathlib import Path
-from agentloop.activities import sandbox
-from agentloop.activities.shell_tool import shell_command
-from agentloop.tools.registry import ToolContext
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.activities.builtin_tools.shell_tool import shell_command
+from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.worker import protect_process
 
 async def main():

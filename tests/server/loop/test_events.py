@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.activities.models import ModelResolver
+from agentloop.activities.providers.models import ModelResolver
 from agentloop.shared.events import TERMINAL_EVENT_TYPES, MessageDelta
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers.servers.provider_servers import (
@@ -276,7 +276,7 @@ async def test_watching_adds_nothing_to_history(agent_client: AgentClient, worke
 async def test_tokens_of_a_failed_attempt_are_counted(agent_client: AgentClient, worker) -> None:
     from anthropic import AsyncAnthropic
 
-    from agentloop.activities.anthropic_model import AnthropicChatModel
+    from agentloop.activities.providers.anthropic_model import AnthropicChatModel
     from tests.helpers.servers.provider_servers import (
         AnthropicServer,
         anthropic_message,

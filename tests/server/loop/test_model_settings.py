@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.activities.anthropic_model import DEFAULT_MAX_TOKENS, to_anthropic_request
-from agentloop.activities.openai_model import to_openai_request
+from agentloop.activities.providers.anthropic_model import DEFAULT_MAX_TOKENS, to_anthropic_request
+from agentloop.activities.providers.openai_model import to_openai_request
 from agentloop.shared.activity_io import ModelRequest, ToolDefinition
 from agentloop.shared.messages import Message
 from agentloop.shared.model_settings import ThinkingConfig, anthropic_tool_choice

@@ -16,7 +16,7 @@ from datetime import timedelta
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentRunHandle, AgentSpec, OutputLimitReached
-from agentloop.activities.models import ModelResolver
+from agentloop.activities.providers.models import ModelResolver
 from agentloop.shared.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
 from tests.helpers.provider_cases import CASES, ProviderCase
 from tests.helpers.servers.provider_servers import ErrorsSeen

@@ -19,7 +19,7 @@ from agentloop import (
     context_provider,
 )
 from agentloop.shared.context import agents_md_layer
-from agentloop.tools.context import workspace_listing
+from agentloop.tools.context_providers import workspace_listing
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script, script_every_step, step_of
 from tests.helpers.agents import spec

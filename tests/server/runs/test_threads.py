@@ -12,7 +12,7 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.activities.scripted_model import register_scripted_model
+from agentloop.activities.providers.scripted_model import register_scripted_model
 from agentloop.shared.activity_io import ModelRequest, ModelResponse
 from agentloop.client.handle import AgentRunHandle
 from agentloop.shared.errors import DecisionRejected

@@ -24,7 +24,7 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.activities.mcp_tools import McpServers
+from agentloop.activities.tool_sources.mcp_tools import McpServers
 from agentloop.workers.devserver import free_port
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script

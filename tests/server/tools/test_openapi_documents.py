@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.activities.openapi_tools import register_openapi_tools
+from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
 from agentloop.testing import call, calls, reply, script
 from agentloop.workers.devserver import free_port
 from tests.helpers.servers.httpbin import serve_httpbin
@@ -146,7 +146,7 @@ async def test_httpbins_own_document_int_parameters_and_a_form_post_reach_the_re
     int``: the tools take integers, and the calls reach httpbin."""
     spec_file = tmp_path / "httpbin.json"
     spec_file.write_text(httpx.get(httpbin_url + "/spec.json").text)
-    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.tool_sources.openapi_tools"):
         names = register_openapi_tools(registry, "hb", spec=str(spec_file), base_url=httpbin_url)
     assert not [r for r in caplog.records if "JSON schema" in r.getMessage()]  # int is known: nothing dropped
     redirect = registry.get("hb__post__redirect-to")

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.activities.openapi_tools import register_openapi_tools
+from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
 from agentloop.workers.devserver import free_port
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.paths import PETS_API as SPEC

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.anthropic_model import (
+from agentloop.activities.providers.anthropic_model import (
     AnthropicChatModel,
     anthropic_image_source,
     map_anthropic_error,

@@ -13,7 +13,7 @@ import openai
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.openai_model import (
+from agentloop.activities.providers.openai_model import (
     LOCAL_SERVER_API_KEY,
     OpenAIChatModel,
     map_openai_error,

@@ -1,5 +1,5 @@
-"""The plumbing both providers share (activities/provider_common.py and
-activities/http_headers.py): the client from the environment, the streamed
+"""The plumbing both providers share (activities/providers/provider_common.py and
+activities/providers/http_headers.py): the client from the environment, the streamed
 call (on fake SDK streams), the transport's reason for a failure, tool
 declarations, retry-after headers, redaction and error bodies.
 
@@ -22,15 +22,16 @@ from anthropic import AsyncAnthropic
 from openai import AsyncOpenAI
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.anthropic_model import ANTHROPIC
-from agentloop.activities.http_headers import (
+from agentloop.activities.providers.anthropic_model import ANTHROPIC
+from agentloop.activities.providers.http_headers import (
     credential_values,
     error_body_message,
     redact,
     retry_after_delay,
 )
-from agentloop.activities.openai_model import OPENAI
-from agentloop.activities.provider_common import SDKErrors, tool_declaration, transport_reason
+from agentloop.activities.providers.openai_model import OPENAI
+from agentloop.activities.providers.sdk import SDKErrors, tool_declaration
+from agentloop.activities.providers.provider_common import transport_reason
 from agentloop.shared.activity_io import ModelResponse, ToolDefinition
 from agentloop.shared.errors import (
     MODEL_BAD_REQUEST_ERROR_TYPE,
@@ -39,7 +40,7 @@ from agentloop.shared.errors import (
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
 from agentloop.shared.messages import Message
-from agentloop.activities.streaming import parse_tool_arguments
+from agentloop.activities.providers.streaming import parse_tool_arguments
 from tests.helpers.provider_cases import CASES, OPENAI_CASE, ProviderCase, reset_by_peer
 
 API_KEY = OPENAI_CASE.api_key

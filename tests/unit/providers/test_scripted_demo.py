@@ -3,7 +3,7 @@ answer, in a thread's later turns too."""
 
 from __future__ import annotations
 
-from agentloop.activities.scripted_model import get_scripted_model
+from agentloop.activities.providers.scripted_model import get_scripted_model
 from agentloop.shared.activity_io import ModelRequest
 from agentloop.shared.messages import Message, ToolResultPart
 

@@ -9,7 +9,7 @@ import pytest
 from agentloop.shared.activity_io import ModelRequest, ModelResponse, StreamDelta
 from agentloop.shared.messages import Message, TextPart, ThinkingPart, ToolCallPart
 from agentloop.shared.report import Usage
-from agentloop.activities.streaming import (
+from agentloop.activities.providers.streaming import (
     StepAccumulator,
     message_deltas,
     parse_tool_arguments,

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
-from agentloop.activities.workspace import resolve_in_workspace, workspace_relative
+from agentloop.activities.builtin_tools.workspace import resolve_in_workspace, workspace_relative
 from agentloop.shared.messages import truncate_output
 from agentloop.shared.errors import ToolError
-from agentloop.tools.registry import InvalidToolArguments, ToolContext, ToolRegistry
+from agentloop.tools.registry import InvalidToolArguments, ToolRegistry
+from agentloop.tools.tool_context import ToolContext
 from tests.helpers.processes import unique_sleep, wait_until_gone, wait_until_running
 
 TOOLS = {t.name: t for t in BUILTIN_TOOLS}
@@ -1080,7 +1081,7 @@ async def test_a_name_or_path_too_long_is_refused_in_the_tools_words(ws: Path, t
 
 # Which workspaces a run may use -------------------------------------------------------
 
-from agentloop.activities.workspace import workspace_problem  # noqa: E402
+from agentloop.activities.builtin_tools.workspace import workspace_problem  # noqa: E402
 
 WORKER_DIRS = {"its working directory": Path("/srv/app"), "its Python environment": Path("/srv/app/.venv"),
                "its data directory": Path("/home/svc/.agentloop")}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.activities.mcp_tools import McpServers, content_text, split_name, tool_name
+from agentloop.activities.tool_sources.mcp_tools import McpServers, content_text, split_name, tool_name
 from agentloop.shared.errors import UserError
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agentloop.activities.openapi_tools import openapi_tools
+from agentloop.activities.tool_sources.openapi_tools import openapi_tools
 from agentloop.shared.messages import cut_hint, truncate_output
 from agentloop.tools.registry import InvalidToolArguments
 from tests.helpers.paths import PETSTORE_V2, STORE_API
@@ -63,7 +63,7 @@ def test_openapi_3_refs_bodies_and_parameters() -> None:
 
 
 def test_shared_operation_ids_are_named_apart_and_said_in_one_line(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.tool_sources.openapi_tools"):
         names = [t.name for t in openapi_tools("store", {"spec": str(STORE_API)})]
     # Every operation is a tool (TRACE aside): none dropped, the names deterministic.
     assert names == ["store__list_get_orders", "store__createOrder", "store__getOrder", "store__getLabel",
@@ -75,7 +75,7 @@ def test_shared_operation_ids_are_named_apart_and_said_in_one_line(caplog: pytes
 
 
 def test_methods_not_called_are_named_in_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.tool_sources.openapi_tools"):
         openapi_tools("store", {"spec": str(STORE_API)})
     assert "API 'store': 1 operations are left out, as agentloop does not call their methods: TRACE /orders" in \
         [r.getMessage() for r in caplog.records]
@@ -151,7 +151,7 @@ def test_real_world_type_quirks_are_normalised_and_unknown_types_named_at_regist
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     (tmp_path / "v2.json").write_text(json.dumps(QUIRKS_V2))
     (tmp_path / "v3.yaml").write_text(yaml.safe_dump(QUIRKS_V3))
-    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.tool_sources.openapi_tools"):
         [thing] = openapi_tools("q", {"spec": str(tmp_path / "v2.json")})
         [upload] = openapi_tools("q", {"spec": str(tmp_path / "v3.yaml")})
     props = thing.parameters["properties"]
@@ -181,7 +181,7 @@ def test_a_schema_no_validator_can_apply_is_named_at_registration_and_not_applie
     document["paths"]["/upload"]["post"]["requestBody"]["content"]["application/json"]["schema"] = \
         {"type": "object", "minProperties": "two"}
     (tmp_path / "bad.json").write_text(json.dumps(document))
-    with caplog.at_level(logging.WARNING, logger="agentloop.activities.openapi_tools"):
+    with caplog.at_level(logging.WARNING, logger="agentloop.activities.tool_sources.openapi_tools"):
         [upload] = openapi_tools("q", {"spec": str(tmp_path / "bad.json")})
     assert any("q__upload: its parameters' schema is not valid JSON schema at properties.body.minProperties" in
                r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]

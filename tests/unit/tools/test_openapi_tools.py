@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentloop import ToolRegistry
-from agentloop.activities.openapi_tools import openapi_tools, register_openapi_from_env
+from agentloop.activities.tool_sources.openapi_tools import openapi_tools, register_openapi_from_env
 from agentloop.shared.errors import UserError
 from tests.helpers.paths import PETS_API as SPEC
 

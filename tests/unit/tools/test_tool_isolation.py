@@ -240,7 +240,8 @@ async def test_cancellation_and_timeout_kill_the_child(tmp_path: Path) -> None:
 WORKER_KILLED_MID_CALL = """
 import asyncio, os, sys, time
 from pathlib import Path
-from agentloop.tools.registry import Tool, ToolContext
+from agentloop.tools.registry import Tool
+from agentloop.tools.tool_context import ToolContext
 
 def wait() -> str:
     "Note the pid, then wait."

@@ -1,5 +1,5 @@
 """The built-in ``shell_command`` tool: bash in the workspace, inside the
-worker's shell sandbox (:mod:`agentloop.activities.sandbox`), killed with everything it
+worker's shell sandbox (:mod:`agentloop.activities.shell_sandbox.sandbox`), killed with everything it
 started when it ends, times out or is cancelled."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import shutil
 import signal
 import subprocess
 
-from agentloop.activities import sandbox
-from agentloop.activities.workspace import resolve_in_workspace
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.activities.builtin_tools.workspace import resolve_in_workspace
 from agentloop.shared.messages import truncate_output
 from agentloop.shared.errors import ToolError, UserError
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 
 # How often a running command heartbeats; well under any sane heartbeat timeout.
 _HEARTBEAT_INTERVAL = 1.0

@@ -13,12 +13,6 @@ from agentloop.shared.spec import parse_model
 ChatModelFactory = Callable[[str, str], ChatModel]
 
 
-#: Environment variables that hold provider credentials: only a worker that
-#: calls models may have them (role ``models`` or ``all``); a tools-only worker
-#: refuses to start with any of them set, and shell commands never get them.
-PROVIDER_KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
-
-
 class ModelResolver:
     """Builds provider clients once per worker and hands them out by model.
 
@@ -44,7 +38,7 @@ class ModelResolver:
         if provider in self._overrides:
             return self._overrides[provider](provider, name)
         if provider == "scripted":
-            from agentloop.activities.scripted_model import get_scripted_model
+            from agentloop.activities.providers.scripted_model import get_scripted_model
 
             return get_scripted_model(name)
         client = self._clients.get(provider)
@@ -56,11 +50,11 @@ class ModelResolver:
     @staticmethod
     def _build(provider: str) -> ChatModel:
         if provider == "openai":
-            from agentloop.activities.openai_model import OpenAIChatModel
+            from agentloop.activities.providers.openai_model import OpenAIChatModel
 
             return OpenAIChatModel.from_env()
         if provider == "anthropic":
-            from agentloop.activities.anthropic_model import AnthropicChatModel
+            from agentloop.activities.providers.anthropic_model import AnthropicChatModel
 
             return AnthropicChatModel.from_env()
         raise ApplicationError(

@@ -1,7 +1,7 @@
 """The Anthropic :class:`~agentloop.shared.activity_io.ChatModel`, over the Messages API.
 
 Answers are always streamed: the events are read into a
-:class:`~agentloop.activities.streaming.StepAccumulator`, which passes deltas on as they
+:class:`~agentloop.activities.providers.streaming.StepAccumulator`, which passes deltas on as they
 come and builds the whole answer. Request building
 (:func:`to_anthropic_request`, which also marks the prompt-cache breakpoints)
 is a pure function.
@@ -17,12 +17,13 @@ import anthropic
 from anthropic import AsyncAnthropic
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activities.providers.provider_common import Provider
+from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
 from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.model_settings import anthropic_tool_choice
 from agentloop.shared.report import Usage
-from agentloop.activities.streaming import StepAccumulator
+from agentloop.activities.providers.streaming import StepAccumulator
 
 #: Output limit sent when the request sets none: Anthropic requires one.
 DEFAULT_MAX_TOKENS = 4096
@@ -67,7 +68,7 @@ class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
     """A :class:`~agentloop.shared.activity_io.ChatModel` backed by Anthropic's Messages API,
     through an ``AsyncAnthropic`` client given or built on the first call by
     :func:`anthropic_client_from_env` (see
-    :class:`~agentloop.activities.provider_common.SDKChatModel`)."""
+    :class:`~agentloop.activities.providers.sdk.SDKChatModel`)."""
 
     client_from_env = staticmethod(anthropic_client_from_env)
 
@@ -308,7 +309,7 @@ def to_anthropic_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 
 class _EventReader:
     """Feeds Messages API stream events to a
-    :class:`~agentloop.activities.streaming.StepAccumulator`.
+    :class:`~agentloop.activities.providers.streaming.StepAccumulator`.
 
     Content blocks arrive one at a time, by index: text, signed thinking and
     tool-use blocks become parts, in order; a tool call ends with its block.
@@ -426,7 +427,7 @@ def anthropic_usage(
 
 
 #: Anthropic for the shared error mapping and client setup
-#: (:mod:`~agentloop.activities.provider_common`). Its 529 "overloaded" is a
+#: (:mod:`~agentloop.activities.providers.provider_common`). Its 529 "overloaded" is a
 #: server error like any 5xx; its SDK has no error code for an exhausted
 #: quota, nor for a prompt too long, which only its message tells.
 ANTHROPIC = Provider(
@@ -446,7 +447,7 @@ ANTHROPIC = Provider(
 def map_anthropic_error(exc: BaseException, *, mid_stream: bool = False) -> ApplicationError:
     """The Temporal error for an Anthropic SDK failure, saying whether to retry.
 
-    :meth:`Provider.map_error <agentloop.activities.provider_common.Provider.map_error>`
+    :meth:`Provider.map_error <agentloop.activities.providers.provider_common.Provider.map_error>`
     for :data:`ANTHROPIC`: HTTP 408, 409, 429 and 5xx (529 "overloaded"
     included), connection failures and timeouts are retryable, with the
     server's ``retry-after-ms``/``retry-after`` as the next delay. 401/403 and

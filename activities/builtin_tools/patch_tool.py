@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agentloop.activities.workspace import (
+from agentloop.activities.builtin_tools.workspace import (
     hard_link_error,
     open_for_reading,
     remove_file,
@@ -20,7 +20,7 @@ from agentloop.activities.workspace import (
     workspace_relative,
 )
 from agentloop.shared.errors import ToolError
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 
 
 def apply_patch(patch: str, *, ctx: ToolContext) -> str:

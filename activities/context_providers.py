@@ -1,5 +1,5 @@
 """The ``load_context`` activity's work: context providers, ``AGENTS.md``
-and the workspace listing (see :mod:`agentloop.tools.context`)."""
+and the workspace listing (see :mod:`agentloop.tools.context_providers`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from agentloop.shared.context import (
     agents_md_layer,
     cut_agents_md,
 )
-from agentloop.tools.context import ContextRequest, providers_of, workspace_listing
+from agentloop.tools.context_providers import ContextRequest, providers_of, workspace_listing
 from agentloop.tools.registry import ToolRegistry
 
 #: ApplicationError type of a context provider that raised (retried).

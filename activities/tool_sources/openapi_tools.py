@@ -12,7 +12,7 @@ with the status and the body (cut to the output limit); a binary answer is
 a short description, and an image the model can see is attached. The document, the base URL and the credentials are the
 worker's: ``${VAR}`` in a header is read from its environment at call time::
 
-    from agentloop.activities.openapi_tools import register_openapi_tools
+    from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
 
     register_openapi_tools(registry, "pets", spec="pets.yaml", base_url="http://localhost:8080",
                            headers={"Authorization": "Bearer ${PETS_TOKEN}"})
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import os
 import re
 from pathlib import Path
@@ -32,9 +31,20 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.activities.mcp_tools import expand
+from agentloop.activities.tool_sources.mcp_server import expand
 from agentloop.shared.errors import ToolError, UserError
-from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
+from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
+from agentloop.tools.tool_context import ToolContext
+from agentloop.activities.tool_sources.openapi_schemas import (
+    checkable,
+    invalid_arguments_message,
+    json_schema,
+    load_document,
+    log,
+    parameter_schema,
+    resolve_ref,
+    warn_dropped,
+)
 
 #: The environment variable naming the worker's OpenAPI file (JSON or YAML).
 OPENAPI_ENV = "AGENTLOOP_OPENAPI"
@@ -43,16 +53,11 @@ OPENAPI_ENV = "AGENTLOOP_OPENAPI"
 _METHODS = ("get", "put", "post", "delete", "patch", "head", "options")
 #: The fields of a path item that are not operations.
 _PATH_ITEM_FIELDS = {"summary", "description", "servers", "parameters", "$ref"}
-#: A Swagger 2.0 parameter's fields that are JSON schema.
-_SWAGGER_SCHEMA_FIELDS = ("type", "format", "items", "enum", "default", "minimum", "maximum", "exclusiveMinimum",
-                          "exclusiveMaximum", "minLength", "maxLength", "pattern", "minItems", "maxItems",
-                          "uniqueItems", "multipleOf", "nullable", "x-nullable")
 #: How a Swagger 2.0 array parameter's values are joined (``multi``: the parameter repeated).
 _COLLECTION_SEPARATORS = {"csv": ",", "ssv": " ", "tsv": "\t", "pipes": "|"}
 #: Largest image of a response the model is shown (as an image part).
 MAX_RESPONSE_IMAGE_BYTES = 768 * 1024
 _BAD = re.compile(r"[^a-zA-Z0-9_-]")
-log = logging.getLogger(__name__)
 
 
 class OpenApiSource(BaseModel):
@@ -71,145 +76,6 @@ class OpenApiSource(BaseModel):
     base_url: str | None = None
     headers: dict[str, str] = Field(default_factory=dict)
     timeout_seconds: float = Field(default=60.0, gt=0)
-
-
-def _load(path: Path) -> Any:
-    import yaml
-
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read the OpenAPI document {path}: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text) if path.suffix in (".yaml", ".yml") else json.loads(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise UserError(f"the OpenAPI document {path} is not valid: {str(exc).splitlines()[0]}") from None
-
-
-def _resolve(node: Any, document: dict[str, Any], depth: int = 0) -> Any:
-    """``node`` with local ``$ref``s inlined (cycles cut after a few levels)."""
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and ref.startswith("#/"):
-            if depth > 8:
-                return {}
-            target: Any = document
-            for part in ref[2:].split("/"):
-                target = target.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(target, dict) else {}
-            return _resolve(target, document, depth + 1)
-        return {k: _resolve(v, document, depth) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_resolve(v, document, depth) for v in node]
-    return node
-
-
-#: Type names found in real documents, as JSON schema names them (``file``: its content, as a string).
-_TYPE_ALIASES = {"int": "integer", "long": "integer", "float": "number", "double": "number", "bool": "boolean",
-                 "str": "string", "file": "string", "dict": "object", "map": "object", "list": "array"}
-_JSON_TYPES = {"string", "number", "integer", "boolean", "array", "object", "null"}
-#: A ``format`` given without a ``type``: the type it implies.
-_FORMAT_TYPES = {"int32": "integer", "int64": "integer", "float": "number", "double": "number"}
-
-
-def _normalised_type(node: dict[str, Any], out: dict[str, Any], dropped: list[str]) -> None:
-    """``out``'s ``type`` as JSON schema names it: aliases (``int``,
-    ``bool``, ``float``, ``file``...) renamed, a type implied by a lone
-    ``format``, unknown names left out (and added to ``dropped``)."""
-    kind = out.get("type")
-    if kind is None and isinstance(out.get("format"), str) and not any(k in out for k in ("oneOf", "anyOf",
-                                                                                           "allOf", "$ref")):
-        out["type"] = _FORMAT_TYPES.get(out["format"], "string")
-        return
-    kinds = kind if isinstance(kind, list) else [kind] if kind is not None else []
-    known = []
-    for name in kinds:
-        name = _TYPE_ALIASES.get(name.lower(), name.lower()) if isinstance(name, str) else name
-        if name in _JSON_TYPES:
-            known.append(name)
-        else:
-            dropped.append(repr(name))
-    if kind is None:
-        return
-    if not known:
-        out.pop("type")
-    else:
-        out["type"] = known if isinstance(kind, list) else known[0]
-    if node.get("type") == "file":
-        out.setdefault("description", "The file's content.")
-
-
-def _json_schema(node: Any, dropped: list[str] | None = None) -> Any:
-    """An OpenAPI (3.0, or Swagger 2.0) schema as JSON schema: ``nullable``
-    (or ``x-nullable``) as a ``null`` type, boolean ``exclusiveMinimum``/
-    ``Maximum`` as numbers, ``type: file`` as a string, ``int``/``bool``/
-    ``float`` as JSON schema's names, a type from a lone ``format``,
-    ``required: true`` on a property as its object's ``required``,
-    annotations the model needs not left out. A type JSON schema does not
-    know is left out, and added to ``dropped``."""
-    dropped = [] if dropped is None else dropped
-    if isinstance(node, list):
-        return [_json_schema(v, dropped) for v in node]
-    if not isinstance(node, dict):
-        return node
-    out = {k: (_json_schema(v, dropped) if k != "properties" or not isinstance(v, dict) else
-               {name: _json_schema(sub, dropped) for name, sub in v.items()})
-           for k, v in node.items()
-           if not k.startswith("x-") and k not in ("nullable", "discriminator", "xml", "externalDocs", "example",
-                                                   "collectionFormat", "readOnly", "writeOnly")}
-    for bound, limit in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
-        if isinstance(out.get(bound), bool):
-            if out.pop(bound) and limit in out:
-                out[bound] = out.pop(limit)
-    _normalised_type(node, out, dropped)
-    if isinstance(out.get("required"), bool):  # ``required: true`` on a property: its object says it
-        out.pop("required")
-    if isinstance(out.get("properties"), dict):
-        lifted = [name for name, sub in (node.get("properties") or {}).items()
-                  if isinstance(sub, dict) and sub.get("required") is True]
-        listed = out.get("required") if isinstance(out.get("required"), list) else []
-        if lifted:
-            out["required"] = listed + [name for name in lifted if name not in listed]
-    if (node.get("nullable") is True or node.get("x-nullable") is True) and isinstance(out.get("type"), str):
-        out["type"] = [out["type"], "null"]
-    return out
-
-
-def _parameter_schema(parameter: dict[str, Any], swagger: bool, operation: str = "") -> dict[str, Any]:
-    """A parameter's JSON schema; a type JSON schema does not know is left
-    out, with a warning naming the operation and the parameter."""
-    if swagger and parameter.get("in") != "body":
-        schema = {k: parameter[k] for k in _SWAGGER_SCHEMA_FIELDS if k in parameter}
-    else:
-        schema = dict(parameter.get("schema") or {})
-    dropped: list[str] = []
-    schema = _json_schema(schema, dropped)
-    if not schema and not dropped:
-        schema = {"type": "string"}
-    if dropped:
-        _warn_dropped(operation, f"parameter {parameter.get('name', 'body')!r}", dropped)
-    if parameter.get("description"):
-        schema["description"] = parameter["description"]
-    return schema
-
-
-def _warn_dropped(operation: str, where: str, dropped: list[str]) -> None:
-    log.warning("%s: %s has the type %s, which JSON schema does not know; it is left out of the schema the model "
-                "sees, and the API checks that value", operation, where, ", ".join(sorted(set(dropped))))
-
-
-def _checkable(operation: str, schema: dict[str, Any]) -> bool:
-    """Whether ``schema`` is one a validator can apply; if not, a warning
-    at registration, and the operation's arguments go to the API unchecked."""
-    import jsonschema
-
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path) or "(schema)"
-        log.warning("%s: its parameters' schema is not valid JSON schema at %s (%s); the model's arguments go to "
-                    "the API unchecked", operation, where, exc.message[:200])
-        return False
-    return True
 
 
 def _is_json(content_type: str) -> bool:
@@ -234,13 +100,13 @@ class OpenApiOperation(Tool):
         self._context_param = None
         self.source, self.base_url, self.method, self.path = source, base_url.rstrip("/"), method, path
         params = {(p.get("in"), p.get("name")): p
-                  for p in _resolve(list(shared) + list(operation.get("parameters", [])), document)
+                  for p in resolve_ref(list(shared) + list(operation.get("parameters", [])), document)
                   if isinstance(p, dict)}
         self.params = [p for p in params.values() if p.get("in") in ("path", "query", "header", "formData")]
         properties: dict[str, Any] = {}
         required: list[str] = []
         for p in self.params:
-            properties[p["name"]] = _parameter_schema(p, swagger, self.name)
+            properties[p["name"]] = parameter_schema(p, swagger, self.name)
             if p.get("required") is True or p.get("in") == "path":
                 required.append(p["name"])
         #: How the body is sent: "json", "form", "multipart" or "raw" (with :attr:`content_type`), or None.
@@ -250,7 +116,7 @@ class OpenApiOperation(Tool):
         if swagger:
             body = next((p for p in params.values() if p.get("in") == "body"), None)
             if body is not None:
-                properties["body"] = _parameter_schema(body, swagger, self.name)
+                properties["body"] = parameter_schema(body, swagger, self.name)
                 if body.get("required"):
                     required.append("body")
                 self.content_type = next((c for c in consumes if _is_json(c)), consumes[0] if consumes else
@@ -260,10 +126,10 @@ class OpenApiOperation(Tool):
                 files = any(p.get("type") == "file" for p in self.params)
                 self.body_kind = "multipart" if files or "multipart/form-data" in consumes else "form"
         else:
-            self._request_body(_resolve(operation.get("requestBody"), document) or {}, properties, required)
+            self._request_body(resolve_ref(operation.get("requestBody"), document) or {}, properties, required)
         self._schema = {"type": "object", "properties": properties, "required": required,
                         "additionalProperties": False}
-        self._checkable = _checkable(self.name, self._schema)
+        self.checkable = checkable(self.name, self._schema)
 
     def _request_body(self, body: dict[str, Any], properties: dict[str, Any], required: list[str]) -> None:
         content = body.get("content") or {}
@@ -276,9 +142,9 @@ class OpenApiOperation(Tool):
                          next(iter(content)))
             kind = {"application/x-www-form-urlencoded": "form", "multipart/form-data": "multipart"}.get(media, "raw")
         dropped: list[str] = []
-        schema = _json_schema((content.get(media) or {}).get("schema"), dropped)
+        schema = json_schema((content.get(media) or {}).get("schema"), dropped)
         if dropped:
-            _warn_dropped(self.name, "the request body", dropped)
+            warn_dropped(self.name, "the request body", dropped)
         if schema is None:
             schema = {"type": "string"} if kind == "raw" else {"type": "object"}
         properties["body"] = schema
@@ -300,7 +166,7 @@ class OpenApiOperation(Tool):
         """
         import jsonschema
 
-        if not self._checkable:
+        if not self.checkable:
             return arguments
         try:
             errors = sorted(jsonschema.Draft202012Validator(self._schema).iter_errors(arguments),
@@ -420,7 +286,7 @@ def _response_value(response: Any) -> Any:
     """What the model gets of a 2xx answer: its text; for a binary body a
     short description (content type, size), and the image itself when it is
     one the model can see (PNG, JPEG, GIF, WebP, up to 768 KB)."""
-    from agentloop.activities.image_tool import image_media_type
+    from agentloop.activities.builtin_tools.image_tool import image_media_type
     from agentloop.shared.messages import ImagePart
 
     content_type = response.headers.get("content-type", "")
@@ -432,52 +298,6 @@ def _response_value(response: Any) -> Any:
         return [_binary_description(content_type, len(data), shown=True),
                 ImagePart(media_type=media, data=base64.b64encode(data).decode())]
     return _binary_description(content_type, len(data))
-
-
-def _excerpt(schema: Any, depth: int = 0) -> str:
-    """A schema in a few words: its type, enum, format, and for an object
-    its properties' types (required marked), for an array its items'."""
-    if not isinstance(schema, dict):
-        return json.dumps(schema)
-    for combo in ("oneOf", "anyOf", "allOf"):
-        if isinstance(schema.get(combo), list):
-            joined = " | " if combo != "allOf" else " & "
-            return "(" + joined.join(_excerpt(s, depth + 1) for s in schema[combo][:4]) + \
-                (" | ..." if len(schema[combo]) > 4 else "") + ")"
-    kind = schema.get("type", "object" if "properties" in schema else "any")
-    text = "|".join(kind) if isinstance(kind, list) else str(kind)
-    if "enum" in schema:
-        values = schema["enum"]
-        text += " one of " + json.dumps(values[:12], ensure_ascii=False) + (" ..." if len(values) > 12 else "")
-    if "format" in schema:
-        text += f" ({schema['format']})"
-    if kind == "array" and "items" in schema and depth < 2:
-        text += " of " + _excerpt(schema["items"], depth + 1)
-    properties = schema.get("properties")
-    if isinstance(properties, dict) and properties and depth < 2:
-        required = set(schema.get("required") or [])
-        shown = [f"{name}{'*' if name in required else ''}: {_excerpt(sub, depth + 1)}"
-                 for name, sub in list(properties.items())[:15]]
-        more = f", ... {len(properties) - 15} more" if len(properties) > 15 else ""
-        text += " {" + ", ".join(shown) + more + "}"
-    return text
-
-
-def invalid_arguments_message(tool: str, errors: list[Any], limit: int = 4000) -> str:
-    """The failing fields of a call, each with what it expects (a compact
-    excerpt of its schema; ``*`` marks a required property)."""
-    lines: list[str] = []
-    for error in errors[:10]:
-        where = ".".join(map(str, error.absolute_path)) or "(arguments)"
-        expected = _excerpt(error.schema)
-        if len(expected) > 400:
-            expected = expected[:400] + " ..."
-        lines.append(f"{where}: {error.message[:300]} (expected: {expected})")
-    if len(errors) > 10:
-        lines.append(f"... and {len(errors) - 10} more problems")
-    text = f"Invalid arguments for tool '{tool}': " + "; ".join(lines) + \
-        ". Fix these fields and call it again (* marks a required property)."
-    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 def _quote(value: str) -> str:
@@ -528,7 +348,7 @@ def openapi_tools(api: str, source: OpenApiSource | dict[str, Any]) -> list[Open
         UserError: The document cannot be read, or no base URL is known.
     """
     source = source if isinstance(source, OpenApiSource) else OpenApiSource.model_validate(source)
-    document = _load(Path(source.spec))
+    document = load_document(Path(source.spec))
     if not isinstance(document, dict) or not isinstance(document.get("paths"), dict):
         raise UserError(f"the OpenAPI document {source.spec} has no paths")
     base_url = source.base_url or _document_base_url(document)
@@ -538,7 +358,7 @@ def openapi_tools(api: str, source: OpenApiSource | dict[str, Any]) -> list[Open
     shared_params: dict[str, list[dict[str, Any]]] = {}
     skipped: list[str] = []
     for path, item in document["paths"].items():
-        item = _resolve(item, document) if isinstance(item, dict) else {}
+        item = resolve_ref(item, document) if isinstance(item, dict) else {}
         shared_params[path] = item.get("parameters", [])
         for key, value in item.items():
             if key in _METHODS and isinstance(value, dict):
@@ -582,7 +402,7 @@ def register_openapi_from_env(registry: ToolRegistry, environ: dict[str, str] | 
     path = (os.environ if environ is None else environ).get(OPENAPI_ENV)
     if not path:
         return []
-    data = _load(Path(path))
+    data = load_document(Path(path))
     if not isinstance(data, dict):
         raise UserError(f"the file {path} ({OPENAPI_ENV}) must map API names to {{spec, base_url, headers}}")
     names: list[str] = []

@@ -2,7 +2,7 @@
 
 ``shell_command``, ``read_file``, ``write_file``, ``apply_patch``,
 ``grep_files``, ``list_dir`` and ``view_image``. Every path argument goes through
-:func:`~agentloop.activities.workspace.resolve_in_workspace`, so none of them reads or
+:func:`~agentloop.activities.builtin_tools.workspace.resolve_in_workspace`, so none of them reads or
 writes outside ``ToolContext.workspace``; files are opened without following
 symlinks, files with more than one hard link are not read, and writes
 replace files rather than writing into them, so a hard link cannot carry a
@@ -19,11 +19,11 @@ Register them with :func:`register_builtin_tools` (or take
     register_builtin_tools(default_registry)
 """
 
-from agentloop.activities.file_tools import list_dir, read_file, write_file
-from agentloop.activities.grep_tool import grep_files
-from agentloop.activities.image_tool import view_image
-from agentloop.activities.patch_tool import apply_patch
-from agentloop.activities.shell_tool import shell_command
+from agentloop.activities.builtin_tools.file_tools import list_dir, read_file, write_file
+from agentloop.activities.builtin_tools.grep_tool import grep_files
+from agentloop.activities.builtin_tools.image_tool import view_image
+from agentloop.activities.builtin_tools.patch_tool import apply_patch
+from agentloop.activities.builtin_tools.shell_tool import shell_command
 from agentloop.tools.registry import Tool, ToolRegistry
 
 __all__ = [

@@ -14,7 +14,7 @@ stream parsing.
 The mapping masks the key in every message and takes the server's
 ``retry-after-ms``/``retry-after`` as the next delay; the HTTP details it
 reads for that (header forms, credential headers, error bodies) are in
-:mod:`agentloop.activities.http_headers`.
+:mod:`agentloop.activities.providers.http_headers`.
 """
 
 from __future__ import annotations
@@ -22,24 +22,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import ModuleType
-from typing import Any, Generic, Protocol, Self, TypeVar
+from typing import Any, TypeVar
 
 import httpx2
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.attempts import retry_note
-from agentloop.activities.http_headers import (
+from agentloop.activities.providers.http_headers import (
     credential_values,
     display_url,
     error_body_message,
     redact,
     retry_after_delay,
 )
-from agentloop.shared.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.activity_io import ModelResponse
 from agentloop.shared.errors import (
     MODEL_AUTHENTICATION_ERROR_TYPE,
     MODEL_BAD_REQUEST_ERROR_TYPE,
@@ -51,134 +50,15 @@ from agentloop.shared.errors import (
     MODEL_SERVER_ERROR_TYPE,
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
+from agentloop.activities.providers.sdk import ChunkStream, SDKErrors, StreamReader
 
 __all__ = [
-    "ChunkStream",
     "Provider",
-    "SDKChatModel",
-    "SDKErrors",
-    "StreamReader",
-    "tool_declaration",
     "transport_reason",
 ]
 
 T = TypeVar("T")
-ClientT = TypeVar("ClientT")
 ItemT = TypeVar("ItemT")
-ItemT_co = TypeVar("ItemT_co", covariant=True)
-ItemT_contra = TypeVar("ItemT_contra", contravariant=True)
-
-
-class ChunkStream(Protocol[ItemT_co]):
-    """What both SDKs' ``create(..., stream=True)`` return: an async iterator
-    of chunks (or events) that is also an async context manager."""
-
-    async def __aenter__(self) -> Any: ...
-
-    async def __aexit__(self, *exc_info: object) -> Any: ...
-
-    def __aiter__(self) -> AsyncIterator[ItemT_co]: ...
-
-
-class StreamReader(Protocol[ItemT_contra]):
-    """Reads a provider's stream, item by item, into the whole answer."""
-
-    def read(self, item: ItemT_contra) -> None:
-        """Take in the next chunk or event."""
-
-    def response(self) -> ModelResponse:
-        """The whole answer, once the stream ended.
-
-        Raises:
-            ApplicationError: Retryable ``ModelStreamBroken`` when the stream
-                ended before the answer did (see :meth:`Provider.stream_ended_early`).
-        """
-        ...
-
-
-class SDKChatModel(Generic[ClientT]):
-    """What the SDK-backed ChatModels share: their SDK client, given or built
-    from the worker's environment on first use.
-
-    Args:
-        client: The SDK client to use. When None, one is built from the
-            worker's environment on the first call (see :meth:`from_env`), so a
-            missing key fails that activity with a clear error rather than the
-            worker's start. Give clients ``max_retries=0``: Temporal retries.
-    """
-
-    def __init__(self, client: ClientT | None = None) -> None:
-        self._client = client
-
-    @staticmethod
-    def client_from_env() -> Any:
-        """The provider's SDK client, configured by the worker's environment
-        (each provider says how).
-
-        Raises:
-            ApplicationError: Non-retryable ``ModelConfigurationError`` when
-                the environment has no credential for the provider or the SDK
-                rejects the configuration.
-        """
-        raise NotImplementedError
-
-    @classmethod
-    def from_env(cls) -> Self:
-        """A model whose client is configured by the worker's environment
-        (see :meth:`client_from_env`).
-
-        Raises:
-            ApplicationError: Non-retryable ``ModelConfigurationError`` when
-                the environment has no credential for the provider or the SDK
-                rejects the configuration.
-        """
-        return cls(cls.client_from_env())
-
-    @property
-    def client(self) -> ClientT:
-        """The SDK client, built from the environment on first use."""
-        if self._client is None:
-            self._client = self.client_from_env()
-        return self._client
-
-
-@dataclass(frozen=True)
-class SDKErrors:
-    """The exception classes of one provider SDK.
-
-    Attributes:
-        base: What every error of the SDK derives from (``OpenAIError``,
-            ``AnthropicError``).
-        api: An error about a request (``APIError``): carries the request,
-            so its credential headers, and the response body when there was one.
-        status: An HTTP error status (``APIStatusError``): ``status_code``,
-            ``response``, ``request_id``.
-        connection: The server could not be reached, or the connection
-            dropped (``APIConnectionError``).
-        timeout: The request timed out (``APITimeoutError``, a connection error).
-        response_validation: A response that does not fit the API's schema
-            (``APIResponseValidationError``).
-    """
-
-    base: type[Exception]
-    api: type[Exception]
-    status: type[Exception]
-    connection: type[Exception]
-    timeout: type[Exception]
-    response_validation: type[Exception]
-
-    @classmethod
-    def of(cls, sdk: ModuleType, *, base: type[Exception]) -> SDKErrors:
-        """The classes of an SDK module that names them as OpenAI's and
-        Anthropic's do; ``base`` is the one whose name differs."""
-        return cls(
-            base=base,
-            api=sdk.APIError,
-            status=sdk.APIStatusError,
-            connection=sdk.APIConnectionError,
-            timeout=sdk.APITimeoutError,
-            response_validation=sdk.APIResponseValidationError,
-        )
 
 
 @dataclass(frozen=True)
@@ -489,16 +369,6 @@ def _transport_request(exc: BaseException) -> Any:
         return getattr(exc, "request", None)
     except RuntimeError:
         return None
-
-
-def tool_declaration(tool: ToolDefinition, schema_key: str) -> dict[str, Any]:
-    """A tool as both APIs declare it: its name, its arguments' JSON schema
-    under ``schema_key`` (``parameters``, ``input_schema``) and its
-    description, left out when empty."""
-    declaration: dict[str, Any] = {"name": tool.name, schema_key: tool.parameters}
-    if tool.description:
-        declaration["description"] = tool.description
-    return declaration
 
 
 def transport_reason(exc: BaseException) -> str:

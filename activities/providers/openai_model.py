@@ -3,7 +3,7 @@
 Chat Completions is also what vLLM, llama.cpp, Ollama and LiteLLM serve, so
 the same class reaches them when the worker's ``OPENAI_BASE_URL`` points at
 one. Answers are always streamed (``stream=True`` with usage in the last
-chunk): the chunks are read into a :class:`~agentloop.activities.streaming.StepAccumulator`,
+chunk): the chunks are read into a :class:`~agentloop.activities.providers.streaming.StepAccumulator`,
 which passes deltas on as they come and builds the whole answer. Request
 building (:func:`to_openai_request`) is a pure function.
 
@@ -26,12 +26,13 @@ import openai
 from openai import AsyncOpenAI, AsyncStream
 from temporalio.exceptions import ApplicationError
 
-from agentloop.activities.provider_common import Provider, SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activities.providers.provider_common import Provider
+from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
 from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
 from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.model_settings import openai_tool_choice
 from agentloop.shared.report import Usage
-from agentloop.activities.streaming import StepAccumulator
+from agentloop.activities.providers.streaming import StepAccumulator
 
 #: Output limit (``max_completion_tokens``) sent when the request sets none, as
 #: Anthropic's provider does: without one, a local model that rambles on
@@ -79,7 +80,7 @@ class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
 
     Takes an ``AsyncOpenAI`` client, or builds one with
     :func:`openai_client_from_env` on the first call (see
-    :class:`~agentloop.activities.provider_common.SDKChatModel`).
+    :class:`~agentloop.activities.providers.sdk.SDKChatModel`).
     """
 
     client_from_env = staticmethod(openai_client_from_env)
@@ -292,7 +293,7 @@ def to_openai_tools(tools: list[ToolDefinition]) -> list[dict[str, Any]]:
 
 class _ChunkReader:
     """Feeds Chat Completions stream chunks (of the first choice), as the
-    server's JSON objects, to a :class:`~agentloop.activities.streaming.StepAccumulator`.
+    server's JSON objects, to a :class:`~agentloop.activities.providers.streaming.StepAccumulator`.
 
     A tool call is keyed by its ``index``: its first chunk carries the id and
     name, later ones pieces of the arguments. A refusal is kept as text and
@@ -423,7 +424,7 @@ def _reasoning_text(delta: dict[str, Any]) -> str:
 
 
 #: OpenAI as the shared error mapping and client setup see it
-#: (:mod:`~agentloop.activities.provider_common`); vLLM, llama.cpp, Ollama and
+#: (:mod:`~agentloop.activities.providers.provider_common`); vLLM, llama.cpp, Ollama and
 #: LiteLLM servers answer through the same SDK and are mapped alike.
 OPENAI = Provider(
     name="OpenAI",
@@ -448,7 +449,7 @@ OPENAI = Provider(
 def map_openai_error(exc: BaseException, *, mid_stream: bool = False) -> ApplicationError:
     """The Temporal error for an OpenAI SDK failure, saying whether to retry.
 
-    :meth:`Provider.map_error <agentloop.activities.provider_common.Provider.map_error>`
+    :meth:`Provider.map_error <agentloop.activities.providers.provider_common.Provider.map_error>`
     for :data:`OPENAI`: HTTP 408, 409, 429 and 5xx, connection failures and
     timeouts are retryable, with the server's ``retry-after-ms``/``retry-after``
     as the next delay. Rate limits that are an exhausted quota

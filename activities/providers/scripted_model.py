@@ -27,7 +27,7 @@ from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, 
 from agentloop.shared.errors import MODEL_CONFIGURATION_ERROR_TYPE, SCRIPT_EXHAUSTED_ERROR_TYPE
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.report import Usage
-from agentloop.activities.streaming import message_deltas
+from agentloop.activities.providers.streaming import message_deltas
 
 ScriptFunction = Callable[[ModelRequest], Union[ModelResponse, Awaitable[ModelResponse]]]
 ScriptStep = Union[ModelResponse, ScriptFunction, BaseException]

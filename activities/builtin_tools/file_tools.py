@@ -9,7 +9,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentloop.activities.workspace import (
+from agentloop.activities.builtin_tools.workspace import (
     hard_link_error,
     open_for_reading,
     replace_file,
@@ -17,7 +17,7 @@ from agentloop.activities.workspace import (
     workspace_relative,
 )
 from agentloop.shared.errors import ToolError
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 
 # Git and many other tools call a file binary if its first 8 KiB hold a NUL.
 _BINARY_SNIFF_BYTES = 8192

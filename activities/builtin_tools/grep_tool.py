@@ -12,18 +12,10 @@ from pathlib import Path
 
 import re2
 
-from agentloop.activities.file_tools import (
-    _BINARY_SNIFF_BYTES,
-    _clip_line,
-    _sorted_entries,
-)
-from agentloop.activities.workspace import (
-    open_for_reading,
-    resolve_in_workspace,
-    workspace_relative,
-)
+from agentloop.activities.builtin_tools.file_tools import _BINARY_SNIFF_BYTES, _clip_line, _sorted_entries
+from agentloop.activities.builtin_tools.workspace import open_for_reading, resolve_in_workspace, workspace_relative
 from agentloop.shared.errors import ToolError
-from agentloop.tools.registry import ToolContext
+from agentloop.tools.tool_context import ToolContext
 
 _GREP_MAX_LINE_CHARS = 500
 _GREP_MAX_FILE_BYTES = 10 * 1024 * 1024

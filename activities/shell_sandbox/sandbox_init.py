@@ -431,7 +431,7 @@ def main() -> None:
         os._exit(0)
 
     # Handlers first: SIGUSR1 may come at once (the worker died, see
-    # activities/sandbox.py), and must not find a command but no handler.
+    # activities/shell_sandbox/sandbox.py), and must not find a command but no handler.
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     signal.signal(signal.SIGUSR1, kill_all_and_exit if mode == "reaper" else forward)
