@@ -16,7 +16,7 @@ from agentloop.activities.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.shared.errors import ToolError
+from agentloop.shared.base.errors import ToolError
 from agentloop.tools.registry import ToolContext
 
 # Git and many other tools call a file binary if its first 8 KiB hold a NUL.

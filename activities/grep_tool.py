@@ -22,7 +22,7 @@ from agentloop.activities.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.shared.errors import ToolError
+from agentloop.shared.base.errors import ToolError
 from agentloop.tools.registry import ToolContext
 
 _GREP_MAX_LINE_CHARS = 500

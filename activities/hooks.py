@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 from temporalio import activity
 
-from agentloop.shared.messages import CUT_HINT, cut_hint, truncate_output
-from agentloop.shared.activity_io import ExecuteToolInput, ExecuteToolResult
+from agentloop.shared.base.messages import CUT_HINT, cut_hint, truncate_output
+from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.tools.hooks import (
     EndRun,
     Fallback,
@@ -24,7 +24,7 @@ from agentloop.tools.hooks import (
     hooks_of,
     run_hooks,
 )
-from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
+from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.registry import ToolContext
 
 if TYPE_CHECKING:

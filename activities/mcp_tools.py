@@ -42,9 +42,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.activities.mcp_guard import EXIT_LINE
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 #: Separates the server's name from its tool's in the name the model sees.
 SEPARATOR = "__"

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.activities.mcp_tools import expand
-from agentloop.shared.errors import ToolError, UserError
+from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolContext, ToolRegistry
 
 #: The environment variable naming the worker's OpenAPI file (JSON or YAML).
@@ -421,7 +421,7 @@ def _response_value(response: Any) -> Any:
     short description (content type, size), and the image itself when it is
     one the model can see (PNG, JPEG, GIF, WebP, up to 768 KB)."""
     from agentloop.activities.image_tool import image_media_type
-    from agentloop.shared.messages import ImagePart
+    from agentloop.shared.base.messages import ImagePart
 
     content_type = response.headers.get("content-type", "")
     data = response.content

@@ -68,8 +68,8 @@ from pathlib import Path
 
 from agentloop.activities import sandbox_init
 from agentloop.activities.models import PROVIDER_KEY_VARIABLES
-from agentloop.shared.errors import UserError
-from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.encryption import KEY_FILE_ENV, KEYS_ENV
 
 log = logging.getLogger("agentloop.sandbox")
 

@@ -20,23 +20,24 @@ part of ``__all__``.
 # from crashing at interpreter exit (see agentloop/workers/teardown.py).
 import agentloop.workers.teardown  # noqa: F401  (isort: skip)
 from agentloop.client.agent_client import AgentClient
-from agentloop.shared.activity_tools import activity_as_tool
-from agentloop.shared.approvals import ApprovalDecision, PermissionRule, ToolOutput
-from agentloop.shared.context import ContextLayer, ContextPolicy
-from agentloop.shared.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
-from agentloop.shared.guardrails import GuardrailResult
-from agentloop.shared.messages import Message
-from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.report import AgentRunReport, Usage
-from agentloop.shared.run import AgentRunResult
-from agentloop.shared.spec import AgentSpec, SubAgent
-from agentloop.shared.threads import ThreadBusy, ThreadNotFound
+from agentloop.shared.definition.activity_tools import activity_as_tool
+from agentloop.shared.definition.approvals import ApprovalDecision, PermissionRule, ToolOutput
+from agentloop.shared.definition.context import ContextLayer, ContextPolicy
+from agentloop.shared.base.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
+from agentloop.shared.definition.guardrails import GuardrailResult
+from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.pricing import Budget, ModelPrice
+from agentloop.shared.runs.report import AgentRunReport
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.run import AgentRunResult
+from agentloop.shared.definition.spec import AgentSpec, SubAgent
+from agentloop.shared.runs.threads import ThreadBusy, ThreadNotFound
 from agentloop.tools.context import context_provider, ContextRequest
 from agentloop.tools.guardrails import guardrail, GuardrailContext, llm_judge
 from agentloop.tools.hooks import before_tool_call, EndRun, Fallback, on_tool_error, Override, Skip, ToolCallInfo
 from agentloop.tools.registry import tool, ToolContext
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.shared.events import AgentEvent
+from agentloop.shared.runs.events import AgentEvent
 
 __all__ = [
     "AgentClient",
@@ -82,68 +83,68 @@ __all__ = [
 
 #: Importable from ``agentloop`` as before, outside ``__all__``: name -> module.
 _MORE = {
-    "ActivityTool": "agentloop.shared.activity_tools",
-    "AgentRunCancelled": "agentloop.shared.errors",
+    "ActivityTool": "agentloop.shared.definition.activity_tools",
+    "AgentRunCancelled": "agentloop.shared.base.errors",
     "AgentRunHandle": "agentloop.client.agent_client",
-    "AgentRunInput": "agentloop.shared.run",
-    "ApprovalRequested": "agentloop.shared.events",
-    "ApprovalResolved": "agentloop.shared.events",
-    "ChatModel": "agentloop.shared.activity_io",
-    "ContentFiltered": "agentloop.shared.errors",
-    "ContentPart": "agentloop.shared.messages",
-    "ContextManaged": "agentloop.shared.events",
-    "CostLimitExceeded": "agentloop.shared.errors",
-    "DecisionAccepted": "agentloop.shared.approvals",
-    "EncryptionCodec": "agentloop.shared.encryption",
-    "EncryptionKeyMissing": "agentloop.shared.encryption",
-    "GuardrailTriggered": "agentloop.shared.events",
-    "GuardrailTripped": "agentloop.shared.errors",
-    "ImagePart": "agentloop.shared.messages",
-    "MaxStepsExceeded": "agentloop.shared.errors",
-    "MaxToolCallContinuationsExceeded": "agentloop.shared.errors",
-    "MessageCompleted": "agentloop.shared.events",
-    "MessageCreated": "agentloop.shared.events",
-    "MessageDelta": "agentloop.shared.events",
-    "MessageReset": "agentloop.shared.events",
-    "ModelRequest": "agentloop.shared.activity_io",
-    "ModelResponse": "agentloop.shared.activity_io",
-    "OutputLimitReached": "agentloop.shared.errors",
-    "PendingAction": "agentloop.shared.approvals",
-    "PendingApproval": "agentloop.shared.approvals",
-    "PendingWork": "agentloop.shared.approvals",
-    "RequiresAction": "agentloop.shared.events",
-    "RunCancelled": "agentloop.shared.events",
-    "RunCompleted": "agentloop.shared.events",
-    "RunContinued": "agentloop.shared.events",
-    "RunCreated": "agentloop.shared.events",
-    "RunError": "agentloop.shared.errors",
-    "RunFailed": "agentloop.shared.events",
-    "RunReason": "agentloop.shared.report",
-    "RunState": "agentloop.shared.run",
-    "RunStatus": "agentloop.shared.report",
-    "RunStatusChanged": "agentloop.shared.events",
+    "AgentRunInput": "agentloop.shared.runs.run",
+    "ApprovalRequested": "agentloop.shared.runs.events",
+    "ApprovalResolved": "agentloop.shared.runs.events",
+    "ChatModel": "agentloop.shared.definition.activity_io",
+    "ContentFiltered": "agentloop.shared.base.errors",
+    "ContentPart": "agentloop.shared.base.messages",
+    "ContextManaged": "agentloop.shared.runs.events",
+    "CostLimitExceeded": "agentloop.shared.base.errors",
+    "DecisionAccepted": "agentloop.shared.definition.approvals",
+    "EncryptionCodec": "agentloop.shared.base.encryption",
+    "EncryptionKeyMissing": "agentloop.shared.base.encryption",
+    "GuardrailTriggered": "agentloop.shared.runs.events",
+    "GuardrailTripped": "agentloop.shared.base.errors",
+    "ImagePart": "agentloop.shared.base.messages",
+    "MaxStepsExceeded": "agentloop.shared.base.errors",
+    "MaxToolCallContinuationsExceeded": "agentloop.shared.base.errors",
+    "MessageCompleted": "agentloop.shared.runs.events",
+    "MessageCreated": "agentloop.shared.runs.events",
+    "MessageDelta": "agentloop.shared.runs.events",
+    "MessageReset": "agentloop.shared.runs.events",
+    "ModelRequest": "agentloop.shared.definition.activity_io",
+    "ModelResponse": "agentloop.shared.definition.activity_io",
+    "OutputLimitReached": "agentloop.shared.base.errors",
+    "PendingAction": "agentloop.shared.definition.approvals",
+    "PendingApproval": "agentloop.shared.definition.approvals",
+    "PendingWork": "agentloop.shared.definition.approvals",
+    "RequiresAction": "agentloop.shared.runs.events",
+    "RunCancelled": "agentloop.shared.runs.events",
+    "RunCompleted": "agentloop.shared.runs.events",
+    "RunContinued": "agentloop.shared.runs.events",
+    "RunCreated": "agentloop.shared.runs.events",
+    "RunError": "agentloop.shared.base.errors",
+    "RunFailed": "agentloop.shared.runs.events",
+    "RunReason": "agentloop.shared.runs.report",
+    "RunState": "agentloop.shared.runs.run",
+    "RunStatus": "agentloop.shared.runs.report",
+    "RunStatusChanged": "agentloop.shared.runs.events",
     "RunSummary": "agentloop.client.agent_client",
-    "StepCreated": "agentloop.shared.events",
-    "StepReport": "agentloop.shared.report",
-    "SubAgentInvocationCompleted": "agentloop.shared.events",
-    "SubAgentInvocationStarted": "agentloop.shared.events",
-    "SubRunReport": "agentloop.shared.report",
-    "TextPart": "agentloop.shared.messages",
-    "ThinkingConfig": "agentloop.shared.model_settings",
-    "ThinkingPart": "agentloop.shared.messages",
+    "StepCreated": "agentloop.shared.runs.events",
+    "StepReport": "agentloop.shared.runs.report",
+    "SubAgentInvocationCompleted": "agentloop.shared.runs.events",
+    "SubAgentInvocationStarted": "agentloop.shared.runs.events",
+    "SubRunReport": "agentloop.shared.runs.report",
+    "TextPart": "agentloop.shared.base.messages",
+    "ThinkingConfig": "agentloop.shared.base.model_settings",
+    "ThinkingPart": "agentloop.shared.base.messages",
     "Tool": "agentloop.tools.registry",
-    "ToolCallCompletedByLLM": "agentloop.shared.events",
-    "ToolCallCreated": "agentloop.shared.events",
-    "ToolCallPart": "agentloop.shared.messages",
-    "ToolCallReport": "agentloop.shared.report",
-    "ToolDefinition": "agentloop.shared.activity_io",
-    "ToolExecutionCompleted": "agentloop.shared.events",
-    "ToolExecutionStarted": "agentloop.shared.events",
+    "ToolCallCompletedByLLM": "agentloop.shared.runs.events",
+    "ToolCallCreated": "agentloop.shared.runs.events",
+    "ToolCallPart": "agentloop.shared.base.messages",
+    "ToolCallReport": "agentloop.shared.runs.report",
+    "ToolDefinition": "agentloop.shared.definition.activity_io",
+    "ToolExecutionCompleted": "agentloop.shared.runs.events",
+    "ToolExecutionStarted": "agentloop.shared.runs.events",
     "ToolRegistry": "agentloop.tools.registry",
-    "ToolResultPart": "agentloop.shared.messages",
-    "ToolStepFailed": "agentloop.shared.errors",
+    "ToolResultPart": "agentloop.shared.base.messages",
+    "ToolStepFailed": "agentloop.shared.base.errors",
     "default_registry": "agentloop.tools.registry",
-    "run_failed_class": "agentloop.shared.errors",
+    "run_failed_class": "agentloop.shared.base.errors",
 }
 
 

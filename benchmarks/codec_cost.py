@@ -29,7 +29,7 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentClient, AgentSpec, ToolRegistry
-from agentloop.shared.encryption import EncryptionCodec, with_codec
+from agentloop.shared.base.encryption import EncryptionCodec, with_codec
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect

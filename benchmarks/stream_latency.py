@@ -62,7 +62,7 @@ from agentloop.activities.models import ModelResolver
 from agentloop.activities.openai_model import OpenAIChatModel
 from agentloop.client.agent_client import AgentRunHandle
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.events import MessageDelta
+from agentloop.shared.runs.events import MessageDelta
 from agentloop.workers.worker import build_worker, connect
 
 #: The issue's target for the p50 latency agentloop adds (information only).

@@ -2,7 +2,7 @@
 
 Each LLM step and each tool call is an activity; Temporal's event history is
 the checkpoint, so a run survives worker crashes and restarts. The run is an
-interpreter over one :class:`~agentloop.shared.state.LoopState`: the pure
+interpreter over one :class:`~agentloop.shared.runs.state.LoopState`: the pure
 functions of :mod:`~agentloop.workflows.loop_logic` decide, this class
 matches on their answers and does the I/O (activities, waits, continue-as-new),
 and a :class:`~agentloop.workflows.recorder.RunRecorder` publishes what
@@ -22,17 +22,17 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared import contracts
+    from agentloop.shared.base import contracts
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
-    from agentloop.shared.activity_io import (
+    from agentloop.shared.definition.activity_io import (
         CallModelResult,
         ModelResponse,
         ResolveToolsInput,
         ResolveToolsResult,
         ToolDefinition,
     )
-    from agentloop.shared.approvals import (
+    from agentloop.shared.definition.approvals import (
         MAX_REASON_CHARS,
         DecisionAccepted,
         PendingWork,
@@ -43,18 +43,18 @@ with workflow.unsafe.imports_passed_through():
         oversize_fields,
     )
     from agentloop.workflows.sandbox import workflow_sandbox_from_env
-    from agentloop.shared.context import make_anchor
-    from agentloop.shared.context import agents_md_layer
-    from agentloop.shared.errors import (
+    from agentloop.shared.definition.context import make_anchor
+    from agentloop.shared.definition.context import agents_md_layer
+    from agentloop.shared.base.errors import (
         INVALID_INPUT_ERROR_TYPE,
         MODEL_CONTEXT_LENGTH_ERROR_TYPE,
         RUN_FAILED_ERROR_TYPE,
         TOOL_DEFINITION_ERROR_TYPE,
     )
-    from agentloop.shared.guardrails import GuardrailStage, messages_to_check
-    from agentloop.shared.hooks import missing_hooks_message
-    from agentloop.shared.model_settings import tool_choice_problem
-    from agentloop.shared.events import (
+    from agentloop.shared.definition.guardrails import GuardrailStage, messages_to_check
+    from agentloop.shared.base.hooks import missing_hooks_message
+    from agentloop.shared.base.model_settings import tool_choice_problem
+    from agentloop.shared.runs.events import (
         ApprovalRequested,
         MessageCompleted,
         MessageCreated,
@@ -64,12 +64,19 @@ with workflow.unsafe.imports_passed_through():
         ToolCallCompletedByLLM,
         message_id,
     )
-    from agentloop.shared.messages import Message
-    from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
-    from agentloop.shared.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, RunReason, StepReport, report_text
-    from agentloop.shared.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
-    from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.transcripts import ModelContext, TranscriptPage, context_hash, page
+    from agentloop.shared.base.messages import Message
+    from agentloop.shared.definition.fingerprint import DefinitionChange, agent_definition, definition_change
+    from agentloop.shared.runs.report import (
+        LIVE_STATUSES,
+        STEP_UNDER_WAY,
+        AgentRunReport,
+        RunReason,
+        StepReport,
+        report_text,
+    )
+    from agentloop.shared.runs.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.transcripts import ModelContext, TranscriptPage, context_hash, page
     from agentloop.workflows import activity_calls as calls
     from agentloop.workflows import requests
     from agentloop.workflows.handover import Handover
@@ -92,9 +99,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.workflows.output_logic import RetryOutput, TypedAnswer, decide_output, final_result_tool, output_mode
     from agentloop.workflows.recorder import RunRecorder, ms
-    from agentloop.shared.snapshots import AgentSnapshot, restores_completed
+    from agentloop.shared.runs.snapshots import AgentSnapshot, restores_completed
     from agentloop.workflows import snapshots
-    from agentloop.shared.state import LoopState, PendingStep
+    from agentloop.shared.runs.state import LoopState, PendingStep
     from agentloop.workflows.delegation import sub_agent_tools, waiting_on
     from agentloop.workflows.guardrails import GuardrailRunner
     from agentloop.workflows.context import ContextKeeper, RunContext, system_prompt_with, wants_context
@@ -107,7 +114,7 @@ with workflow.unsafe.imports_passed_through():
         UNKNOWN_SIGNALS_PATCH,
         Features,
     )
-    from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
+    from agentloop.shared.runs.threads import MessageAccepted, SteerAccepted, TurnResult
     from agentloop.workflows import threads
     from agentloop.workflows.threads import ThreadRunner, apply_steering
 
@@ -208,7 +215,7 @@ class AgentRunWorkflow:
 
     @workflow.query(name=contracts.EXPORT_QUERY)
     def export(self) -> AgentSnapshot:
-        """The run as a versioned snapshot (``agentloop.shared.snapshots``), in one read."""
+        """The run as a versioned snapshot (``agentloop.shared.runs.snapshots``), in one read."""
         if self._input is None:
             raise ApplicationError(f"run {self._run_id} has no valid input to export")
         return snapshots.export_snapshot(self._state, self._input, self._run_id,

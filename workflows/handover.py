@@ -15,15 +15,15 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared.events import RunContinued
-    from agentloop.shared.report import AgentRunReport
-    from agentloop.shared.run import AgentRunInput
+    from agentloop.shared.runs.events import RunContinued
+    from agentloop.shared.runs.report import AgentRunReport
+    from agentloop.shared.runs.run import AgentRunInput
     from agentloop.workflows.loop_logic import ContinueAsNew, TooLargeToCarry, continue_as_new_due, newest_within
     from agentloop.workflows.recorder import RunRecorder
-    from agentloop.shared.spec import upgrade_policy
-    from agentloop.shared.versioning import MoveOn
+    from agentloop.shared.definition.spec import upgrade_policy
+    from agentloop.shared.base.versioning import MoveOn
     from agentloop.workflows.upgrade import deployment_version, upgrade_due
-    from agentloop.shared.state import LoopState, PendingStep
+    from agentloop.shared.runs.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
 CARRIED_EVENTS = 1000

@@ -19,8 +19,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Literal, Union
 
-from agentloop.shared.activity_io import ModelResponse, ToolDefinition
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PendingAction,
     PendingApproval,
@@ -29,10 +29,11 @@ from agentloop.shared.approvals import (
     ToolOutput,
     check_permission,
 )
-from agentloop.shared.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.pricing import check_budget, run_cost
-from agentloop.shared.report import RunReason, RunStatus, Usage
-from agentloop.shared.spec import AgentSpec
+from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+from agentloop.shared.definition.pricing import check_budget, run_cost
+from agentloop.shared.runs.report import RunReason, RunStatus
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.spec import AgentSpec
 
 # After a model response ---------------------------------------------------------
 

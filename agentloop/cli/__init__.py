@@ -52,7 +52,7 @@ from agentloop.cli.serve import cmd_dev, cmd_worker
 from agentloop.cli.threads import cmd_send, cmd_steer
 from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
 from agentloop.cli.schedules import cmd_schedule
-from agentloop.shared.errors import DecisionRejected, UserError
+from agentloop.shared.base.errors import DecisionRejected, UserError
 
 __all__ = ["CommandFailed", "build_parser", "entrypoint", "main"]
 

@@ -35,13 +35,13 @@ from typing import IO, TYPE_CHECKING, Any, Literal
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.cli.common import CommandFailed, existing_workspace, say, temporal_status
-from agentloop.shared.errors import AgentLoopError, UserError
+from agentloop.shared.base.errors import AgentLoopError, UserError
 from agentloop.cli.render import args_json, describe_compaction, describe_decision, describe_guardrail, short
 
 if TYPE_CHECKING:
-    from agentloop.shared.approvals import PendingApproval
+    from agentloop.shared.definition.approvals import PendingApproval
     from agentloop.client.agent_client import AgentClient, AgentRunHandle
-    from agentloop.shared.messages import Message
+    from agentloop.shared.base.messages import Message
 
 
 #: How many of a resumed thread's last messages the recap shows.
@@ -405,7 +405,7 @@ class ApprovalAsker:
         self.view.show_prompt(self.prompt_text())
 
     async def answer(self, line: str) -> None:
-        from agentloop.shared.approvals import ApprovalDecision
+        from agentloop.shared.definition.approvals import ApprovalDecision
 
         approval = self.asking
         assert approval is not None
@@ -556,7 +556,7 @@ class Chat:
             return
         from temporalio.client import WorkflowExecutionStatus
 
-        from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_THREAD
+        from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_THREAD
 
         run = shlex.quote(self.thread_id)
         if not description.typed_search_attributes.get(AGENT_THREAD):

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentloop.cli.common import say
 from agentloop.cli.http import checked_host, listening_socket, say_doors, serve_until_cancelled
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 
 def load_codec(reference: str | None) -> Any:
@@ -22,7 +22,7 @@ def load_codec(reference: str | None) -> Any:
     """
     from temporalio.converter import PayloadCodec
 
-    from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV, codec_from_env
+    from agentloop.shared.base.encryption import KEY_FILE_ENV, KEYS_ENV, codec_from_env
 
     if reference is None:
         codec = codec_from_env()

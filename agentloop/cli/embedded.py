@@ -32,7 +32,7 @@ from agentloop.workers.config import (
     lock_held,
     read_holder,
 )
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -189,7 +189,7 @@ async def ops_client() -> AgentClient:
     """A client for the ops commands: Temporal's environment configuration
     (``TEMPORAL_ADDRESS``...), or the embedded server of a running
     ``agentloop run``/``dev``. Never starts anything."""
-    from agentloop.shared.encryption import converter_from_env
+    from agentloop.shared.base.encryption import converter_from_env
 
     from agentloop.client.agent_client import AgentClient
 
@@ -267,7 +267,7 @@ async def session(
     run in the worker's sandbox (:mod:`agentloop.activities.sandbox`), checked here
     before anything starts.
     """
-    from agentloop.shared.encryption import converter_from_env
+    from agentloop.shared.base.encryption import converter_from_env
 
     from agentloop.workers.worker import (
         build_worker,

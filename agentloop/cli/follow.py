@@ -12,8 +12,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.shared.errors import AgentRunFailed, DecisionRejected
-from agentloop.shared.events import (
+from agentloop.shared.base.errors import AgentRunFailed, DecisionRejected
+from agentloop.shared.runs.events import (
     AgentEvent,
     ApprovalRequested,
     MessageReset,
@@ -24,7 +24,7 @@ from agentloop.shared.events import (
 from agentloop.cli.render import EventRenderer, args_json
 
 if TYPE_CHECKING:
-    from agentloop.shared.approvals import PendingApproval
+    from agentloop.shared.definition.approvals import PendingApproval
     from agentloop.client.agent_client import AgentRunHandle
 
 #: How long ``run``/``watch`` wait for a run's first event before saying that
@@ -106,7 +106,7 @@ class Prompter:
 
     async def answer(self, line: str | None) -> None:
         """Act on one typed line."""
-        from agentloop.shared.approvals import ApprovalDecision
+        from agentloop.shared.definition.approvals import ApprovalDecision
 
         if line is None:
             if self.asking is not None or self.queue:

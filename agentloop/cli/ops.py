@@ -20,14 +20,14 @@ from temporalio.service import RPCError
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
 from agentloop.cli.embedded import ops_client, reading_client
-from agentloop.shared.errors import AgentRunFailed, UserError
-from agentloop.shared.report import STEP_UNDER_WAY
+from agentloop.shared.base.errors import AgentRunFailed, UserError
+from agentloop.shared.runs.report import STEP_UNDER_WAY
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, RunSummary
-    from agentloop.shared.report import AgentRunReport
-    from agentloop.shared.run import AgentRunResult, RunState
+    from agentloop.shared.runs.report import AgentRunReport
+    from agentloop.shared.runs.run import AgentRunResult, RunState
 
 
 def _read_output(text: str, stdin_used: list[bool]) -> str:
@@ -53,7 +53,7 @@ def _still_pending(ids: list[str]) -> str:
 
 
 async def cmd_approve(args: argparse.Namespace) -> int:
-    from agentloop.shared.approvals import ApprovalDecision
+    from agentloop.shared.definition.approvals import ApprovalDecision
 
     if args.deny and args.result is not None:
         raise UserError("--deny takes --reason, not --result; to answer the model with your own text "
@@ -84,7 +84,7 @@ async def cmd_approve(args: argparse.Namespace) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    from agentloop.shared.approvals import ToolOutput
+    from agentloop.shared.definition.approvals import ToolOutput
 
     pairs: list[tuple[str, str]] = []
     if args.call is not None:
@@ -246,8 +246,8 @@ async def _ended_state(client: AgentClient, run_id: str,
     are unknown. They come from the run's result; a cancelled (or
     terminated) run has none, so they come from its ``state`` query, which a
     worker answers."""
-    from agentloop.shared.run import RunState
-    from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME
+    from agentloop.shared.runs.run import RunState
+    from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME
 
     attrs = description.typed_search_attributes
     state = RunState(run_id=run_id, status="failed", agent_name=attrs.get(AGENT_NAME) or "",

@@ -28,8 +28,8 @@ from typing import IO, Any
 from rich.console import Console
 from rich.text import Text
 
-from agentloop.shared.approvals import PendingAction, PendingApproval
-from agentloop.shared.events import (
+from agentloop.shared.definition.approvals import PendingAction, PendingApproval
+from agentloop.shared.runs.events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
@@ -48,13 +48,7 @@ from agentloop.shared.events import (
     ToolExecutionCompleted,
     is_terminal,
 )
-from agentloop.shared.messages import (
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 # Lines that describe runs (shared with `agentloop show`) ---------------------------
 

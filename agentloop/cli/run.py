@@ -16,7 +16,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
 from agentloop.cli.embedded import command_config, reading_client, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
-from agentloop.shared.errors import AgentRunFailed, UserError, describe_validation_error
+from agentloop.shared.base.errors import AgentRunFailed, UserError, describe_validation_error
 from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:
@@ -117,9 +117,9 @@ def check_scripted(model: str) -> None:
 
 def spec_of_run(args: argparse.Namespace):
     """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
-    from agentloop.shared.approvals import PermissionRule
+    from agentloop.shared.definition.approvals import PermissionRule
     from agentloop.cli.spec_file import spec_from_file
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
     model = args.model or os.environ.get("AGENTLOOP_MODEL")
     if args.spec:
@@ -205,7 +205,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
 
 
 async def _watch(client: AgentClient, args: argparse.Namespace) -> int:
-    from agentloop.shared.search_attributes import AGENT_STATUS
+    from agentloop.shared.runs.search_attributes import AGENT_STATUS
 
     description = await describe_run(client, args.run)
     handle = client.get_handle(args.run)

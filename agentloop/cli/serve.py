@@ -15,7 +15,7 @@ from agentloop.cli.common import existing_workspace, say
 from agentloop.workers.config import agentloop_home
 from agentloop.cli.embedded import session
 from agentloop.workers.config import TemporalConfig
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 
 async def cmd_dev(args: argparse.Namespace) -> int:
@@ -94,7 +94,7 @@ async def report_failed_runs(client: Any, since: datetime) -> None:
 
     from agentloop.cli.render import short
     from agentloop.client.agent_client import AgentClient
-    from agentloop.shared.errors import AgentRunFailed
+    from agentloop.shared.base.errors import AgentRunFailed
 
     agents = AgentClient(client)
     seen: set[tuple[str, str]] = set()

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop.cli.common import existing_workspace
-from agentloop.shared.errors import UserError, describe_validation_error
+from agentloop.shared.base.errors import UserError, describe_validation_error
 
 #: Most bytes a spec file may have.
 MAX_SPEC_FILE_BYTES = 1_000_000
@@ -57,7 +57,7 @@ def read_spec_file(path: str) -> dict[str, Any]:
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The AgentSpec fields the command's flags set (only flags given)."""
-    from agentloop.shared.approvals import PermissionRule
+    from agentloop.shared.definition.approvals import PermissionRule
 
     fields: dict[str, Any] = {}
     if args.model:
@@ -86,7 +86,7 @@ def spec_from_file(path: str, args: argparse.Namespace, *, default_model: str | 
     Raises:
         UserError: The file cannot be read, or its fields are not a valid spec.
     """
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
     data = {**read_spec_file(path), **overrides(args)}
     if "model" not in data:

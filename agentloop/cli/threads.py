@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
-from agentloop.shared.errors import AgentRunFailed, DecisionRejected, UserError
+from agentloop.shared.base.errors import AgentRunFailed, DecisionRejected, UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, AgentRunHandle

@@ -32,7 +32,7 @@ from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.exceptions import ApplicationError, WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.approvals import (
     MAX_REQUEST_BYTES,
     ApprovalDecision,
     DecisionAccepted,
@@ -48,15 +48,15 @@ from agentloop.workers.config import (
     find_dev_server,
     task_queue_from_env,
 )
-from agentloop.shared.errors import (
+from agentloop.shared.base.errors import (
     AgentRunFailed,
     DecisionRejected,
     UserError,
     build_request,
     describe_validation_error,
 )
-from agentloop.shared.run import run_failed_from
-from agentloop.shared.events import (
+from agentloop.shared.runs.run import run_failed_from
+from agentloop.shared.runs.events import (
     EVENT_ADAPTER,
     EVENTS_TOPIC,
     AgentEvent,
@@ -65,17 +65,11 @@ from agentloop.shared.events import (
     SubAgentInvocationStarted,
     is_terminal,
 )
-from agentloop.shared.messages import Message
+from agentloop.shared.base.messages import Message
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.shared.report import LIVE_STATUSES, AgentRunReport
-from agentloop.shared.run import (
-    AgentRunInput,
-    AgentRunResult,
-    MessagesResult,
-    RunState,
-    RunStatus,
-)
-from agentloop.shared.search_attributes import (
+from agentloop.shared.runs.report import LIVE_STATUSES, AgentRunReport
+from agentloop.shared.runs.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
+from agentloop.shared.runs.search_attributes import (
     AGENT_FORKED_FROM,
     AGENT_MODEL,
     AGENT_NAME,
@@ -86,9 +80,9 @@ from agentloop.shared.search_attributes import (
     AGENT_THREAD,
     create_commands,
 )
-from agentloop.shared.snapshots import AgentSnapshot, fork_input, load_snapshot, restore_input, starts_idle
-from agentloop.shared.spec import AgentSpec
-from agentloop.shared.threads import (
+from agentloop.shared.runs.snapshots import AgentSnapshot, fork_input, load_snapshot, restore_input, starts_idle
+from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.threads import (
     MessageAccepted,
     SendMessage,
     SteerAccepted,
@@ -97,14 +91,14 @@ from agentloop.shared.threads import (
     ThreadNotFound,
     TurnResult,
 )
-from agentloop.shared import contracts
-from agentloop.shared.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
-from agentloop.shared.output import OutputSpec
+from agentloop.shared.base import contracts
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
+from agentloop.shared.definition.output import OutputSpec
 if TYPE_CHECKING:
     from agentloop.client.schedules import AgentSchedules
-from agentloop.shared.output import output_spec as output_spec_of
-from agentloop.shared.run import run_input, typed_result, with_output
-from agentloop.shared.search_attributes import start_search_attributes
+from agentloop.shared.definition.output import output_spec as output_spec_of
+from agentloop.shared.runs.run import run_input, typed_result, with_output
+from agentloop.shared.runs.search_attributes import start_search_attributes
 
 _log = logging.getLogger(__name__)
 
@@ -195,7 +189,7 @@ class AgentRunHandle:
                 ``result`` holds messages, usage and report when it failed.
                 The exception is the subclass of the run's reason
                 (``MaxStepsExceeded``, ``AgentRunCancelled``...; see
-                :func:`agentloop.shared.errors.run_failed_class`).
+                :func:`agentloop.shared.base.errors.run_failed_class`).
 
         A handle bound to a thread's turn (:attr:`turn`) waits for that turn
         instead: its final text, messages and usage (an interrupted or
@@ -818,7 +812,7 @@ class AgentClient:
         handle = await self._start_workflow(input, run_id, attributes, allow_reuse=False)
         started = AgentRunHandle(handle, turn=1) if thread and not starts_idle(input) else AgentRunHandle(handle)
         if input.origin is not None and input.origin.definition is not None:
-            from agentloop.shared.fingerprint import agent_definition, definition_change
+            from agentloop.shared.definition.fingerprint import agent_definition, definition_change
 
             started.definition_change = definition_change(input.origin.definition, agent_definition(input.spec))
         return started  # restored or forked (a thread's first turn answers the input)

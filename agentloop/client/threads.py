@@ -10,10 +10,10 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowU
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.shared import contracts
-from agentloop.shared.errors import build_request, run_failed
-from agentloop.shared.run import AgentRunResult
-from agentloop.shared.threads import (
+from agentloop.shared.base import contracts
+from agentloop.shared.base.errors import build_request, run_failed
+from agentloop.shared.runs.run import AgentRunResult
+from agentloop.shared.runs.threads import (
     THREAD_BUSY_ERROR_TYPE,
     MessageAccepted,
     MessageRefused,
@@ -25,7 +25,7 @@ from agentloop.shared.threads import (
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, AgentRunHandle
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
 #: Longest pause between two reads of a turn's state while waiting for it, in seconds.
 TURN_POLL_MAX_SECONDS = 0.5
@@ -74,7 +74,7 @@ async def _not_running(client: AgentClient, thread_id: str, text: str, spec: Age
 
 async def wait_for_turn(handle: AgentRunHandle) -> AgentRunResult:
     """Wait until the handle's turn has ended; its result. A failed turn
-    raises :class:`~agentloop.shared.errors.AgentRunFailed` (the subclass of its
+    raises :class:`~agentloop.shared.base.errors.AgentRunFailed` (the subclass of its
     reason), as a failed run does; a thread that ended before the turn did
     raises what the run's own result raises."""
     assert handle.turn is not None

@@ -35,9 +35,9 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.activity_io import parse_docstring as _parse_docstring
-from agentloop.shared.errors import UserError
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
+from agentloop.shared.base.errors import UserError
 from agentloop.tools.isolation import fork_available, run_isolated
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

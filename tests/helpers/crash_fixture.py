@@ -15,7 +15,7 @@ import asyncio
 from pathlib import Path
 
 from agentloop import ToolContext, tool
-from agentloop.shared.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.testing import call, calls, register_scripted_model, reply
 
 

@@ -16,7 +16,7 @@ from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import PayloadCodec
 
-from agentloop.shared.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.testing import call, calls, register_scripted_model, reply
 
 

@@ -39,8 +39,8 @@ from openai import AsyncOpenAI
 from agentloop.activities import anthropic_model, openai_model
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.provider_common import Provider
-from agentloop.shared.activity_io import ModelRequest, StreamDelta, ToolDefinition
-from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.activity_io import ModelRequest, StreamDelta, ToolDefinition
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from tests.helpers.provider_servers import (
     AnthropicServer,
     OpenAIServer,

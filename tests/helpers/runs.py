@@ -10,7 +10,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowHistory
 
 from agentloop import AgentRunHandle
-from agentloop.shared.run import RunState
+from agentloop.shared.runs.run import RunState
 from tests.helpers.polling import eventually
 
 _CLOSED = {

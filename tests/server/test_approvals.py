@@ -27,20 +27,20 @@ from agentloop import (
     ToolDefinition,
     ToolRegistry,
 )
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.approvals import (
     MAX_BY_CHARS,
     MAX_CALL_ID_CHARS,
     MAX_OUTPUT_CHARS,
     MAX_REASON_CHARS,
     MAX_REQUEST_BYTES,
 )
-from agentloop.shared.errors import (
+from agentloop.shared.base.errors import (
     INVALID_DECISION_ERROR_TYPE,
     INVALID_REQUEST_ERROR_TYPE,
     REQUEST_TOO_LARGE_ERROR_TYPE,
 )
-from agentloop.shared.messages import Message
-from agentloop.shared.run import MAX_ERROR_CHARS
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.run import MAX_ERROR_CHARS
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, echo_results, write

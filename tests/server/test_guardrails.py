@@ -166,8 +166,8 @@ async def test_judge_tokens_count_in_the_runs_usage_cost_and_budget(
     agent_client: AgentClient, worker, registry: ToolRegistry
 ) -> None:
     from agentloop import Budget, CostLimitExceeded
-    from agentloop.shared.pricing import ModelPrice
-    from agentloop.shared.report import Usage
+    from agentloop.shared.definition.pricing import ModelPrice
+    from agentloop.shared.base.usage import Usage
 
     judge_usage = Usage(input_tokens=1000, output_tokens=100, requests=1)
 

@@ -20,7 +20,7 @@ from agentloop import (
     before_tool_call,
     on_tool_error,
 )
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 from agentloop.tools.hooks import Hook, run_hooks
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.agents import echo_results, spec

@@ -24,9 +24,9 @@ from agentloop import (
     ToolRegistry,
     UserError,
 )
-from agentloop.shared.context import ContextPolicy, is_summary_message
-from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.report import REPORT_TEXT_LIMIT
+from agentloop.shared.definition.context import ContextPolicy, is_summary_message
+from agentloop.shared.definition.pricing import Budget, ModelPrice
+from agentloop.shared.runs.report import REPORT_TEXT_LIMIT
 from agentloop.testing import (
     call,
     calls,
@@ -107,11 +107,7 @@ async def test_transcript_query_pages_and_hashes(agent_client: AgentClient, work
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "go")
         await handle.result()
-        from agentloop.shared.transcripts import (
-            TranscriptPage,
-            TranscriptRange,
-            transcript_hashes,
-        )
+        from agentloop.shared.runs.transcripts import TranscriptPage, TranscriptRange, transcript_hashes
 
         first = await handle.workflow_handle.query("transcript", TranscriptRange(start=0, max_bytes=200),
                                                    result_type=TranscriptPage)

@@ -17,7 +17,7 @@ import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentRunHandle, AgentSpec, OutputLimitReached
 from agentloop.activities.models import ModelResolver
-from agentloop.shared.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
+from agentloop.shared.base.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
 from tests.helpers.provider_cases import CASES, ProviderCase
 from tests.helpers.provider_servers import ErrorsSeen
 

@@ -29,7 +29,7 @@ from agentloop import (
     Message,
 )
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
+from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.testing import call, calls, reply, script, script_every_step
 from agentloop.workflow import agent_result, run_agent, start_agent
 from tests.helpers.paths import ROOT

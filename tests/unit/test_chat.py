@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from agentloop.shared.activity_io import StreamDelta
-from agentloop.shared.approvals import PendingApproval
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.definition.approvals import PendingApproval
 from agentloop.cli.chat import ChatCommand, ChatView, exit_line, parse_line, recap_lines
-from agentloop.shared.events import (
+from agentloop.shared.runs.events import (
     ApprovalRequested,
     ApprovalResolved,
     MessageCompleted,
@@ -23,7 +23,7 @@ from agentloop.shared.events import (
     TurnEnded,
     TurnStarted,
 )
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

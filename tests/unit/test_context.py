@@ -8,7 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agentloop.shared.context import (
+from agentloop.shared.definition.context import (
     CHARS_PER_TOKEN,
     IMAGE_TOKENS,
     SUMMARY_HEADER,
@@ -30,14 +30,7 @@ from agentloop.shared.context import (
     summary_message,
     trigger_tokens,
 )
-from agentloop.shared.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 
 def step(n: int, output: str = "x" * 400, *, name: str = "read") -> list[Message]:

@@ -14,15 +14,15 @@ from agentloop import (
     guardrail,
     llm_judge,
 )
-from agentloop.shared.errors import UserError
-from agentloop.shared.guardrails import (
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.guardrails import (
     Verdict,
     first_tripwire,
     judge_request_text,
     messages_to_check,
     parse_judge_reply,
 )
-from agentloop.shared.messages import Message, ToolResultPart
+from agentloop.shared.base.messages import Message, ToolResultPart
 
 
 def test_input_guardrails_check_what_is_new_since_the_model_spoke() -> None:
@@ -72,7 +72,7 @@ def test_the_cli_shows_guardrail_events() -> None:
     import io
     from datetime import datetime, timezone
 
-    from agentloop.shared.events import GuardrailTriggered
+    from agentloop.shared.runs.events import GuardrailTriggered
     from agentloop.cli.render import PlainRenderer
 
     out = io.StringIO()

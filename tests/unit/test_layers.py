@@ -55,10 +55,29 @@ def test_a_workflow_importing_an_activity_breaks_a_contract(tmp_path: Path) -> N
 
 def test_shared_data_importing_the_client_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
-    messages = tree / "agentloop" / "shared" / "messages.py"
+    messages = tree / "agentloop" / "shared" / "base" / "messages.py"
     messages.write_text(messages.read_text() + "\nimport agentloop.client.agent_client  # noqa\n")
     done = lint_imports(tree)
     assert "Shared data imports no other side BROKEN" in done.stdout, done.stdout
+
+
+def test_a_base_module_importing_a_run_module_breaks_the_shared_layers(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    messages = tree / "agentloop" / "shared" / "base" / "messages.py"
+    messages.write_text(messages.read_text() + "\n\ndef _late():\n    from agentloop.shared.runs import report  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "Shared data: runs above the definition above the base BROKEN" in done.stdout, done.stdout
+    assert "agentloop.shared.base.messages -> agentloop.shared.runs.report" in done.stdout, done.stdout
+
+
+def test_a_cycle_inside_a_shared_layer_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    pricing = tree / "agentloop" / "shared" / "definition" / "pricing.py"
+    pricing.write_text(pricing.read_text() + "\n\ndef _late():\n    from agentloop.shared.definition import spec  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "No cycles inside a layer of the shared data BROKEN" in done.stdout, done.stdout
 
 
 def test_the_public_surface_is_small_and_keeps_every_earlier_name() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from agentloop import ToolRegistry
 from agentloop.activities.openapi_tools import openapi_tools, register_openapi_from_env
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 from tests.helpers.paths import PETS_API as SPEC
 
 

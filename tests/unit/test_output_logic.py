@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import AgentSpec
-from agentloop.shared.schedules import parse_duration
+from agentloop.shared.runs.schedules import parse_duration
 from agentloop.testing import call, calls, reply
 from agentloop.workflows.loop_logic import FailRun
 from agentloop.workflows.output_logic import RetryOutput, TypedAnswer, decide_output, output_mode

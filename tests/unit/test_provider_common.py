@@ -31,14 +31,14 @@ from agentloop.activities.http_headers import (
 )
 from agentloop.activities.openai_model import OPENAI
 from agentloop.activities.provider_common import SDKErrors, tool_declaration, transport_reason
-from agentloop.shared.activity_io import ModelResponse, ToolDefinition
-from agentloop.shared.errors import (
+from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.base.errors import (
     MODEL_BAD_REQUEST_ERROR_TYPE,
     MODEL_CONFIGURATION_ERROR_TYPE,
     MODEL_RATE_LIMITED_ERROR_TYPE,
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
-from agentloop.shared.messages import Message
+from agentloop.shared.base.messages import Message
 from agentloop.activities.streaming import parse_tool_arguments
 from tests.helpers.provider_cases import CASES, OPENAI_CASE, ProviderCase, reset_by_peer
 

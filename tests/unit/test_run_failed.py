@@ -25,9 +25,9 @@ from agentloop import (
     RunReason,
     ToolStepFailed,
 )
-from agentloop.shared.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class
-from agentloop.shared.run import run_failed_from
-from agentloop.shared.run import AgentRunResult
+from agentloop.shared.base.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class
+from agentloop.shared.runs.run import run_failed_from
+from agentloop.shared.runs.run import AgentRunResult
 
 REPORT = {"id": "r", "model": "scripted:x", "started_at": "2026-01-01T00:00:00Z"}
 

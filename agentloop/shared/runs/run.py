@@ -7,22 +7,23 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentloop.shared.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
-from agentloop.shared.contracts import MAX_INPUT_BYTES
-from agentloop.shared.fingerprint import AgentDefinition
-from agentloop.shared.errors import (
+from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES
+from agentloop.shared.definition.fingerprint import AgentDefinition
+from agentloop.shared.base.errors import (
     RUN_FAILED_ERROR_TYPE,
     AgentRunFailed,
     UserError,
     describe_validation_error,
     run_failed,
 )
-from agentloop.shared.messages import Message, ToolCallPart
-from agentloop.shared.output import OutputSpec, output_spec
-from agentloop.shared.report import AgentRunReport, RunOriginReport, RunReason, RunStatus, RunWarning, Usage
-from agentloop.shared.spec import AgentSpec, depth_problem
-from agentloop.shared.state import LoopState, PendingStep
-from agentloop.shared.threads import ThreadOptions
+from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.definition.output import OutputSpec, output_spec
+from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunReason, RunStatus, RunWarning
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.spec import AgentSpec, depth_problem
+from agentloop.shared.runs.state import LoopState, PendingStep
+from agentloop.shared.runs.threads import ThreadOptions
 
 #: Most bytes of messages a run's Temporal result carries (see
 #: :attr:`AgentRunResult.messages`).
@@ -38,7 +39,7 @@ MAX_ERROR_CHARS = 20_000
 
 
 #: What a run carries when it continues as new: its whole state (the name
-#: runs in flight know it by; see :class:`agentloop.shared.state.LoopState`).
+#: runs in flight know it by; see :class:`agentloop.shared.runs.state.LoopState`).
 RunCarry = LoopState
 
 
@@ -74,7 +75,7 @@ class RunOrigin(BaseModel):
         turn: A thread's turns so far (a thread restored or forked from a
             thread that waits for its next message starts waiting, at this turn).
         definition: The snapshot's agent definition
-            (``agentloop.shared.fingerprint``): the run says how its own differs.
+            (``agentloop.shared.definition.fingerprint``): the run says how its own differs.
     """
 
     model_config = ConfigDict(extra="forbid")

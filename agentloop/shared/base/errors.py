@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentloop.shared.run import AgentRunResult
+    from agentloop.shared.runs.run import AgentRunResult
 
 
 class AgentLoopError(Exception):
@@ -106,7 +106,7 @@ class OutputInvalid(AgentRunFailed):
 class AgentRunCancelled(AgentRunFailed):
     """Reason ``cancelled``: the run was cancelled (Temporal workflow
     cancellation). Named apart from the event class
-    :class:`agentloop.shared.events.RunCancelled`, which a run's stream ends with."""
+    :class:`agentloop.shared.runs.events.RunCancelled`, which a run's stream ends with."""
 
 
 #: The exception class of each failure reason.

@@ -19,10 +19,10 @@ from pydantic import (
     model_serializer,
 )
 
-from agentloop.shared.messages import ImagePart, Message
-from agentloop.shared.model_settings import ThinkingConfig
-from agentloop.shared.pricing import ModelPrice
-from agentloop.shared.report import Usage
+from agentloop.shared.base.messages import ImagePart, Message
+from agentloop.shared.base.model_settings import ThinkingConfig
+from agentloop.shared.definition.pricing import ModelPrice
+from agentloop.shared.base.usage import Usage
 
 #: Normalised finish reasons.
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
@@ -246,7 +246,7 @@ class TranscriptSeed(BaseModel):
 
 class TranscriptRef(BaseModel):
     """The transcript an LLM step is asked about, by reference (see
-    :mod:`agentloop.shared.transcripts`).
+    :mod:`agentloop.shared.runs.transcripts`).
 
     Attributes:
         message_count: Messages in the transcript.

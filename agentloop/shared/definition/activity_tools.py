@@ -29,7 +29,7 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from agentloop.shared.activity_io import ToolDefinition
+from agentloop.shared.definition.activity_io import ToolDefinition
 
 _NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -152,7 +152,7 @@ def activity_as_tool(
     """
     from temporalio import activity as temporal_activity
 
-    from agentloop.shared.activity_io import parse_docstring as _parse_docstring
+    from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
 
     defn = temporal_activity._Definition.from_callable(fn)
     if defn is None or not defn.name:
