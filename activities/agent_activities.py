@@ -40,9 +40,10 @@ from agentloop.shared.definition.activity_io import (
     StreamDelta,
     ToolDefinition,
 )
-from agentloop.shared.definition.context import ContextPolicy, compaction_request_messages
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.compaction import compaction_request_messages
 from agentloop.shared.base.errors import TOOL_DEFINITION_ERROR_TYPE, ToolError, UserError
-from agentloop.shared.definition.context import LoadContextInput, LoadContextResult
+from agentloop.shared.definition.context_providers import LoadContextInput, LoadContextResult
 from agentloop.shared.definition.guardrails import (
     GuardrailResult,
     ResolveGuardrailsInput,

@@ -22,7 +22,8 @@ import agentloop.workers.teardown  # noqa: F401  (isort: skip)
 from agentloop.client.agent_client import AgentClient
 from agentloop.shared.definition.activity_tools import activity_as_tool
 from agentloop.shared.definition.approvals import ApprovalDecision, PermissionRule, ToolOutput
-from agentloop.shared.definition.context import ContextLayer, ContextPolicy
+from agentloop.shared.definition.context_providers import ContextLayer
+from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.base.errors import AgentLoopError, AgentRunFailed, DecisionRejected, ToolError, UserError
 from agentloop.shared.definition.guardrails import GuardrailResult
 from agentloop.shared.base.messages import Message

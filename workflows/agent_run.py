@@ -43,8 +43,8 @@ with workflow.unsafe.imports_passed_through():
         oversize_fields,
     )
     from agentloop.workflows.sandbox import workflow_sandbox_from_env
-    from agentloop.shared.definition.context import make_anchor
-    from agentloop.shared.definition.context import agents_md_layer
+    from agentloop.shared.definition.context_window import make_anchor
+    from agentloop.shared.definition.context_providers import agents_md_layer
     from agentloop.shared.base.errors import (
         INVALID_INPUT_ERROR_TYPE,
         MODEL_CONTEXT_LENGTH_ERROR_TYPE,

@@ -36,7 +36,8 @@ from agentloop import (
 )
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.shared.definition.activity_io import ToolDefinition
-from agentloop.shared.definition.context import ContextPolicy, is_summary_message
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.compaction import is_summary_message
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.definition.spec import SubAgent
 from agentloop.testing import call, calls, register_scripted_model, reply

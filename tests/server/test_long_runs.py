@@ -24,7 +24,8 @@ from agentloop import (
     ToolRegistry,
     UserError,
 )
-from agentloop.shared.definition.context import ContextPolicy, is_summary_message
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.compaction import is_summary_message
 from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.runs.report import REPORT_TEXT_LIMIT
 from agentloop.testing import (

@@ -18,7 +18,7 @@ from agentloop import (
     ToolRegistry,
     context_provider,
 )
-from agentloop.shared.definition.context import agents_md_layer
+from agentloop.shared.definition.context_providers import agents_md_layer
 from agentloop.tools.context import workspace_listing
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script, script_every_step, step_of

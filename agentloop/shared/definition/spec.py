@@ -22,7 +22,8 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop.shared.definition.approvals import DefaultPermission, PermissionRule
-from agentloop.shared.definition.context import ContextLayer, ContextPolicy, compose_system_prompt
+from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
+from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.base.model_settings import ThinkingConfig, check_tool_choice
 from agentloop.shared.definition.output import OutputSpec, output_spec
 from agentloop.shared.definition.pricing import Budget, price_for, validate_budget

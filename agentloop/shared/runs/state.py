@@ -24,7 +24,7 @@ from agentloop.shared.definition.approvals import (
     ToolGate,
     ToolOutput,
 )
-from agentloop.shared.definition.context import TokenAnchor
+from agentloop.shared.definition.context_window import TokenAnchor
 from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.runs.threads import ThreadState
 from agentloop.shared.runs.report import AgentRunReport, RunReason, RunStatus, StepReport
