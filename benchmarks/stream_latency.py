@@ -57,7 +57,8 @@ from typing import Any
 
 from openai import AsyncOpenAI
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.models import ModelResolver
 from agentloop.activities.openai_model import OpenAIChatModel
 from agentloop.client.agent_client import AgentRunHandle

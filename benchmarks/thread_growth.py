@@ -26,7 +26,8 @@ import asyncio
 import time
 import uuid
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.runs.search_attributes import AGENT_THREAD
 from agentloop.testing import register_scripted_model, reply

@@ -39,8 +39,8 @@ from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
 from agentloop.shared.base.errors import UserError
 from agentloop.tools.isolation import fork_available, run_isolated
+from agentloop.shared.base.limits import TOOL_NAME_PATTERN, TOOL_OUTPUT_LIMIT
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 @dataclass
@@ -67,7 +67,7 @@ class ToolContext:
     run_id: str = ""
     step: int = 0
     call_id: str = ""
-    output_limit: int = 16_000
+    output_limit: int = TOOL_OUTPUT_LIMIT
     metrics: dict[str, Any] = field(default_factory=dict)
     heartbeat: Callable[..., None] = lambda *details: None
     idempotency_key: str = ""
@@ -115,7 +115,7 @@ class Tool:
         self.local = local
         self._schema: dict[str, Any] | None = None
         self.name = name or fn.__name__
-        if not _NAME_RE.match(self.name):
+        if not TOOL_NAME_PATTERN.match(self.name):
             raise UserError(
                 f"tool name {self.name!r} is not allowed: use 1-64 letters, digits, '_' or '-'"
             )

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowHistory
 
-from agentloop import AgentRunHandle
+from agentloop.client.agent_client import AgentRunHandle
 from agentloop.shared.runs.run import RunState
 from tests.helpers.polling import eventually
 

@@ -30,10 +30,10 @@ from agentloop import (
     GuardrailContext,
     GuardrailResult,
     ToolContext,
-    ToolRegistry,
     guardrail,
     llm_judge,
 )
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.context_window import ContextPolicy

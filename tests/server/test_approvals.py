@@ -17,16 +17,10 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentRunHandle,
-    AgentSpec,
-    DecisionRejected,
-    PermissionRule,
-    ToolDefinition,
-    ToolRegistry,
-)
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected, PermissionRule
+from agentloop.client.agent_client import AgentRunHandle
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.definition.approvals import (
     MAX_BY_CHARS,
     MAX_CALL_ID_CHARS,
@@ -791,13 +785,13 @@ async def test_stop_during_the_last_allowed_step_ends_stopped(
 async def test_client_tool_with_malformed_arguments_answers_the_model(
     agent_client: AgentClient, worker
 ) -> None:
-    from agentloop import ToolCallPart
+    from agentloop.shared.base.messages import ToolCallPart
 
     def first(request):
         results = last_tool_results(request)
         if results:
             return reply(f"{results[0].is_error}: {results[0].content[:40]}")
-        from agentloop import ModelResponse
+        from agentloop.shared.definition.activity_io import ModelResponse
         bad = ToolCallPart(id="call_bad", name="lookup_order", arguments={}, arguments_error="not JSON",
                            raw_arguments="{order")
         return ModelResponse(message=Message(role="assistant", content=[bad]), finish_reason="tool_calls")

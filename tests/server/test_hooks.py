@@ -15,11 +15,11 @@ from agentloop import (
     ToolCallInfo,
     ToolContext,
     ToolError,
-    ToolRegistry,
-    ToolStepFailed,
     before_tool_call,
     on_tool_error,
 )
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.base.errors import ToolStepFailed
 from agentloop.shared.base.errors import UserError
 from agentloop.tools.hooks import Hook, run_hooks
 from agentloop.testing import call, calls, reply, script

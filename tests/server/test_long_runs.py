@@ -14,16 +14,8 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentRunResult,
-    AgentSpec,
-    Message,
-    ToolContext,
-    ToolRegistry,
-    UserError,
-)
+from agentloop import AgentClient, AgentRunFailed, AgentRunResult, AgentSpec, Message, ToolContext, UserError
+from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.compaction import is_summary_message
 from agentloop.shared.definition.pricing import Budget, ModelPrice
@@ -403,7 +395,7 @@ async def test_oversized_input_is_refused_before_starting(agent_client: AgentCli
 
 
 async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentClient, worker) -> None:
-    from agentloop import ToolDefinition
+    from agentloop.shared.definition.activity_io import ToolDefinition
 
     def step(request):
         results = last_tool_results(request)
@@ -424,7 +416,8 @@ async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentCli
 
 
 async def test_oversized_submission_is_refused_by_the_client(agent_client: AgentClient, worker) -> None:
-    from agentloop import DecisionRejected, ToolDefinition
+    from agentloop import DecisionRejected
+    from agentloop.shared.definition.activity_io import ToolDefinition
 
     async with worker():
         handle = await agent_client.start(

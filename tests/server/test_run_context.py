@@ -10,14 +10,8 @@ import pytest
 from temporalio.client import Client
 from temporalio.worker import Replayer
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    ContextLayer,
-    ContextRequest,
-    ToolRegistry,
-    context_provider,
-)
+from agentloop import AgentClient, AgentRunFailed, ContextLayer, ContextRequest, context_provider
+from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.definition.context_providers import agents_md_layer
 from agentloop.tools.context import workspace_listing
 from agentloop.workers.plugin import AgentLoopPlugin

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentClient, AgentSpec, ModelRequest, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.shared.definition.activity_io import ModelRequest
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.messages import Message

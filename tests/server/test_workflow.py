@@ -11,14 +11,9 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    ModelResponse,
-    ToolContext,
-    ToolError,
-    ToolRegistry,
-)
+from agentloop import AgentClient, AgentRunFailed, ToolContext, ToolError
+from agentloop.shared.definition.activity_io import ModelResponse
+from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.base.messages import Message, ToolCallPart
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers.agents import spec

@@ -7,13 +7,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentloop import (
-    AgentSpec,
-    GuardrailResult,
-    ToolRegistry,
-    guardrail,
-    llm_judge,
-)
+from agentloop import AgentSpec, GuardrailResult, guardrail, llm_judge
+from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.definition.guardrails import (
     Verdict,

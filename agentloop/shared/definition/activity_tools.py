@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from datetime import timedelta
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
+from agentloop.shared.base.limits import TOOL_NAME_PATTERN
 from agentloop.shared.definition.activity_io import ToolDefinition
-
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 class ActivityTool(BaseModel):
@@ -86,7 +84,7 @@ class ActivityTool(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not TOOL_NAME_PATTERN.match(value):
             raise ValueError(f"activity tool name {value!r} is not allowed: use 1-64 letters, digits, '_' or '-'")
         return value
 

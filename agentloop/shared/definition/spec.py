@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import posixpath
-import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -19,12 +18,13 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from agentloop.shared.base.limits import TOOL_NAME_PATTERN, TOOL_OUTPUT_LIMIT
+from agentloop.shared.base.model_settings import ThinkingConfig, check_tool_choice
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop.shared.definition.approvals import DefaultPermission, PermissionRule
 from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
 from agentloop.shared.definition.context_window import ContextPolicy
-from agentloop.shared.base.model_settings import ThinkingConfig, check_tool_choice
 from agentloop.shared.definition.output import OutputSpec, output_spec
 from agentloop.shared.definition.pricing import Budget, price_for, validate_budget
 
@@ -80,7 +80,6 @@ def upgrade_policy(spec: AgentSpec, *, thread: bool) -> UpgradePolicy:
     return "at_turn_boundary" if thread else "pinned"
 
 #: What a sub-agent's name (its tool's name) may be.
-_SUB_AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 #: Providers a model string may name, as ``provider:model``.
 KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
@@ -259,7 +258,7 @@ class AgentSpec(BaseModel):
     parallel_tool_calls: bool = True
     tool_timeout_seconds: float = Field(default=120.0, gt=0)
     tool_timeouts: dict[str, float] = Field(default_factory=dict)
-    tool_output_limit: int = Field(default=16_000, ge=256, le=1_000_000)
+    tool_output_limit: int = Field(default=TOOL_OUTPUT_LIMIT, ge=256, le=1_000_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     llm_timeout_seconds: float = Field(default=600.0, gt=0)
@@ -362,7 +361,7 @@ class AgentSpec(BaseModel):
     @model_validator(mode="after")
     def _check_sub_agents(self) -> AgentSpec:
         for name in self.sub_agents:
-            if not _SUB_AGENT_NAME.match(name):
+            if not TOOL_NAME_PATTERN.match(name):
                 raise ValueError(
                     f"sub-agent name {name!r} is not allowed: the model calls it as a tool, so use "
                     "1-64 letters, digits, '_' or '-'"
