@@ -20,22 +20,14 @@ from agentloop.shared.definition.approvals import ApprovalDecision, PermissionRu
 from agentloop.shared.definition.context_providers import ContextLayer
 from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.base.encryption import EncryptionCodec
-from agentloop.shared.base.errors import (
-    AgentLoopError,
-    AgentRunCancelled,
-    AgentRunFailed,
-    DecisionRejected,
-    GuardrailTripped,
-    MaxStepsExceeded,
-    ToolError,
-    UserError,
-)
+from agentloop.shared.base.errors import AgentLoopError, DecisionRejected, ToolError, UserError
+from agentloop.shared.runs.result import AgentRunCancelled, AgentRunFailed, GuardrailTripped, MaxStepsExceeded
 from agentloop.shared.definition.guardrails import GuardrailResult
 from agentloop.shared.base.messages import Message
 from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.runs.report import AgentRunReport
 from agentloop.shared.base.usage import Usage
-from agentloop.shared.runs.run import AgentRunResult
+from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.definition.spec import AgentSpec, SubAgent
 from agentloop.shared.runs.threads import ThreadBusy, ThreadNotFound
 from agentloop.tools.context import context_provider, ContextRequest

@@ -37,7 +37,8 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentloop.workers.config import WORKER_ROLES, provider_keys_in
 from agentloop.shared.base.encryption import codec_from_env, with_codec
-from agentloop.shared.base.errors import AgentRunFailed, UserError
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities

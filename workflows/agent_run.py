@@ -74,7 +74,8 @@ with workflow.unsafe.imports_passed_through():
         StepReport,
         report_text,
     )
-    from agentloop.shared.runs.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, parse_run_input
+    from agentloop.shared.runs.run import AgentRunInput, MessagesResult, RunState, parse_run_input
+    from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.transcripts import ModelContext, TranscriptPage, context_hash, page
     from agentloop.workflows import activity_calls as calls

@@ -37,12 +37,8 @@ with workflow.unsafe.imports_passed_through():
         StepReport,
         ToolCallReport,
     )
-    from agentloop.shared.runs.run import (
-        MAX_ERROR_CHARS,
-        RESULT_MESSAGES_LIMIT,
-        RESULT_REPORT_LIMIT,
-        AgentRunResult,
-    )
+    from agentloop.shared.runs.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT
+    from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.loop_logic import live_status

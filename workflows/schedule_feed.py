@@ -18,7 +18,7 @@ from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.base import contracts
-    from agentloop.shared.runs.run import AgentRunResult
+    from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.runs.schedules import (
         ScheduleFeedInput,
         ScheduleFeedResult,

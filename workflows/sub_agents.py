@@ -31,7 +31,8 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.runs.events import SubAgentInvocationCompleted, SubAgentInvocationStarted
     from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
     from agentloop.shared.runs.report import StepReport, SubRunReport, ToolCallReport
-    from agentloop.shared.runs.run import AgentRunInput, AgentRunResult, SubRunLink
+    from agentloop.shared.runs.run import AgentRunInput, SubRunLink
+    from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
     from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.base.contracts import WORKFLOW_NAME

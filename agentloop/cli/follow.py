@@ -12,7 +12,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 from temporalio.service import RPCError
 
-from agentloop.shared.base.errors import AgentRunFailed, DecisionRejected
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import DecisionRejected
 from agentloop.shared.runs.events import (
     AgentEvent,
     ApprovalRequested,

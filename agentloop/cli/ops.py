@@ -20,14 +20,16 @@ from temporalio.service import RPCError
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, running_handle, say, table
 from agentloop.cli.embedded import ops_client, reading_client
-from agentloop.shared.base.errors import AgentRunFailed, UserError
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import UserError
 from agentloop.shared.runs.report import STEP_UNDER_WAY
 from agentloop.cli.render import approve_commands, args_json, submit_command, when
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, RunSummary
     from agentloop.shared.runs.report import AgentRunReport
-    from agentloop.shared.runs.run import AgentRunResult, RunState
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.run import RunState
 
 
 def _read_output(text: str, stdin_used: list[bool]) -> str:

@@ -16,7 +16,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, describe_run, existing_workspace, say, temporal_status
 from agentloop.cli.embedded import command_config, reading_client, session
 from agentloop.cli.follow import Prompter, TerminalAnswers, exit_code, follow
-from agentloop.shared.base.errors import AgentRunFailed, UserError, describe_validation_error
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import UserError, describe_validation_error
 from agentloop.cli.render import make_renderer, when
 
 if TYPE_CHECKING:

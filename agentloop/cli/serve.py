@@ -94,7 +94,7 @@ async def report_failed_runs(client: Any, since: datetime) -> None:
 
     from agentloop.cli.render import short
     from agentloop.client.agent_client import AgentClient
-    from agentloop.shared.base.errors import AgentRunFailed
+    from agentloop.shared.runs.result import AgentRunFailed
 
     agents = AgentClient(client)
     seen: set[tuple[str, str]] = set()

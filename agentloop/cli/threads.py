@@ -12,7 +12,8 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
-from agentloop.shared.base.errors import AgentRunFailed, DecisionRejected, UserError
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import DecisionRejected, UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient, AgentRunHandle

@@ -48,13 +48,8 @@ from agentloop.workers.config import (
     find_dev_server,
     task_queue_from_env,
 )
-from agentloop.shared.base.errors import (
-    AgentRunFailed,
-    DecisionRejected,
-    UserError,
-    build_request,
-    describe_validation_error,
-)
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import DecisionRejected, UserError, build_request, describe_validation_error
 from agentloop.shared.runs.run import run_failed_from
 from agentloop.shared.runs.events import (
     EVENT_ADAPTER,
@@ -68,7 +63,8 @@ from agentloop.shared.runs.events import (
 from agentloop.shared.base.messages import Message
 from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.shared.runs.report import LIVE_STATUSES, AgentRunReport
-from agentloop.shared.runs.run import AgentRunInput, AgentRunResult, MessagesResult, RunState, RunStatus
+from agentloop.shared.runs.run import AgentRunInput, MessagesResult, RunState, RunStatus
+from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.runs.search_attributes import (
     AGENT_FORKED_FROM,
     AGENT_MODEL,
@@ -189,7 +185,7 @@ class AgentRunHandle:
                 ``result`` holds messages, usage and report when it failed.
                 The exception is the subclass of the run's reason
                 (``MaxStepsExceeded``, ``AgentRunCancelled``...; see
-                :func:`agentloop.shared.base.errors.run_failed_class`).
+                :func:`agentloop.shared.runs.result.run_failed_class`).
 
         A handle bound to a thread's turn (:attr:`turn`) waits for that turn
         instead: its final text, messages and usage (an interrupted or

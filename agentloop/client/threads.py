@@ -11,8 +11,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.shared.base import contracts
-from agentloop.shared.base.errors import build_request, run_failed
-from agentloop.shared.runs.run import AgentRunResult
+from agentloop.shared.base.errors import build_request
+from agentloop.shared.runs.result import run_failed
+from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.runs.threads import (
     THREAD_BUSY_ERROR_TYPE,
     MessageAccepted,
@@ -74,7 +75,7 @@ async def _not_running(client: AgentClient, thread_id: str, text: str, spec: Age
 
 async def wait_for_turn(handle: AgentRunHandle) -> AgentRunResult:
     """Wait until the handle's turn has ended; its result. A failed turn
-    raises :class:`~agentloop.shared.base.errors.AgentRunFailed` (the subclass of its
+    raises :class:`~agentloop.shared.runs.result.AgentRunFailed` (the subclass of its
     reason), as a failed run does; a thread that ended before the turn did
     raises what the run's own result raises."""
     assert handle.turn is not None

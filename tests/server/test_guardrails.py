@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, GuardrailContext, GuardrailResult, guardrail, llm_judge
-from agentloop.shared.base.errors import GuardrailTripped
+from agentloop.shared.runs.result import GuardrailTripped
 from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.guardrails import (
     guardrails_of,
@@ -159,7 +159,7 @@ async def test_judge_tokens_count_in_the_runs_usage_cost_and_budget(
     agent_client: AgentClient, worker, registry: ToolRegistry
 ) -> None:
     from agentloop import Budget
-    from agentloop.shared.base.errors import CostLimitExceeded
+    from agentloop.shared.runs.result import CostLimitExceeded
     from agentloop.shared.definition.pricing import ModelPrice
     from agentloop.shared.base.usage import Usage
 

@@ -19,7 +19,7 @@ from agentloop import (
     on_tool_error,
 )
 from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.base.errors import ToolStepFailed
+from agentloop.shared.runs.result import ToolStepFailed
 from agentloop.shared.base.errors import UserError
 from agentloop.tools.hooks import Hook, run_hooks
 from agentloop.testing import call, calls, reply, script

@@ -13,7 +13,7 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from agentloop import AgentClient, AgentSpec, ToolContext, ToolError, tool
-from agentloop.shared.base.errors import AgentRunCancelled
+from agentloop.shared.runs.result import AgentRunCancelled
 from agentloop.activities.agent_activities import AgentActivities
 from agentloop.shared.definition.activity_io import ResolveToolsInput
 from agentloop.testing import call, calls, reply, script

@@ -17,7 +17,7 @@ import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.client.agent_client import AgentRunHandle
-from agentloop.shared.base.errors import OutputLimitReached
+from agentloop.shared.runs.result import OutputLimitReached
 from agentloop.activities.models import ModelResolver
 from agentloop.shared.base.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
 from tests.helpers.provider_cases import CASES, ProviderCase

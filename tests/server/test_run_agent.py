@@ -21,7 +21,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, Message
-from agentloop.shared.base.errors import AgentRunCancelled, MaxStepsExceeded
+from agentloop.shared.runs.result import AgentRunCancelled, MaxStepsExceeded
 from agentloop.workers.devserver import DevServer
 from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.testing import call, calls, reply, script, script_every_step

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.base.errors import MaxStepsExceeded
+from agentloop.shared.runs.result import MaxStepsExceeded
 from agentloop.testing import call, calls, reply, script
 
 

@@ -12,7 +12,7 @@ import pytest
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError, TimeoutType
 
 import agentloop
-from agentloop.shared.base.errors import (
+from agentloop.shared.runs.result import (
     AgentRunCancelled,
     ContentFiltered,
     CostLimitExceeded,
@@ -25,9 +25,10 @@ from agentloop.shared.base.errors import (
 )
 from agentloop import AgentRunFailed
 from agentloop.shared.runs.report import RunReason
-from agentloop.shared.base.errors import RUN_FAILED_CLASSES, RUN_FAILED_ERROR_TYPE, run_failed, run_failed_class
+from agentloop.shared.runs.result import RUN_FAILED_CLASSES, run_failed, run_failed_class
+from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE
 from agentloop.shared.runs.run import run_failed_from
-from agentloop.shared.runs.run import AgentRunResult
+from agentloop.shared.runs.result import AgentRunResult
 
 REPORT = {"id": "r", "model": "scripted:x", "started_at": "2026-01-01T00:00:00Z"}
 
