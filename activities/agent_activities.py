@@ -28,7 +28,7 @@ from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.shared.activity_io import (
+from agentloop.shared.definition.activity_io import (
     CallModelInput,
     CallModelResult,
     ExecuteToolInput,
@@ -39,22 +39,23 @@ from agentloop.shared.activity_io import (
     StreamDelta,
     ToolDefinition,
 )
-from agentloop.shared.context import ContextPolicy, compaction_request_messages
-from agentloop.shared.errors import TOOL_DEFINITION_ERROR_TYPE, UserError
-from agentloop.shared.context import LoadContextInput, LoadContextResult
-from agentloop.shared.guardrails import (
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.compaction import compaction_request_messages
+from agentloop.shared.base.errors import TOOL_DEFINITION_ERROR_TYPE, UserError
+from agentloop.shared.definition.context_providers import LoadContextInput, LoadContextResult
+from agentloop.shared.definition.guardrails import (
     GuardrailResult,
     ResolveGuardrailsInput,
     ResolveGuardrailsResult,
     RunGuardrailInput,
 )
-from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
+from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.hooks import hooks_of
-from agentloop.shared.report import Usage
+from agentloop.shared.base.usage import Usage
 from agentloop.tools.registry import Tool, ToolRegistry
-from agentloop.shared.transcripts import ModelContext, TranscriptPage, TranscriptRange
-from agentloop.shared import contracts
-from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
+from agentloop.shared.runs.transcripts import ModelContext, TranscriptPage, TranscriptRange
+from agentloop.shared.base import contracts
+from agentloop.shared.base.contracts import TOOL_QUEUE_SUFFIX
 
 #: A list the worker's telemetry sets around a ``call_model`` attempt to see
 #: the request sent, transcript filled in (agentloop.workers.telemetry).

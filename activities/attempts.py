@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.report import Usage
+from agentloop.shared.base.usage import Usage
 
 
 def attempt_of() -> tuple[int, int] | None:

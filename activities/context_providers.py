@@ -8,7 +8,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.context import (
+from agentloop.shared.definition.context_providers import (
     MAX_AGENTS_MD_CHARS,
     LoadContextInput,
     LoadContextResult,

@@ -11,8 +11,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.providers.models import ModelResolver
-from agentloop.shared.activity_io import ModelRequest
-from agentloop.shared.guardrails import (
+from agentloop.shared.definition.activity_io import ModelRequest
+from agentloop.shared.definition.guardrails import (
     GUARDRAIL_FAILED_ERROR_TYPE,
     GUARDRAIL_JUDGE_REPLY_ERROR_TYPE,
     GUARDRAIL_UNKNOWN_ERROR_TYPE,
@@ -26,7 +26,7 @@ from agentloop.shared.guardrails import (
     parse_judge_reply,
 )
 from agentloop.tools.guardrails import FunctionGuardrail, GuardrailContext, JudgeGuardrail, guardrails_of
-from agentloop.shared.messages import Message
+from agentloop.shared.base.messages import Message
 from agentloop.tools.registry import ToolRegistry
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from temporalio import activity
 
-from agentloop.shared.messages import CUT_HINT, cut_hint, truncate_output
-from agentloop.shared.activity_io import ExecuteToolInput, ExecuteToolResult
+from agentloop.shared.base.messages import CUT_HINT, cut_hint, truncate_output
+from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.tools.hooks import (
     EndRun,
     Fallback,
@@ -22,7 +22,7 @@ from agentloop.tools.hooks import (
     hooks_of,
     run_hooks,
 )
-from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
+from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.tool_context import ToolContext
 from agentloop.activities.tool_calls import ToolCalls, format_tool_output
 

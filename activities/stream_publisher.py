@@ -22,14 +22,8 @@ from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from agentloop.shared.activity_io import StreamDelta
-from agentloop.shared.events import (
-    EVENTS_TOPIC,
-    MessageDelta,
-    MessageReset,
-    ToolCallCreated,
-    message_id,
-)
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.runs.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
 
 log = logging.getLogger("agentloop.stream")
 

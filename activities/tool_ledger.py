@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agentloop.shared.activity_io import ExecuteToolResult
+from agentloop.shared.definition.activity_io import ExecuteToolResult
 
 
 def idempotency_key(workflow_id: str, workflow_run_id: str, activity_id: str) -> str:

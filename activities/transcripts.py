@@ -1,7 +1,7 @@
 """The worker's cache of run transcripts, filled from the run's queries.
 
 A step's input names its transcript by length and hash
-(:class:`~agentloop.shared.transcripts.TranscriptRef`); this cache holds what the
+(:class:`~agentloop.shared.runs.transcripts.TranscriptRef`); this cache holds what the
 worker has already seen of each recent run and asks the run for the rest.
 A worker that never saw the run, or restarted, fetches the whole transcript
 once. A hash that does not match (the run pruned or compacted its history)
@@ -46,10 +46,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.attempts import retry_note
-from agentloop.shared.activity_io import ToolDefinition, TranscriptSeed
-from agentloop.shared.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
-from agentloop.shared.messages import Message, ToolResultPart
-from agentloop.shared.transcripts import (
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptSeed
+from agentloop.shared.base.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
+from agentloop.shared.base.messages import Message, ToolResultPart
+from agentloop.shared.runs.transcripts import (
     EMPTY_HASH,
     ModelContext,
     TranscriptPage,

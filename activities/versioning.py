@@ -1,13 +1,13 @@
 """The ``current_deployment_version`` local activity: a versioned run asks,
 at a turn boundary, which version of its Worker Deployment is current
-(``agentloop.shared.versioning``)."""
+(``agentloop.shared.base.versioning``)."""
 
 from __future__ import annotations
 
 from temporalio import activity
 from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
 
-from agentloop.shared.versioning import TARGET_VERSION_ACTIVITY, TargetVersionInput, TargetVersionResult
+from agentloop.shared.base.versioning import TARGET_VERSION_ACTIVITY, TargetVersionInput, TargetVersionResult
 
 
 @activity.defn(name=TARGET_VERSION_ACTIVITY)

@@ -25,9 +25,9 @@ activities and passes ``agentloop`` through the sandbox)::
 Everything here is deterministic.
 """
 
-from agentloop.shared.activity_tools import ActivityTool, activity_as_tool
-from agentloop.shared.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
-from agentloop.shared.run import as_messages, run_input
+from agentloop.shared.definition.activity_tools import ActivityTool, activity_as_tool
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
+from agentloop.shared.runs.run import as_messages, run_input
 from agentloop.workflows.run_agent import Consolidated, agent_result, chain, consolidate, run_agent, start_agent
 
 __all__ = [

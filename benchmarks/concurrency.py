@@ -93,8 +93,10 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ModelResponse, ToolRegistry, Usage
-from agentloop.shared.activity_io import ResolveToolsInput, ResolveToolsResult
+from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, Usage
+from agentloop.shared.definition.activity_io import ModelResponse
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.definition.activity_io import ResolveToolsInput, ResolveToolsResult
 from agentloop.workers.devserver import PRODUCTION_LIKE, DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect

@@ -34,9 +34,9 @@ import time
 from typing import Any
 
 from agentloop.activities.transcripts import TranscriptCache
-from agentloop.shared.activity_io import ToolDefinition, TranscriptSeed
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.transcripts import EMPTY_HASH, TranscriptRef, context_hash, transcript_hashes
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptSeed
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.runs.transcripts import EMPTY_HASH, TranscriptRef, context_hash, transcript_hashes
 
 SYSTEM_PROMPT = "You are a careful assistant. Use the tools when they help."
 TOOLS = [

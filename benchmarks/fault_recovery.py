@@ -33,7 +33,8 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
-from agentloop import AgentClient, AgentSpec, ToolContext, ToolRegistry
+from agentloop import AgentClient, AgentSpec, ToolContext
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect

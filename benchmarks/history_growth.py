@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect

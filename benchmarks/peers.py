@@ -12,7 +12,7 @@ turn, the order rotating) so the machine's noise hits all alike:
   OpenAI provider pointed at the mock (``OPENAI_BASE_URL``), ``echo``
   registered as a tool, deltas streamed (the default);
 * agentloop+enc: the same with every payload encrypted (AES-256-GCM,
-  :class:`~agentloop.shared.encryption.EncryptionCodec`, as
+  :class:`~agentloop.shared.base.encryption.EncryptionCodec`, as
   ``AGENTLOOP_ENCRYPTION_KEYS`` sets it up); a line after the table gives its
   ratios to agentloop's medians: the cost of encryption;
 * OpenAI Agents on Temporal and Pydantic AI's Temporal durability
@@ -64,7 +64,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxR
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.encryption import EncryptionCodec, with_codec
+from agentloop.shared.base.encryption import EncryptionCodec, with_codec
 from agentloop.workers.devserver import DevServer, free_port, port_in_use
 from agentloop.workers.worker import connect
 from benchmarks.concurrency import bench_plugin

@@ -39,7 +39,8 @@ import time
 import uuid
 from pathlib import Path
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.shell_tool import shell_command
 from agentloop.workers.devserver import DevServer

@@ -62,7 +62,8 @@ from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.workers.devserver import DevServer

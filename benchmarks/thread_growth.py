@@ -26,9 +26,10 @@ import asyncio
 import time
 import uuid
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.search_attributes import AGENT_THREAD
+from agentloop.shared.runs.search_attributes import AGENT_THREAD
 from agentloop.testing import register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 

@@ -35,7 +35,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools.file_tools import read_file
 from agentloop.activities.builtin_tools.grep_tool import grep_files
 from agentloop.workers.devserver import DevServer

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Generated from agentloop/shared/search_attributes.py by `python deploy/generate.py`:
+# Generated from agentloop/shared/runs/search_attributes.py by `python deploy/generate.py`:
 # edit those, not this file. Registers agentloop's search attributes in
 # $TEMPORAL_NAMESPACE (default: default) of the Temporal server the temporal CLI
 # is configured for (TEMPORAL_ADDRESS, TEMPORAL_TLS_*, ...), once the namespace

@@ -227,7 +227,7 @@ def test_a_page_imports_only_its_own_files() -> None:
 
 # Modules whose names the examples import as they are; every other
 # user-facing name comes from ``agentloop`` itself.
-SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.in_workflow", "agentloop.shared.threads", "agentloop.activities.")
+SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.in_workflow", "agentloop.shared.runs.threads", "agentloop.activities.")
 
 
 def test_examples_import_user_facing_names_from_agentloop() -> None:
@@ -689,7 +689,7 @@ def test_spec_files_the_docs_use_are_shown_or_exist() -> None:
     shown one is a valid AgentSpec."""
     import yaml
 
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
     problems = []
     for page in pages():
@@ -744,7 +744,7 @@ def test_shell_variables_are_set_before_they_are_used() -> None:
 
 
 def test_the_http_api_start_example_asks_for_the_approval_the_page_decides() -> None:
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
     text = page_text("docs/http-api.md")
     body = re.search(r"curl -s -X POST http://127\.0\.0\.1:\d+/v1/runs \\\n.*?-d '(\{.*?\})'\n", text, re.DOTALL)

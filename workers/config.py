@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from temporalio.client import Client
@@ -350,7 +350,7 @@ async def connect_client(config: TemporalConfig, **options: Any) -> Client:
         raise UserError("no Temporal address: set TEMPORAL_ADDRESS (or an address in a profile of "
                         "Temporal's temporal.toml)")
     if "data_converter" not in options and "plugins" not in options:
-        from agentloop.shared.encryption import converter_from_env
+        from agentloop.shared.base.encryption import converter_from_env
 
         options["data_converter"] = converter_from_env()  # pydantic's, encrypting when keys are set
     kwargs: dict[str, Any] = {"namespace": config.namespace, **config.connect_options, **options}

@@ -25,8 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentloop.shared.errors import UserError
-from agentloop.shared.search_attributes import SEARCH_ATTRIBUTES
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.search_attributes import SEARCH_ATTRIBUTES
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 log = logging.getLogger("agentloop.telemetry")
 

@@ -36,8 +36,9 @@ from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunn
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentloop.workers.config import WORKER_ROLES, provider_keys_in
-from agentloop.shared.encryption import codec_from_env, with_codec
-from agentloop.shared.errors import AgentRunFailed, UserError
+from agentloop.shared.base.encryption import codec_from_env, with_codec
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities
@@ -80,7 +81,7 @@ TOOLS_WORKER_OPTIONS = (
 
 def tool_task_queue(task_queue: str) -> str:
     """The queue a run on ``task_queue`` sends its tool activities to."""
-    from agentloop.shared.contracts import TOOL_QUEUE_SUFFIX
+    from agentloop.shared.base.contracts import TOOL_QUEUE_SUFFIX
 
     return task_queue + TOOL_QUEUE_SUFFIX
 
@@ -238,7 +239,7 @@ class AgentLoopPlugin(SimplePlugin):
             (:class:`~agentloop.workers.telemetry.Telemetry`); from the
             environment (``Telemetry.from_env``) when None, none when False.
         codec: The payload codec the client's data converter gets (e.g.
-            :class:`~agentloop.shared.encryption.EncryptionCodec`, or your own
+            :class:`~agentloop.shared.base.encryption.EncryptionCodec`, or your own
             KMS-backed ``PayloadCodec``); when None, an ``EncryptionCodec``
             with the keys of ``AGENTLOOP_ENCRYPTION_KEYS`` (or
             ``AGENTLOOP_ENCRYPTION_KEY_FILE``) if one is set; False: none.
@@ -336,7 +337,7 @@ class AgentLoopPlugin(SimplePlugin):
         if self.codec is not None and converter.payload_codec is None:
             raise UserError(
                 f"this Worker's plugin encrypts payloads ({self.codec!r}) but its client does not: connect the client "
-                "with plugins=[AgentLoopPlugin()] (or data_converter=agentloop.shared.encryption.converter_from_env()) "
+                "with plugins=[AgentLoopPlugin()] (or data_converter=agentloop.shared.base.encryption.converter_from_env()) "
                 "so that what it sends is encrypted too"
             )
         task_queue = config.get("task_queue", "")

@@ -39,8 +39,8 @@ from temporalio.worker import (
 )
 
 from agentloop.activities.agent_activities import REQUEST_SEEN
-from agentloop.shared import contracts
-from agentloop.shared.errors import UserError
+from agentloop.shared.base import contracts
+from agentloop.shared.base.errors import UserError
 
 log = logging.getLogger("agentloop.telemetry")
 
@@ -185,7 +185,7 @@ class Telemetry:
             if span is not None:
                 self.tracing.chat_result(span, response, usage)
             if self.metrics is not None:
-                from agentloop.shared.pricing import cost_of
+                from agentloop.shared.definition.pricing import cost_of
 
                 cost = cost_of(usage, arg.price) if getattr(arg, "price", None) is not None else None
                 self.metrics.model_call(model, usage.input_tokens, usage.output_tokens, cost, seconds)

@@ -43,7 +43,7 @@ import temporalio.converter
 import temporalio.workflow
 from temporalio.worker import ExecuteWorkflowInput, WorkflowInboundInterceptor
 
-from agentloop.shared import contracts
+from agentloop.shared.base import contracts
 
 log = logging.getLogger("agentloop.telemetry")
 
@@ -141,7 +141,7 @@ def run_span(info: temporalio.workflow.Info) -> tuple[opentelemetry.context.Cont
 
 
 def _agent_name(args: Any) -> str:
-    from agentloop.shared.run import parse_run_input
+    from agentloop.shared.runs.run import parse_run_input
 
     try:
         return parse_run_input(args).spec.name

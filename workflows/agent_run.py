@@ -2,7 +2,7 @@
 
 Each LLM step and each tool call is an activity; Temporal's event history is
 the checkpoint, so a run survives worker crashes and restarts. The run is an
-interpreter over one :class:`~agentloop.shared.state.LoopState`: the pure
+interpreter over one :class:`~agentloop.shared.runs.state.LoopState`: the pure
 functions of :mod:`agentloop.workflows.decisions` decide, this class
 matches on their answers and does the I/O (activities, waits, continue-as-new),
 and a :class:`~agentloop.workflows.effects.recorder.RunRecorder` publishes what
@@ -18,37 +18,28 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared import contracts
+    from agentloop.shared.base import contracts
 
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
-    from agentloop.shared.activity_io import (
-        ResolveToolsInput,
-        ToolDefinition,
-    )
-    from agentloop.shared.approvals import (
-        MAX_REASON_CHARS,
-        cut_text,
-    )
-    from agentloop.shared.context import agents_md_layer
-    from agentloop.shared.errors import (
+    from agentloop.shared.definition.activity_io import ResolveToolsInput, ToolDefinition
+    from agentloop.shared.definition.approvals import MAX_REASON_CHARS, cut_text
+    from agentloop.shared.definition.context_providers import agents_md_layer
+    from agentloop.shared.base.errors import (
         INVALID_INPUT_ERROR_TYPE,
         RUN_FAILED_ERROR_TYPE,
         TOOL_DEFINITION_ERROR_TYPE,
     )
-    from agentloop.shared.events import (
-        RunCreated,
-        RunFailed,
-    )
-    from agentloop.shared.fingerprint import DefinitionChange, agent_definition, definition_change
-    from agentloop.shared.hooks import missing_hooks_message
-    from agentloop.shared.model_settings import tool_choice_problem
-    from agentloop.shared.report import RunReason
-    from agentloop.shared.run import AgentRunResult
-    from agentloop.shared.snapshots import restores_completed
-    from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.state import PendingStep
-    from agentloop.shared.transcripts import ModelContext, context_hash
+    from agentloop.shared.runs.events import RunCreated, RunFailed
+    from agentloop.shared.definition.fingerprint import DefinitionChange, agent_definition, definition_change
+    from agentloop.shared.base.hooks import missing_hooks_message
+    from agentloop.shared.base.model_settings import tool_choice_problem
+    from agentloop.shared.runs.report import RunReason
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.snapshots import restores_completed
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.state import PendingStep
+    from agentloop.shared.runs.transcripts import ModelContext, context_hash
     from agentloop.workflows.decisions.delegation import sub_agent_tools
     from agentloop.workflows.decisions.next_step import (
         Continue,

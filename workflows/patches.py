@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared import contracts
+    from agentloop.shared.base import contracts
 
 #: Patch marker of runs started with permissions, approvals, requires_action,
 #: stop and search attributes. Runs recorded before it replay without them.

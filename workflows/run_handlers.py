@@ -2,7 +2,7 @@
 
 :class:`RunHandlers` is the base of
 :class:`~agentloop.workflows.agent_run.AgentRunWorkflow`: it builds the run's
-:class:`~agentloop.shared.state.LoopState` from the workflow's input (or the
+:class:`~agentloop.shared.runs.state.LoopState` from the workflow's input (or the
 carried state), and holds its queries, signals and updates (their checks:
 :mod:`~agentloop.workflows.decisions.requests`). Deterministic, like all of
 ``agentloop.workflows``.
@@ -19,23 +19,23 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared import contracts
+    from agentloop.shared.base import contracts
 
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
-    from agentloop.shared.approvals import (
+    from agentloop.shared.definition.approvals import (
         DecisionAccepted,
         PendingWork,
         StopRequest,
         cut_oversize_fields,
         oversize_fields,
     )
-    from agentloop.shared.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, report_text
-    from agentloop.shared.run import AgentRunInput, MessagesResult, RunState, parse_run_input
-    from agentloop.shared.snapshots import AgentSnapshot
-    from agentloop.shared.state import LoopState
-    from agentloop.shared.threads import MessageAccepted, SteerAccepted, TurnResult
-    from agentloop.shared.transcripts import ModelContext, TranscriptPage, page
+    from agentloop.shared.runs.report import LIVE_STATUSES, STEP_UNDER_WAY, AgentRunReport, report_text
+    from agentloop.shared.runs.run import AgentRunInput, MessagesResult, RunState, parse_run_input
+    from agentloop.shared.runs.snapshots import AgentSnapshot
+    from agentloop.shared.runs.state import LoopState
+    from agentloop.shared.runs.threads import MessageAccepted, SteerAccepted, TurnResult
+    from agentloop.shared.runs.transcripts import ModelContext, TranscriptPage, page
     from agentloop.workflows.decisions import conversation, requests
     from agentloop.workflows.decisions.delegation import waiting_on
     from agentloop.workflows.effects import snapshots
@@ -125,7 +125,7 @@ class RunHandlers:
 
     @workflow.query(name=contracts.EXPORT_QUERY)
     def export(self) -> AgentSnapshot:
-        """The run as a versioned snapshot (``agentloop.shared.snapshots``), in one read."""
+        """The run as a versioned snapshot (``agentloop.shared.runs.snapshots``), in one read."""
         if self._input is None:
             raise ApplicationError(f"run {self._run_id} has no valid input to export")
         return snapshots.export_snapshot(self._state, self._input, self._run_id,

@@ -17,15 +17,15 @@ from temporalio.exceptions import ApplicationError, FailureError, WorkflowAlread
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared import contracts
-    from agentloop.shared.run import AgentRunResult
-    from agentloop.shared.schedules import (
+    from agentloop.shared.base import contracts
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.schedules import (
         ScheduleFeedInput,
         ScheduleFeedResult,
         ended_thread_message,
         thread_start,
     )
-    from agentloop.shared.threads import SendMessage
+    from agentloop.shared.runs.threads import SendMessage
     from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
 
 

@@ -16,7 +16,7 @@ from agentloop.activities.builtin_tools.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.shared.errors import ToolError
+from agentloop.shared.base.errors import ToolError
 from agentloop.tools.tool_context import ToolContext
 
 # Git and many other tools call a file binary if its first 8 KiB hold a NUL.

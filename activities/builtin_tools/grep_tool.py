@@ -14,7 +14,7 @@ import re2
 
 from agentloop.activities.builtin_tools.file_tools import _BINARY_SNIFF_BYTES, _clip_line, _sorted_entries
 from agentloop.activities.builtin_tools.workspace import open_for_reading, resolve_in_workspace, workspace_relative
-from agentloop.shared.errors import ToolError
+from agentloop.shared.base.errors import ToolError
 from agentloop.tools.tool_context import ToolContext
 
 _GREP_MAX_LINE_CHARS = 500

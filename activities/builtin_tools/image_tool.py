@@ -8,8 +8,8 @@ import os
 import stat
 
 from agentloop.activities.builtin_tools.workspace import open_for_reading, resolve_in_workspace
-from agentloop.shared.errors import ToolError
-from agentloop.shared.messages import ImagePart
+from agentloop.shared.base.errors import ToolError
+from agentloop.shared.base.messages import ImagePart
 from agentloop.tools.tool_context import ToolContext
 
 #: Largest image view_image sends (its base64 travels in the run's history).

@@ -19,7 +19,7 @@ from agentloop.activities.builtin_tools.workspace import (
     resolve_in_workspace,
     workspace_relative,
 )
-from agentloop.shared.errors import ToolError
+from agentloop.shared.base.errors import ToolError
 from agentloop.tools.tool_context import ToolContext
 
 

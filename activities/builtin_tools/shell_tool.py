@@ -12,8 +12,8 @@ import subprocess
 
 from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.workspace import resolve_in_workspace
-from agentloop.shared.messages import truncate_output
-from agentloop.shared.errors import ToolError, UserError
+from agentloop.shared.base.messages import truncate_output
+from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.tool_context import ToolContext
 
 # How often a running command heartbeats; well under any sane heartbeat timeout.

@@ -22,7 +22,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from agentloop.shared.errors import ToolError, preview
+from agentloop.shared.base.errors import ToolError, preview
 
 __all__ = [
     "hard_link_error",
@@ -38,7 +38,7 @@ __all__ = [
 
 #: Directories no run may use as its workspace, nor anything inside them:
 #: the system's own. (``/proc``, ``/sys`` and ``/dev``: see
-#: :func:`agentloop.shared.spec.system_workspace_problem`.)
+#: :func:`agentloop.shared.definition.spec.system_workspace_problem`.)
 SYSTEM_TREES = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/boot", "/run",
                 "/var/run", "/var/lib", "/var/log", "/var/cache", "/var/spool", "/var/mail")
 #: Directories no run may use as its workspace themselves (a run may work

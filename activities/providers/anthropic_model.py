@@ -1,4 +1,4 @@
-"""The Anthropic :class:`~agentloop.shared.activity_io.ChatModel`, over the Messages API.
+"""The Anthropic :class:`~agentloop.shared.definition.activity_io.ChatModel`, over the Messages API.
 
 Answers are always streamed: the events are read into a
 :class:`~agentloop.activities.providers.streaming.StepAccumulator`, which passes deltas on as they
@@ -19,10 +19,16 @@ from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.providers.provider_common import Provider
 from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
-from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agentloop.shared.model_settings import anthropic_tool_choice
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import (
+    DeltaSink,
+    FinishReason,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+)
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.model_settings import anthropic_tool_choice
+from agentloop.shared.base.usage import Usage
 from agentloop.activities.providers.streaming import StepAccumulator
 
 #: Output limit sent when the request sets none: Anthropic requires one.
@@ -65,7 +71,7 @@ def anthropic_client_from_env() -> AsyncAnthropic:
 
 
 class AnthropicChatModel(SDKChatModel[AsyncAnthropic]):
-    """A :class:`~agentloop.shared.activity_io.ChatModel` backed by Anthropic's Messages API,
+    """A :class:`~agentloop.shared.definition.activity_io.ChatModel` backed by Anthropic's Messages API,
     through an ``AsyncAnthropic`` client given or built on the first call by
     :func:`anthropic_client_from_env` (see
     :class:`~agentloop.activities.providers.sdk.SDKChatModel`)."""

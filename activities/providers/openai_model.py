@@ -1,4 +1,4 @@
-"""The OpenAI :class:`~agentloop.shared.activity_io.ChatModel`, over Chat Completions.
+"""The OpenAI :class:`~agentloop.shared.definition.activity_io.ChatModel`, over Chat Completions.
 
 Chat Completions is also what vLLM, llama.cpp, Ollama and LiteLLM serve, so
 the same class reaches them when the worker's ``OPENAI_BASE_URL`` points at
@@ -28,10 +28,16 @@ from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.providers.provider_common import Provider
 from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
-from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse, ToolDefinition
-from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agentloop.shared.model_settings import openai_tool_choice
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import (
+    DeltaSink,
+    FinishReason,
+    ModelRequest,
+    ModelResponse,
+    ToolDefinition,
+)
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.model_settings import openai_tool_choice
+from agentloop.shared.base.usage import Usage
 from agentloop.activities.providers.streaming import StepAccumulator
 
 #: Output limit (``max_completion_tokens``) sent when the request sets none, as
@@ -76,7 +82,7 @@ def openai_client_from_env() -> AsyncOpenAI:
 
 
 class OpenAIChatModel(SDKChatModel[AsyncOpenAI]):
-    """A :class:`~agentloop.shared.activity_io.ChatModel` backed by OpenAI Chat Completions.
+    """A :class:`~agentloop.shared.definition.activity_io.ChatModel` backed by OpenAI Chat Completions.
 
     Takes an ``AsyncOpenAI`` client, or builds one with
     :func:`openai_client_from_env` on the first call (see

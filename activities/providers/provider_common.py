@@ -38,8 +38,8 @@ from agentloop.activities.providers.http_headers import (
     redact,
     retry_after_delay,
 )
-from agentloop.shared.activity_io import ModelResponse
-from agentloop.shared.errors import (
+from agentloop.shared.definition.activity_io import ModelResponse
+from agentloop.shared.base.errors import (
     MODEL_AUTHENTICATION_ERROR_TYPE,
     MODEL_BAD_REQUEST_ERROR_TYPE,
     MODEL_CONFIGURATION_ERROR_TYPE,

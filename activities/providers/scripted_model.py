@@ -23,10 +23,10 @@ from typing import Any, Union
 
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse
-from agentloop.shared.errors import MODEL_CONFIGURATION_ERROR_TYPE, SCRIPT_EXHAUSTED_ERROR_TYPE
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse
+from agentloop.shared.base.errors import MODEL_CONFIGURATION_ERROR_TYPE, SCRIPT_EXHAUSTED_ERROR_TYPE
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from agentloop.activities.providers.streaming import message_deltas
 
 ScriptFunction = Callable[[ModelRequest], Union[ModelResponse, Awaitable[ModelResponse]]]
@@ -108,7 +108,7 @@ def _with_call_ids(response: ModelResponse, step: int) -> ModelResponse:
 
 
 class ScriptedChatModel:
-    """A :class:`~agentloop.shared.activity_io.ChatModel` that plays a script.
+    """A :class:`~agentloop.shared.definition.activity_io.ChatModel` that plays a script.
 
     Args:
         script: One entry per step (a :class:`ModelResponse`, a function of the

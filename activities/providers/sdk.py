@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from agentloop.shared.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
 
 ClientT = TypeVar("ClientT")
 

@@ -6,7 +6,7 @@ Each provider adapter reads its own wire events and tells a
 :class:`StepAccumulator` what they mean: text, thinking, a tool call's start,
 a piece of its arguments, its end, usage, the finish reason. The accumulator
 passes what a person would watch (text, thinking, tool-call progress) on to a
-:data:`~agentloop.shared.activity_io.DeltaSink` as it arrives, and builds the whole
+:data:`~agentloop.shared.definition.activity_io.DeltaSink` as it arrives, and builds the whole
 answer at the end. Provider-neutral and free of I/O, so it is unit-tested
 without a server.
 """
@@ -17,16 +17,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
-from agentloop.shared.activity_io import DeltaSink, FinishReason, ModelResponse, StreamDelta
-from agentloop.shared.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import DeltaSink, FinishReason, ModelResponse, StreamDelta
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 
 __all__ = [
     "StepAccumulator",
@@ -124,7 +117,7 @@ class StepAccumulator:
     keep the order they started in; tool calls sit where they started.
 
     Args:
-        on_delta: Receives a :class:`~agentloop.shared.activity_io.StreamDelta` for
+        on_delta: Receives a :class:`~agentloop.shared.definition.activity_io.StreamDelta` for
             each text, thinking and tool-call event, as it is added. Errors it
             raises propagate to the caller.
 

@@ -74,7 +74,7 @@ from agentloop.activities.shell_sandbox.command_lines import (
     confine_options,
 )
 from agentloop.activities.shell_sandbox.settings import DEFAULT_PATH, WEB_PORTS, SandboxSettings, command_env
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 # The face of the shell sandbox: its settings (settings.py) and command lines
 # (command_lines.py) are read through here too.

@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 
 from agentloop.activities.provider_keys import PROVIDER_KEY_VARIABLES
-from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.encryption import KEY_FILE_ENV, KEYS_ENV
+from agentloop.shared.base.errors import UserError
 
 #: The modes ``AGENTLOOP_SHELL_SANDBOX`` takes.
 SANDBOX_MODES = ("namespace", "bwrap", "none")

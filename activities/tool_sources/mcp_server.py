@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentloop.activities.tool_sources.mcp_guard import EXIT_LINE
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 #: How many of a stdio server's last stderr lines a failure quotes.
 STDERR_LINES = 8

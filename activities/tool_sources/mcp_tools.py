@@ -36,8 +36,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.errors import UserError
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.base.errors import UserError
 from agentloop.activities.tool_sources.mcp_server import (
     SERVER_NAME,
     HeldSession,

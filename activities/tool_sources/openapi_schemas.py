@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 # The OpenAPI tool source's one logger, for the warnings of both its modules.
 log = logging.getLogger("agentloop.activities.tool_sources.openapi_tools")

@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.activities.tool_sources.mcp_server import expand
-from agentloop.shared.errors import ToolError, UserError
+from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
 from agentloop.tools.tool_context import ToolContext
 from agentloop.activities.tool_sources.openapi_schemas import (
@@ -287,7 +287,7 @@ def _response_value(response: Any) -> Any:
     short description (content type, size), and the image itself when it is
     one the model can see (PNG, JPEG, GIF, WebP, up to 768 KB)."""
     from agentloop.activities.builtin_tools.image_tool import image_media_type
-    from agentloop.shared.messages import ImagePart
+    from agentloop.shared.base.messages import ImagePart
 
     content_type = response.headers.get("content-type", "")
     data = response.content

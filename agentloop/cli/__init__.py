@@ -63,7 +63,7 @@ from agentloop.cli.servers.dev import cmd_dev
 from agentloop.cli.servers.serve import cmd_serve
 from agentloop.cli.servers.worker import cmd_worker
 from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
-from agentloop.shared.errors import DecisionRejected, UserError
+from agentloop.shared.base.errors import DecisionRejected, UserError
 
 __all__ = ["CommandFailed", "build_parser", "entrypoint", "main"]
 

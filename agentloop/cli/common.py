@@ -10,9 +10,9 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from agentloop.shared.errors import AgentLoopError, UserError
-from agentloop.shared.report import LIVE_STATUSES
-from agentloop.shared.spec import system_workspace_problem
+from agentloop.shared.base.errors import AgentLoopError, UserError
+from agentloop.shared.runs.report import LIVE_STATUSES
+from agentloop.shared.definition.spec import system_workspace_problem
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -109,7 +109,7 @@ async def running_handle(client: AgentClient, run_id: str, request: str) -> Agen
     """The handle of a run that is still going; CommandFailed otherwise."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from agentloop.shared.search_attributes import AGENT_STATUS
+    from agentloop.shared.runs.search_attributes import AGENT_STATUS
 
     description = await describe_run(client, run_id)
     if description.status != WorkflowExecutionStatus.RUNNING:

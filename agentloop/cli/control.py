@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentloop.cli.common import CommandFailed, answer_within, running_handle
 from agentloop.cli.embedded import ops_client
 from agentloop.cli.options import run_id
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -43,7 +43,7 @@ def _still_pending(ids: list[str]) -> str:
 
 
 async def cmd_approve(args: argparse.Namespace) -> int:
-    from agentloop.shared.approvals import ApprovalDecision
+    from agentloop.shared.definition.approvals import ApprovalDecision
 
     if args.deny and args.result is not None:
         raise UserError("--deny takes --reason, not --result; to answer the model with your own text "
@@ -74,7 +74,7 @@ async def cmd_approve(args: argparse.Namespace) -> int:
 
 
 async def cmd_submit(args: argparse.Namespace) -> int:
-    from agentloop.shared.approvals import ToolOutput
+    from agentloop.shared.definition.approvals import ToolOutput
 
     pairs: list[tuple[str, str]] = []
     if args.call is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 from agentloop.workers.config import (
     ADDRESS_FILE,
     LOCK_FILE,
@@ -190,7 +190,7 @@ async def ops_client() -> AgentClient:
     (``TEMPORAL_ADDRESS``...), or the embedded server of a running
     ``agentloop run``/``dev``. Never starts anything."""
     from agentloop.client.agent_client import AgentClient
-    from agentloop.shared.encryption import converter_from_env
+    from agentloop.shared.base.encryption import converter_from_env
 
     config = TemporalConfig.from_env()
     if not config.address:
@@ -266,7 +266,7 @@ async def session(
     run in the worker's sandbox (:mod:`agentloop.activities.shell_sandbox.sandbox`), checked here
     before anything starts.
     """
-    from agentloop.shared.encryption import converter_from_env
+    from agentloop.shared.base.encryption import converter_from_env
     from agentloop.workers.worker import (
         build_worker,
         check_role,

@@ -18,14 +18,16 @@ from agentloop.cli.common import RUN_STATUSES, CommandFailed, answer_within, des
 from agentloop.cli.embedded import reading_client
 from agentloop.cli.options import positive, run_id
 from agentloop.cli.runs.describe import approve_commands, args_json, submit_command, when
-from agentloop.shared.errors import AgentRunFailed, UserError
-from agentloop.shared.report import STEP_UNDER_WAY
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.report import STEP_UNDER_WAY
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.runs import RunSummary
-    from agentloop.shared.report import AgentRunReport
-    from agentloop.shared.run import AgentRunResult, RunState
+    from agentloop.shared.runs.report import AgentRunReport
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.run import RunState
 
 
 async def cmd_list(args: argparse.Namespace) -> int:
@@ -90,8 +92,8 @@ async def _ended_state(client: AgentClient, run_id: str,
     are unknown. They come from the run's result; a cancelled (or
     terminated) run has none, so they come from its ``state`` query, which a
     worker answers."""
-    from agentloop.shared.run import RunState
-    from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME
+    from agentloop.shared.runs.run import RunState
+    from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME
 
     attrs = description.typed_search_attributes
     state = RunState(run_id=run_id, status="failed", agent_name=attrs.get(AGENT_NAME) or "",

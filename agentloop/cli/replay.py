@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentloop.cli.options import positive
-from agentloop.shared import contracts
-from agentloop.shared.errors import UserError
+from agentloop.shared.base import contracts
+from agentloop.shared.base.errors import UserError
 
 #: Exit statuses: every history replays; some would fail (non-determinism);
 #: none would fail, but some could not be decoded, so were not replayed.
@@ -85,7 +85,7 @@ def _payloads(message: Any) -> Iterator[Any]:
 async def undecodable(history: Any, converter: Any) -> str | None:
     """Why this process cannot decode the payloads of ``history`` (and so
     cannot replay it), in a sentence that says what to set; None when it can."""
-    from agentloop.shared.encryption import (
+    from agentloop.shared.base.encryption import (
         ENCODING,
         KEY_FILE_ENV,
         KEY_ID_METADATA,
@@ -127,7 +127,7 @@ async def replay_runs(temporal: object, query: str, last: int, verbose: bool = F
     code; a history this process cannot decode is named, not replayed."""
     from temporalio.worker import Replayer
 
-    from agentloop.shared.encryption import converter_from_env
+    from agentloop.shared.base.encryption import converter_from_env
     from agentloop.workers.plugin import AgentLoopPlugin
 
     replayer = Replayer(workflows=[], plugins=[AgentLoopPlugin()])

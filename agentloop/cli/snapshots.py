@@ -1,5 +1,5 @@
 """``agentloop export``, ``agentloop start --from`` and ``agentloop fork``:
-snapshots of runs (:mod:`agentloop.shared.snapshots`). Like the ops commands they
+snapshots of runs (:mod:`agentloop.shared.runs.snapshots`). Like the ops commands they
 talk to runs on ``TEMPORAL_ADDRESS`` or the embedded server of a running
 command (``export`` starts the embedded server when none runs); the new runs
 are run by the workers already polling the task queue, and followed unless
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, say, stdin_is_terminal
 from agentloop.cli.embedded import ops_client, reading_client
 from agentloop.cli.options import positive, run_id
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.handle import AgentRunHandle
-    from agentloop.shared.snapshots import AgentSnapshot
+    from agentloop.shared.runs.snapshots import AgentSnapshot
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
@@ -48,7 +48,7 @@ def read_snapshot_file(path: str) -> AgentSnapshot:
         UserError: No such file, not readable, not JSON, not a snapshot,
             another major version (``SnapshotError``).
     """
-    from agentloop.shared.snapshots import load_snapshot
+    from agentloop.shared.runs.snapshots import load_snapshot
 
     if path == "-":
         return load_snapshot(sys.stdin.buffer.read(), "the snapshot on stdin")

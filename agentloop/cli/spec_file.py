@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop.cli.common import DEFAULT_RUN_TOOLS, existing_workspace
-from agentloop.shared.errors import UserError, describe_validation_error
+from agentloop.shared.base.errors import UserError, describe_validation_error
 
 #: Most bytes a spec file may have.
 MAX_SPEC_FILE_BYTES = 1_000_000
@@ -58,7 +58,7 @@ def read_spec_file(path: str) -> dict[str, Any]:
 
 def overrides(args: argparse.Namespace) -> dict[str, Any]:
     """The AgentSpec fields the command's flags set (only flags given)."""
-    from agentloop.shared.approvals import PermissionRule
+    from agentloop.shared.definition.approvals import PermissionRule
 
     fields: dict[str, Any] = {}
     if args.model:
@@ -87,7 +87,7 @@ def spec_from_file(path: str, args: argparse.Namespace, *, default_model: str | 
     Raises:
         UserError: The file cannot be read, or its fields are not a valid spec.
     """
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
     data = {**read_spec_file(path), **overrides(args)}
     if "model" not in data:
@@ -118,8 +118,8 @@ def _inherit_workspace(data: dict[str, Any], workspace: str) -> None:
 
 def spec_of_run(args: argparse.Namespace):
     """The run's AgentSpec: from ``--spec FILE`` with the flags' overrides, or from the flags."""
-    from agentloop.shared.approvals import PermissionRule
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.approvals import PermissionRule
+    from agentloop.shared.definition.spec import AgentSpec
 
     model = args.model or os.environ.get("AGENTLOOP_MODEL")
     if args.spec:

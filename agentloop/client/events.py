@@ -14,8 +14,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowQ
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.shared.errors import UserError
-from agentloop.shared.events import (
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.events import (
     EVENT_ADAPTER,
     EVENTS_TOPIC,
     AgentEvent,

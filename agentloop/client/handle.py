@@ -19,8 +19,8 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.client.events import EventReader
-from agentloop.shared import contracts
-from agentloop.shared.approvals import (
+from agentloop.shared.base import contracts
+from agentloop.shared.definition.approvals import (
     MAX_REQUEST_BYTES,
     ApprovalDecision,
     DecisionAccepted,
@@ -29,15 +29,17 @@ from agentloop.shared.approvals import (
     SubmitToolOutputs,
     ToolOutput,
 )
-from agentloop.shared.contracts import MAX_INPUT_BYTES
-from agentloop.shared.errors import DecisionRejected, UserError, build_request, run_failed
-from agentloop.shared.events import AgentEvent
-from agentloop.shared.messages import Message
-from agentloop.shared.output import OutputSpec
-from agentloop.shared.report import AgentRunReport
-from agentloop.shared.run import AgentRunResult, MessagesResult, RunState, run_failed_from, typed_result
-from agentloop.shared.snapshots import AgentSnapshot
-from agentloop.shared.threads import SteerAccepted, SteerMessage, TurnResult
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES
+from agentloop.shared.base.errors import DecisionRejected, UserError, build_request
+from agentloop.shared.runs.result import run_failed
+from agentloop.shared.runs.events import AgentEvent
+from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.output import OutputSpec
+from agentloop.shared.runs.report import AgentRunReport
+from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.run import MessagesResult, RunState, run_failed_from, typed_result
+from agentloop.shared.runs.snapshots import AgentSnapshot
+from agentloop.shared.runs.threads import SteerAccepted, SteerMessage, TurnResult
 
 #: Longest pause between two reads of a turn's state while waiting for it, in seconds.
 TURN_POLL_MAX_SECONDS = 0.5
@@ -80,7 +82,7 @@ class AgentRunHandle:
                 ``result`` holds messages, usage and report when it failed.
                 The exception is the subclass of the run's reason
                 (``MaxStepsExceeded``, ``AgentRunCancelled``...; see
-                :func:`agentloop.shared.errors.run_failed_class`).
+                :func:`agentloop.shared.runs.result.run_failed_class`).
 
         A handle bound to a thread's turn (:attr:`turn`) waits for that turn
         instead: its final text, messages and usage (an interrupted or
@@ -291,7 +293,7 @@ class AgentRunHandle:
 
 async def _wait_for_turn(handle: AgentRunHandle) -> AgentRunResult:
     """Wait until the handle's turn has ended; its result. A failed turn
-    raises :class:`~agentloop.shared.errors.AgentRunFailed` (the subclass of its
+    raises :class:`~agentloop.shared.runs.result.AgentRunFailed` (the subclass of its
     reason), as a failed run does; a thread that ended before the turn did
     raises what the run's own result raises."""
     assert handle.turn is not None

@@ -10,11 +10,11 @@ from pydantic import BaseModel, Field
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from agentloop.shared.contracts import WORKFLOW_NAME
-from agentloop.shared.errors import UserError
-from agentloop.shared.report import LIVE_STATUSES
-from agentloop.shared.run import RunStatus
-from agentloop.shared.search_attributes import (
+from agentloop.shared.base.contracts import WORKFLOW_NAME
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.report import LIVE_STATUSES
+from agentloop.shared.runs.run import RunStatus
+from agentloop.shared.runs.search_attributes import (
     AGENT_MODEL,
     AGENT_NAME,
     AGENT_PARENT_RUN,

@@ -32,13 +32,13 @@ from temporalio.client import (
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.shared import contracts
-from agentloop.shared.errors import UserError
-from agentloop.shared.run import run_input
-from agentloop.shared.schedules import OverlapPolicy, ScheduleFeedInput, check_name, parse_duration
-from agentloop.shared.search_attributes import AGENT_SCHEDULE, start_search_attributes
-from agentloop.shared.spec import AgentSpec
-from agentloop.shared.threads import DoubleTexting
+from agentloop.shared.base import contracts
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.run import run_input
+from agentloop.shared.runs.schedules import OverlapPolicy, ScheduleFeedInput, check_name, parse_duration
+from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, start_search_attributes
+from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.definition.spec import DoubleTexting
 
 _OVERLAP = {
     "skip": ScheduleOverlapPolicy.SKIP,

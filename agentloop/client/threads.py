@@ -12,11 +12,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from agentloop.shared import contracts
-from agentloop.shared.errors import UserError, build_request, describe_validation_error
-from agentloop.shared.run import AgentRunResult
-from agentloop.shared.search_attributes import AGENT_THREAD
-from agentloop.shared.threads import (
+from agentloop.shared.base import contracts
+from agentloop.shared.base.errors import UserError, build_request, describe_validation_error
+from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.search_attributes import AGENT_THREAD
+from agentloop.shared.runs.threads import (
     THREAD_BUSY_ERROR_TYPE,
     MessageAccepted,
     MessageRefused,

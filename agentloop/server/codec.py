@@ -27,7 +27,7 @@ from agentloop.server.access.auth import authorize
 from agentloop.server.access.doors import DoorGuard, Doors, doors_for
 from agentloop.server.problems import Problem
 from agentloop.server.settings import Scope, ServerSettings
-from agentloop.shared.errors import AgentLoopError
+from agentloop.shared.base.errors import AgentLoopError
 
 #: The Temporal UI's origins when none is configured: the one ``agentloop
 #: dev`` and ``temporal server start-dev`` serve (port 8233).

@@ -15,7 +15,7 @@ from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.sse import StreamSlots
-from agentloop.shared.spec import AgentSpec
+from agentloop.shared.definition.spec import AgentSpec
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient

@@ -13,7 +13,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentloop.shared.errors import DecisionRejected, UserError
+from agentloop.shared.base.errors import DecisionRejected, UserError
 
 PROBLEM_JSON = "application/problem+json"
 

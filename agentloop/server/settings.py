@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from agentloop.shared.errors import UserError
-from agentloop.shared.spec import AgentSpec
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.spec import AgentSpec
 
 #: ``read``: follow runs, list them, read reports. ``act``: also start,
 #: approve, submit outputs, stop, cancel and send messages.

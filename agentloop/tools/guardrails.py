@@ -43,16 +43,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 
-from agentloop.shared.errors import UserError
-from agentloop.shared.messages import Message
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.messages import Message
 
 if TYPE_CHECKING:
     from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.guardrails import (
-    GuardrailStage,
-    GuardrailResult,
-    render_messages,
-)
+from agentloop.shared.definition.guardrails import GuardrailStage, GuardrailResult, render_messages
 
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
@@ -180,7 +176,7 @@ def llm_judge(
     """Register an LLM judge: ``model`` (``provider:model``) is asked, with
     ``prompt`` as its instructions, whether the content passes, and answers
     the JSON of a :class:`GuardrailResult` (see :data:`JUDGE_INSTRUCTIONS`)."""
-    from agentloop.shared.spec import parse_model
+    from agentloop.shared.definition.spec import parse_model
 
     try:
         parse_model(model)

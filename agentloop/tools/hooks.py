@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.tools.tool_context import ToolContext

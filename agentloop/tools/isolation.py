@@ -41,7 +41,7 @@ import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from agentloop.shared.errors import ToolError
+from agentloop.shared.base.errors import ToolError
 
 if TYPE_CHECKING:
     from agentloop.tools.tool_context import ToolContext

@@ -33,13 +33,13 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.activity_io import parse_docstring as _parse_docstring
-from agentloop.shared.errors import UserError
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.limits import TOOL_NAME_PATTERN
 from agentloop.tools.isolation import fork_available, run_isolated
 from agentloop.tools.tool_context import ToolContext
 
-_NAME_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
@@ -82,7 +82,7 @@ class Tool:
         self.local = local
         self._schema: dict[str, Any] | None = None
         self.name = name or fn.__name__
-        if not _NAME_RE.match(self.name):
+        if not TOOL_NAME_PATTERN.match(self.name):
             raise UserError(
                 f"tool name {self.name!r} is not allowed: use 1-64 letters, digits, '_' or '-'"
             )

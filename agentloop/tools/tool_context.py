@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentloop.shared.base.limits import TOOL_OUTPUT_LIMIT
+
 __all__ = ["ToolContext"]
 
 
@@ -38,7 +40,7 @@ class ToolContext:
     run_id: str = ""
     step: int = 0
     call_id: str = ""
-    output_limit: int = 16_000
+    output_limit: int = TOOL_OUTPUT_LIMIT
     metrics: dict[str, Any] = field(default_factory=dict)
     heartbeat: Callable[..., None] = lambda *details: None
     idempotency_key: str = ""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentloop import AgentSpec
-from agentloop.shared.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.testing import call, last_tool_results, reply, script_every_step
 
 #: The tools approval tests let the model call (writes ask first).

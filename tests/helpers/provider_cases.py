@@ -39,8 +39,8 @@ from openai import AsyncOpenAI
 from agentloop.activities.providers import anthropic_model, openai_model
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.providers.provider_common import Provider
-from agentloop.shared.activity_io import ModelRequest, StreamDelta, ToolDefinition
-from agentloop.shared.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.activity_io import ModelRequest, StreamDelta, ToolDefinition
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from tests.helpers.servers.provider_servers import (
     AnthropicServer,
     OpenAIServer,

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle, WorkflowHistory
 
-from agentloop import AgentRunHandle
-from agentloop.shared.run import RunState
+from agentloop.client.handle import AgentRunHandle
+from agentloop.shared.runs.run import RunState
 from tests.helpers.polling import eventually
 
 _CLOSED = {

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from agentloop.shared.messages import ImagePart, Message, ToolResultPart
+from agentloop.shared.base.messages import ImagePart, Message, ToolResultPart
 from agentloop.tools.tool_context import ToolContext
 
 #: A line the regex in :func:`hog_tool` backtracks over for a long time.

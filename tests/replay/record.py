@@ -30,15 +30,16 @@ from agentloop import (
     GuardrailContext,
     GuardrailResult,
     ToolContext,
-    ToolRegistry,
     guardrail,
     llm_judge,
 )
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.context import ContextPolicy, is_summary_message
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.compaction import is_summary_message
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.spec import SubAgent
+from agentloop.shared.definition.spec import SubAgent
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.tools.registry import Tool
 from agentloop.workers.worker import build_worker, connect
@@ -596,8 +597,8 @@ async def record_resolve_here_split(client, registry: ToolRegistry, ws: str) -> 
 # first starts the thread (a child that outlives it), the second signals
 # the thread its next message. Started as a schedule would start them.
 async def record_schedule_feed(client, registry: ToolRegistry, ws: str) -> None:
-    from agentloop.shared.contracts import SCHEDULE_FEED_WORKFLOW_NAME
-    from agentloop.shared.schedules import ScheduleFeedInput
+    from agentloop.shared.base.contracts import SCHEDULE_FEED_WORKFLOW_NAME
+    from agentloop.shared.runs.schedules import ScheduleFeedInput
 
     register_scripted_model("record-schedule_feed", lambda request: reply("the digest"))
     spec = AgentSpec(model="scripted:record-schedule_feed", workspace=ws)

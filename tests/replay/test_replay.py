@@ -19,8 +19,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.shared.run import AgentRunInput, AgentRunResult
-from agentloop.shared.versioning import TARGET_VERSION_ACTIVITY
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.base.versioning import TARGET_VERSION_ACTIVITY
 from agentloop.workflows.patches import UPGRADE_PATCH
 from tests.helpers.paths import HISTORIES
 

@@ -75,7 +75,7 @@ def test_a_function_level_import_knot_inside_the_workflows_breaks_a_contract(tmp
 
 def test_shared_data_importing_the_client_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
-    messages = tree / "agentloop" / "shared" / "messages.py"
+    messages = tree / "agentloop" / "shared" / "base" / "messages.py"
     messages.write_text(messages.read_text() + "\nimport agentloop.client.agent_client  # noqa\n")
     done = lint_imports(tree)
     assert "Shared data imports no other side BROKEN" in done.stdout, done.stdout
@@ -119,16 +119,34 @@ def test_a_function_level_import_back_inside_the_activities_breaks_a_contract(tm
     assert "No cycles inside the activities or the tool API BROKEN" in done.stdout, done.stdout
 
 
-def test_the_public_surface_is_small_and_keeps_every_earlier_name() -> None:
+def test_a_base_module_importing_a_run_module_breaks_the_shared_layers(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    messages = tree / "agentloop" / "shared" / "base" / "messages.py"
+    messages.write_text(messages.read_text() + "\n\ndef _late():\n    from agentloop.shared.runs import report  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "Shared data: runs above the definition above the base BROKEN" in done.stdout, done.stdout
+    assert "agentloop.shared.base.messages -> agentloop.shared.runs.report" in done.stdout, done.stdout
+
+
+def test_a_cycle_inside_a_shared_layer_breaks_a_contract(tmp_path: Path) -> None:
+    tree = installed_layout(tmp_path)
+    pricing = tree / "agentloop" / "shared" / "definition" / "pricing.py"
+    pricing.write_text(pricing.read_text() + "\n\ndef _late():\n    from agentloop.shared.definition import spec  # noqa\n")
+    done = lint_imports(tree)
+    assert done.returncode != 0
+    assert "No cycles inside a layer of the shared data BROKEN" in done.stdout, done.stdout
+
+
+def test_the_public_surface_is_all_and_nothing_else_is_reached_through_the_package() -> None:
     import agentloop
 
-    assert len(agentloop.__all__) <= 40, len(agentloop.__all__)
     assert len(set(agentloop.__all__)) == len(agentloop.__all__)
     for name in agentloop.__all__:
         assert getattr(agentloop, name) is not None, name
-    for name, module in agentloop._MORE.items():
-        assert name not in agentloop.__all__, name
-        assert getattr(agentloop, name) is getattr(__import__(module, fromlist=[name]), name), name
+    assert not hasattr(agentloop, "_MORE")
+    assert not hasattr(agentloop, "__getattr__")
+    assert not hasattr(agentloop, "RunCompleted")  # an event class: imported from its module
 
 
 def test_the_api_page_lists_every_public_name_once() -> None:

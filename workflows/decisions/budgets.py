@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Union
 
-from agentloop.shared.pricing import check_budget, run_cost
-from agentloop.shared.report import Usage
-from agentloop.shared.spec import AgentSpec
+from agentloop.shared.definition.pricing import check_budget, run_cost
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.spec import AgentSpec
 
 # Budget ------------------------------------------------------------------------------
 

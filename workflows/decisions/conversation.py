@@ -16,21 +16,21 @@ from typing import Any, Union
 
 from pydantic import ValidationError
 
-from agentloop.shared.errors import INVALID_REQUEST_ERROR_TYPE, describe_validation_error
-from agentloop.shared.events import MessageDelta, MessageReset
-from agentloop.shared.messages import Message, TextPart, ToolResultPart
-from agentloop.shared.threads import (
+from agentloop.shared.base.errors import INVALID_REQUEST_ERROR_TYPE, describe_validation_error
+from agentloop.shared.runs.events import MessageDelta, MessageReset
+from agentloop.shared.base.messages import Message, TextPart, ToolResultPart
+from agentloop.shared.runs.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
     MAX_QUEUED,
     NOT_A_THREAD_ERROR_TYPE,
     NOTHING_TO_STEER_ERROR_TYPE,
     THREAD_BUSY_ERROR_TYPE,
-    DoubleTexting,
     QueuedMessage,
     SendMessage,
     SteerMessage,
 )
+from agentloop.shared.definition.spec import DoubleTexting
 
 SEND_EXAMPLE = '{"text": "and in French?", "strategy": "enqueue"}'
 STEER_EXAMPLE = '{"text": "use the v2 API instead"}'

@@ -16,13 +16,14 @@ import posixpath
 from dataclasses import dataclass
 from typing import Union
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.pricing import Budget
-from agentloop.shared.report import RunReason, RunStatus, Usage
-from agentloop.shared.run import AgentRunInput
-from agentloop.shared.spec import AgentSpec, SubAgent
-from agentloop.shared.contracts import MAX_INPUT_BYTES
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.pricing import Budget
+from agentloop.shared.runs.report import RunReason, RunStatus
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.definition.spec import AgentSpec, SubAgent
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES
 
 #: Longest call id a child run id carries (provider ids are far shorter).
 MAX_CALL_ID_IN_RUN_ID = 128

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
-from agentloop.shared.activity_io import ModelResponse, OutputFormat, ToolDefinition
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.output import (
+from agentloop.shared.definition.activity_io import ModelResponse, OutputFormat, ToolDefinition
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.output import (
     FINAL_RESULT_TOOL,
     OutputSpec,
     check_value,
@@ -29,7 +29,7 @@ from agentloop.shared.output import (
     feedback,
     invalid_message,
 )
-from agentloop.shared.spec import parse_model
+from agentloop.shared.definition.spec import parse_model
 from agentloop.workflows.decisions.next_step import FailRun
 
 OutputMode = Literal["native", "tool"]

@@ -4,10 +4,10 @@
 
 Payloads arrive raw (any number of arguments, plain JSON), so no payload can
 fail a workflow task. What a request brings in is bounded
-(``agentloop.shared.approvals``, ``MAX_*``): an update's validator refuses a request
+(``agentloop.shared.definition.approvals``, ``MAX_*``): an update's validator refuses a request
 over ``MAX_REQUEST_BYTES`` before reading it, and a field over its limit; a
 signal cannot answer, so its oversize text is cut and the cut noted. Messages
-quote values through :func:`~agentloop.shared.errors.preview`, never whole.
+quote values through :func:`~agentloop.shared.base.errors.preview`, never whole.
 
 Pure functions of the payload and the run's :class:`LoopState`; a refusal
 is a :class:`Refusal` (a ``ValueError``) whose message an operator can act on.
@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared import contracts
-from agentloop.shared.approvals import (
+from agentloop.shared.base import contracts
+from agentloop.shared.definition.approvals import (
     MAX_CALL_ID_CHARS,
     MAX_REQUEST_BYTES,
     ApprovalDecision,
@@ -30,15 +30,15 @@ from agentloop.shared.approvals import (
     SubmitToolOutputs,
     request_bytes,
 )
-from agentloop.shared.errors import (
+from agentloop.shared.base.errors import (
     INVALID_DECISION_ERROR_TYPE,
     INVALID_REQUEST_ERROR_TYPE,
     REQUEST_TOO_LARGE_ERROR_TYPE,
     describe_validation_error,
     preview,
 )
-from agentloop.shared.transcripts import TranscriptRange, as_range
-from agentloop.shared.state import LoopState
+from agentloop.shared.runs.transcripts import TranscriptRange, as_range
+from agentloop.shared.runs.state import LoopState
 
 #: Most bytes of messages one ``transcript`` query answers (one larger
 #: message comes alone): an answer rides in a workflow task's completion.

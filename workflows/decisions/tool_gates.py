@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Union
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PendingAction,
     PendingApproval,
@@ -19,8 +19,8 @@ from agentloop.shared.approvals import (
     ToolOutput,
     check_permission,
 )
-from agentloop.shared.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.spec import AgentSpec
+from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+from agentloop.shared.definition.spec import AgentSpec
 from agentloop.workflows.decisions.next_step import RequireAction, RunTools
 from agentloop.workflows.decisions.tool_messages import (
     bad_arguments_message,

@@ -3,9 +3,9 @@ and how a long output is cut: plain text, decided without I/O."""
 
 from __future__ import annotations
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.spec import AgentSpec
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+from agentloop.shared.definition.spec import AgentSpec
 
 # What the model sees -----------------------------------------------------------------------
 

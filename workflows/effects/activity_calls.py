@@ -6,7 +6,7 @@ with :func:`model_call_options`; every tool call an ``execute_tool`` activity
 with :func:`tool_call_options`; resolving the spec's tools a local
 activity ``resolve_tools_here`` on a worker that serves the tools, else a
 ``resolve_tools`` activity with :func:`resolve_tools_options`. The calls go
-by the activity names of :mod:`agentloop.shared.contracts` with their result
+by the activity names of :mod:`agentloop.shared.base.contracts` with their result
 types (the workflow never imports the activities' code), and the options of
 each kind are one ``ActivityConfig`` of Temporal's SDK.
 """
@@ -23,8 +23,8 @@ from temporalio.workflow import ActivityCancellationType, ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
     # Activity names and their input and result models: shared data only.
-    from agentloop.shared import contracts
-    from agentloop.shared.activity_io import (
+    from agentloop.shared.base import contracts
+    from agentloop.shared.definition.activity_io import (
         CallModelInput,
         CallModelResult,
         ExecuteToolInput,
@@ -36,11 +36,11 @@ with workflow.unsafe.imports_passed_through():
         TranscriptRef,
         TranscriptSeed,
     )
-    from agentloop.shared.model_settings import request_tool_choice
-    from agentloop.shared.pricing import price_for
-    from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.transcripts import ModelContext
-    from agentloop.shared.state import LoopState
+    from agentloop.shared.base.model_settings import request_tool_choice
+    from agentloop.shared.definition.pricing import price_for
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.transcripts import ModelContext
+    from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.decisions.output import forced_tool_choice, output_format, output_mode
 
 #: Extra time a tool activity gets beyond the tool's own limit, so the tool's

@@ -1,6 +1,6 @@
 """Calling an activity-tool: the activity itself, on its own task queue
 (docs/tools.md). Workflow code; the pure parts (arguments,
-idempotency key, result text) are :mod:`agentloop.shared.activity_tools`.
+idempotency key, result text) are :mod:`agentloop.shared.definition.activity_tools`.
 """
 
 from __future__ import annotations
@@ -14,19 +14,19 @@ from temporalio.exceptions import ActivityError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared import contracts
-    from agentloop.shared.messages import CUT_HINT, truncate_output
-    from agentloop.shared.activity_tools import (
+    from agentloop.shared.base import contracts
+    from agentloop.shared.base.messages import CUT_HINT, truncate_output
+    from agentloop.shared.definition.activity_tools import (
         ActivityTool,
         activity_arguments,
         argument_problems,
         call_idempotency_key,
         result_text,
     )
-    from agentloop.shared.hooks import RunToolHooksInput, ToolHookDecision
-    from agentloop.shared.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.report import ToolCallReport, cut_strings
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
+    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+    from agentloop.shared.runs.report import ToolCallReport, cut_strings
+    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.decisions.tool_messages import error_result
     from agentloop.workflows.patches import ACTIVITY_TOOL_ARGUMENTS_PATCH, ACTIVITY_TOOL_HOOKS_PATCH

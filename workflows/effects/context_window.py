@@ -7,7 +7,7 @@ Keeping the conversation inside the model's context window: prune old tool
 outputs, then summarise older history with the model.
 
 The decisions (the estimate, what to prune, where to split) are pure
-functions of :mod:`agentloop.shared.context`; this module runs them against the
+functions of :mod:`agentloop.shared.definition.context_window`; this module runs them against the
 run's state and makes the one I/O call there is, the summary (a
 ``call_model`` activity whose input names messages by index, so they do not
 enter history again).
@@ -23,27 +23,29 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared import contracts
-    from agentloop.shared.activity_io import CallModelInput, CompactionRef, ModelRequest, TranscriptRef
-    from agentloop.shared.context import (
+    from agentloop.shared.base import contracts
+    from agentloop.shared.definition.activity_io import CallModelInput, CompactionRef, ModelRequest, TranscriptRef
+    from agentloop.shared.definition.context_providers import (
         ContextLayer,
         LoadContextInput,
         LoadContextResult,
         compose_system_prompt,
-        estimate_tokens,
         missing_providers_message,
+        with_listing,
+    )
+    from agentloop.shared.definition.context_window import (
+        estimate_tokens,
         needs_management,
         prune_target_tokens,
         prune_tool_outputs,
-        split_for_compaction,
-        with_listing,
     )
-    from agentloop.shared.events import ContextManaged
-    from agentloop.shared.messages import Message, TextPart
-    from agentloop.shared.pricing import price_for
-    from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.state import LoopState
-    from agentloop.shared.transcripts import ModelContext
+    from agentloop.shared.definition.compaction import split_for_compaction
+    from agentloop.shared.runs.events import ContextManaged
+    from agentloop.shared.base.messages import Message, TextPart
+    from agentloop.shared.definition.pricing import price_for
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.state import LoopState
+    from agentloop.shared.runs.transcripts import ModelContext
     from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.decisions.next_step import FailRun
     from agentloop.workflows.effects.recorder import RunRecorder

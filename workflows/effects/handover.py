@@ -15,9 +15,9 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared.events import RunContinued
-    from agentloop.shared.report import AgentRunReport
-    from agentloop.shared.run import AgentRunInput
+    from agentloop.shared.runs.events import RunContinued
+    from agentloop.shared.runs.report import AgentRunReport
+    from agentloop.shared.runs.run import AgentRunInput
     from agentloop.workflows.decisions.budgets import (
         ContinueAsNew,
         TooLargeToCarry,
@@ -25,10 +25,10 @@ with workflow.unsafe.imports_passed_through():
         newest_within,
     )
     from agentloop.workflows.effects.recorder import RunRecorder
-    from agentloop.shared.spec import upgrade_policy
-    from agentloop.shared.versioning import MoveOn
+    from agentloop.shared.definition.spec import upgrade_policy
+    from agentloop.shared.base.versioning import MoveOn
     from agentloop.workflows.effects.upgrade import deployment_version, upgrade_due
-    from agentloop.shared.state import LoopState, PendingStep
+    from agentloop.shared.runs.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
 CARRIED_EVENTS = 1000

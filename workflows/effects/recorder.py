@@ -17,9 +17,9 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared import contracts
-    from agentloop.shared.approvals import cut_text
-    from agentloop.shared.events import (
+    from agentloop.shared.base import contracts
+    from agentloop.shared.definition.approvals import cut_text
+    from agentloop.shared.runs.events import (
         EVENTS_TOPIC,
         RunCancelled,
         RunCompleted,
@@ -28,8 +28,8 @@ with workflow.unsafe.imports_passed_through():
         StepCreated,
         ToolExecutionCompleted,
     )
-    from agentloop.shared.messages import ToolResultPart
-    from agentloop.shared.report import (
+    from agentloop.shared.base.messages import ToolResultPart
+    from agentloop.shared.runs.report import (
         LIVE_STATUSES,
         REPORT_TEXT_LIMIT,
         RunReason,
@@ -37,9 +37,10 @@ with workflow.unsafe.imports_passed_through():
         StepReport,
         ToolCallReport,
     )
-    from agentloop.shared.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT, AgentRunResult
-    from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
-    from agentloop.shared.state import LoopState
+    from agentloop.shared.runs.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
+    from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.decisions.next_step import live_status
     from agentloop.workflows.patches import IDLE_PATCH
 

@@ -21,15 +21,15 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared.approvals import ToolGate
-    from agentloop.shared.events import ApprovalRequested, RequiresAction, ToolAdded, ToolRemoved
-    from agentloop.shared.report import AgentRunReport, report_text
-    from agentloop.shared.run import AgentRunInput
-    from agentloop.shared.snapshots import ENDED_STATUSES, AgentSnapshot, starts_idle, tool_warnings
-    from agentloop.shared.run import RunOrigin
-    from agentloop.shared.threads import ThreadState
+    from agentloop.shared.definition.approvals import ToolGate
+    from agentloop.shared.runs.events import ApprovalRequested, RequiresAction, ToolAdded, ToolRemoved
+    from agentloop.shared.runs.report import AgentRunReport, report_text
+    from agentloop.shared.runs.run import AgentRunInput
+    from agentloop.shared.runs.snapshots import ENDED_STATUSES, AgentSnapshot, starts_idle, tool_warnings
+    from agentloop.shared.runs.run import RunOrigin
+    from agentloop.shared.runs.threads import ThreadState
     from agentloop.workflows.effects.recorder import RunRecorder
-    from agentloop.shared.state import LoopState, PendingStep
+    from agentloop.shared.runs.state import LoopState, PendingStep
 
 
 def origin_state(input: AgentRunInput, run_id: str, now: datetime) -> LoopState:

@@ -25,17 +25,18 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared.approvals import StopRequest
-    from agentloop.shared.errors import describe_validation_error
-    from agentloop.shared.run import run_failed_from
-    from agentloop.shared.events import SubAgentInvocationCompleted, SubAgentInvocationStarted
-    from agentloop.shared.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.report import StepReport, SubRunReport, ToolCallReport
-    from agentloop.shared.run import AgentRunInput, AgentRunResult, SubRunLink
-    from agentloop.shared.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
-    from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.contracts import WORKFLOW_NAME
-    from agentloop.shared.search_attributes import start_search_attributes
+    from agentloop.shared.definition.approvals import StopRequest
+    from agentloop.shared.base.errors import describe_validation_error
+    from agentloop.shared.runs.run import run_failed_from
+    from agentloop.shared.runs.events import SubAgentInvocationCompleted, SubAgentInvocationStarted
+    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+    from agentloop.shared.runs.report import StepReport, SubRunReport, ToolCallReport
+    from agentloop.shared.runs.run import AgentRunInput, SubRunLink
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.base.contracts import WORKFLOW_NAME
+    from agentloop.shared.runs.search_attributes import start_search_attributes
     from agentloop.workflows.decisions.delegation import (
         BadTask,
         ChildCompleted,
@@ -53,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.decisions.budgets import check_run_budget
     from agentloop.workflows.decisions.tool_messages import error_result, stopped_message
     from agentloop.workflows.effects.recorder import RunRecorder
-    from agentloop.shared.state import LoopState
+    from agentloop.shared.runs.state import LoopState
 
 
 class SubAgentRunner:

@@ -21,15 +21,13 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStream
 
-from agentloop.shared.events import MessageDelta, MessageReset
-from agentloop.shared.messages import Message
-from agentloop.shared.threads import (
-    QueuedMessage,
-)
+from agentloop.shared.runs.events import MessageDelta, MessageReset
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.threads import QueuedMessage
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared.events import (
+    from agentloop.shared.runs.events import (
         EVENT_ADAPTER,
         EVENTS_TOPIC,
         MessageDelta,
@@ -42,12 +40,12 @@ with workflow.unsafe.imports_passed_through():
         TurnStarted,
         message_id,
     )
-    from agentloop.shared.messages import Message
-    from agentloop.shared.report import report_text
-    from agentloop.shared.search_attributes import AGENT_THREAD
-    from agentloop.shared.spec import AgentSpec
-    from agentloop.shared.state import LoopState
-    from agentloop.shared.threads import (
+    from agentloop.shared.base.messages import Message
+    from agentloop.shared.runs.report import report_text
+    from agentloop.shared.runs.search_attributes import AGENT_THREAD
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.state import LoopState
+    from agentloop.shared.runs.threads import (
         TURNS_KEPT,
         MessageAccepted,
         QueuedMessage,

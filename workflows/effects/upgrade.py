@@ -1,5 +1,5 @@
 """Moving a run to its deployment's current version at a turn boundary
-(``AgentSpec.upgrade``; decisions: ``agentloop.shared.versioning``).
+(``AgentSpec.upgrade``; decisions: ``agentloop.shared.base.versioning``).
 
 On a versioned worker a run is pinned. A thread whose policy is
 ``at_turn_boundary`` asks, when its next message arrives and before the turn
@@ -21,7 +21,7 @@ from temporalio.common import RetryPolicy, WorkerDeploymentVersion
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from agentloop.shared.versioning import (
+    from agentloop.shared.base.versioning import (
         TARGET_VERSION_ACTIVITY,
         MoveOn,
         TargetVersionInput,

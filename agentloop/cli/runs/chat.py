@@ -44,7 +44,7 @@ from agentloop.cli.options import agent_options, imports, permission_options, ru
 from agentloop.cli.runs.chat_lines import HELP, ChatCommand, LineReader, exit_line, parse_line, recap_lines
 from agentloop.cli.runs.chat_view import ApprovalAsker, ChatView
 from agentloop.cli.spec_file import spec_of_run
-from agentloop.shared.errors import AgentLoopError, UserError
+from agentloop.shared.base.errors import AgentLoopError, UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -110,7 +110,7 @@ class Chat:
             return
         from temporalio.client import WorkflowExecutionStatus
 
-        from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_THREAD
+        from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_THREAD
 
         run = shlex.quote(self.thread_id)
         if not description.typed_search_attributes.get(AGENT_THREAD):

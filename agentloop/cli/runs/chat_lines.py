@@ -15,7 +15,7 @@ from typing import IO, TYPE_CHECKING, Literal
 from agentloop.cli.runs.describe import short
 
 if TYPE_CHECKING:
-    from agentloop.shared.messages import Message
+    from agentloop.shared.base.messages import Message
 
 
 

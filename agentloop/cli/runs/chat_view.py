@@ -10,10 +10,10 @@ from collections.abc import Awaitable, Callable
 from typing import IO, TYPE_CHECKING, Any
 
 from agentloop.cli.runs.describe import args_json, describe_compaction, describe_decision, describe_guardrail, short
-from agentloop.shared.errors import AgentLoopError
+from agentloop.shared.base.errors import AgentLoopError
 
 if TYPE_CHECKING:
-    from agentloop.shared.approvals import PendingApproval
+    from agentloop.shared.definition.approvals import PendingApproval
 
 
 # The conversation as it is shown ------------------------------------------------------
@@ -271,7 +271,7 @@ class ApprovalAsker:
         self.view.show_prompt(self.prompt_text())
 
     async def answer(self, line: str) -> None:
-        from agentloop.shared.approvals import ApprovalDecision
+        from agentloop.shared.definition.approvals import ApprovalDecision
 
         approval = self.asking
         assert approval is not None

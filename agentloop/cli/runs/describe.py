@@ -8,8 +8,8 @@ import shlex
 from datetime import datetime
 from typing import Any
 
-from agentloop.shared.approvals import PendingAction, PendingApproval
-from agentloop.shared.events import (
+from agentloop.shared.definition.approvals import PendingAction, PendingApproval
+from agentloop.shared.runs.events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
@@ -22,13 +22,7 @@ from agentloop.shared.events import (
     SubAgentInvocationStarted,
     ToolExecutionCompleted,
 )
-from agentloop.shared.messages import (
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 
 def short(text: str, limit: int = 200) -> str:

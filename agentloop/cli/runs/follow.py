@@ -14,8 +14,9 @@ from temporalio.service import RPCError
 
 from agentloop.cli.runs.describe import args_json
 from agentloop.cli.runs.render import EventRenderer
-from agentloop.shared.errors import AgentRunFailed, DecisionRejected
-from agentloop.shared.events import (
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import DecisionRejected
+from agentloop.shared.runs.events import (
     AgentEvent,
     ApprovalRequested,
     MessageReset,
@@ -26,7 +27,7 @@ from agentloop.shared.events import (
 
 if TYPE_CHECKING:
     from agentloop.client.handle import AgentRunHandle
-    from agentloop.shared.approvals import PendingApproval
+    from agentloop.shared.definition.approvals import PendingApproval
 
 #: How long ``run``/``watch`` wait for a run's first event before saying that
 #: no worker may be answering (reading events needs one, even for ended runs).
@@ -107,7 +108,7 @@ class Prompter:
 
     async def answer(self, line: str | None) -> None:
         """Act on one typed line."""
-        from agentloop.shared.approvals import ApprovalDecision
+        from agentloop.shared.definition.approvals import ApprovalDecision
 
         if line is None:
             if self.asking is not None or self.queue:

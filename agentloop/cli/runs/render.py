@@ -42,8 +42,8 @@ from agentloop.cli.runs.describe import (
     submit_command,
     when,
 )
-from agentloop.shared.approvals import PendingApproval
-from agentloop.shared.events import (
+from agentloop.shared.definition.approvals import PendingApproval
+from agentloop.shared.runs.events import (
     AgentEvent,
     ApprovalRequested,
     ApprovalResolved,
@@ -62,9 +62,7 @@ from agentloop.shared.events import (
     ToolExecutionCompleted,
     is_terminal,
 )
-from agentloop.shared.messages import (
-    ThinkingPart,
-)
+from agentloop.shared.base.messages import ThinkingPart
 
 
 class EventRenderer(abc.ABC):

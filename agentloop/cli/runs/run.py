@@ -25,14 +25,15 @@ from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, foll
 from agentloop.cli.runs.render import EventRenderer, make_renderer
 from agentloop.cli.runs.threads import turn_exit_code
 from agentloop.cli.spec_file import spec_of_run
-from agentloop.shared.errors import AgentRunFailed, UserError
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.handle import AgentRunHandle
     from agentloop.client.runs import RunIdInUse
-    from agentloop.shared.events import AgentEvent
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.runs.events import AgentEvent
+    from agentloop.shared.definition.spec import AgentSpec
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its
@@ -207,7 +208,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
 
 
 async def _watch(client: AgentClient, args: argparse.Namespace) -> int:
-    from agentloop.shared.search_attributes import AGENT_STATUS
+    from agentloop.shared.runs.search_attributes import AGENT_STATUS
 
     description = await describe_run(client, args.run)
     handle = client.get_handle(args.run)

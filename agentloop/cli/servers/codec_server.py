@@ -11,7 +11,7 @@ from typing import Any
 from agentloop.cli.common import say
 from agentloop.cli.options import allowed_hosts, listen_host, port_number
 from agentloop.cli.servers.serve import checked_host, listening_socket, say_doors, serve_until_cancelled
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 
 def load_codec(reference: str | None) -> Any:
@@ -23,7 +23,7 @@ def load_codec(reference: str | None) -> Any:
     """
     from temporalio.converter import PayloadCodec
 
-    from agentloop.shared.encryption import KEY_FILE_ENV, KEYS_ENV, codec_from_env
+    from agentloop.shared.base.encryption import KEY_FILE_ENV, KEYS_ENV, codec_from_env
 
     if reference is None:
         codec = codec_from_env()

@@ -14,7 +14,7 @@ from typing import Any
 from agentloop.cli.common import existing_workspace, say
 from agentloop.cli.embedded import session
 from agentloop.cli.options import imports, port_number, workspace
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 from agentloop.workers.config import WORKER_ROLES, TemporalConfig, agentloop_home
 
 
@@ -94,7 +94,7 @@ async def report_failed_runs(client: Any, since: datetime) -> None:
 
     from agentloop.cli.runs.describe import short
     from agentloop.client.agent_client import AgentClient
-    from agentloop.shared.errors import AgentRunFailed
+    from agentloop.shared.runs.result import AgentRunFailed
 
     agents = AgentClient(client)
     seen: set[tuple[str, str]] = set()

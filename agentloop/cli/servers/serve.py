@@ -17,7 +17,7 @@ from typing import Any
 from agentloop.cli.common import say
 from agentloop.cli.embedded import command_config, default_workspace, session
 from agentloop.cli.options import allowed_hosts, imports, listen_host, port_number, workspace
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -31,7 +31,7 @@ def load_agent(reference: str) -> Any:
         UserError: The file or attribute does not exist, or is not a spec.
     """
     from agentloop.cli.spec_file import spec_from_file
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
     if ":" in reference and not Path(reference).exists():
         module_name, _, attribute = reference.partition(":")

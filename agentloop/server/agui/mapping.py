@@ -76,9 +76,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from agentloop.shared import events as ev
-from agentloop.shared.messages import TextPart, ThinkingPart, ToolCallPart
-from agentloop.shared.report import Usage
+from agentloop.shared.runs import events as ev
+from agentloop.shared.base.messages import TextPart, ThinkingPart, ToolCallPart
+from agentloop.shared.base.usage import Usage
 
 #: The AG-UI protocol version this server speaks (``RUN_STARTED.protocolVersion``).
 PROTOCOL_VERSION = "1.0"
@@ -461,7 +461,7 @@ class AguiTranslator:
 
 
 #: Each of our event types with a translation of its own, and its handler.
-#: Every type of :data:`agentloop.shared.events.AgentEvent` is here, in
+#: Every type of :data:`agentloop.shared.runs.events.AgentEvent` is here, in
 #: :data:`CUSTOM_TYPES` or in :data:`NOT_MAPPED` (tests/unit/http/test_agui_mapping.py).
 HANDLERS: dict[str, Callable[[AguiTranslator, Any], None]] = {
     "agent.run.created": AguiTranslator._on_agent_run_created,

@@ -1,4 +1,4 @@
-// A run's events, each to what it changes on the run page (the types of agentloop.shared.events).
+// A run's events, each to what it changes on the run page (the types of agentloop.shared.runs.events).
 
 import { enc, el, fill } from "./dom.js";
 import { fmtInt } from "./format.js";

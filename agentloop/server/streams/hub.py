@@ -18,7 +18,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from agentloop.shared.events import is_terminal
+from agentloop.shared.runs.events import is_terminal
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient

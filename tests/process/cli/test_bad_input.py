@@ -13,8 +13,8 @@ from temporalio.client import Client, WorkflowHandle
 
 from agentloop import AgentClient
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.errors import INVALID_INPUT_ERROR_TYPE
-from agentloop.shared.run import RUN_INPUT_EXAMPLE, AgentRunInput
+from agentloop.shared.base.errors import INVALID_INPUT_ERROR_TYPE
+from agentloop.shared.runs.run import RUN_INPUT_EXAMPLE, AgentRunInput
 from agentloop.testing import reply, script
 from tests.helpers.cli import run_temporal
 from tests.helpers.runs import task_failures, wait_for_end

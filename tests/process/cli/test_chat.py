@@ -23,9 +23,9 @@ import pytest
 from temporalio.client import Client
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.workers.devserver import DevServer, free_port
-from agentloop.shared.search_attributes import AGENT_FORKED_FROM
+from agentloop.shared.runs.search_attributes import AGENT_FORKED_FROM
 from agentloop.testing import call, calls, register_scripted_model, reply
 from tests.helpers.cli import agentloop_async, clean_env, read_until
 from tests.helpers.paths import ROOT

@@ -19,12 +19,8 @@ from typing import Any
 
 import pytest
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentSpec,
-    ToolDefinition,
-)
+from agentloop import AgentClient, AgentRunFailed, AgentSpec
+from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.testing import call, calls, script
 from tests.helpers.agents import echo_results
 from tests.helpers.cli import agentloop_async, clean_env, read_until, start_run, write_script

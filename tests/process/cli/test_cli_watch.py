@@ -19,10 +19,7 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.shared.events import (
-    EVENT_ADAPTER,
-    TERMINAL_EVENT_TYPES,
-)
+from agentloop.shared.runs.events import EVENT_ADAPTER, TERMINAL_EVENT_TYPES
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.cli import agentloop, agentloop_async, clean_env, plain_text, read_until, write_script
 from tests.helpers.paths import ROOT

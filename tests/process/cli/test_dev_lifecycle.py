@@ -250,7 +250,7 @@ async def test_agent_client_connects_to_a_running_dev_and_says_so(tmp_path: Path
     before = subprocess.run([sys.executable, str(script), str(workspace)], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=120)
     assert before.returncode == 1
-    assert ("agentloop.shared.errors.UserError: no Temporal address: pass one, set TEMPORAL_ADDRESS, or start "
+    assert ("agentloop.shared.base.errors.UserError: no Temporal address: pass one, set TEMPORAL_ADDRESS, or start "
             f"`agentloop dev` in another terminal (none is serving {tmp_path / 'home'})") in before.stderr
     dev = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "agentloop.cli", "dev", "--headless", "--port", "0", "--workspace", str(workspace),

@@ -12,7 +12,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from agentloop.shared.search_attributes import SEARCH_ATTRIBUTES
+from agentloop.shared.runs.search_attributes import SEARCH_ATTRIBUTES
 from agentloop.workers.devserver import DevServer, find_temporal_binary
 from agentloop.workers.worker import connect, missing_search_attributes
 from tests.helpers.cli import run_temporal

@@ -22,8 +22,8 @@ import pytest
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.shared.fingerprint import agent_fingerprint
-from agentloop.shared.search_attributes import AGENT_VERSION
+from agentloop.shared.definition.fingerprint import agent_fingerprint
+from agentloop.shared.runs.search_attributes import AGENT_VERSION
 from agentloop.testing import call, calls, last_tool_results, reply, script_every_step, step_of
 from agentloop.tools.context_providers import context_provider
 from agentloop.tools.registry import ToolRegistry

@@ -100,7 +100,7 @@ def test_the_wheel_has_one_top_level_name_and_installs_beside_a_users_own_packag
     assert top_level == ["agentloop"]
     assert {n.split("/")[0] for n in names} == {"agentloop", dist_info}
     # The repository's folders are in it, under agentloop.
-    for module in ("agentloop/in_workflow.py", "agentloop/testing.py", "agentloop/shared/contracts.py",
+    for module in ("agentloop/in_workflow.py", "agentloop/testing.py", "agentloop/shared/base/contracts.py",
                    "agentloop/client/agent_client.py", "agentloop/tools/registry.py", "agentloop/cli/parser.py",
                    "agentloop/workflows/agent_run.py", "agentloop/activities/agent_activities.py",
                    "agentloop/workers/worker.py", "agentloop/workers/plugin.py",

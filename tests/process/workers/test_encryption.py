@@ -25,7 +25,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
 from agentloop import AgentClient, AgentLoopPlugin
-from agentloop.shared.encryption import ENCODING, KEY_ID_METADATA, KEYS_ENV, EncryptionCodec
+from agentloop.shared.base.encryption import ENCODING, KEY_ID_METADATA, KEYS_ENV, EncryptionCodec
 from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.agents import spec
 from tests.helpers.cli import agentloop, clean_env, run_temporal

@@ -22,7 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from agentloop import AgentClient, AgentRunFailed
-from agentloop.shared.pricing import Budget, ModelPrice
+from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.workers.metrics import free_local_port
 from tests.helpers.agents import awaiting, spec
 from tests.helpers.polling import eventually

@@ -41,7 +41,7 @@ from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.shell_tool import shell_command
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.errors import ToolError, UserError
+from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.testing import call, calls, reply, script
 from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.worker import build_worker
@@ -855,7 +855,7 @@ async def test_a_run_replayed_after_the_local_lookup_keeps_its_events_and_their_
     # and the step's first events come after it in that task: a replay (a
     # new worker, asked for the events) must rebuild them exactly, times
     # included.
-    from agentloop.shared.events import ApprovalRequested
+    from agentloop.shared.runs.events import ApprovalRequested
 
     async def events_until_approval(handle) -> list:
         seen = []
@@ -1170,7 +1170,7 @@ async def test_workspaces_that_widen_are_refused_in_every_mode(
     from temporalio.testing import ActivityEnvironment
 
     from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.shared.activity_io import ExecuteToolInput
+    from agentloop.shared.definition.activity_io import ExecuteToolInput
     from agentloop.activities.builtin_tools import register_builtin_tools
     from agentloop.tools.registry import ToolRegistry
 

@@ -21,7 +21,7 @@ from typing import Any
 from agentloop import AgentClient, AgentSpec
 from agentloop.server import ApiToken, ServerSettings
 from agentloop.server.console import SCRIPTS, temporal_ui_link
-from agentloop.shared.spec import SubAgent
+from agentloop.shared.definition.spec import SubAgent
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.agents import echo_results, recording
 from tests.helpers.browser import chromium, launch

@@ -9,7 +9,8 @@ import uuid
 from functools import partial
 from pathlib import Path
 
-from agentloop import AgentClient, ToolDefinition
+from agentloop import AgentClient
+from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.server import ServerSettings
 from agentloop.testing import call, calls, reply, script
 from tests.helpers import agents

@@ -17,30 +17,24 @@ from temporalio.client import (
 )
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentRunHandle,
-    AgentSpec,
-    DecisionRejected,
-    PermissionRule,
-    ToolDefinition,
-    ToolRegistry,
-)
-from agentloop.shared.approvals import (
+from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected, PermissionRule
+from agentloop.client.handle import AgentRunHandle
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.definition.approvals import (
     MAX_BY_CHARS,
     MAX_CALL_ID_CHARS,
     MAX_OUTPUT_CHARS,
     MAX_REASON_CHARS,
     MAX_REQUEST_BYTES,
 )
-from agentloop.shared.errors import (
+from agentloop.shared.base.errors import (
     INVALID_DECISION_ERROR_TYPE,
     INVALID_REQUEST_ERROR_TYPE,
     REQUEST_TOO_LARGE_ERROR_TYPE,
 )
-from agentloop.shared.messages import Message
-from agentloop.shared.run import MAX_ERROR_CHARS
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.run import MAX_ERROR_CHARS
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, echo_results, write
@@ -791,13 +785,13 @@ async def test_stop_during_the_last_allowed_step_ends_stopped(
 async def test_client_tool_with_malformed_arguments_answers_the_model(
     agent_client: AgentClient, worker
 ) -> None:
-    from agentloop import ToolCallPart
+    from agentloop.shared.base.messages import ToolCallPart
 
     def first(request):
         results = last_tool_results(request)
         if results:
             return reply(f"{results[0].is_error}: {results[0].content[:40]}")
-        from agentloop import ModelResponse
+        from agentloop.shared.definition.activity_io import ModelResponse
         bad = ToolCallPart(id="call_bad", name="lookup_order", arguments={}, arguments_error="not JSON",
                            raw_arguments="{order")
         return ModelResponse(message=Message(role="assistant", content=[bad]), finish_reason="tool_calls")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.providers.models import ModelResolver
-from agentloop.shared.events import TERMINAL_EVENT_TYPES, MessageDelta
+from agentloop.shared.runs.events import TERMINAL_EVENT_TYPES, MessageDelta
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers.servers.provider_servers import (
     OpenAIServer,

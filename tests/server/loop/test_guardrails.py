@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    GuardrailContext,
-    GuardrailResult,
-    GuardrailTripped,
-    ToolRegistry,
-    guardrail,
-    llm_judge,
-)
+from agentloop import AgentClient, AgentRunFailed, GuardrailContext, GuardrailResult, guardrail, llm_judge
+from agentloop.shared.runs.result import GuardrailTripped
+from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.guardrails import (
     guardrails_of,
 )
@@ -165,9 +158,10 @@ async def test_a_guardrail_the_worker_lacks_fails_the_run_with_a_sentence(
 async def test_judge_tokens_count_in_the_runs_usage_cost_and_budget(
     agent_client: AgentClient, worker, registry: ToolRegistry
 ) -> None:
-    from agentloop import Budget, CostLimitExceeded
-    from agentloop.shared.pricing import ModelPrice
-    from agentloop.shared.report import Usage
+    from agentloop import Budget
+    from agentloop.shared.runs.result import CostLimitExceeded
+    from agentloop.shared.definition.pricing import ModelPrice
+    from agentloop.shared.base.usage import Usage
 
     judge_usage = Usage(input_tokens=1000, output_tokens=100, requests=1)
 

@@ -15,12 +15,12 @@ from agentloop import (
     ToolCallInfo,
     ToolContext,
     ToolError,
-    ToolRegistry,
-    ToolStepFailed,
     before_tool_call,
     on_tool_error,
 )
-from agentloop.shared.errors import UserError
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.runs.result import ToolStepFailed
+from agentloop.shared.base.errors import UserError
 from agentloop.tools.hooks import Hook, run_hooks
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.agents import echo_results, spec

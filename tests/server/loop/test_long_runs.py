@@ -14,19 +14,12 @@ from pathlib import Path
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    AgentRunResult,
-    AgentSpec,
-    Message,
-    ToolContext,
-    ToolRegistry,
-    UserError,
-)
-from agentloop.shared.context import ContextPolicy, is_summary_message
-from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.report import REPORT_TEXT_LIMIT
+from agentloop import AgentClient, AgentRunFailed, AgentRunResult, AgentSpec, Message, ToolContext, UserError
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.compaction import is_summary_message
+from agentloop.shared.definition.pricing import Budget, ModelPrice
+from agentloop.shared.runs.report import REPORT_TEXT_LIMIT
 from agentloop.testing import (
     call,
     calls,
@@ -107,11 +100,7 @@ async def test_transcript_query_pages_and_hashes(agent_client: AgentClient, work
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["list_dir"]), "go")
         await handle.result()
-        from agentloop.shared.transcripts import (
-            TranscriptPage,
-            TranscriptRange,
-            transcript_hashes,
-        )
+        from agentloop.shared.runs.transcripts import TranscriptPage, TranscriptRange, transcript_hashes
 
         first = await handle.workflow_handle.query("transcript", TranscriptRange(start=0, max_bytes=200),
                                                    result_type=TranscriptPage)
@@ -406,7 +395,7 @@ async def test_oversized_input_is_refused_before_starting(agent_client: AgentCli
 
 
 async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentClient, worker) -> None:
-    from agentloop import ToolDefinition
+    from agentloop.shared.definition.activity_io import ToolDefinition
 
     def step(request):
         results = last_tool_results(request)
@@ -427,7 +416,8 @@ async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentCli
 
 
 async def test_oversized_submission_is_refused_by_the_client(agent_client: AgentClient, worker) -> None:
-    from agentloop import DecisionRejected, ToolDefinition
+    from agentloop import DecisionRejected
+    from agentloop.shared.definition.activity_io import ToolDefinition
 
     async with worker():
         handle = await agent_client.start(

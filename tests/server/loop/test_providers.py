@@ -15,9 +15,10 @@ from datetime import timedelta
 
 import pytest
 
-from agentloop import AgentClient, AgentRunFailed, AgentRunHandle, AgentSpec, OutputLimitReached
+from agentloop import AgentClient, AgentRunFailed, AgentRunHandle, AgentSpec
+from agentloop.shared.runs.result import OutputLimitReached
 from agentloop.activities.providers.models import ModelResolver
-from agentloop.shared.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
+from agentloop.shared.base.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
 from tests.helpers.provider_cases import CASES, ProviderCase
 from tests.helpers.servers.provider_servers import ErrorsSeen
 

@@ -8,11 +8,8 @@ from typing import Any
 
 import pytest
 
-from agentloop import (
-    AgentClient,
-    AgentSpec,
-    MaxStepsExceeded,
-)
+from agentloop import AgentClient, AgentSpec
+from agentloop.shared.runs.result import MaxStepsExceeded
 from agentloop.testing import call, calls, reply, script
 
 

@@ -13,7 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.errors import OutputInvalid
+from agentloop.shared.runs.result import OutputInvalid
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.agents import recording, spec
 from tests.helpers.provider_cases import CASES, ProviderCase

@@ -11,15 +11,10 @@ from temporalio import activity
 from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
 
-from agentloop import (
-    AgentClient,
-    AgentRunFailed,
-    ModelResponse,
-    ToolContext,
-    ToolError,
-    ToolRegistry,
-)
-from agentloop.shared.messages import Message, ToolCallPart
+from agentloop import AgentClient, AgentRunFailed, ToolContext, ToolError
+from agentloop.shared.definition.activity_io import ModelResponse
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.base.messages import Message, ToolCallPart
 from agentloop.testing import call, calls, last_tool_results, reply, script
 from tests.helpers.agents import spec
 
@@ -374,7 +369,7 @@ async def test_malformed_run_input_fails_the_run_with_the_reasons(
 ) -> None:
     from temporalio.client import WorkflowFailureError
 
-    from agentloop.shared.run import RUN_INPUT_EXAMPLE
+    from agentloop.shared.runs.run import RUN_INPUT_EXAMPLE
 
     async with worker():
         handle = await agent_client.temporal.start_workflow(

@@ -27,7 +27,8 @@ DEFAULT_MODE = textwrap.dedent(
     from temporalio.client import WorkflowHistory
     from temporalio.worker import Replayer, Worker
 
-    from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, ToolRegistry
+    from agentloop import AgentClient, AgentLoopPlugin, AgentSpec
+    from agentloop.tools.registry import ToolRegistry
     from agentloop.testing import call, calls, reply, script
     from agentloop.workflows.agent_run import AgentRunWorkflow
 

@@ -20,7 +20,8 @@ from temporalio.converter import (
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, ToolRegistry, UserError
+from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, UserError
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.plugin import HEARTBEAT_THROTTLE
 from agentloop.testing import call, calls, reply, script

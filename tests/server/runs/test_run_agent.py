@@ -20,16 +20,10 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
-from agentloop import (
-    AgentClient,
-    AgentLoopPlugin,
-    AgentRunCancelled,
-    AgentSpec,
-    MaxStepsExceeded,
-    Message,
-)
+from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, Message
+from agentloop.shared.runs.result import AgentRunCancelled, MaxStepsExceeded
 from agentloop.workers.devserver import DevServer
-from agentloop.shared.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
+from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.testing import call, calls, reply, script, script_every_step
 from agentloop.in_workflow import agent_result, run_agent, start_agent
 from tests.helpers.paths import ROOT

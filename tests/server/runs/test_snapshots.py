@@ -1,5 +1,5 @@
 """Export, restore and fork (README "Conversations"): the pure helpers of
-agentloop.shared.snapshots without a server, then runs on the session's real dev
+agentloop.shared.runs.snapshots without a server, then runs on the session's real dev
 server with scripted models, then the CLI commands as subprocesses."""
 
 from __future__ import annotations
@@ -12,15 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import AgentClient, AgentSpec, ModelRequest, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.shared.definition.activity_io import ModelRequest
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.shared.errors import UserError
-from agentloop.shared.messages import Message
-from agentloop.shared.snapshots import (
-    SNAPSHOT_VERSION,
-    SnapshotError,
-    load_snapshot,
-)
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.snapshots import SNAPSHOT_VERSION, SnapshotError, load_snapshot
 from agentloop.testing import call, calls, reply, script, script_every_step, step_of
 from tests.helpers.agents import awaiting, echo_results, write
 from tests.helpers.cli import agentloop_async

@@ -15,10 +15,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowExecutionStatus
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, UserError
-from agentloop.shared.activity_io import ModelRequest
-from agentloop.shared.pricing import Budget
-from agentloop.shared.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
-from agentloop.shared.spec import SubAgent
+from agentloop.shared.definition.activity_io import ModelRequest
+from agentloop.shared.definition.pricing import Budget
+from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
+from agentloop.shared.definition.spec import SubAgent
 from agentloop.testing import call, calls, reply, script, script_every_step
 from tests.helpers.agents import echo_results
 from tests.helpers.cli import agentloop_async, clean_env, run_temporal

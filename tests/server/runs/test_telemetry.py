@@ -11,8 +11,8 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.spec import SubAgent
+from agentloop.shared.definition.pricing import Budget, ModelPrice
+from agentloop.shared.definition.spec import SubAgent
 from agentloop.testing import call, calls, reply, script
 from agentloop.workers.metrics import AgentMetrics
 from agentloop.workers.telemetry import Telemetry

@@ -13,12 +13,18 @@ from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.providers.scripted_model import register_scripted_model
-from agentloop.shared.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.client.handle import AgentRunHandle
-from agentloop.shared.errors import DecisionRejected
-from agentloop.shared.search_attributes import AGENT_THREAD
+from agentloop.shared.base.errors import DecisionRejected
+from agentloop.shared.runs.search_attributes import AGENT_THREAD
 from agentloop.testing import call, calls, reply, script, script_every_step
-from agentloop.shared.threads import INTERRUPTED_MARK, INTERRUPTED_TOOL_RESULT, MessageRefused, ThreadBusy, ThreadNotFound
+from agentloop.shared.runs.threads import (
+    INTERRUPTED_MARK,
+    INTERRUPTED_TOOL_RESULT,
+    MessageRefused,
+    ThreadBusy,
+    ThreadNotFound,
+)
 from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import recording, user_texts
 from tests.helpers.polling import eventually

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from agentloop import ActivityTool, AgentClient, AgentSpec, activity_as_tool
+from agentloop.shared.definition.activity_tools import ActivityTool
+from agentloop import AgentClient, AgentSpec, activity_as_tool
 from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.fixtures.activity_tool_worker import charge_card

@@ -12,9 +12,10 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
-from agentloop import AgentClient, AgentRunCancelled, AgentSpec, ToolContext, ToolError, tool
+from agentloop import AgentClient, AgentSpec, ToolContext, ToolError, tool
+from agentloop.shared.runs.result import AgentRunCancelled
 from agentloop.activities.agent_activities import AgentActivities
-from agentloop.shared.activity_io import ResolveToolsInput
+from agentloop.shared.definition.activity_io import ResolveToolsInput
 from agentloop.testing import call, calls, reply, script
 from agentloop.tools.registry import Tool, ToolRegistry, default_registry
 from agentloop.workers.worker import build_worker

@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from agentloop import AgentClient, AgentSpec, ToolRegistry
+from agentloop import AgentClient, AgentSpec
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
 from agentloop.testing import call, calls, reply, script
 from agentloop.workers.devserver import free_port

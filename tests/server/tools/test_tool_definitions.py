@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from temporalio.api.enums.v1 import EventType
 
-from agentloop import AgentClient, AgentRunFailed, AgentSpec, ToolRegistry
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.errors import UserError
+from agentloop import AgentClient, AgentRunFailed, AgentSpec
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.base.errors import UserError
 from agentloop.testing import reply, script
 from agentloop.tools.registry import Tool
 from tests.helpers.runs import task_failures

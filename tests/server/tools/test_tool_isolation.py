@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from agentloop import AgentClient, AgentRunFailed, ToolContext, ToolRegistry
+from agentloop import AgentClient, AgentRunFailed, ToolContext
+from agentloop.tools.registry import ToolRegistry
 from agentloop.testing import call, calls, script
 from agentloop.tools.registry import Tool
 from tests.helpers.agents import echo_results, spec

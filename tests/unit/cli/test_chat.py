@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agentloop.shared.activity_io import StreamDelta
-from agentloop.shared.approvals import PendingApproval
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.definition.approvals import PendingApproval
 from agentloop.cli.runs.chat_lines import ChatCommand, exit_line, parse_line, recap_lines
 from agentloop.cli.runs.chat_view import ChatView
-from agentloop.shared.events import (
+from agentloop.shared.runs.events import (
     ApprovalRequested,
     ApprovalResolved,
     MessageCompleted,
@@ -24,7 +24,7 @@ from agentloop.shared.events import (
     TurnEnded,
     TurnStarted,
 )
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,9 +11,9 @@ from typing import Any
 
 from rich.console import Console
 
-from agentloop.shared.activity_io import StreamDelta
-from agentloop.shared.approvals import PendingApproval
-from agentloop.shared.events import (
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.definition.approvals import PendingApproval
+from agentloop.shared.runs.events import (
     EVENT_ADAPTER,
     ApprovalRequested,
     ApprovalResolved,
@@ -30,9 +30,9 @@ from agentloop.shared.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.cli.runs.render import JsonlRenderer, PlainRenderer, RichRenderer
-from agentloop.shared.report import Usage
+from agentloop.shared.base.usage import Usage
 from tests.helpers.cli import plain_text
 
 T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)

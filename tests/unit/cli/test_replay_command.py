@@ -11,7 +11,7 @@ from temporalio.api.common.v1 import Payload, Payloads
 from temporalio.api.history.v1 import History, HistoryEvent
 
 from agentloop.cli.replay import replay_summary, undecodable
-from agentloop.shared.encryption import EncryptionCodec, converter_from_env
+from agentloop.shared.base.encryption import EncryptionCodec, converter_from_env
 
 KEY = bytes(range(32))
 

@@ -60,7 +60,7 @@ def test_a_token_may_be_limited_to_some_agents() -> None:
     import pytest
 
     from agentloop.server.settings import parse_tokens
-    from agentloop.shared.errors import UserError
+    from agentloop.shared.base.errors import UserError
 
     ops, triage = parse_tokens("ops:act:s3cret-s3cret-s3cret:x,triage:act:0123456789abcdef:agents=a|b")
     assert (ops.secret, ops.agents) == ("s3cret-s3cret-s3cret:x", None)

@@ -22,17 +22,10 @@ from agentloop.activities.providers.anthropic_model import (
     to_anthropic_system,
     to_anthropic_tools,
 )
-from agentloop.shared.activity_io import ModelRequest, ToolDefinition
-from agentloop.shared.errors import MODEL_BAD_REQUEST_ERROR_TYPE, MODEL_RATE_LIMITED_ERROR_TYPE
-from agentloop.shared.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
+from agentloop.shared.base.errors import MODEL_BAD_REQUEST_ERROR_TYPE, MODEL_RATE_LIMITED_ERROR_TYPE
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from tests.helpers.provider_cases import ANTHROPIC_CASE, WEATHER_TOOL, Deltas, whole_conversation
 from tests.helpers.servers.provider_servers import (
     AnthropicServer,

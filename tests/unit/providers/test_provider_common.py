@@ -32,14 +32,14 @@ from agentloop.activities.providers.http_headers import (
 from agentloop.activities.providers.openai_model import OPENAI
 from agentloop.activities.providers.sdk import SDKErrors, tool_declaration
 from agentloop.activities.providers.provider_common import transport_reason
-from agentloop.shared.activity_io import ModelResponse, ToolDefinition
-from agentloop.shared.errors import (
+from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.base.errors import (
     MODEL_BAD_REQUEST_ERROR_TYPE,
     MODEL_CONFIGURATION_ERROR_TYPE,
     MODEL_RATE_LIMITED_ERROR_TYPE,
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
-from agentloop.shared.messages import Message
+from agentloop.shared.base.messages import Message
 from agentloop.activities.providers.streaming import parse_tool_arguments
 from tests.helpers.provider_cases import CASES, OPENAI_CASE, ProviderCase, reset_by_peer
 

@@ -22,8 +22,8 @@ import httpx2
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.activity_io import DeltaSink, ModelRequest, StreamDelta
-from agentloop.shared.errors import (
+from agentloop.shared.definition.activity_io import DeltaSink, ModelRequest, StreamDelta
+from agentloop.shared.base.errors import (
     MODEL_AUTHENTICATION_ERROR_TYPE,
     MODEL_BAD_REQUEST_ERROR_TYPE,
     MODEL_CONNECTION_ERROR_TYPE,
@@ -33,8 +33,8 @@ from agentloop.shared.errors import (
     MODEL_SERVER_ERROR_TYPE,
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
-from agentloop.shared.messages import Message, TextPart, ToolCallPart, ToolResultPart
-from agentloop.shared.report import Usage
+from agentloop.shared.base.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from tests.helpers.provider_cases import (
     ANTHROPIC_CASE,
     CASES,

@@ -12,9 +12,9 @@ import asyncio
 from typing import Any
 
 from agentloop.activities.stream_publisher import DeltaPublisher
-from agentloop.shared.activity_io import StreamDelta
-from agentloop.shared.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.runs.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
+from agentloop.shared.base.usage import Usage
 
 
 class RecordingClient:

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from agentloop.shared.activity_io import ModelRequest, ModelResponse, StreamDelta
-from agentloop.shared.messages import Message, TextPart, ThinkingPart, ToolCallPart
-from agentloop.shared.report import Usage
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse, StreamDelta
+from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart
+from agentloop.shared.base.usage import Usage
 from agentloop.activities.providers.streaming import (
     StepAccumulator,
     message_deltas,

@@ -1,7 +1,7 @@
 """The worker's transcript cache (activities/transcripts.py), without a server.
 
 ``TranscriptCache.resolve`` is driven with fake fetch functions that answer
-from a run's state with the workflow's own helpers (``agentloop.shared.transcripts``:
+from a run's state with the workflow's own helpers (``agentloop.shared.runs.transcripts``:
 ``page``, ``transcript_hashes``, ``context_hash``), as the run's
 ``transcript`` and ``model_context`` queries do. ``query_run`` is driven with
 a fake workflow handle that answers, fails or stays silent the ways a
@@ -23,10 +23,10 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.shared.activity_io import ToolDefinition, TranscriptRef, TranscriptSeed
-from agentloop.shared.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
-from agentloop.shared.messages import Message
-from agentloop.shared.transcripts import (
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptRef, TranscriptSeed
+from agentloop.shared.base.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.transcripts import (
     EMPTY_HASH,
     ModelContext,
     TranscriptPage,
@@ -437,7 +437,7 @@ async def test_an_unexpected_error_is_raised_as_is() -> None:
 
 def step_messages(step: int, results: dict[str, str]) -> tuple[Message, Message]:
     """An assistant message asking for calls and the tool message of their results."""
-    from agentloop.shared.messages import ToolCallPart, ToolResultPart
+    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
 
     calls = [ToolCallPart(id=call_id, name="read_file", arguments={"path": call_id}) for call_id in results]
     assistant = Message.assistant(f"step {step}", calls)
@@ -446,7 +446,7 @@ def step_messages(step: int, results: dict[str, str]) -> tuple[Message, Message]
 
 
 async def test_a_step_the_worker_produced_needs_no_query() -> None:
-    from agentloop.shared.messages import ToolResultPart
+    from agentloop.shared.base.messages import ToolResultPart
 
     run, cache = FakeRun(conversation(1)), TranscriptCache()
     await resolve(cache, run, run.ref())
@@ -467,7 +467,7 @@ async def test_a_step_the_worker_produced_needs_no_query() -> None:
 async def test_a_step_the_worker_did_not_fully_produce_asks_for_the_rest() -> None:
     # One call was answered by the workflow (denied by policy): its result
     # never passed through this worker, so the tool message is fetched.
-    from agentloop.shared.messages import ToolResultPart
+    from agentloop.shared.base.messages import ToolResultPart
 
     run, cache = FakeRun(conversation(1)), TranscriptCache()
     await resolve(cache, run, run.ref())
@@ -483,7 +483,7 @@ async def test_a_step_the_worker_did_not_fully_produce_asks_for_the_rest() -> No
 
 
 async def test_a_wrong_prediction_is_caught_by_the_hash() -> None:
-    from agentloop.shared.messages import ToolResultPart
+    from agentloop.shared.base.messages import ToolResultPart
 
     run, cache = FakeRun(conversation(1)), TranscriptCache()
     await resolve(cache, run, run.ref())

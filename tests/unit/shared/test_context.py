@@ -8,36 +8,30 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from agentloop.shared.context import (
-    CHARS_PER_TOKEN,
+from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
+from agentloop.shared.definition.context_window import CHARS_PER_TOKEN
+from agentloop.shared.definition.context_window import (
     IMAGE_TOKENS,
     SUMMARY_HEADER,
-    CompactionSplit,
-    ContextLayer,
     ContextPolicy,
     TokenAnchor,
-    compaction_request_messages,
-    compose_system_prompt,
     estimate_tokens,
-    is_summary_message,
     make_anchor,
     messages_chars,
     needs_management,
     prune_target_tokens,
     prune_tool_outputs,
+    trigger_tokens,
+)
+from agentloop.shared.definition.compaction import (
+    CompactionSplit,
+    compaction_request_messages,
+    is_summary_message,
     render_transcript,
     split_for_compaction,
     summary_message,
-    trigger_tokens,
 )
-from agentloop.shared.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 
 def step(n: int, output: str = "x" * 400, *, name: str = "read") -> list[Message]:

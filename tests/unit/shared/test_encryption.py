@@ -24,7 +24,7 @@ from temporalio.exceptions import ApplicationError
 from agentloop import AgentLoopPlugin, UserError
 from agentloop.server.codec import create_codec_app
 from agentloop.server.settings import ServerSettings, parse_tokens
-from agentloop.shared.encryption import (
+from agentloop.shared.base.encryption import (
     CIPHER,
     ENCODING,
     KEY_FILE_ENV,

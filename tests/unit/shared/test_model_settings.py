@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from agentloop import AgentSpec
-from agentloop.shared.model_settings import tool_choice_problem
+from agentloop.shared.base.model_settings import tool_choice_problem
 
 
 def test_spec_refuses_bad_settings_with_a_sentence() -> None:

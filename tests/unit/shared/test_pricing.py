@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentloop.shared.pricing import (
+from agentloop.shared.definition.pricing import (
     DEFAULT_PRICES,
     FREE,
     Budget,
@@ -17,7 +17,7 @@ from agentloop.shared.pricing import (
     run_cost,
     validate_budget,
 )
-from agentloop.shared.report import Usage
+from agentloop.shared.base.usage import Usage
 
 
 def test_default_prices_are_sane() -> None:

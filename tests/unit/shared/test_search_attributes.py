@@ -1,5 +1,5 @@
 """The search attributes a cluster needs are listed once, in
-``agentloop.shared.search_attributes.SEARCH_ATTRIBUTES``; every document and
+``agentloop.shared.runs.search_attributes.SEARCH_ATTRIBUTES``; every document and
 deploy file that registers them (README.md, docs/, deploy/compose.yaml through
 its generated script, the Kubernetes Job) registers exactly that list."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.shared.search_attributes import SEARCH_ATTRIBUTES, create_commands
+from agentloop.shared.runs.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from tests.helpers.paths import ROOT
 
 #: ``temporal operator search-attribute create ... --name N --type T``

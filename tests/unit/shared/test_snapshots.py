@@ -1,5 +1,5 @@
 """Export, restore and fork (README "Conversations"): the pure helpers of
-agentloop.shared.snapshots (runs and the CLI: tests/server/runs/test_snapshots.py)."""
+agentloop.shared.runs.snapshots (runs and the CLI: tests/server/runs/test_snapshots.py)."""
 
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentSpec
-from agentloop.shared.approvals import ApprovalDecision, PendingApproval, ToolGate, ToolOutput
-from agentloop.shared.errors import UserError
-from agentloop.shared.messages import Message, ToolCallPart
-from agentloop.shared.report import AgentRunReport, StepReport, Usage
-from agentloop.shared.run import AgentRunInput
-from agentloop.shared.threads import ThreadOptions
-from agentloop.shared.snapshots import (
+from agentloop.shared.definition.approvals import ApprovalDecision, PendingApproval, ToolGate, ToolOutput
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.runs.report import AgentRunReport, StepReport
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.runs.threads import ThreadOptions
+from agentloop.shared.runs.snapshots import (
     AgentSnapshot,
     SnapshotError,
     fork_input,
@@ -30,7 +31,7 @@ from agentloop.shared.snapshots import (
     tool_changes,
     tool_warnings,
 )
-from agentloop.shared.state import PendingStep
+from agentloop.shared.runs.state import PendingStep
 
 
 def snapshot_of(messages: list[Message], step_ends: dict[int, int], **kw) -> AgentSnapshot:
@@ -148,7 +149,7 @@ def test_a_completed_run_restored_without_a_message_restores_completed() -> None
 
 class RunOriginBefore(BaseModel):
     """``RunOrigin`` as agentloop before agentloop-restored-completed-1 has it
-    (``git show main:agentloop/shared/run.py``): a worker of that version
+    (``git show main:agentloop/shared/runs/run.py``): a worker of that version
     validates the run input with it, and refuses fields it does not know."""
 
     model_config = ConfigDict(extra="forbid")

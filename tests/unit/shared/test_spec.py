@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from agentloop import AgentSpec
-from agentloop.shared.errors import describe_validation_error
+from agentloop.shared.base.errors import describe_validation_error
 
 
 def refusal(**fields: object) -> str:
@@ -43,7 +43,7 @@ def test_a_workspace_in_a_kernel_filesystem_is_refused_at_start(workspace: str, 
     from pydantic import ValidationError
 
     from agentloop.cli.common import existing_workspace
-    from agentloop.shared.errors import UserError
+    from agentloop.shared.base.errors import UserError
 
     root = "/" + workspace.split("/")[1]
     with pytest.raises(ValidationError) as info:

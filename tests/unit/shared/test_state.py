@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PendingAction,
     PendingApproval,
@@ -18,13 +18,18 @@ from agentloop.shared.approvals import (
     ToolGate,
     ToolOutput,
 )
-from agentloop.shared.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE, REQUEST_TOO_LARGE_ERROR_TYPE
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.report import AgentRunReport, StepReport, Usage
-from agentloop.shared.run import AgentRunInput
-from agentloop.shared.transcripts import transcript_hashes
+from agentloop.shared.base.errors import (
+    INVALID_DECISION_ERROR_TYPE,
+    INVALID_REQUEST_ERROR_TYPE,
+    REQUEST_TOO_LARGE_ERROR_TYPE,
+)
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.runs.report import AgentRunReport, StepReport
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.runs.transcripts import transcript_hashes
 from agentloop.workflows.decisions import requests
-from agentloop.shared.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
+from agentloop.shared.runs.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 from tests.helpers.paths import HISTORIES
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
@@ -226,8 +231,8 @@ def test_a_negative_transcript_start_is_refused() -> None:
 
 
 def test_only_a_small_first_step_carries_its_transcript_by_value() -> None:
-    from agentloop.shared.activity_io import ToolDefinition
-    from agentloop.shared.transcripts import ModelContext
+    from agentloop.shared.definition.activity_io import ToolDefinition
+    from agentloop.shared.runs.transcripts import ModelContext
     from agentloop.workflows.effects.activity_calls import SEED_MAX_BYTES, transcript_seed
 
     context = ModelContext(system_prompt="Be brief.", tools=[ToolDefinition(name="read_file")], context_hash="h")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentloop.activities.tool_sources.mcp_tools import McpServers, content_text, split_name, tool_name
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 
 
 def test_names_and_settings() -> None:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from agentloop.activities.tool_sources.openapi_tools import openapi_tools
-from agentloop.shared.messages import cut_hint, truncate_output
+from agentloop.shared.base.messages import cut_hint, truncate_output
 from agentloop.tools.registry import InvalidToolArguments
 from tests.helpers.paths import PETSTORE_V2, STORE_API
 

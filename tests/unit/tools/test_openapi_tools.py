@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentloop import ToolRegistry
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.tool_sources.openapi_tools import openapi_tools, register_openapi_from_env
-from agentloop.shared.errors import UserError
+from agentloop.shared.base.errors import UserError
 from tests.helpers.paths import PETS_API as SPEC
 
 

@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from agentloop import ToolContext, ToolRegistry
+from agentloop import ToolContext
+from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS
-from agentloop.shared.errors import ToolError, UserError
+from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.isolation import IsolatedToolError
 from agentloop.tools.registry import Tool
 from tests.helpers.paths import ROOT

@@ -7,7 +7,7 @@ from __future__ import annotations
 from agentloop.activities.providers.anthropic_model import to_anthropic_messages
 from agentloop.activities.builtin_tools.image_tool import image_media_type
 from agentloop.activities.providers.openai_model import to_openai_messages
-from agentloop.shared.messages import ToolResultPart
+from agentloop.shared.base.messages import ToolResultPart
 from tests.helpers.tools import PNG, PNG_B64, image_tool_message
 
 

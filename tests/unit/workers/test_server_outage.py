@@ -6,7 +6,7 @@ tests/process/workers/test_server_outage.py)."""
 from __future__ import annotations
 
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
-from agentloop.shared.activity_io import ExecuteToolResult
+from agentloop.shared.definition.activity_io import ExecuteToolResult
 
 
 def result_of(content: str) -> ExecuteToolResult:
@@ -28,7 +28,7 @@ def test_ledger_keeps_results_as_json_and_gives_them_back_whole() -> None:
     # one object an entry to walk, however rich the result.
     import gc
 
-    from agentloop.shared.messages import ImagePart
+    from agentloop.shared.base.messages import ImagePart
 
     rich = ExecuteToolResult(
         call_id="c", content="42 rows", is_error=False, truncated=True, latency_ms=12.5,

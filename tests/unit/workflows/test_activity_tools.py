@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentloop import ActivityTool, AgentSpec, activity_as_tool
-from agentloop.shared.activity_tools import activity_arguments, call_idempotency_key, result_text
+from agentloop.shared.definition.activity_tools import ActivityTool
+from agentloop import AgentSpec, activity_as_tool
+from agentloop.shared.definition.activity_tools import activity_arguments, call_idempotency_key, result_text
 from tests.helpers.fixtures.activity_tool_worker import charge_card
 
 
@@ -50,7 +51,7 @@ def test_the_spec_refuses_clashing_names() -> None:
 
 
 def test_schema_problems_are_short_and_the_schema_itself_is_checked() -> None:
-    from agentloop.shared.activity_tools import argument_problems
+    from agentloop.shared.definition.activity_tools import argument_problems
 
     tool = activity_as_tool(charge_card, task_queue="q")
     assert argument_problems(tool, {"account": "a", "amount_cents": 5}) is None

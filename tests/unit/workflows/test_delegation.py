@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 
 from agentloop import AgentSpec
-from agentloop.shared.messages import Message, ToolCallPart
-from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.report import Usage
-from agentloop.shared.run import AgentRunInput, SubRunLink
-from agentloop.shared.spec import SubAgent, deepest_path, depth_problem
+from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.definition.pricing import Budget, ModelPrice
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.run import AgentRunInput, SubRunLink
+from agentloop.shared.definition.spec import SubAgent, deepest_path, depth_problem
 from agentloop.workflows.decisions.delegation import (
     BadTask,
     ChildCompleted,

@@ -7,22 +7,17 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentloop import (
-    AgentSpec,
-    GuardrailResult,
-    ToolRegistry,
-    guardrail,
-    llm_judge,
-)
-from agentloop.shared.errors import UserError
-from agentloop.shared.guardrails import (
+from agentloop import AgentSpec, GuardrailResult, guardrail, llm_judge
+from agentloop.tools.registry import ToolRegistry
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.guardrails import (
     Verdict,
     first_tripwire,
     judge_request_text,
     messages_to_check,
     parse_judge_reply,
 )
-from agentloop.shared.messages import Message, ToolResultPart
+from agentloop.shared.base.messages import Message, ToolResultPart
 
 
 def test_input_guardrails_check_what_is_new_since_the_model_spoke() -> None:
@@ -72,7 +67,7 @@ def test_the_cli_shows_guardrail_events() -> None:
     import io
     from datetime import datetime, timezone
 
-    from agentloop.shared.events import GuardrailTriggered
+    from agentloop.shared.runs.events import GuardrailTriggered
     from agentloop.cli.runs.render import PlainRenderer
 
     out = io.StringIO()

@@ -9,8 +9,8 @@ import pytest
 from agentloop import (
     AgentSpec,
 )
-from agentloop.shared.pricing import Budget
-from agentloop.shared.report import REPORT_TEXT_LIMIT, cut_strings, report_text
+from agentloop.shared.definition.pricing import Budget
+from agentloop.shared.runs.report import REPORT_TEXT_LIMIT, cut_strings, report_text
 
 
 def test_cost_limit_needs_a_known_price() -> None:

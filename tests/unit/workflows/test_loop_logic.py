@@ -10,17 +10,17 @@ from functools import partial
 
 import pytest
 
-from agentloop.shared.activity_io import ModelResponse, ToolDefinition
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
+from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PermissionRule,
     ToolGate,
     ToolOutput,
     check_permission,
 )
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.pricing import Budget, ModelPrice
-from agentloop.shared.report import Usage
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.pricing import Budget, ModelPrice
+from agentloop.shared.base.usage import Usage
 from agentloop.workflows.decisions.tool_gates import (
     Answered,
     AskApproval,

@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import AgentSpec
-from agentloop.shared.schedules import parse_duration
+from agentloop.shared.runs.schedules import parse_duration
 from agentloop.testing import call, calls, reply
 from agentloop.workflows.decisions.next_step import FailRun
 from agentloop.workflows.decisions.output import RetryOutput, TypedAnswer, decide_output, output_mode

@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from agentloop.shared.activity_io import StreamDelta
-from agentloop.shared.events import MessageDelta, MessageReset
-from agentloop.shared.messages import Message, ToolCallPart
-from agentloop.shared.threads import (
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.runs.events import MessageDelta, MessageReset
+from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.runs.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
     MAX_QUEUED,

@@ -7,22 +7,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agentloop.shared.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
-from agentloop.shared.contracts import MAX_INPUT_BYTES
-from agentloop.shared.fingerprint import AgentDefinition
-from agentloop.shared.errors import (
-    RUN_FAILED_ERROR_TYPE,
-    AgentRunFailed,
-    UserError,
-    describe_validation_error,
-    run_failed,
-)
-from agentloop.shared.messages import Message, ToolCallPart
-from agentloop.shared.output import OutputSpec, output_spec
-from agentloop.shared.report import AgentRunReport, RunOriginReport, RunReason, RunStatus, RunWarning, Usage
-from agentloop.shared.spec import AgentSpec, depth_problem
-from agentloop.shared.state import LoopState, PendingStep
-from agentloop.shared.threads import ThreadOptions
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES
+from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE, UserError, describe_validation_error
+from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
+from agentloop.shared.definition.fingerprint import AgentDefinition
+from agentloop.shared.definition.output import OutputSpec, output_spec
+from agentloop.shared.definition.spec import AgentSpec, depth_problem
+from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunReason, RunStatus
+from agentloop.shared.runs.result import AgentRunFailed, AgentRunResult, run_failed
+from agentloop.shared.runs.state import LoopState, PendingStep
+from agentloop.shared.runs.threads import ThreadOptions
 
 #: Most bytes of messages a run's Temporal result carries (see
 #: :attr:`AgentRunResult.messages`).
@@ -38,7 +34,7 @@ MAX_ERROR_CHARS = 20_000
 
 
 #: What a run carries when it continues as new: its whole state (the name
-#: runs in flight know it by; see :class:`agentloop.shared.state.LoopState`).
+#: runs in flight know it by; see :class:`agentloop.shared.runs.state.LoopState`).
 RunCarry = LoopState
 
 
@@ -74,7 +70,7 @@ class RunOrigin(BaseModel):
         turn: A thread's turns so far (a thread restored or forked from a
             thread that waits for its next message starts waiting, at this turn).
         definition: The snapshot's agent definition
-            (``agentloop.shared.fingerprint``): the run says how its own differs.
+            (``agentloop.shared.definition.fingerprint``): the run says how its own differs.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -198,56 +194,6 @@ def parse_run_input(args: Sequence[Any]) -> AgentRunInput:
         f"invalid run input: {problem}. A run takes one JSON object with the agent's spec and the "
         f"input messages, e.g. {RUN_INPUT_EXAMPLE}"
     )
-
-
-class AgentRunResult(BaseModel):
-    """The output of a finished run (also carried by a failed run's error).
-
-    Attributes:
-        run_id: The run id (workflow id).
-        status: ``completed``, ``failed``, ``cancelled`` or ``stopped``.
-        reason: Why the run ended.
-        final_text: The last assistant text (a typed run's: its answer as JSON).
-        output: A typed run's answer (``AgentSpec.output``): the parsed
-            value, as the Python type where the caller knows it
-            (``AgentClient.start`` with a spec whose ``output`` is a type,
-            ``run_agent(..., output_type=...)``), else as JSON.
-        error: What went wrong, when the run failed.
-        messages: The messages the run added (assistant and tool results).
-            A run whose added messages exceed ``RESULT_MESSAGES_LIMIT`` bytes
-            leaves them out of its Temporal result (they are in its history
-            once already) and sets ``messages_omitted``;
-            :meth:`AgentRunHandle.result` fetches them with the ``messages``
-            query, so callers of the client see them either way.
-        messages_omitted: How many messages the Temporal result left out.
-        report_steps_omitted: The Temporal result's report leaves out its
-            steps: its messages were left out, or the report is over
-            ``RESULT_REPORT_LIMIT`` bytes. :meth:`AgentRunHandle.result`
-            fetches the full report.
-        usage: Usage summed over the run.
-        report: The full run report.
-        warnings: What the run went on despite (``report.warnings``): tools
-            removed or added since the snapshot it was restored or forked from.
-    """
-
-    run_id: str
-    status: RunStatus
-    reason: RunReason
-    final_text: str = ""
-    output: Any = None
-    error: str | None = None
-    messages: list[Message] = Field(default_factory=list)
-    messages_omitted: int = 0
-    report_steps_omitted: bool = False
-    usage: Usage = Field(default_factory=Usage)
-    report: AgentRunReport
-    warnings: list[RunWarning] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _report_warnings(self) -> AgentRunResult:
-        if not self.warnings and self.report.warnings:
-            self.warnings = list(self.report.warnings)
-        return self
 
 
 class RunState(BaseModel):

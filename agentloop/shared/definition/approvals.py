@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentloop.shared.messages import ToolCallPart, ToolResultPart
+from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
 
 PermissionAction = Literal["allow", "ask", "deny"]
 
@@ -217,7 +217,7 @@ class StopRequest(BaseModel):
 #: The free-text fields of each request and their limits: ``approve``'s
 #: decision, each output of ``submit_tool_outputs``, ``stop``'s request.
 #: Call ids are not cut (a cut id names no call); they are only ever quoted
-#: through :func:`agentloop.shared.errors.preview`.
+#: through :func:`agentloop.shared.base.errors.preview`.
 TEXT_LIMITS: dict[str, dict[str, int]] = {
     "approve": {"reason": MAX_REASON_CHARS, "result": MAX_OUTPUT_CHARS, "by": MAX_BY_CHARS},
     "submit_tool_outputs": {"output": MAX_OUTPUT_CHARS},

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import posixpath
-import re
 from typing import Any, Literal
 
 from pydantic import (
@@ -19,14 +18,15 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from agentloop.shared.activity_io import ToolDefinition
-from agentloop.shared.activity_tools import ActivityTool
-from agentloop.shared.approvals import DefaultPermission, PermissionRule
-from agentloop.shared.context import ContextLayer, ContextPolicy, compose_system_prompt
-from agentloop.shared.model_settings import ThinkingConfig, check_tool_choice
-from agentloop.shared.output import OutputSpec, output_spec
-from agentloop.shared.pricing import Budget, price_for, validate_budget
-from agentloop.shared.threads import DoubleTexting
+from agentloop.shared.base.limits import TOOL_NAME_PATTERN, TOOL_OUTPUT_LIMIT
+from agentloop.shared.base.model_settings import ThinkingConfig, check_tool_choice
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.activity_tools import ActivityTool
+from agentloop.shared.definition.approvals import DefaultPermission, PermissionRule
+from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
+from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.output import OutputSpec, output_spec
+from agentloop.shared.definition.pricing import Budget, price_for, validate_budget
 
 #: What the model is asked before a run completes, with
 #: ``verify_before_completing``.
@@ -55,6 +55,16 @@ def with_field_suggestions(exc: ValidationError, model: type[BaseModel]) -> Vali
     return ValidationError.from_exception_data(exc.title, details) if changed else exc
 
 
+#: What a thread does with a message that arrives while it is busy (names as
+#: in LangGraph's server): answer it after the current turn (``enqueue``),
+#: cancel the step under way and answer it (``interrupt``), discard the
+#: current turn and answer it in its place (``rollback``), or refuse it
+#: (``reject``).
+DoubleTexting = Literal["enqueue", "interrupt", "rollback", "reject"]
+
+#: The strategies, in the order the docs list them.
+DOUBLE_TEXTING: tuple[str, ...] = ("enqueue", "interrupt", "rollback", "reject")
+
 #: How deep sub-agents may nest by default (``AgentSpec.max_depth``).
 DEFAULT_MAX_DEPTH = 3
 
@@ -70,7 +80,6 @@ def upgrade_policy(spec: AgentSpec, *, thread: bool) -> UpgradePolicy:
     return "at_turn_boundary" if thread else "pinned"
 
 #: What a sub-agent's name (its tool's name) may be.
-_SUB_AGENT_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 #: Providers a model string may name, as ``provider:model``.
 KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
@@ -128,7 +137,7 @@ class AgentSpec(BaseModel):
         mcp_servers: Names of MCP servers configured on the worker whose
             tools the model may call, each as ``server__tool`` (docs/tools.md); listed once, at the run's start.
         activity_tools: Tools that are Temporal activities on their own task
-            queues, called directly by the run (docs/tools.md; :func:`~agentloop.shared.activity_tools.activity_as_tool`).
+            queues, called directly by the run (docs/tools.md; :func:`~agentloop.shared.definition.activity_tools.activity_as_tool`).
         max_steps: Most LLM steps a run may take; at least one always runs.
         max_tool_call_continuations: Most LLM steps that may follow tool
             results; ``None`` leaves only ``max_steps`` in force.
@@ -155,7 +164,7 @@ class AgentSpec(BaseModel):
             on the worker; the worker's ``AGENTLOOP_WORKSPACE`` (or its working
             directory) when unset.
         permissions: Permission rules, first match wins (see
-            :class:`~agentloop.shared.approvals.PermissionRule`).
+            :class:`~agentloop.shared.definition.approvals.PermissionRule`).
         default_permission: What applies to a call no rule matches. ``auto``
             (the default) allows read-only tools and asks for every other.
         approval_timeout_seconds: A call waiting for approval this long is
@@ -249,7 +258,7 @@ class AgentSpec(BaseModel):
     parallel_tool_calls: bool = True
     tool_timeout_seconds: float = Field(default=120.0, gt=0)
     tool_timeouts: dict[str, float] = Field(default_factory=dict)
-    tool_output_limit: int = Field(default=16_000, ge=256, le=1_000_000)
+    tool_output_limit: int = Field(default=TOOL_OUTPUT_LIMIT, ge=256, le=1_000_000)
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
     llm_timeout_seconds: float = Field(default=600.0, gt=0)
@@ -352,7 +361,7 @@ class AgentSpec(BaseModel):
     @model_validator(mode="after")
     def _check_sub_agents(self) -> AgentSpec:
         for name in self.sub_agents:
-            if not _SUB_AGENT_NAME.match(name):
+            if not TOOL_NAME_PATTERN.match(name):
                 raise ValueError(
                     f"sub-agent name {name!r} is not allowed: the model calls it as a tool, so use "
                     "1-64 letters, digits, '_' or '-'"

@@ -1,5 +1,5 @@
-"""Context-window management: token estimates, system-prompt layers, pruning
-and compaction.
+"""Context-window management: token estimates, the context policy and
+pruning of old tool outputs (compaction is in :mod:`.compaction`).
 
 Everything here is pure and deterministic, so workflow code may call it: no
 I/O, clocks or randomness, and inputs are never mutated.
@@ -14,10 +14,10 @@ step:
    ``threshold x (window - reserve)``, :func:`prune_tool_outputs` replaces
    the oldest tool outputs with a short placeholder, down to
    :func:`prune_target_tokens`.
-3. If that is not enough, :func:`split_for_compaction` picks the old middle
-   of the conversation, an LLM call on :func:`compaction_request_messages`
-   summarises it, and :meth:`CompactionSplit.with_summary` puts the summary
-   in its place.
+3. If that is not enough, :func:`~.compaction.split_for_compaction` picks the
+   old middle of the conversation, an LLM call on
+   :func:`~.compaction.compaction_request_messages` summarises it, and
+   :meth:`~.compaction.CompactionSplit.with_summary` puts the summary in its place.
 """
 
 from __future__ import annotations
@@ -27,18 +27,10 @@ import math
 import re
 import string
 from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agentloop.shared.messages import (
-    ImagePart,
-    Message,
-    TextPart,
-    ThinkingPart,
-    ToolCallPart,
-    ToolResultPart,
-)
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 #: Characters per token of the estimate; a common rule of thumb for English
 #: and code with current tokenizers.
@@ -47,6 +39,7 @@ CHARS_PER_TOKEN = 4
 #: Tokens counted for one image, whatever its size: a large image costs
 #: roughly this much with both OpenAI and Anthropic, and over-estimating is
 #: the safe side.
+
 IMAGE_TOKENS = 1000
 
 #: First line of a summary message, which :func:`is_summary_message` looks for.
@@ -180,35 +173,6 @@ def estimate_tokens(
         tokens = anchor.input_tokens + (_tokens(added) if added >= 0 else -(-added // CHARS_PER_TOKEN))
         return max(tokens, 0)
     return _tokens(len(system_prompt) + tools_json_chars + messages_chars(messages))
-
-
-class ContextLayer(BaseModel):
-    """One named section of the system prompt.
-
-    Attributes:
-        name: Identifies the layer (e.g. ``agent.instructions``,
-            ``workspace.files``); ties in priority are ordered by name.
-        content: The layer's text; empty layers are left out.
-        priority: Lower comes first among layers of the same stability.
-        stable: The content does not change during a run. Stable layers come
-            before all others so the prompt's beginning stays byte-identical
-            from step to step and the provider's prompt cache keeps hitting.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    content: str
-    priority: int = 100
-    stable: bool = True
-
-
-def compose_system_prompt(layers: Iterable[ContextLayer]) -> str:
-    """The system prompt of ``layers``: stable ones first, then by priority,
-    then by name; empty layers skipped; each layer's surrounding whitespace
-    trimmed; joined with blank lines."""
-    ordered = sorted(layers, key=lambda layer: (not layer.stable, layer.priority, layer.name))
-    return "\n\n".join(text for layer in ordered if (text := layer.content.strip()))
 
 
 class ContextPolicy(BaseModel):
@@ -383,233 +347,3 @@ def prune_tool_outputs(
         saved_chars += len(part.content) - len(placeholder)
         pruned += 1
     return result, pruned
-
-
-def summary_message(summary_text: str) -> Message:
-    """The user message that stands in for the summarised conversation."""
-    return Message.user(f"{SUMMARY_HEADER}\n\n{summary_text.strip()}")
-
-
-def is_summary_message(message: Message) -> bool:
-    """True for a message made by :func:`summary_message`."""
-    return message.role == "user" and message.text.startswith(SUMMARY_HEADER)
-
-
-class CompactionSplit(BaseModel):
-    """A conversation cut for compaction: ``head + to_summarise + tail``.
-
-    Attributes:
-        head: The opening system and user messages, kept verbatim
-            (empty when ``keep_first_user_message`` is off).
-        to_summarise: The messages the summary replaces.
-        tail: The recent messages, kept verbatim; never starts with a tool
-            result whose call is not in it.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    head: list[Message] = Field(default_factory=list)
-    to_summarise: list[Message]
-    tail: list[Message] = Field(default_factory=list)
-
-    def with_summary(self, summary_text: str) -> list[Message]:
-        """The compacted conversation: head, the summary message, tail."""
-        return [*self.head, summary_message(summary_text), *self.tail]
-
-
-def _head_length(messages: Sequence[Message], policy: ContextPolicy) -> int:
-    # The opening system messages and the first user turn: the task as given.
-    # A summary message is not part of it, so it is summarised again next
-    # time instead of piling up.
-    if not policy.keep_first_user_message:
-        return 0
-    end = 0
-    while end < len(messages) and messages[end].role == "system":
-        end += 1
-    while end < len(messages) and messages[end].role == "user" and not is_summary_message(messages[end]):
-        end += 1
-    return end
-
-
-def _orphans_results(tail: Sequence[Message]) -> bool:
-    # True when the tail holds a tool result whose call is not in the tail.
-    calls = {c.id for m in tail for c in m.tool_calls}
-    return any(r.id not in calls for m in tail for r in m.tool_results)
-
-
-def split_for_compaction(messages: Sequence[Message], policy: ContextPolicy) -> CompactionSplit | None:
-    """Cut ``messages`` into what compaction keeps and what it summarises.
-
-    The head (the opening system and user messages, when
-    ``policy.keep_first_user_message``) and the last
-    ``policy.keep_recent_messages`` messages are kept. The cut then moves
-    earlier while the tail holds a tool result whose call would be
-    summarised, so the kept conversation never starts with a tool result and
-    every tool call keeps its results.
-
-    Returns:
-        The split, or None when there is nothing worth summarising: nothing
-        between head and tail, or only an earlier summary.
-    """
-    head_end = _head_length(messages, policy)
-    cut = max(head_end, len(messages) - policy.keep_recent_messages)
-    while cut > head_end and _orphans_results(messages[cut:]):
-        cut -= 1
-    middle = list(messages[head_end:cut])
-    if all(is_summary_message(m) for m in middle):
-        return None
-    return CompactionSplit(head=list(messages[:head_end]), to_summarise=middle, tail=list(messages[cut:]))
-
-
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[... {len(text) - limit:,} more chars not shown]"
-
-
-def render_transcript(messages: Iterable[Message], *, tool_output_chars: int | None = None) -> str:
-    """Messages as plain text for a summariser: one bracketed header per
-    message or tool call/result, thinking left out, images as ``[image]``,
-    tool outputs cut to ``tool_output_chars`` when given."""
-    blocks: list[str] = []
-    for message in messages:
-        lines: list[str] = []
-        for part in message.content:
-            if isinstance(part, TextPart):
-                if part.text:
-                    lines.append(part.text)
-            elif isinstance(part, ThinkingPart):
-                continue
-            elif isinstance(part, ImagePart):
-                lines.append("[image]")
-            elif isinstance(part, ToolCallPart):
-                arguments = part.raw_arguments if part.arguments_error and part.raw_arguments is not None else (
-                    json.dumps(part.arguments, ensure_ascii=False)
-                )
-                lines.append(f"[tool call {part.name} ({part.id})] {arguments}")
-            elif isinstance(part, ToolResultPart):
-                label = "tool error" if part.is_error else "tool result"
-                content = part.content if tool_output_chars is None else _clip(part.content, tool_output_chars)
-                lines.append(f"[{label} {part.name} ({part.id})]\n{content}")
-        if lines:
-            blocks.append(f"[{message.role}]\n" + "\n".join(lines))
-    return "\n\n".join(blocks)
-
-
-def _fit(text: str, limit: int | None) -> str:
-    # Keep the start and, mostly, the end: the newest work matters most.
-    if limit is None or len(text) <= limit:
-        return text
-    keep_start = limit // 3
-    keep_end = limit - keep_start
-    omitted = len(text) - keep_start - keep_end
-    return f"{text[:keep_start]}\n\n[... {omitted:,} chars of transcript omitted ...]\n\n{text[-keep_end:]}"
-
-
-def compaction_request_messages(
-    to_summarise: Sequence[Message],
-    policy: ContextPolicy,
-    *,
-    kept_head: Sequence[Message] = (),
-) -> list[Message]:
-    """The conversation to send the summariser: one user message holding the
-    transcript as text, then ``policy.summary_prompt``.
-
-    The transcript is text, not the original messages, so the request has
-    no tool calls for the provider to check and no tools need be offered.
-    Tool outputs are cut to ``policy.summary_tool_output_chars``, and when
-    the window is known the transcript is cut in the middle to fit 80% of
-    the usable window.
-
-    Args:
-        to_summarise: :attr:`CompactionSplit.to_summarise`.
-        policy: The context policy.
-        kept_head: :attr:`CompactionSplit.head`, shown to the summariser as
-            context it need not repeat.
-    """
-    transcript = render_transcript(to_summarise, tool_output_chars=policy.summary_tool_output_chars)
-    sections: list[str] = []
-    if kept_head:
-        head = render_transcript(kept_head, tool_output_chars=policy.summary_tool_output_chars)
-        sections.append(
-            "The conversation opens with these messages, which are kept as they are "
-            "(use them for context; do not repeat them):\n<kept>\n" + head + "\n</kept>"
-        )
-    usable = usable_tokens(policy)
-    limit = None
-    if usable is not None:
-        overhead = sum(len(s) for s in sections) + len(policy.summary_prompt) + 64
-        limit = max(int(usable * CHARS_PER_TOKEN * 0.8) - overhead, 1000)
-    sections.append("<transcript>\n" + _fit(transcript, limit) + "\n</transcript>")
-    sections.append(policy.summary_prompt)
-    return [Message.user("\n\n".join(sections))]
-
-
-ProviderWhen = Literal["run", "step"]
-
-#: Most characters of ``AGENTS.md`` that reach the system prompt.
-MAX_AGENTS_MD_CHARS = 32_000
-
-#: Most characters a context provider's layer may hold.
-MAX_LAYER_CHARS = 32_000
-
-#: Most entries of the workspace listing.
-MAX_LISTING_ENTRIES = 200
-
-class LoadContextInput(BaseModel):
-    """Input of ``load_context``.
-
-    Attributes:
-        run_id: The run.
-        step: The step about to run.
-        agent_name: The spec's name.
-        model: The spec's model.
-        workspace: The spec's workspace (the worker's when None).
-        providers: Context providers to run.
-        when: Which of them: those of the run's start, or of each step.
-        agents_md: Read the workspace root's ``AGENTS.md``.
-        listing: List the workspace.
-    """
-
-    run_id: str
-    step: int = 0
-    agent_name: str = ""
-    model: str = ""
-    workspace: str | None = None
-    providers: list[str] = Field(default_factory=list)
-    when: ProviderWhen = "run"
-    agents_md: bool = False
-    listing: bool = False
-
-class LoadContextResult(BaseModel):
-    """Result of ``load_context``: the layers, in the order asked (AGENTS.md
-    first), the listing, and the providers the worker lacks."""
-
-    layers: list[ContextLayer] = Field(default_factory=list)
-    listing: str | None = None
-    missing: list[str] = Field(default_factory=list)
-    available: list[str] = Field(default_factory=list)
-
-def cut_agents_md(text: str) -> str:
-    """``AGENTS.md`` cut to :data:`MAX_AGENTS_MD_CHARS` (the cut marked)."""
-    if len(text) > MAX_AGENTS_MD_CHARS:
-        return text[:MAX_AGENTS_MD_CHARS] + "\n[AGENTS.md cut here]"
-    return text
-
-def agents_md_layer(text: str) -> ContextLayer:
-    """``AGENTS.md`` as a system layer (stable: read once per run)."""
-    if len(text) > MAX_AGENTS_MD_CHARS and not text.endswith("\n[AGENTS.md cut here]"):
-        text = cut_agents_md(text)
-    return ContextLayer(name="workspace.agents_md", priority=10, stable=True,
-                        content=f"Instructions from the workspace's AGENTS.md:\n\n{text}")
-
-def with_listing(text: str, listing: str) -> str:
-    """The first user turn's text with the workspace listing after it."""
-    return f"{text}\n\nThe workspace (files and directories, two levels):\n{listing}"
-
-def missing_providers_message(missing: list[str], available: list[str]) -> str:
-    """Why a run naming providers the worker lacks cannot go on."""
-    names = ", ".join(repr(n) for n in missing)
-    return (f"the spec names context provider{'s' if len(missing) > 1 else ''} {names} that the tools worker does "
-            f"not have (it has: {', '.join(available) or 'none'}); register them with agentloop.context_provider "
-            "in a module the tools worker imports, or remove them from AgentSpec.context_providers")

@@ -32,7 +32,7 @@ from typing import Any
 from temporalio.api.common.v1 import Payload
 from temporalio.converter import DataConverter, DefaultFailureConverter, PayloadCodec
 
-from agentloop.shared.errors import AgentLoopError, UserError
+from agentloop.shared.base.errors import AgentLoopError, UserError
 
 KEYS_ENV = "AGENTLOOP_ENCRYPTION_KEYS"
 KEY_FILE_ENV = "AGENTLOOP_ENCRYPTION_KEY_FILE"

@@ -9,7 +9,7 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agentloop.shared.report import Usage
+from agentloop.shared.base.usage import Usage
 
 
 class ModelPrice(BaseModel):

@@ -7,7 +7,6 @@ flight depend on them, so fields are added (optional), never renamed.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Callable
 from typing import Any, Literal, Protocol
 
@@ -19,10 +18,11 @@ from pydantic import (
     model_serializer,
 )
 
-from agentloop.shared.messages import ImagePart, Message
-from agentloop.shared.model_settings import ThinkingConfig
-from agentloop.shared.pricing import ModelPrice
-from agentloop.shared.report import Usage
+from agentloop.shared.base.limits import TOOL_OUTPUT_LIMIT
+from agentloop.shared.base.messages import ImagePart, Message
+from agentloop.shared.base.model_settings import ThinkingConfig
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.pricing import ModelPrice
 
 #: Normalised finish reasons.
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
@@ -246,7 +246,7 @@ class TranscriptSeed(BaseModel):
 
 class TranscriptRef(BaseModel):
     """The transcript an LLM step is asked about, by reference (see
-    :mod:`agentloop.shared.transcripts`).
+    :mod:`agentloop.shared.runs.transcripts`).
 
     Attributes:
         message_count: Messages in the transcript.
@@ -348,7 +348,7 @@ class ExecuteToolInput(_Compact):
     arguments: dict[str, Any] = Field(default_factory=dict)
     workspace: str | None = None
     timeout_seconds: float = 120.0
-    output_limit: int = 16_000
+    output_limit: int = TOOL_OUTPUT_LIMIT
     hooks: list[str] = Field(default_factory=list)
     agent_name: str = ""
     model: str = ""

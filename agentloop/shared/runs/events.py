@@ -23,12 +23,13 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from agentloop.shared import contracts
-from agentloop.shared.activity_io import FinishReason, StreamDelta
-from agentloop.shared.approvals import PendingAction, PendingApproval
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.fingerprint import DefinitionChange
-from agentloop.shared.report import RunReason, Usage
+from agentloop.shared.base import contracts
+from agentloop.shared.definition.activity_io import FinishReason, StreamDelta
+from agentloop.shared.definition.approvals import PendingAction, PendingApproval
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.fingerprint import DefinitionChange
+from agentloop.shared.runs.report import RunReason
+from agentloop.shared.base.usage import Usage
 
 #: The Workflow Streams topic every run event is published on.
 EVENTS_TOPIC = contracts.EVENTS_TOPIC

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 if TYPE_CHECKING:
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
-#: The run's status (``agentloop.shared.run.RunStatus``).
+#: The run's status (``agentloop.shared.runs.run.RunStatus``).
 AGENT_STATUS = SearchAttributeKey.for_keyword("AgentStatus")
 #: ``AgentSpec.name``.
 AGENT_NAME = SearchAttributeKey.for_keyword("AgentName")
@@ -42,7 +42,7 @@ AGENT_THREAD = SearchAttributeKey.for_keyword("AgentThread")
 #: (``AgentSchedule="<name>"`` finds every firing's run).
 AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 
-#: The fingerprint of the run's agent definition (``agentloop.shared.fingerprint``):
+#: The fingerprint of the run's agent definition (``agentloop.shared.definition.fingerprint``):
 #: ``AgentVersion="<fingerprint>"`` finds every run of one definition.
 AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
 
@@ -78,7 +78,7 @@ def registration_script() -> str:
     deploy/generate.py`` writes it) and deploy/kubernetes/ carries it."""
     lines = [
         "#!/bin/sh",
-        "# Generated from agentloop/shared/search_attributes.py by `python deploy/generate.py`:",
+        "# Generated from agentloop/shared/runs/search_attributes.py by `python deploy/generate.py`:",
         "# edit those, not this file. Registers agentloop's search attributes in",
         "# $TEMPORAL_NAMESPACE (default: default) of the Temporal server the temporal CLI",
         "# is configured for (TEMPORAL_ADDRESS, TEMPORAL_TLS_*, ...), once the namespace",
@@ -111,7 +111,7 @@ def registration_script() -> str:
 def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:
     """What a run is indexed with from its start, so ``temporal workflow
     list`` finds it at once (the run keeps them current from then on)."""
-    from agentloop.shared.fingerprint import agent_fingerprint
+    from agentloop.shared.definition.fingerprint import agent_fingerprint
 
     return TypedSearchAttributes([
         SearchAttributePair(AGENT_STATUS, "running"),

@@ -1,16 +1,13 @@
 """The error hierarchy.
 
 ``UserError`` is misconfiguration, raised eagerly with a message that says
-what to change. ``AgentRunFailed`` is what a client sees for a run that ended
-``failed``: it carries the run's full result.
+what to change. ``AgentRunFailed``, what a client sees for a run that ended
+``failed``, is beside the result it carries, in :mod:`agentloop.shared.runs.result`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agentloop.shared.run import AgentRunResult
+from typing import Any
 
 
 class AgentLoopError(Exception):
@@ -27,115 +24,6 @@ class ToolError(AgentLoopError):
     Raise it from a tool with a message addressed to the model; the call
     becomes an error result with that message.
     """
-
-
-class AgentRunFailed(AgentLoopError):
-    """A run ended ``failed`` (or was cancelled or terminated).
-
-    What :meth:`AgentRunHandle.result() <agentloop.AgentRunHandle.result>` and
-    :func:`agentloop.in_workflow.run_agent` raise. There is one subclass per
-    reason (see :func:`run_failed_class`), so ``except MaxStepsExceeded``
-    catches one kind and ``except AgentRunFailed`` every kind.
-
-    Attributes:
-        reason: Why (``error``, ``max_steps``, ``length``, ``tool_error``...).
-        result: The run's result: messages, usage and report up to the
-            failure; None for a run that was cancelled or terminated.
-    """
-
-    def __init__(self, message: str, *, reason: str, result: AgentRunResult | None = None):
-        super().__init__(message)
-        self.reason = reason
-        self.result = result
-
-    def __reduce__(self) -> Any:
-        # Keyword-only arguments: pickling (and so a sync tool's child
-        # process) needs to be told how to rebuild the exception.
-        return (_rebuild_run_failed, (type(self), str(self), self.reason, self.result))
-
-
-def _rebuild_run_failed(cls: type[AgentRunFailed], message: str, reason: str, result: Any) -> AgentRunFailed:
-    return cls(message, reason=reason, result=result)
-
-
-class RunError(AgentRunFailed):
-    """Reason ``error``: the run itself failed (an LLM step that used up its
-    attempts, a model the worker cannot serve, bad start input), or it was
-    terminated, timed out, or failed in a way agentloop does not know."""
-
-
-class MaxStepsExceeded(AgentRunFailed):
-    """Reason ``max_steps``: the run took ``AgentSpec.max_steps`` steps
-    without a final answer."""
-
-
-class CostLimitExceeded(AgentRunFailed):
-    """Reason ``cost_limit``: a cost or token limit of ``AgentSpec.budget``
-    was exceeded."""
-
-
-class ToolStepFailed(AgentRunFailed):
-    """Reason ``tool_error``: every tool call of a step failed, for more
-    steps in a row than ``AgentSpec.max_consecutive_failed_tool_steps``."""
-
-
-class OutputLimitReached(AgentRunFailed):
-    """Reason ``length``: the model stopped at its output token limit
-    (finish reason ``length``)."""
-
-
-class ContentFiltered(AgentRunFailed):
-    """Reason ``content_filter``: the provider withheld the answer."""
-
-
-class GuardrailTripped(AgentRunFailed):
-    """Reason ``guardrail``: a guardrail's tripwire ended the run."""
-
-
-class MaxToolCallContinuationsExceeded(AgentRunFailed):
-    """Reason ``max_tool_call_continuations``: the run went past
-    ``AgentSpec.max_tool_call_continuations`` where it could not wait for the
-    client's outputs."""
-
-
-class OutputInvalid(AgentRunFailed):
-    """Reason ``output_invalid``: the model's answer did not match
-    ``AgentSpec.output``, after ``output_retries`` more tries."""
-
-
-class AgentRunCancelled(AgentRunFailed):
-    """Reason ``cancelled``: the run was cancelled (Temporal workflow
-    cancellation). Named apart from the event class
-    :class:`agentloop.shared.events.RunCancelled`, which a run's stream ends with."""
-
-
-#: The exception class of each failure reason.
-RUN_FAILED_CLASSES: dict[str, type[AgentRunFailed]] = {
-    "error": RunError,
-    "max_steps": MaxStepsExceeded,
-    "cost_limit": CostLimitExceeded,
-    "tool_error": ToolStepFailed,
-    "length": OutputLimitReached,
-    "content_filter": ContentFiltered,
-    "guardrail": GuardrailTripped,
-    "max_tool_call_continuations": MaxToolCallContinuationsExceeded,
-    "cancelled": AgentRunCancelled,
-    "output_invalid": OutputInvalid,
-}
-
-
-def run_failed_class(reason: str | None) -> type[AgentRunFailed]:
-    """The :class:`AgentRunFailed` subclass for a run's failure ``reason``;
-    :class:`AgentRunFailed` itself for a reason it does not know (one added
-    later)."""
-    return RUN_FAILED_CLASSES.get(reason or "error", AgentRunFailed)
-
-
-def run_failed(message: str, *, reason: str | None, result: AgentRunResult | None = None) -> AgentRunFailed:
-    """The exception for a run that failed with ``reason``: an instance of
-    :func:`run_failed_class`."""
-    reason = reason or "error"
-    return run_failed_class(reason)(message, reason=reason, result=result)
 
 
 class DecisionRejected(AgentLoopError):

@@ -25,14 +25,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentloop.shared.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
-from agentloop.shared.errors import UserError, describe_validation_error
-from agentloop.shared.messages import Message
-from agentloop.shared.report import AgentRunReport, RunOriginReport, RunStatus, RunWarning, Usage
-from agentloop.shared.run import AgentRunInput, RunOrigin
-from agentloop.shared.fingerprint import agent_definition
-from agentloop.shared.spec import AgentSpec
-from agentloop.shared.state import PendingStep
+from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
+from agentloop.shared.base.errors import UserError, describe_validation_error
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunStatus, RunWarning
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.run import AgentRunInput, RunOrigin
+from agentloop.shared.definition.fingerprint import agent_definition
+from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.state import PendingStep
 
 #: What every snapshot's ``format`` field says.
 SNAPSHOT_FORMAT = "agentloop.snapshot"
@@ -54,7 +55,7 @@ class AgentSnapshot(BaseModel):
     """A run, exported (query ``export``).
 
     Attributes:
-        format: Always ``agentloop.shared.snapshots``.
+        format: Always ``agentloop.shared.runs.snapshots``.
         version: ``MAJOR.MINOR``; readers refuse another major version.
         run_id: The run it was taken of.
         thread_id: The thread the run belongs to, if any (a run restored or

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from agentloop.shared.report import Usage
-from agentloop.shared.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.base.messages import Message, TextPart, ToolCallPart, ToolResultPart
 
 
 #: When a guardrail runs: ``input`` before each LLM step, ``output`` after it.

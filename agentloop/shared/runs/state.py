@@ -15,7 +15,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
-from agentloop.shared.approvals import (
+from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PendingAction,
     PendingApproval,
@@ -24,11 +24,12 @@ from agentloop.shared.approvals import (
     ToolGate,
     ToolOutput,
 )
-from agentloop.shared.context import TokenAnchor
-from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.threads import ThreadState
-from agentloop.shared.report import AgentRunReport, RunReason, RunStatus, StepReport, Usage
-from agentloop.shared.transcripts import EMPTY_HASH, chain_hash
+from agentloop.shared.definition.context_window import TokenAnchor
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.runs.threads import ThreadState
+from agentloop.shared.runs.report import AgentRunReport, RunReason, RunStatus, StepReport
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.transcripts import EMPTY_HASH, chain_hash
 
 #: Decided call ids a run remembers across continue-as-new (for "already
 #: decided" answers), the most recent ones.
@@ -251,7 +252,7 @@ class LoopState(BaseModel):
     # The transcript ------------------------------------------------------------------
 
     def transcript_hashes(self) -> list[str]:
-        """Chained hashes of the messages (:mod:`agentloop.shared.transcripts`),
+        """Chained hashes of the messages (:mod:`agentloop.shared.runs.transcripts`),
         extended for the messages appended since the last call."""
         hashes = self._hashes
         if len(hashes) > len(self.messages):

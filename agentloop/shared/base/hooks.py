@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agentloop.shared.base.limits import TOOL_OUTPUT_LIMIT
 
 if TYPE_CHECKING:
     pass
@@ -45,7 +46,7 @@ class RunToolHooksInput(BaseModel):
     error: str = ""
     idempotency_key: str = ""
     workspace: str | None = None
-    output_limit: int = 16_000
+    output_limit: int = TOOL_OUTPUT_LIMIT
     agent_name: str = ""
     model: str = ""
 

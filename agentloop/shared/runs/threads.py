@@ -12,18 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.shared.errors import UserError
-from agentloop.shared.report import RunReason, Usage
-
-#: What a thread does with a message that arrives while it is busy (names as
-#: in LangGraph's server): answer it after the current turn (``enqueue``),
-#: cancel the step under way and answer it (``interrupt``), discard the
-#: current turn and answer it in its place (``rollback``), or refuse it
-#: (``reject``).
-DoubleTexting = Literal["enqueue", "interrupt", "rollback", "reject"]
-
-#: The strategies, in the order the docs list them.
-DOUBLE_TEXTING: tuple[str, ...] = ("enqueue", "interrupt", "rollback", "reject")
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.spec import DoubleTexting
+from agentloop.shared.runs.report import RunReason
 
 #: Most characters of one message sent to a thread or steering a run.
 MAX_MESSAGE_CHARS = 100_000

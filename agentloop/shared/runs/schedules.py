@@ -20,11 +20,12 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from agentloop.shared.messages import Message
-from agentloop.shared.run import AgentRunInput
-from agentloop.shared.search_attributes import AGENT_SCHEDULE, AGENT_THREAD, start_search_attributes
-from agentloop.shared.spec import AgentSpec
-from agentloop.shared.threads import DoubleTexting, ThreadOptions
+from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, AGENT_THREAD, start_search_attributes
+from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.definition.spec import DoubleTexting
+from agentloop.shared.runs.threads import ThreadOptions
 
 #: What happens to a firing while the schedule's last run still runs.
 OverlapPolicy = Literal["skip", "buffer_one", "buffer_all", "cancel_other", "terminate_other", "allow_all"]

@@ -1,4 +1,4 @@
-"""Usage and the run report (AgentRunReport, StepReport, ToolCallReport)."""
+"""The run report (AgentRunReport, StepReport, ToolCallReport)."""
 
 from __future__ import annotations
 
@@ -7,50 +7,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentloop.shared.approvals import cut_text
-from agentloop.shared.fingerprint import DefinitionChange
+from agentloop.shared.definition.approvals import cut_text
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.fingerprint import DefinitionChange
 
 #: The longest text a tool call's report keeps of each string argument and of
 #: the error: the whole of it is in the conversation and the events, and the
 #: report travels in every hand-over and in the run's result.
 REPORT_TEXT_LIMIT = 2_000
-
-
-class Usage(BaseModel):
-    """Token usage of one LLM call, a step or a whole run.
-
-    Attributes:
-        input_tokens: Prompt tokens, cached ones included.
-        output_tokens: Completion tokens.
-        cached_input_tokens: Prompt tokens served from the provider's cache.
-        requests: LLM requests counted in this total.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cached_input_tokens: int = 0
-    requests: int = 0
-
-    @property
-    def total_tokens(self) -> int:
-        """Input plus output tokens."""
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-            requests=self.requests + other.requests,
-        )
-
-    def __sub__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens - other.input_tokens,
-            output_tokens=self.output_tokens - other.output_tokens,
-            cached_input_tokens=self.cached_input_tokens - other.cached_input_tokens,
-            requests=self.requests - other.requests,
-        )
 
 
 class ToolCallReport(BaseModel):
@@ -312,7 +276,7 @@ class AgentRunReport(BaseModel):
         total_approval_wait_ms: Time tool calls waited for a decision
             (approval) or for the client's output, summed over steps.
         total_cost_usd: Cost of the run's usage at the model's price
-            (``agentloop.shared.pricing``); None when the price is unknown. With
+            (``agentloop.shared.definition.pricing``); None when the price is unknown. With
             sub-agents, their cost is included, each at its model's price.
         sub_runs: The sub-agent runs this run delegated to, in start order
             (their usage is in ``total_usage``).
@@ -320,7 +284,7 @@ class AgentRunReport(BaseModel):
         warnings: What the run went on despite (tools removed or added
             since the snapshot it was restored or forked from).
         agent_version: The fingerprint of the run's agent definition
-            (``agentloop.shared.fingerprint``; the ``AgentVersion`` search attribute).
+            (``agentloop.shared.definition.fingerprint``; the ``AgentVersion`` search attribute).
         definition_change: A restored or forked run: how its definition
             differs from the snapshot's (``DefinitionChange.describe()``).
     """

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 from datetime import timedelta
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from agentloop.shared.activity_io import ToolDefinition
-
-_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+from agentloop.shared.base.limits import TOOL_NAME_PATTERN
+from agentloop.shared.definition.activity_io import ToolDefinition
 
 
 class ActivityTool(BaseModel):
@@ -86,7 +84,7 @@ class ActivityTool(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, value: str) -> str:
-        if not _NAME.match(value):
+        if not TOOL_NAME_PATTERN.match(value):
             raise ValueError(f"activity tool name {value!r} is not allowed: use 1-64 letters, digits, '_' or '-'")
         return value
 
@@ -152,7 +150,7 @@ def activity_as_tool(
     """
     from temporalio import activity as temporal_activity
 
-    from agentloop.shared.activity_io import parse_docstring as _parse_docstring
+    from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
 
     defn = temporal_activity._Definition.from_callable(fn)
     if defn is None or not defn.name:

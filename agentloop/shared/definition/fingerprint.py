@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 if TYPE_CHECKING:
-    from agentloop.shared.spec import AgentSpec
+    from agentloop.shared.definition.spec import AgentSpec
 
 #: Hex digits of the fingerprint (48 bits: collisions among one team's agent
 #: definitions are not a concern; short enough to read and type).
