@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Union
 
 from agentloop.shared.activity_io import ToolDefinition
 from agentloop.shared.messages import Message, ToolCallPart, ToolResultPart
@@ -182,7 +181,7 @@ class ChildFailed:
     message: str
 
 
-ChildOutcome = Union[ChildCompleted, ChildFailed]
+ChildOutcome = ChildCompleted | ChildFailed
 
 
 def delegation_result(call: ToolCallPart, run_id: str, outcome: ChildOutcome) -> ToolResultPart:
