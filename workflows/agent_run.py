@@ -132,11 +132,13 @@ class AgentRunWorkflow(LlmSteps):
             raise
 
     async def _loop(self, spec: AgentSpec) -> AgentRunResult:
-        if (self._input.carry is None and restores_completed(self._input)
+        run_input = self._input
+        assert run_input is not None  # run() refused a run without one before its loop
+        if (run_input.carry is None and restores_completed(run_input)
                 and workflow.patched(RESTORED_COMPLETED_PATCH)):
             # A completed run, restored without a new message: completed, at
             # once (decided before any activity, so its marker comes first).
-            self._state.report.final_text = self._input.messages[-1].text
+            self._state.report.final_text = run_input.messages[-1].text
             return self._recorder.completed(omit_long=self._features.by_reference)
         tools = await self._prepare(spec)
         if self._threads is not None:
@@ -188,15 +190,15 @@ class AgentRunWorkflow(LlmSteps):
                             await self._handover.when_due(PendingStep(gates=step.gates, report=step.report))
             self._features.raise_if_cancelled()
             results = await self._tools.run_step(spec, step)
-            failed = count_failed_steps([f for _, f in results], self._state.failed_tool_steps)
-            self._state.finish_step(results, failed_steps=failed)
+            failed_steps = count_failed_steps([f for _, f in results], self._state.failed_tool_steps)
+            self._state.finish_step(results, failed_steps=failed_steps)
             if self._tools.end_run is not None:
                 return FailRun("tool_error", self._tools.end_run)
             over_budget = self._tree_over_budget(spec) if spec.sub_agents else None
             if over_budget is not None:
                 return over_budget
             match decide_after_tools([r for r, _ in results], spec=spec, step=self._state.step,
-                                     failed_tool_steps=failed, stop_requested=self._state.stop is not None):
+                                     failed_tool_steps=failed_steps, stop_requested=self._state.stop is not None):
                 case Continue():
                     continue
                 case Stopped() | FailRun() as end:
@@ -205,6 +207,8 @@ class AgentRunWorkflow(LlmSteps):
     async def _prepare(self, spec: AgentSpec) -> list[ToolDefinition]:
         """Resolve the spec's tools (a run naming tools the worker lacks fails)
         and fix what every LLM request of the run carries."""
+        run_input = self._input
+        assert run_input is not None  # run() refused a run without one before preparing it
         tools: list[ToolDefinition] = []
         layers = []  # the workspace's AGENTS.md, when the tool list brought it
         if spec.tools or spec.mcp_servers:
@@ -217,7 +221,7 @@ class AgentRunWorkflow(LlmSteps):
                     raise
                 calls.reraise_cancel(err)
                 self._fail("error", calls.failure_detail(err))
-            missing = snapshots.unexpected_missing(resolved.missing, self._input.origin, self._state)
+            missing = snapshots.unexpected_missing(resolved.missing, run_input.origin, self._state)
             if missing:
                 self._fail("error", missing_tools_message(missing, resolved.available))
             tools = resolved.tools
@@ -239,7 +243,7 @@ class AgentRunWorkflow(LlmSteps):
             self._fail("error", problem)
         system_prompt = spec.composed_system_prompt
         if self._context is not None:
-            failed = await self._context.at_start(fresh=self._input.carry is None)
+            failed = await self._context.at_start(fresh=run_input.carry is None)
             if failed is not None:
                 self._fail(failed.reason, failed.message)
             self._context.run_layers = layers = [*layers, *self._context.run_layers]
@@ -248,8 +252,8 @@ class AgentRunWorkflow(LlmSteps):
         self._model_context = ModelContext(system_prompt=system_prompt, tools=model_tools,
                                            context_hash=context_hash(system_prompt, model_tools))
         self._keeper.use(self._model_context)
-        if self._input.carry is None:
-            snapshots.note_tool_changes(self._input.origin, [t.name for t in model_tools], self._state, self._recorder)
+        if run_input.carry is None:
+            snapshots.note_tool_changes(run_input.origin, [t.name for t in model_tools], self._state, self._recorder)
         return tools
 
     # The end ----------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ like all of ``agentloop.workflows``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -58,6 +59,10 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.effects.tool_calls import StepGates
     from agentloop.workflows.run_handlers import RunHandlers
 
+if TYPE_CHECKING:
+    from agentloop.workflows.effects.context_window import ContextKeeper, RunContext
+    from agentloop.workflows.effects.guardrails import GuardrailRunner
+
 
 @dataclass(frozen=True)
 class ContextTooLong:
@@ -69,6 +74,11 @@ class ContextTooLong:
 class LlmSteps(RunHandlers):
     """One LLM step and what follows it; the loop that calls it is in
     :class:`~agentloop.workflows.agent_run.AgentRunWorkflow`."""
+
+    # Set by AgentRunWorkflow.run before the first step.
+    _keeper: ContextKeeper
+    _context: RunContext | None
+    _guards: GuardrailRunner | None
 
     # One LLM step ------------------------------------------------------------------------
 

@@ -198,7 +198,7 @@ class Consolidated:
 def merge_prompt(task: str, names: Sequence[str], outcomes: Sequence[AgentRunResult | AgentRunFailed]) -> str:
     """What the summariser of :func:`consolidate` is asked."""
     parts = [f"Several agents worked on this task:\n\n{task}\n\nTheir answers:"]
-    for index, (name, outcome) in enumerate(zip(names, outcomes), 1):
+    for index, (name, outcome) in enumerate(zip(names, outcomes, strict=False), 1):
         body = outcome.final_text if isinstance(outcome, AgentRunResult) else f"(did not finish: {outcome})"
         parts.append(f"--- answer {index} ({name}) ---\n{body}")
     parts.append("Merge them into one answer: keep what they agree on, resolve or flag where they differ, "
@@ -229,12 +229,14 @@ async def consolidate(
     if not specs:
         raise UserError("consolidate needs at least one AgentSpec")
     runs = [run_agent(spec, input, **child_options) for spec in specs]
-    outcomes = list(await asyncio.gather(*runs, return_exceptions=True))
-    for outcome in outcomes:
+    outcomes: list[AgentRunResult | AgentRunFailed] = []
+    for outcome in await asyncio.gather(*runs, return_exceptions=True):
         if not isinstance(outcome, (AgentRunResult, AgentRunFailed)):
             raise outcome  # cancelled, or a bug: not an agent's failure
-    if not any(isinstance(o, AgentRunResult) for o in outcomes):
-        raise outcomes[0]
+        outcomes.append(outcome)
+    failures = [o for o in outcomes if isinstance(o, AgentRunFailed)]
+    if len(failures) == len(outcomes):
+        raise failures[0]  # every agent failed: the first one's failure
     merger = summariser.model_copy(update={"tools": [], "client_tools": [], "sub_agents": {}, "max_steps": 1,
                                            "verify_before_completing": False})
     prompt = merge_prompt(input, [s.name for s in specs], outcomes)

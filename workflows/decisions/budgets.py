@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 from agentloop.shared.definition.pricing import check_budget, run_cost
 from agentloop.shared.base.usage import Usage
@@ -30,7 +29,7 @@ class OverBudget:
     message: str
 
 
-BudgetVerdict = Union[WithinBudget, OverBudget]
+BudgetVerdict = WithinBudget | OverBudget
 
 
 def check_run_budget(
@@ -77,7 +76,7 @@ class TooLargeToCarry:
     limit: int
 
 
-CarryVerdict = Union[ContinueAsNew, NotDue, TooLargeToCarry]
+CarryVerdict = ContinueAsNew | NotDue | TooLargeToCarry
 
 
 def continue_as_new_due(

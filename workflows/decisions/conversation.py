@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from pydantic import ValidationError
 
 from agentloop.shared.base.errors import INVALID_REQUEST_ERROR_TYPE, describe_validation_error
 from agentloop.shared.runs.events import MessageDelta, MessageReset
-from agentloop.shared.base.messages import Message, TextPart, ToolResultPart
+from agentloop.shared.base.messages import ContentPart, Message, TextPart, ToolResultPart
 from agentloop.shared.runs.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
@@ -103,7 +103,7 @@ class Rollback:
     message: QueuedMessage
 
 
-MessageDecision = Union[StartTurn, Enqueue, Interrupt, Rollback]
+MessageDecision = StartTurn | Enqueue | Interrupt | Rollback
 
 
 def parse_send(payload: Any) -> SendMessage:
@@ -233,8 +233,9 @@ def interrupted_tail(messages: Sequence[Message], partial: str) -> list[Message]
     last = messages[-1] if messages else None
     if last is not None and last.role == "assistant" and last.tool_calls:
         answered = {r.id for m in messages[-1:] for r in m.tool_results}
-        results = [ToolResultPart(id=c.id, name=c.name, content=INTERRUPTED_TOOL_RESULT, is_error=True)
-                   for c in last.tool_calls if c.id not in answered]
+        results: list[ContentPart] = [
+            ToolResultPart(id=c.id, name=c.name, content=INTERRUPTED_TOOL_RESULT, is_error=True)
+            for c in last.tool_calls if c.id not in answered]
         return [Message(role="tool", content=results)] if results else []
     text = f"{partial} {INTERRUPTED_MARK}" if partial.strip() else INTERRUPTED_MARK
     return [Message(role="assistant", content=[TextPart(text=text)])]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
-from typing import Union
 
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
@@ -183,7 +182,7 @@ class ChildFailed:
     message: str
 
 
-ChildOutcome = Union[ChildCompleted, ChildFailed]
+ChildOutcome = ChildCompleted | ChildFailed
 
 
 def delegation_result(call: ToolCallPart, run_id: str, outcome: ChildOutcome) -> ToolResultPart:

@@ -12,7 +12,6 @@ and the tests call it without a server (``tests/unit/workflows/test_loop_logic.p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from agentloop.shared.definition.activity_io import ModelResponse
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
@@ -61,7 +60,7 @@ class FailRun:
     message: str
 
 
-NextStep = Union[FinalAnswer, Verify, RunTools, RequireAction, FailRun]
+NextStep = FinalAnswer | Verify | RunTools | RequireAction | FailRun
 
 
 def decide_next_step(
@@ -155,7 +154,7 @@ class Stopped:
     """A stop was requested: the run ends ``stopped`` now."""
 
 
-AfterTools = Union[Continue, Stopped, FailRun]
+AfterTools = Continue | Stopped | FailRun
 
 
 def count_failed_steps(failed: list[bool], previous: int) -> int:

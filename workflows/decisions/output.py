@@ -16,10 +16,10 @@ No I/O, clocks or randomness: this runs inside workflow replay.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from agentloop.shared.definition.activity_io import ModelResponse, OutputFormat, ToolDefinition
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.messages import ContentPart, Message, ToolCallPart, ToolResultPart
 from agentloop.shared.definition.output import (
     FINAL_RESULT_TOOL,
     OutputSpec,
@@ -97,7 +97,7 @@ class RetryOutput:
     message: Message
 
 
-OutputDecision = Union[TypedAnswer, RetryOutput, FailRun, None]
+OutputDecision = TypedAnswer | RetryOutput | FailRun | None
 
 
 def decide_output(response: ModelResponse, output: OutputSpec, *, tries: int, retries: int,
@@ -143,7 +143,7 @@ def decide_output(response: ModelResponse, output: OutputSpec, *, tries: int, re
 def answered(calls: list[ToolCallPart], final: ToolCallPart, text: str, *, error: bool = False) -> Message:
     """The results of a step whose calls include ``final_result``: ``text``
     for it; the others did not run (the answer ends the turn)."""
-    results = [
+    results: list[ContentPart] = [
         ToolResultPart(id=c.id, name=c.name, content=text, is_error=error) if c.id == final.id else
         ToolResultPart(id=c.id, name=c.name, is_error=True,
                        content=f"The call to '{c.name}' did not run: final_result came in the same step. "

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Literal, Union
+from typing import Literal
 
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.approvals import (
@@ -68,7 +68,7 @@ class AwaitClient:
     action: PendingAction
 
 
-CallDecision = Union[Answered, Execute, AskApproval, AwaitClient]
+CallDecision = Answered | Execute | AskApproval | AwaitClient
 
 
 def gate_call(

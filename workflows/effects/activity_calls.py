@@ -98,6 +98,12 @@ def resolve_tools_options(task_queue: str | None) -> ActivityConfig:
     return ActivityConfig(start_to_close_timeout=RESOLVE_TOOLS_TIMEOUT, task_queue=task_queue)
 
 
+def with_summary(options: ActivityConfig, summary: str) -> ActivityConfig:
+    """``options`` and the activity's summary, as one set of keywords (the
+    options never carry a summary of their own)."""
+    return {**options, "summary": summary}
+
+
 #: Most bytes (as JSON) of system prompt, tools and messages a run's first
 #: LLM step carries by value beside its reference (runs started lean): the
 #: worker then asks the run nothing for it. History holds them once more;
@@ -155,14 +161,14 @@ def model_step_input(
 async def call_model(input: CallModelInput, options: ActivityConfig, summary: str) -> CallModelResult:
     """One LLM call (activity ``call_model``)."""
     return await workflow.execute_activity(
-        contracts.CALL_MODEL, input, result_type=CallModelResult, summary=summary, **options
+        contracts.CALL_MODEL, input, result_type=CallModelResult, **with_summary(options, summary)
     )
 
 
 async def execute_tool(input: ExecuteToolInput, options: ActivityConfig, summary: str) -> ExecuteToolResult:
     """One tool call (activity ``execute_tool``)."""
     return await workflow.execute_activity(
-        contracts.EXECUTE_TOOL, input, result_type=ExecuteToolResult, summary=summary, **options
+        contracts.EXECUTE_TOOL, input, result_type=ExecuteToolResult, **with_summary(options, summary)
     )
 
 
@@ -185,7 +191,7 @@ async def resolve_tools(input: ResolveToolsInput, options: ActivityConfig) -> Re
     """The definitions of the spec's tools (activity ``resolve_tools``, on
     the tools queue; :func:`resolve_tools_here` first, on a run's own worker)."""
     return await workflow.execute_activity(
-        contracts.RESOLVE_TOOLS, input, result_type=ResolveToolsResult, summary="resolve tools", **options
+        contracts.RESOLVE_TOOLS, input, result_type=ResolveToolsResult, **with_summary(options, "resolve tools")
     )
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from typing import Literal
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -73,8 +74,8 @@ async def run_activity_tool(tool: ActivityTool, spec: AgentSpec, call: ToolCallP
     return result, failed
 
 
-async def _hooks(stage: str, spec: AgentSpec, call: ToolCallPart, step: int, key: str, tools_queue: str | None,
-                 *, error: str = "") -> ToolHookDecision:
+async def _hooks(stage: Literal["before", "error"], spec: AgentSpec, call: ToolCallPart, step: int, key: str,
+                 tools_queue: str | None, *, error: str = "") -> ToolHookDecision:
     """The spec's hooks' decision on an activity-tool call (a hooks activity
     that cannot run is a ``failed`` decision: the model hears of it)."""
     input = RunToolHooksInput(stage=stage, hooks=spec.tool_hooks, run_id=workflow.info().workflow_id, step=step,
@@ -83,8 +84,9 @@ async def _hooks(stage: str, spec: AgentSpec, call: ToolCallPart, step: int, key
                               agent_name=spec.name, model=spec.model)
     try:
         return await workflow.execute_activity(
-            contracts.RUN_TOOL_HOOKS, input, result_type=ToolHookDecision, summary=f"tool hooks {call.name} ({stage})",
-            **calls.tool_call_options(spec, call.name, tools_queue))
+            contracts.RUN_TOOL_HOOKS, input, result_type=ToolHookDecision,
+            **calls.with_summary(calls.tool_call_options(spec, call.name, tools_queue),
+                                 f"tool hooks {call.name} ({stage})"))
     except ActivityError as err:
         calls.reraise_cancel(err)
         return ToolHookDecision(action="failed", content=f"The tool hooks of '{call.name}' could not run: "

@@ -15,6 +15,7 @@ enter history again).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from temporalio import workflow
@@ -28,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.definition.context_providers import (
         ContextLayer,
         LoadContextInput,
+        ProviderWhen,
         LoadContextResult,
         compose_system_prompt,
         missing_providers_message,
@@ -119,7 +121,7 @@ class RunContext:
             self.step_providers = False  # none of the spec's providers runs per step
         return system_prompt_with(self.spec, [*self.run_layers, *loaded.layers])
 
-    async def _load(self, when: str, *, listing: bool) -> LoadContextResult | FailRun:
+    async def _load(self, when: ProviderWhen, *, listing: bool) -> LoadContextResult | FailRun:
         spec = self.spec
         input = LoadContextInput(run_id=self.run_id, step=self.state.step, agent_name=spec.name, model=spec.model,
                                  workspace=spec.workspace, providers=spec.context_providers, when=when,
@@ -169,7 +171,7 @@ class ContextKeeper:
         self.context = context
         self._tools_chars = sum(len(t.model_dump_json()) for t in context.tools)
 
-    def estimate(self, messages: list[Message]) -> int:
+    def estimate(self, messages: Sequence[Message]) -> int:
         return estimate_tokens(messages, system_prompt=self.context.system_prompt,
                                tools_json_chars=self._tools_chars, anchor=self.state.anchor)
 

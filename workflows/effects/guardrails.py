@@ -98,13 +98,16 @@ class GuardrailRunner:
             return None
         names = [g.name for g in guards]
         outcomes = await asyncio.gather(*(self._run(name, stage, messages) for name in names))
-        for guard, outcome in zip(guards, outcomes):
+        # One outcome per guardrail, in order (gather): the lengths are equal.
+        for guard, outcome in zip(guards, outcomes, strict=True):
             if not isinstance(outcome, FailRun):
                 self._count(guard, outcome)
-        for name, outcome in zip(names, outcomes):
+        results: list[GuardrailResult] = []
+        for outcome in outcomes:
             if isinstance(outcome, FailRun):
                 return outcome
-        verdicts = [Verdict(name, stage, outcome) for name, outcome in zip(names, outcomes)]
+            results.append(outcome)
+        verdicts = [Verdict(name, stage, result) for name, result in zip(names, results, strict=True)]
         for verdict in findings(verdicts):
             self._record(verdict, report)
         tripped = first_tripwire(verdicts)
@@ -119,8 +122,8 @@ class GuardrailRunner:
                                   agent_name=spec.name, model=spec.model, messages=messages)
         try:
             return await workflow.execute_activity(
-                contracts.RUN_GUARDRAIL, input, result_type=GuardrailResult, summary=f"guardrail {name} ({stage})",
-                **guardrail_options(spec))
+                contracts.RUN_GUARDRAIL, input, result_type=GuardrailResult,
+                **calls.with_summary(guardrail_options(spec), f"guardrail {name} ({stage})"))
         except ActivityError as err:
             calls.reraise_cancel(err)
             after = calls.attempts_note(err, spec.llm_max_attempts)

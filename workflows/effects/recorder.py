@@ -13,6 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from temporalio import workflow
+from temporalio.common import SearchAttributeUpdate
 from temporalio.contrib.workflow_streams import WorkflowStream
 
 with workflow.unsafe.imports_passed_through():
@@ -110,8 +111,9 @@ class RunRecorder:
         self._name, self._model = name, model
         if trust_start_attributes:
             attrs = workflow.info().typed_search_attributes
-            if attrs.get(AGENT_NAME) == name and attrs.get(AGENT_MODEL) == model and attrs.get(AGENT_STATUS):
-                self._indexed = (attrs.get(AGENT_STATUS) or "", tuple(sorted(attrs.get(AGENT_PENDING_TOOLS) or [])))
+            status = attrs.get(AGENT_STATUS)
+            if attrs.get(AGENT_NAME) == name and attrs.get(AGENT_MODEL) == model and status:
+                self._indexed = (status, tuple(sorted(attrs.get(AGENT_PENDING_TOOLS) or [])))
 
     def _idle_status(self) -> bool:
         """A thread between turns says ``idle`` (runs started before that
@@ -146,7 +148,8 @@ class RunRecorder:
         indexed = (state.status, pending)
         if indexed == self._indexed:
             return
-        updates = [AGENT_STATUS.value_set(state.status), AGENT_PENDING_TOOLS.value_set(list(pending))]
+        updates: list[SearchAttributeUpdate[Any]] = [AGENT_STATUS.value_set(state.status),
+                                                     AGENT_PENDING_TOOLS.value_set(list(pending))]
         if self._indexed is None:
             updates += [AGENT_NAME.value_set(self._name), AGENT_MODEL.value_set(self._model)]
         workflow.upsert_search_attributes(updates)

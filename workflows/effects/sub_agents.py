@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
+from temporalio.common import SearchAttributePair
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
@@ -30,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.runs.run import run_failed_from
     from agentloop.shared.runs.events import SubAgentInvocationCompleted, SubAgentInvocationStarted
     from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.runs.report import StepReport, SubRunReport, ToolCallReport
+    from agentloop.shared.runs.report import RunReason, RunStatus, StepReport, SubRunReport, ToolCallReport
     from agentloop.shared.runs.run import AgentRunInput, SubRunLink
     from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
@@ -88,7 +89,8 @@ class SubAgentRunner:
         try:
             child = self._child_input(spec, call, task.text)
         except ValueError as err:  # e.g. a grandchild's model unpriced under a cost limit
-            return error_result(call, f"The sub-agent '{call.name}' cannot start: {describe_validation_error(err)}"), False
+            problem = describe_validation_error(err)
+            return error_result(call, f"The sub-agent '{call.name}' cannot start: {problem}"), False
         if (too_large := input_problem(call.name, child)) is not None:
             return error_result(call, too_large), False
         child_id = report.sub_run_id = child_run_id(self.run_id, call.id)
@@ -131,8 +133,8 @@ class SubAgentRunner:
         """Start the child, pass a stop on, wait for its end."""
         attributes = start_search_attributes(child.spec)
         assert child.parent is not None
-        attributes = attributes.updated(AGENT_PARENT_RUN.value_set(child.parent.parent_run_id),
-                                        AGENT_ROOT_RUN.value_set(child.parent.root_run_id))
+        attributes = attributes.updated(SearchAttributePair(AGENT_PARENT_RUN, child.parent.parent_run_id),
+                                        SearchAttributePair(AGENT_ROOT_RUN, child.parent.root_run_id))
         try:
             handle = await workflow.start_child_workflow(
                 WORKFLOW_NAME, child, id=child_id, result_type=AgentRunResult,
@@ -148,9 +150,12 @@ class SubAgentRunner:
             if isinstance(err.cause, CancelledError) and workflow.cancellation_reason() is not None:
                 raise asyncio.CancelledError("the run was cancelled") from err
             failed = run_failed_from(child_id, err.cause or err)
-            status = "cancelled" if failed.reason == "cancelled" else "failed"
+            status: RunStatus = "cancelled" if failed.reason == "cancelled" else "failed"
+            # run_failed_from's reason: the run's result's, else "cancelled" or "error".
+            reason: RunReason = (failed.result.reason if failed.result
+                                 else "cancelled" if failed.reason == "cancelled" else "error")
             message = failed.result.error if failed.result and failed.result.error else str(failed)
-            return ChildFailed(status, failed.reason, message), failed.result
+            return ChildFailed(status, reason, message), failed.result
         finally:
             if not watcher.done():
                 watcher.cancel()

@@ -14,8 +14,8 @@ Deterministic, like all of ``agentloop.workflows``.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Any, Union
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from temporalio import workflow
 from temporalio.api.common.v1 import Payload
@@ -69,10 +69,10 @@ with workflow.unsafe.imports_passed_through():
 
 
 #: How one turn's steps end (what ``AgentRunWorkflow._steps`` returns).
-TurnEnd = Union[FinalAnswer, Stopped, FailRun]
+TurnEnd = FinalAnswer | Stopped | FailRun
 
 #: Runs one turn's steps with the spec it is given.
-Steps = Callable[[AgentSpec], Awaitable[TurnEnd]]
+Steps = Callable[[AgentSpec], Coroutine[Any, Any, TurnEnd]]
 
 
 class ThreadRunner:

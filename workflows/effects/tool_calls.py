@@ -199,7 +199,7 @@ class ToolRunner:
                 timeout=timeout, timeout_summary=f"approval timeout {call.name}" if timeout else None)
             self.features.raise_if_cancelled()
             timed_out = False
-        except asyncio.TimeoutError:
+        except TimeoutError:
             timed_out = True
         report.waited_ms = ms(workflow.now() - started)
         decision = None if timed_out else state.decisions.get(call.id)
