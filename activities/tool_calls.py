@@ -122,7 +122,7 @@ class ToolCalls:
             return result(str(exc), is_error=True)
         except ToolError as exc:
             return result(f"Error: {exc}", is_error=True)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return result(
                 f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s and was "
                 "stopped; try a smaller task or raise its timeout (AgentSpec.tool_timeouts).",
@@ -154,7 +154,7 @@ class ToolCalls:
             raise ApplicationError(str(exc), type=MCP_UNAVAILABLE_ERROR_TYPE) from None
         except UserError as exc:
             return result(f"Error: {exc}", is_error=True)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s, its own limit, and "
                           "was stopped; try a smaller task or raise the limit: AgentSpec.tool_timeouts"
                           f"['{input.tool_name}'] (default AgentSpec.tool_timeout_seconds). The MCP server's "

@@ -372,7 +372,8 @@ class AgentLoopPlugin(SimplePlugin):
         }[self.role]
         config["activities"] = [*config.get("activities", []), *ours]
         config["interceptors"] = [*config.get("interceptors", []), *self._telemetry_interceptors(config)]
-        if config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE) == SDK_DEFAULT_HEARTBEAT_THROTTLE:
+        throttle = config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE)
+        if throttle == SDK_DEFAULT_HEARTBEAT_THROTTLE:
             config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         return super().configure_worker(config)
 

@@ -250,7 +250,7 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
 async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
     try:
         await asyncio.wait_for(event.wait(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     return event.is_set()
 

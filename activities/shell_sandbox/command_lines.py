@@ -203,7 +203,7 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_
     return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *(options or []), "--", *argv]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _system_python() -> str | None:
     """A Python 3 under /usr, which bubblewrap mounts anyway."""
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):
