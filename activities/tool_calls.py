@@ -22,6 +22,7 @@ from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.tool_ledger import ToolLedger
 from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
+from agentloop.activities.transcripts import TranscriptCache
 from agentloop.shared.activity_io import (
     ExecuteToolInput,
     ExecuteToolResult,
@@ -51,6 +52,7 @@ class ToolCalls:
     registry: ToolRegistry
     mcp: McpServers
     tool_ledger: ToolLedger
+    transcripts: TranscriptCache
     workspace: Path
     workspace_roots: list[Path] | None
 

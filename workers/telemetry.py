@@ -190,7 +190,8 @@ class Telemetry:
             if self.metrics is not None:
                 from agentloop.shared.pricing import cost_of
 
-                cost = cost_of(usage, arg.price) if getattr(arg, "price", None) is not None else None
+                price = getattr(arg, "price", None)
+                cost = cost_of(usage, price) if price is not None else None
                 self.metrics.model_call(model, usage.input_tokens, usage.output_tokens, cost, seconds)
             return result
 

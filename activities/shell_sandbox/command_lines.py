@@ -196,8 +196,8 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_
         python = _python()
         prefix = os.path.realpath(sys.base_prefix)
         args += ["--ro-bind", prefix, prefix]
-    for path in read_paths:
-        args += ["--ro-bind", path, path]
+    for read_path in read_paths:
+        args += ["--ro-bind", read_path, read_path]
     args += ["--ro-bind", os.path.realpath(_INIT), BWRAP_INIT_PATH]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd), "--"]
     return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *(options or []), "--", *argv]

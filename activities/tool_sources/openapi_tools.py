@@ -88,6 +88,9 @@ class OpenApiOperation(Tool):
     Swagger 2.0 ``formData``) parameters as arguments; its request body as
     ``body``, sent as JSON, a form or raw text as the operation consumes."""
 
+    #: Built from the operation in ``__init__`` (a plain Tool builds its own lazily).
+    _schema: dict[str, Any]
+
     def __init__(self, api: str, source: OpenApiSource, base_url: str, method: str, path: str,
                  operation: dict[str, Any], shared: list[dict[str, Any]], document: dict[str, Any],
                  name: str | None = None) -> None:
