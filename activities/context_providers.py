@@ -22,7 +22,9 @@ from agentloop.tools.registry import ToolRegistry
 CONTEXT_PROVIDER_FAILED_ERROR_TYPE = "ContextProviderFailed"
 
 
-async def load_context(registry: ToolRegistry, workspace: Path, allowed: bool, input: LoadContextInput) -> LoadContextResult:
+async def load_context(
+    registry: ToolRegistry, workspace: Path, allowed: bool, input: LoadContextInput
+) -> LoadContextResult:
     """The layers and listing ``input`` asks for. ``allowed``: the workspace
     lies in the worker's allowed roots (else it is not read)."""
     known = providers_of(registry)

@@ -32,7 +32,9 @@ async def execute_with_hooks(acts: ToolCalls, input: ExecuteToolInput, key: str)
 
     started = time.monotonic()
 
-    def result(content: str, *, is_error: bool, metrics: dict[str, Any], end_run: str | None = None) -> ExecuteToolResult:
+    def result(
+        content: str, *, is_error: bool, metrics: dict[str, Any], end_run: str | None = None
+    ) -> ExecuteToolResult:
         text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
         return ExecuteToolResult(call_id=input.call_id, content=text, is_error=is_error, truncated=truncated,
                                  latency_ms=(time.monotonic() - started) * 1000, metrics=metrics, end_run=end_run)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
@@ -144,9 +144,11 @@ class DeltaPublisher:
                     max_retry_duration=timedelta(seconds=60)
                 )
                 self._topic = self._client.topic(EVENTS_TOPIC)
+            client = self._client
+            assert client is not None  # set before the topic, which is set by now
             for entry in batch:
                 self._topic.publish(self._event(*entry))
-            await self._client.flush()
+            await client.flush()
             self.published += len(batch)
         except Exception as exc:  # streaming is best effort: the step goes on
             self._broken = True
@@ -155,4 +157,4 @@ class DeltaPublisher:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

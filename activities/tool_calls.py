@@ -22,6 +22,7 @@ from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.tool_ledger import ToolLedger
 from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
+from agentloop.activities.transcripts import TranscriptCache
 from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.shared.base.messages import ImagePart, ToolResultPart, cut_hint, truncate_output
@@ -48,6 +49,7 @@ class ToolCalls:
     registry: ToolRegistry
     mcp: McpServers
     tool_ledger: ToolLedger
+    transcripts: TranscriptCache
     workspace: Path
     workspace_roots: list[Path] | None
 
@@ -119,7 +121,7 @@ class ToolCalls:
             return result(str(exc), is_error=True)
         except ToolError as exc:
             return result(f"Error: {exc}", is_error=True)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return result(
                 f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s and was "
                 "stopped; try a smaller task or raise its timeout (AgentSpec.tool_timeouts).",
@@ -151,7 +153,7 @@ class ToolCalls:
             raise ApplicationError(str(exc), type=MCP_UNAVAILABLE_ERROR_TYPE) from None
         except UserError as exc:
             return result(f"Error: {exc}", is_error=True)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s, its own limit, and "
                           "was stopped; try a smaller task or raise the limit: AgentSpec.tool_timeouts"
                           f"['{input.tool_name}'] (default AgentSpec.tool_timeout_seconds). The MCP server's "

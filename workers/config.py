@@ -25,14 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentloop.activities.provider_keys import PROVIDER_KEY_VARIABLES
 from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from temporalio.client import Client
 
 DEFAULT_TASK_QUEUE = "agentloop"
-
-from agentloop.activities.provider_keys import PROVIDER_KEY_VARIABLES
 
 #: What a worker process runs (``agentloop worker --role``, ``AGENTLOOP_WORKER_ROLE``):
 #: ``models`` polls the run's task queue (the workflow and ``call_model``),
@@ -219,7 +218,8 @@ def read_holder(data_dir: Path) -> Holder | None:
         return None
     try:
         info = json.loads(text)
-        holder = Holder(**{k: info.get(k) for k in ("command", "pid", "namespace", "task_queue", "ui_url", "workspace")})
+        fields = ("command", "pid", "namespace", "task_queue", "ui_url", "workspace")
+        holder = Holder(**{k: info.get(k) for k in fields})
     except (ValueError, TypeError, AttributeError):  # written by an older agentloop, or being written
         holder = Holder()
     with contextlib.suppress(OSError):

@@ -339,7 +339,7 @@ class DevServer:
                 preexec_fn=_die_with_parent if _prctl is not None and in_main_thread else None,  # noqa: PLW1509
             )
         finally:
-            if out is not subprocess.DEVNULL:
+            if not isinstance(out, int):  # a log file we opened, not DEVNULL
                 out.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

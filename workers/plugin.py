@@ -324,7 +324,7 @@ class AgentLoopPlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """See :class:`temporalio.worker.Plugin`."""
-        client = config["client"]  # type: ignore[typeddict-item]
+        client = config["client"]
         if not self._configures(client, config.get("plugins", [])) or self._owns(config.get("activities", [])):
             return config  # another AgentLoopPlugin configures it, or this one did already
         converter = client.data_converter
@@ -362,7 +362,7 @@ class AgentLoopPlugin(SimplePlugin):
             workflows = list(config.get("workflows", []))
             workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow) if w not in workflows]
             config["workflows"] = workflows
-        ours = {
+        by_role: dict[str, list[Callable[..., Any]]] = {
             "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
                     acts.execute_tool_here, acts.resolve_guardrails, acts.run_guardrail, acts.load_context,
                     acts.run_tool_hooks, current_deployment_version],
@@ -370,10 +370,11 @@ class AgentLoopPlugin(SimplePlugin):
             "models": [acts.call_model, acts.resolve_tools_here, acts.execute_tool_here, acts.resolve_guardrails,
                        acts.run_guardrail, current_deployment_version],
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
-        }[self.role]
-        config["activities"] = [*config.get("activities", []), *ours]
+        }
+        config["activities"] = [*config.get("activities", []), *by_role[self.role]]
         config["interceptors"] = [*config.get("interceptors", []), *self._telemetry_interceptors(config)]
-        if config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE) == SDK_DEFAULT_HEARTBEAT_THROTTLE:
+        throttle = config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE)
+        if throttle == SDK_DEFAULT_HEARTBEAT_THROTTLE:
             config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         return super().configure_worker(config)
 
@@ -386,7 +387,7 @@ class AgentLoopPlugin(SimplePlugin):
             self.telemetry = Telemetry.from_env() or False
         if not self.telemetry:
             return []
-        present = [*config.get("interceptors", []), *config["client"].config().get("interceptors", [])]  # type: ignore[typeddict-item]
+        present = [*config.get("interceptors", []), *config["client"].config().get("interceptors", [])]
         if any(isinstance(i, TelemetryInterceptor) for i in present):
             return []
         return [i for i in self.telemetry.interceptors()
@@ -432,8 +433,9 @@ class AgentLoopPlugin(SimplePlugin):
         activities, the worker's activity options, and a client without
         plugins (the user's other plugins configure the user's worker)."""
         active = worker.config(active_config=True)
-        client_config = worker.client.config(active_config=True)
-        client = temporalio.client.Client(**{**client_config, "plugins": []})  # type: ignore[misc]
+        client_config = worker.client.config(active_config=True)  # a copy
+        client_config["plugins"] = []
+        client = temporalio.client.Client(**client_config)
         options = {key: active[key] for key in TOOLS_WORKER_OPTIONS if key in active}  # type: ignore[literal-required]
         acts = self.agent_activities
         return Worker(

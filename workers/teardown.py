@@ -49,9 +49,9 @@ def _foreign_threads_in_python() -> list[int]:
     """Idents of threads, not started by ``threading``, that are running
     Python code now (they have a frame): the SDK's bridge threads."""
     known = {
-        ident
-        for ident, thread in threading._active.items()  # noqa: SLF001 (no public view of it)
-        if not isinstance(thread, threading._DummyThread)  # noqa: SLF001
+        thread.ident
+        for thread in threading.enumerate()  # under threading's lock, unlike a walk of its private table
+        if thread.ident is not None and not isinstance(thread, threading._DummyThread)  # noqa: SLF001
     }
     return [ident for ident in sys._current_frames() if ident not in known]  # noqa: SLF001
 

@@ -27,6 +27,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
+from types import MappingProxyType
 from typing import Any
 
 import temporalio.activity
@@ -162,7 +163,9 @@ class Telemetry:
 
     # What activities do -----------------------------------------------------------------
 
-    async def call_model(self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]) -> Any:
+    async def call_model(
+        self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]
+    ) -> Any:
         arg = input.args[0] if input.args else None
         model = getattr(arg, "model", "")
         spans = self.tracing.chat(model, arg.step) if self.tracing is not None and arg else nullcontext()
@@ -187,11 +190,14 @@ class Telemetry:
             if self.metrics is not None:
                 from agentloop.shared.definition.pricing import cost_of
 
-                cost = cost_of(usage, arg.price) if getattr(arg, "price", None) is not None else None
+                price = getattr(arg, "price", None)
+                cost = cost_of(usage, price) if price is not None else None
                 self.metrics.model_call(model, usage.input_tokens, usage.output_tokens, cost, seconds)
             return result
 
-    async def execute_tool(self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]) -> Any:
+    async def execute_tool(
+        self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]
+    ) -> Any:
         arg = input.args[0] if input.args else None
         name, call_id = getattr(arg, "tool_name", ""), getattr(arg, "call_id", "")
         spans = (self.tracing.tool(name, call_id, arg.arguments) if self.tracing is not None and arg
@@ -218,7 +224,9 @@ class TelemetryInterceptor(Interceptor):
     def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
         return _ActivityInbound(next, self.telemetry)
 
-    def workflow_interceptor_class(self, input: WorkflowInterceptorClassInput) -> type[WorkflowInboundInterceptor] | None:
+    def workflow_interceptor_class(
+        self, input: WorkflowInterceptorClassInput
+    ) -> type[WorkflowInboundInterceptor] | None:
         input.unsafe_extern_functions[contracts.OBSERVE_EXTERN] = self.telemetry.observe
         if self.telemetry.tracing is None:
             return None
@@ -245,7 +253,9 @@ class _ActivityInbound(ActivityInboundInterceptor):
 # Structured logs ------------------------------------------------------------------------
 
 #: Fields of the log records made where they are set (run id, step, call id).
-_fields: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("agentloop_log_fields", default={})
+#: Never changed in place: each :func:`log_fields` sets a new mapping.
+_fields: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar(
+    "agentloop_log_fields", default=MappingProxyType({}))
 FIELDS = ("run_id", "step", "call_id", "agent", "reason")
 
 

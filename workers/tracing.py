@@ -189,8 +189,9 @@ class Tracing:
     @contextmanager
     def chat(self, model: str, step: int) -> Iterator[Span]:
         """The ``chat`` span of an LLM call (an exception marks it failed)."""
-        attributes = {"gen_ai.operation.name": "chat", "gen_ai.request.model": model.split(":", 1)[-1],
-                      "gen_ai.provider.name": provider_of(model), "agentloop.step": step}
+        attributes: dict[str, str | int] = {
+            "gen_ai.operation.name": "chat", "gen_ai.request.model": model.split(":", 1)[-1],
+            "gen_ai.provider.name": provider_of(model), "agentloop.step": step}
         with self.tracer.start_as_current_span(f"chat {model.split(':', 1)[-1]}", kind=SpanKind.CLIENT,
                                                attributes=attributes) as span:
             yield span  # type: ignore[misc]

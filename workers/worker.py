@@ -60,8 +60,8 @@ log = logging.getLogger("agentloop.worker")
 
 async def connect(address: str, namespace: str = "default", **options: Any) -> Client:
     """A Temporal client with the pydantic data converter, encrypting when
-    ``AGENTLOOP_ENCRYPTION_KEYS`` is set (use it on both sides). It carries no plugin: workers built from it get theirs from
-    :func:`build_worker`, and bare Workers built from it stay bare.
+    ``AGENTLOOP_ENCRYPTION_KEYS`` is set (use it on both sides). It carries no plugin: workers built from it get
+    theirs from :func:`build_worker`, and bare Workers built from it stay bare.
     ``options`` (``tls``, ``api_key``...) go to ``Client.connect``."""
     return await Client.connect(address, namespace=namespace, data_converter=converter_from_env(), **options)
 

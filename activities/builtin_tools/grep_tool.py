@@ -116,7 +116,8 @@ _UNSUPPORTED: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"invalid perl operator: \(\?<[=!]"), "lookbehind ((?<=...) and (?<!...)) is not supported"),
     (re.compile(r"invalid perl operator: \(\?>"), "atomic groups ((?>...)) are not supported"),
     (re.compile(r"invalid perl operator: \(\?\("), "conditionals ((?(1)...|...)) are not supported"),
-    (re.compile(r"bad repetition operator: (?:[*+?]|\{[\d,]*\})\+"), "possessive quantifiers such as a++ are not supported"),
+    (re.compile(r"bad repetition operator: (?:[*+?]|\{[\d,]*\})\+"),
+     "possessive quantifiers such as a++ are not supported"),
     (re.compile(r"invalid escape sequence: \\Z"), "\\Z is not supported; use $ for the end of the line"),
     (re.compile(r"invalid repetition size"), "counted repetitions go up to {1000}"),
 ]

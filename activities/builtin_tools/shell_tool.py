@@ -9,6 +9,7 @@ import os
 import shutil
 import signal
 import subprocess
+from pathlib import Path
 
 from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.workspace import resolve_in_workspace
@@ -76,7 +77,7 @@ async def shell_command(
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-async def _run(command: str, ctx: ToolContext, cwd, timeout_seconds: float,  # type: ignore[no-untyped-def]
+async def _run(command: str, ctx: ToolContext, cwd: Path, timeout_seconds: float,
                settings: sandbox.SandboxSettings, launcher: sandbox.Launcher, env: dict[str, str], bash: str,
                tmp: str | None) -> str:
     """Run the command in the sandbox (see :func:`shell_command`)."""
@@ -250,7 +251,7 @@ class _CommandProtocol(asyncio.SubprocessProtocol):
 async def _wait_event(event: asyncio.Event, timeout: float) -> bool:
     try:
         await asyncio.wait_for(event.wait(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         pass
     return event.is_set()
 

@@ -19,7 +19,7 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agentloop.shared.base.errors import ToolError, preview
@@ -343,7 +343,7 @@ def _parent_directory(
         os.close(dir_fd)
 
 
-def _no_follow(path: Path, call, name: str, flags: int, *, dir_fd: int):  # type: ignore[no-untyped-def]
+def _no_follow(path: Path, call: Callable[..., int], name: str, flags: int, *, dir_fd: int) -> int:
     """Run an ``O_NOFOLLOW`` open; a symlink met there becomes a ToolError."""
     try:
         return call(name, flags, dir_fd=dir_fd)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
@@ -62,8 +62,8 @@ def retry_after_delay(
         return None
     if when.tzinfo is None:
         # RFC 9110 dates are GMT; a zone-less parse means the zone was omitted.
-        when = when.replace(tzinfo=timezone.utc)
-    delay = when - (now or datetime.now(timezone.utc))
+        when = when.replace(tzinfo=UTC)
+    delay = when - (now or datetime.now(UTC))
     return delay if delay > timedelta(0) else None
 
 

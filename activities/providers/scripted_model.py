@@ -19,7 +19,7 @@ import inspect
 import json
 import re
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from typing import Any, Union
+from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
@@ -29,8 +29,8 @@ from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
 from agentloop.activities.providers.streaming import message_deltas
 
-ScriptFunction = Callable[[ModelRequest], Union[ModelResponse, Awaitable[ModelResponse]]]
-ScriptStep = Union[ModelResponse, ScriptFunction, BaseException]
+ScriptFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
+ScriptStep = ModelResponse | ScriptFunction | BaseException
 
 
 def reply(text: str, *, finish_reason: FinishReason = "stop") -> ModelResponse:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
 from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
@@ -27,7 +27,9 @@ class ChunkStream(Protocol[ItemT_co]):
 
     async def __aenter__(self) -> Any: ...
 
-    async def __aexit__(self, *exc_info: object) -> Any: ...
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None, /
+    ) -> Any: ...
 
     def __aiter__(self) -> AsyncIterator[ItemT_co]: ...
 
@@ -94,6 +96,27 @@ class SDKChatModel(Generic[ClientT]):
         return self._client
 
 
+class SDKRequestError(Protocol):
+    """What the SDKs' request errors (``APIError`` and its subclasses) carry."""
+
+    @property
+    def request(self) -> Any: ...  # the SDK's httpx request (its url and headers are read)
+
+    @property
+    def body(self) -> object: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+class SDKStatusError(SDKRequestError, Protocol):
+    """A request error with the response's status (``APIStatusError``,
+    ``APIResponseValidationError``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class SDKErrors:
     """The exception classes of one provider SDK.
@@ -113,11 +136,11 @@ class SDKErrors:
     """
 
     base: type[Exception]
-    api: type[Exception]
-    status: type[Exception]
-    connection: type[Exception]
-    timeout: type[Exception]
-    response_validation: type[Exception]
+    api: type[SDKRequestError]
+    status: type[SDKStatusError]
+    connection: type[SDKRequestError]
+    timeout: type[SDKRequestError]
+    response_validation: type[SDKStatusError]
 
     @classmethod
     def of(cls, sdk: ModuleType, *, base: type[Exception]) -> SDKErrors:

@@ -196,14 +196,14 @@ def _bwrap_args(bwrap: str, *, workspace: Path, cwd: Path, network: str, status_
         python = _python()
         prefix = os.path.realpath(sys.base_prefix)
         args += ["--ro-bind", prefix, prefix]
-    for path in read_paths:
-        args += ["--ro-bind", path, path]
+    for read_path in read_paths:
+        args += ["--ro-bind", read_path, read_path]
     args += ["--ro-bind", os.path.realpath(_INIT), BWRAP_INIT_PATH]
     args += ["--bind", str(workspace), str(workspace), "--chdir", str(cwd), "--"]
     return args + [python, "-I", "-S", BWRAP_INIT_PATH, "ns", str(status_fd), *(options or []), "--", *argv]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _system_python() -> str | None:
     """A Python 3 under /usr, which bubblewrap mounts anyway."""
     for candidate in ("/usr/bin/python3", "/usr/local/bin/python3"):

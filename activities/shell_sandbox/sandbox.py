@@ -86,7 +86,7 @@ __all__ = [
 log = logging.getLogger("agentloop.sandbox")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def landlock_support() -> int | str:
     """The kernel's Landlock ABI version, or why there is none."""
     if not sys.platform.startswith("linux"):
@@ -105,7 +105,7 @@ def _namespace_candidates(netns: bool = True) -> list[list[str]]:
     base = ["--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", *(["--net"] if netns else [])]
     # unshare dies with the worker (and the namespace with unshare), so a
     # worker killed mid-command leaves nothing running.
-    unshare = [setpriv, "--pdeathsig", "KILL", "--", unshare]
+    launch = [setpriv, "--pdeathsig", "KILL", "--", unshare]
     # The init keeps the namespace's capabilities (a non-root uid inside only
     # with --keep-caps) to mount the private /tmp, then drops every one of
     # them for good before the command (its --drop-caps, also for a uid 0
@@ -113,15 +113,15 @@ def _namespace_candidates(netns: bool = True) -> list[list[str]]:
     # memory).
     candidates = []
     if os.geteuid() == 0:
-        candidates.append([*unshare, "--user", "--map-current-user", *base, "--"])
-        candidates.append([*unshare, *base, "--"])
+        candidates.append([*launch, "--user", "--map-current-user", *base, "--"])
+        candidates.append([*launch, *base, "--"])
     else:
-        candidates.append([*unshare, "--user", "--map-current-user", "--keep-caps", *base, "--"])
-        candidates.append([*unshare, "--user", "--map-root-user", *base, "--"])
+        candidates.append([*launch, "--user", "--map-current-user", "--keep-caps", *base, "--"])
+        candidates.append([*launch, "--user", "--map-root-user", *base, "--"])
     return candidates
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _namespace_launcher(netns: bool = True) -> Launcher | str:
     """The first namespace command line that works here (with a network
     namespace of its own when ``netns``), or why none does."""
@@ -135,7 +135,12 @@ def _namespace_launcher(netns: bool = True) -> Launcher | str:
         plain = Launcher("namespace", tuple(prefix), netns=netns)
         with tempfile.TemporaryDirectory(prefix="agentloop-probe-") as probe_dir:
             options = confine_options(plain, Path(probe_dir), network="off" if netns else "on")
-            problem = _probe(lambda fd, prefix=prefix: [*prefix, *_init_args("ns", fd, ["true"], options)])
+            # _probe runs the command line before the loop moves on: the
+            # defaults only pin this iteration's values for the linter.
+            def line(fd: int, prefix: list[str] = prefix, options: list[str] = options) -> list[str]:
+                return [*prefix, *_init_args("ns", fd, ["true"], options)]
+
+            problem = _probe(line)
         if problem is None:
             launcher = Launcher("namespace", tuple(prefix), netns=netns)
             return _with_landlock(launcher)
@@ -183,7 +188,7 @@ def _probe(build: Callable[[int], list[str]]) -> str | None:
     return f"exit code {proc.returncode}" + (f": {output[-1]}" if output else "")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bwrap_problem() -> str | None:
     bwrap = _find("bwrap")
     if bwrap is None:
@@ -274,7 +279,7 @@ def _warn_once(note: str) -> None:
         log.warning(note)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _none_launcher() -> Launcher:
     return _with_landlock(Launcher("none", prefix=_reaper_prefix(), init_mode="reaper"))
 

@@ -53,7 +53,7 @@ import sys
 try:  # the C module: ``signal`` would import enum and cost ~6 ms
     import _signal as signal
 except ImportError:  # pragma: no cover - other Pythons
-    import signal  # type: ignore[no-redef]
+    import signal
 
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_NO_NEW_PRIVS = 38
@@ -120,7 +120,7 @@ def handled_fs(abi: int) -> int:
     return rights
 
 
-def _libc():  # type: ignore[no-untyped-def]
+def _libc():
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)

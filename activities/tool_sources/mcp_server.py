@@ -81,9 +81,8 @@ def expand(value: str, environ: dict[str, str] | None = None) -> str:
     Raises:
         UserError: A variable is not set (named, its value never shown).
     """
-    environ = os.environ if environ is None else environ
     try:
-        return string.Template(value).substitute(environ)
+        return string.Template(value).substitute(os.environ if environ is None else environ)
     except KeyError as exc:
         raise UserError(f"environment variable {exc.args[0]} is not set on the worker") from None
     except ValueError:

@@ -119,7 +119,8 @@ def json_schema(node: Any, dropped: list[str] | None = None) -> Any:
     if isinstance(out.get("properties"), dict):
         lifted = [name for name, sub in (node.get("properties") or {}).items()
                   if isinstance(sub, dict) and sub.get("required") is True]
-        listed = out.get("required") if isinstance(out.get("required"), list) else []
+        required = out.get("required")
+        listed: list[Any] = required if isinstance(required, list) else []
         if lifted:
             out["required"] = listed + [name for name in lifted if name not in listed]
     if (node.get("nullable") is True or node.get("x-nullable") is True) and isinstance(out.get("type"), str):

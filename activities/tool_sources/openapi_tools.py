@@ -88,6 +88,9 @@ class OpenApiOperation(Tool):
     Swagger 2.0 ``formData``) parameters as arguments; its request body as
     ``body``, sent as JSON, a form or raw text as the operation consumes."""
 
+    #: Built from the operation in ``__init__`` (a plain Tool builds its own lazily).
+    _schema: dict[str, Any]
+
     def __init__(self, api: str, source: OpenApiSource, base_url: str, method: str, path: str,
                  operation: dict[str, Any], shared: list[dict[str, Any]], document: dict[str, Any],
                  name: str | None = None) -> None:
@@ -256,7 +259,9 @@ class OpenApiOperation(Tool):
                 response = await http.request(self.method.upper(), self.base_url + path, params=query,
                                               headers=headers, **body)
             except httpx2.TransportError as exc:
-                raise ToolError(f"{self.method.upper()} {self.base_url + path} failed: {type(exc).__name__}: {exc}")
+                raise ToolError(
+                    f"{self.method.upper()} {self.base_url + path} failed: {type(exc).__name__}: {exc}"
+                ) from exc
         if not 200 <= response.status_code < 300:
             raise ToolError(f"HTTP {response.status_code} {response.reason_phrase} from {self.method.upper()} "
                             f"{path}: {_response_text(response)}")
@@ -326,7 +331,7 @@ def _disambiguated(api: str, found: list[tuple[str, str, dict[str, Any]]]) -> tu
     if not shared:
         return names, []
     renamed = []
-    for name, (method, path, op) in zip(names, found, strict=True):
+    for name, (method, path, _op) in zip(names, found, strict=True):
         if counts[name] > 1:
             name = (name + "_" + _BAD.sub("_", f"{method}_{path.strip('/')}"))[:64]
         renamed.append(name)

@@ -147,7 +147,8 @@ def register_guardrail(guard: Guardrail, *, registry: ToolRegistry | None = None
     _check(guard.name, guard.stage)
     found = guardrails_of(_registry(registry))
     if guard.name in found and found[guard.name] != guard and not replace:
-        raise UserError(f"a guardrail named {guard.name!r} is already registered; pick another name or pass replace=True")
+        raise UserError(f"a guardrail named {guard.name!r} is already registered; "
+                        "pick another name or pass replace=True")
     found[guard.name] = guard
     return guard
 

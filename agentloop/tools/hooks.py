@@ -134,7 +134,8 @@ def register_hook(hook: Hook, *, registry: ToolRegistry | None = None, replace: 
         raise UserError(f"hook name {hook.name!r} is not allowed: use 1-64 letters, digits, '_', '-' or '.'")
     found = hooks_of(registry)
     if hook.name in found and found[hook.name].fn is not hook.fn and not replace:
-        raise UserError(f"a tool hook named {hook.name!r} is already registered; pick another name or pass replace=True")
+        raise UserError(f"a tool hook named {hook.name!r} is already registered; "
+                        "pick another name or pass replace=True")
     found[hook.name] = hook
     return hook
 

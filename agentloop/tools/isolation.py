@@ -316,7 +316,11 @@ async def _wait_exit(loop: asyncio.AbstractEventLoop, pid: int) -> int:
         return await asyncio.to_thread(_blocking_wait, pid)
     try:
         exited = loop.create_future()
-        loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+        def on_exit() -> None:
+            if not exited.done():
+                exited.set_result(None)
+
+        loop.add_reader(pidfd, on_exit)
         try:
             await exited
         finally:
@@ -384,7 +388,7 @@ def _load_prctl() -> Callable[..., int] | None:
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return libc.prctl  # type: ignore[no-any-return]
+        return libc.prctl
     except (OSError, AttributeError):
         return None
 

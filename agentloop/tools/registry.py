@@ -123,7 +123,7 @@ class Tool:
             default = ... if param.default is inspect.Parameter.empty else param.default
             fields[pname] = (annotation, Field(default, description=arg_docs.get(pname)))
         model_name = "".join(part.title() for part in re.split(r"[_-]", self.name)) + "Args"
-        return create_model(  # type: ignore[call-overload]
+        return create_model(
             model_name, __config__=ConfigDict(extra="forbid"), **fields
         )
 
