@@ -6,6 +6,7 @@ from __future__ import annotations
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
 from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.base.text import cut
 
 # What the model sees -----------------------------------------------------------------------
 
@@ -69,10 +70,4 @@ def max_steps_message(spec: AgentSpec) -> str:
 def clip_output(text: str, limit: int) -> str:
     """An operator's or client's answer cut to the spec's tool output limit,
     head and tail kept, with a visible note (as tool outputs are)."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    omitted = len(text) - head - tail
-    note = f"[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]"
-    return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}"
+    return cut(text, limit, hint="the answer exceeded tool_output_limit", tail=True)
