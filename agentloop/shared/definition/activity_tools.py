@@ -97,7 +97,8 @@ class ActivityTool(BaseModel):
             jsonschema.Draft202012Validator.check_schema(value)
         except jsonschema.SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-            raise ValueError(f"parameters is not a valid JSON schema at {where}: {cut(exc.message, MAX_PROBLEM_CHARS)}; fix the "
+            problem = cut(exc.message, MAX_PROBLEM_CHARS)
+            raise ValueError(f"parameters is not a valid JSON schema at {where}: {problem}; fix the "
                              "tool's declared schema") from None
         if value.get("type", "object") != "object":
             raise ValueError("parameters must be a JSON schema of type 'object' (the model's arguments are one "

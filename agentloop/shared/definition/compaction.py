@@ -8,8 +8,8 @@ from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentloop.shared.base.text import cut
 from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.text import cut
 from agentloop.shared.definition.context_window import (
     CHARS_PER_TOKEN,
     SUMMARY_HEADER,
