@@ -34,7 +34,7 @@ def unknown_tool_message(name: str, available: list[ToolDefinition]) -> str:
 def bad_arguments_message(call: ToolCallPart) -> str:
     """What the model sees when its tool arguments were not a JSON object."""
     raw = call.raw_arguments if call.raw_arguments is not None else ""
-    shown = raw if len(raw) <= 500 else raw[:500] + "..."
+    shown = cut(raw, 500)
     return (
         f"Invalid arguments for tool '{call.name}': {call.arguments_error}. "
         f"Received: {shown!r}. Send the arguments as one JSON object matching the tool's schema."

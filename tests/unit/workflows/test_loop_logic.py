@@ -463,3 +463,12 @@ def test_a_carried_gate_holds_its_decision(decision: object) -> None:
 def test_missing_tools_say_what_to_register() -> None:
     message = missing_tools_message(["lookup_order"], ["read_file"])
     assert "lookup_order" in message and "Available: read_file" in message and "--import" in message
+
+
+def test_bad_arguments_message_cuts_long_raw_arguments() -> None:
+    from agentloop.shared.base.messages import ToolCallPart
+    from agentloop.workflows.decisions.tool_messages import bad_arguments_message
+
+    call = ToolCallPart(id="c1", name="read_file", raw_arguments="{" * 10_000, arguments_error="not valid JSON")
+    message = bad_arguments_message(call)
+    assert "…[9,5" in message and "characters cut]" in message and len(message) < 700
