@@ -58,4 +58,9 @@ def read_agents_md(workspace: Path, allowed: bool) -> str | None:
     if not allowed or not path.is_file():
         return None
     with path.open(encoding="utf-8", errors="replace") as f:
-        return cut_agents_md(f.read(MAX_AGENTS_MD_CHARS + 1))
+        text = f.read(MAX_AGENTS_MD_CHARS + 1)
+        if len(text) <= MAX_AGENTS_MD_CHARS:
+            return text
+        # The cut's mark counts the whole file: count the rest, a chunk at a time.
+        rest = sum(len(chunk) for chunk in iter(lambda: f.read(1 << 16), ""))
+        return cut_agents_md(text, len(text) + rest)

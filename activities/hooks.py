@@ -9,7 +9,8 @@ from typing import Any
 
 from temporalio import activity
 
-from agentloop.shared.base.messages import CUT_HINT, cut_hint, truncate_output
+from agentloop.shared.base.messages import CUT_HINT, cut_hint
+from agentloop.shared.base.text import cut, cut_marked
 from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.tools.hooks import (
     EndRun,
@@ -35,7 +36,7 @@ async def execute_with_hooks(acts: ToolCalls, input: ExecuteToolInput, key: str)
     def result(
         content: str, *, is_error: bool, metrics: dict[str, Any], end_run: str | None = None
     ) -> ExecuteToolResult:
-        text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
+        text, truncated = cut_marked(content, input.output_limit, hint=cut_hint(input.tool_name), tail=True)
         return ExecuteToolResult(call_id=input.call_id, content=text, is_error=is_error, truncated=truncated,
                                  latency_ms=(time.monotonic() - started) * 1000, metrics=metrics, end_run=end_run)
 
@@ -81,7 +82,7 @@ async def run_tool_hooks(acts: ToolCalls, input: RunToolHooksInput) -> ToolHookD
     ``on_tool_error`` hooks with the call's error."""
 
     def decided(action: str, value: str) -> ToolHookDecision:
-        text, _ = truncate_output(value, input.output_limit, CUT_HINT)
+        text = cut(value, input.output_limit, hint=CUT_HINT, tail=True)
         return ToolHookDecision(action=action, content=text)  # type: ignore[arg-type]
 
     known = hooks_of(acts.registry)

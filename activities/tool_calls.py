@@ -25,7 +25,8 @@ from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TY
 from agentloop.activities.transcripts import TranscriptCache
 from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.shared.base.errors import ToolError, UserError
-from agentloop.shared.base.messages import ImagePart, ToolResultPart, cut_hint, truncate_output
+from agentloop.shared.base.messages import ImagePart, ToolResultPart, cut_hint
+from agentloop.shared.base.text import cut_marked
 from agentloop.shared.definition.spec import system_workspace_problem
 from agentloop.tools.registry import InvalidToolArguments, ToolRegistry
 from agentloop.tools.tool_context import ToolContext
@@ -80,7 +81,7 @@ class ToolCalls:
         metrics: dict[str, Any] = {}
 
         def result(content: str, *, is_error: bool) -> ExecuteToolResult:
-            text, truncated = truncate_output(content, input.output_limit, cut_hint(input.tool_name))
+            text, truncated = cut_marked(content, input.output_limit, hint=cut_hint(input.tool_name), tail=True)
             return ExecuteToolResult(
                 call_id=input.call_id,
                 content=text,

@@ -23,7 +23,8 @@ with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
     from agentloop.shared.definition.activity_io import ResolveToolsInput, ToolDefinition
-    from agentloop.shared.definition.approvals import MAX_REASON_CHARS, cut_text
+    from agentloop.shared.base.text import cut
+    from agentloop.shared.definition.approvals import MAX_REASON_CHARS
     from agentloop.shared.definition.context_providers import agents_md_layer
     from agentloop.shared.base.errors import (
         INVALID_INPUT_ERROR_TYPE,
@@ -261,7 +262,7 @@ class AgentRunWorkflow(LlmSteps):
     def _end_stopped(self) -> AgentRunResult:
         assert self._state.stop is not None
         # Bounded again: a stop carried from a run of an older version may hold any reason.
-        reason = cut_text(self._state.stop.reason, MAX_REASON_CHARS) if self._state.stop.reason else None
+        reason = cut(self._state.stop.reason, MAX_REASON_CHARS) if self._state.stop.reason else None
         note = f"stopped: {reason}" if reason else "stopped by request"
         return self._recorder.stopped(note, omit_long=self._features.by_reference)
 

@@ -17,6 +17,7 @@ from agentloop.activities.builtin_tools.workspace import (
     workspace_relative,
 )
 from agentloop.shared.base.errors import ToolError
+from agentloop.shared.base.text import cut
 from agentloop.tools.tool_context import ToolContext
 
 # Git and many other tools call a file binary if its first 8 KiB hold a NUL.
@@ -82,7 +83,7 @@ def read_file(file_path: str, offset: int = 1, limit: int = 2000, *, ctx: ToolCo
                 if "\x00" in line:
                     raise _binary_file_error(file_path)
                 if offset <= total < offset + limit:
-                    clipped = _clip_line(line.rstrip("\n"), _MAX_LINE_CHARS)
+                    clipped = cut(line.rstrip("\n"), _MAX_LINE_CHARS)
                     shown.append(f"{total:>6}\t{clipped}")
     except OSError as exc:
         raise ToolError(f"Could not read '{file_path}': {exc.strerror or exc}") from None
@@ -143,12 +144,6 @@ def _binary_file_error(file_path: str) -> ToolError:
         f"'{file_path}' looks like a binary file (it contains NUL bytes); "
         "read_file only shows text files"
     )
-
-
-def _clip_line(line: str, limit: int) -> str:
-    if len(line) <= limit:
-        return line
-    return line[:limit] + f" [... line cut, {len(line) - limit} more characters]"
 
 
 

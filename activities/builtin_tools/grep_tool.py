@@ -12,9 +12,10 @@ from pathlib import Path
 
 import re2
 
-from agentloop.activities.builtin_tools.file_tools import _BINARY_SNIFF_BYTES, _clip_line, _sorted_entries
+from agentloop.activities.builtin_tools.file_tools import _BINARY_SNIFF_BYTES, _sorted_entries
 from agentloop.activities.builtin_tools.workspace import open_for_reading, resolve_in_workspace, workspace_relative
 from agentloop.shared.base.errors import ToolError
+from agentloop.shared.base.text import cut
 from agentloop.tools.tool_context import ToolContext
 
 _GREP_MAX_LINE_CHARS = 500
@@ -68,7 +69,7 @@ def grep_files(
                 capped = True
                 break
             shown = workspace_relative(ctx.workspace, file)
-            results.append(f"{shown}:{lineno}: {_clip_line(line.rstrip(), _GREP_MAX_LINE_CHARS)}")
+            results.append(f"{shown}:{lineno}: {cut(line.rstrip(), _GREP_MAX_LINE_CHARS)}")
         if capped:
             break
 
@@ -150,7 +151,7 @@ def _regex_error(pattern: str, exc: re2.error) -> ToolError:
                 "syntax (no backreferences or lookaround); rewrite the pattern without it"
             )
     # RE2 quotes the offending part of the pattern, which may be all of it.
-    reason = _clip_line(reason, _PATTERN_SHOWN_CHARS)
+    reason = cut(reason, _PATTERN_SHOWN_CHARS)
     return ToolError(f"Invalid regex {_shown_pattern(pattern)}: {reason}")
 
 

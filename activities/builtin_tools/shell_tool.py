@@ -13,7 +13,8 @@ from pathlib import Path
 
 from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.workspace import resolve_in_workspace
-from agentloop.shared.base.messages import truncate_output
+from agentloop.shared.base.messages import cut_hint
+from agentloop.shared.base.text import cut
 from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.tool_context import ToolContext
 
@@ -156,7 +157,7 @@ async def _run(command: str, ctx: ToolContext, cwd: Path, timeout_seconds: float
     output = capture.text()
     if timed_out:
         ctx.metrics["timed_out"] = True
-        partial, _ = truncate_output(output, max(ctx.output_limit // 2, 1000))
+        partial = cut(output, max(ctx.output_limit // 2, 1000), hint=cut_hint("shell_command"), tail=True)
         raise ToolError(
             f"Command timed out after {timeout_seconds:g}s and was killed: {_preview(command)}\n"
             + (f"Output before it was killed:\n{partial}" if partial else "It printed nothing.")
@@ -292,5 +293,4 @@ def _signal_name(number: int) -> str:
 
 
 def _preview(command: str, limit: int = 200) -> str:
-    one_line = " ".join(command.split())
-    return one_line if len(one_line) <= limit else one_line[: limit - 3] + "..."
+    return cut(" ".join(command.split()), limit)

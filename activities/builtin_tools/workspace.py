@@ -9,7 +9,7 @@ time without following symlinks (so a path swapped for a symlink after it was
 resolved is refused, not followed) and never write into a file in place: a
 hard link to a file outside the workspace is a second name for that file's
 data, and writing through it would change the outside file.
-:func:`truncate_output` bounds what the model sees of a tool's output.
+:func:`~agentloop.shared.base.text.cut` bounds what the model sees of a tool's output.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ from datetime import datetime, timedelta, UTC
 from email.utils import parsedate_to_datetime
 from urllib.parse import urlsplit
 
+from agentloop.shared.base.text import cut
+
 #: Request headers that carry a credential, by provider convention
 #: (OpenAI and compatibles: Authorization; Anthropic: x-api-key; Azure: api-key).
 CREDENTIAL_HEADERS = ("authorization", "x-api-key", "api-key")
@@ -138,7 +140,7 @@ def error_body_message(body: object, *, limit: int = 1000) -> str | None:
     message = message.strip()
     if not message:
         return None
-    return message if len(message) <= limit else message[:limit] + "..."
+    return cut(message, limit)
 
 
 def _find_message(body: object, *, depth: int) -> str | None:

@@ -23,6 +23,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from agentloop.cli.common import say
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.text import cut
 from agentloop.workers.config import (
     ADDRESS_FILE,
     LOCK_FILE,
@@ -332,7 +333,7 @@ def describe_rpc_error(err: Exception) -> str:
 
     assert isinstance(err, RPCError)
     message = " ".join(err.message.split())
-    message = message if len(message) <= 300 else message[:297] + "..."
+    message = cut(message, 300)
     status = err.status
     if status == RPCStatusCode.NOT_FOUND and "namespace" in message.lower():
         return no_such_namespace(message)

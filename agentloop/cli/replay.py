@@ -21,6 +21,7 @@ from typing import Any
 from agentloop.cli.options import positive
 from agentloop.shared.base import contracts
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.text import cut
 
 #: Exit statuses: every history replays; some would fail (non-determinism);
 #: none would fail, but some could not be decoded, so were not replayed.
@@ -59,7 +60,7 @@ def replay_query(extra: str | None, include_running: bool) -> str:
 def describe_failure(error: BaseException) -> str:
     """A replay failure in one line (the SDK's non-determinism message is long)."""
     text = " ".join(str(error).split())
-    return text if len(text) <= 400 else text[:397] + "..."
+    return cut(text, 400)
 
 
 def _payloads(message: Any) -> Iterator[Any]:

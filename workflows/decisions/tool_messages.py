@@ -6,6 +6,7 @@ from __future__ import annotations
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
 from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.base.text import cut
 
 # What the model sees -----------------------------------------------------------------------
 
@@ -33,7 +34,7 @@ def unknown_tool_message(name: str, available: list[ToolDefinition]) -> str:
 def bad_arguments_message(call: ToolCallPart) -> str:
     """What the model sees when its tool arguments were not a JSON object."""
     raw = call.raw_arguments if call.raw_arguments is not None else ""
-    shown = raw if len(raw) <= 500 else raw[:500] + "..."
+    shown = cut(raw, 500)
     return (
         f"Invalid arguments for tool '{call.name}': {call.arguments_error}. "
         f"Received: {shown!r}. Send the arguments as one JSON object matching the tool's schema."
@@ -69,10 +70,4 @@ def max_steps_message(spec: AgentSpec) -> str:
 def clip_output(text: str, limit: int) -> str:
     """An operator's or client's answer cut to the spec's tool output limit,
     head and tail kept, with a visible note (as tool outputs are)."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    omitted = len(text) - head - tail
-    note = f"[... {omitted:,} characters cut: the answer exceeded tool_output_limit ...]"
-    return f"{text[:head]}\n{note}\n{text[len(text) - tail:]}"
+    return cut(text, limit, hint="the answer exceeded tool_output_limit", tail=True)

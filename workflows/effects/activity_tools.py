@@ -16,7 +16,8 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.base import contracts
-    from agentloop.shared.base.messages import CUT_HINT, truncate_output
+    from agentloop.shared.base.messages import CUT_HINT
+    from agentloop.shared.base.text import cut_marked
     from agentloop.shared.definition.activity_tools import (
         ActivityTool,
         activity_arguments,
@@ -118,6 +119,6 @@ async def _call(tool: ActivityTool, spec: AgentSpec, call: ToolCallPart, key: st
         after = calls.attempts_note(err, tool.max_attempts)
         return error_result(call, f"Tool '{tool.name}' (activity {tool.activity} on {tool.task_queue}) failed"
                                   f"{after}: {calls.failure_detail(err)}"), True
-    text, truncated = truncate_output(result_text(value), spec.tool_output_limit, CUT_HINT)
+    text, truncated = cut_marked(result_text(value), spec.tool_output_limit, hint=CUT_HINT, tail=True)
     report.truncated = truncated
     return ToolResultPart(id=call.id, name=call.name, content=text), False

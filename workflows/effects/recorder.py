@@ -19,7 +19,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.shared.base import contracts
-    from agentloop.shared.definition.approvals import cut_text
+    from agentloop.shared.base.text import cut
     from agentloop.shared.runs.events import (
         EVENTS_TOPIC,
         RunCancelled,
@@ -175,7 +175,7 @@ class RunRecorder:
         """A call's result is what the model will see: report and announce it."""
         report.latency_ms = ms(self.now() - started)
         report.result_size_bytes = len(result.content.encode())
-        report.error = cut_text(result.content, REPORT_TEXT_LIMIT) if result.is_error else None
+        report.error = cut(result.content, REPORT_TEXT_LIMIT) if result.is_error else None
         report.skipped = not ran
         step_report.tool_calls.append(report)
         self.emit(ToolExecutionCompleted, result=result, ran=ran, latency_ms=report.latency_ms)
@@ -195,7 +195,7 @@ class RunRecorder:
                 fetches them by query). False for runs started before that.
         """
         state, report = self.state, self.state.report
-        error = cut_text(error, MAX_ERROR_CHARS) if error is not None else None
+        error = cut(error, MAX_ERROR_CHARS) if error is not None else None
         state.end(status, reason, error)
         self.index()
         now = self.now()

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentloop.shared.base.text import cut
+
 
 class AgentLoopError(Exception):
     """Base class of agentloop's errors."""
@@ -45,11 +47,9 @@ MAX_LISTED_ERRORS = 10
 
 
 def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """``text`` as a message may quote it: cut to ``limit`` characters, saying
-    how long it was."""
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}... ({len(text):,} characters)"
+    """``text`` as a message may quote it: cut to ``limit`` characters, the
+    cut marked (:func:`~agentloop.shared.base.text.cut`)."""
+    return cut(text, limit)
 
 
 def describe_validation_error(exc: Exception) -> str:

@@ -170,32 +170,3 @@ def cut_hint(tool_name: str) -> str:
     """What a cut output of ``tool_name`` suggests doing (never a shell
     command for a tool that is not the shell)."""
     return CUT_HINTS.get(tool_name, CUT_HINT)
-
-
-def truncate_output(text: str, limit: int, hint: str = "narrow the command or read a smaller range") -> tuple[str, bool]:
-    """Shorten text to its head and tail with a visible note in between.
-
-    Two thirds of the budget go to the head and one third to the tail: the
-    head usually says what ran, the tail how it ended (errors, summaries).
-
-    Args:
-        text: The full output.
-        limit: Most characters of the original text to keep.
-        hint: What the note suggests (:func:`cut_hint` of the tool).
-
-    Returns:
-        The text (unchanged if it fits, else head + note + tail, at most
-        ``limit`` characters plus the note's length) and whether it was
-        truncated.
-    """
-    if len(text) <= limit:
-        return text, False
-    limit = max(limit, 0)
-    head = limit * 2 // 3
-    tail = limit - head
-    omitted = len(text) - head - tail
-    note = (
-        f"\n[... output truncated: {omitted} of {len(text)} characters omitted; {hint} ...]\n"
-    )
-    # text[-0:] would be the whole text, hence the explicit start index.
-    return text[:head] + note + text[len(text) - tail :], True

@@ -29,6 +29,7 @@ from typing import Any, get_type_hints
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from agentloop.shared.base.limits import TOOL_NAME_PATTERN
+from agentloop.shared.base.text import cut
 from agentloop.shared.definition.activity_io import ToolDefinition
 
 
@@ -96,7 +97,8 @@ class ActivityTool(BaseModel):
             jsonschema.Draft202012Validator.check_schema(value)
         except jsonschema.SchemaError as exc:
             where = "/".join(str(p) for p in exc.absolute_path) or "(top)"
-            raise ValueError(f"parameters is not a valid JSON schema at {where}: {_cut(exc.message)}; fix the "
+            problem = cut(exc.message, MAX_PROBLEM_CHARS)
+            raise ValueError(f"parameters is not a valid JSON schema at {where}: {problem}; fix the "
                              "tool's declared schema") from None
         if value.get("type", "object") != "object":
             raise ValueError("parameters must be a JSON schema of type 'object' (the model's arguments are one "
@@ -227,10 +229,6 @@ def _jsonschema() -> Any:
     return jsonschema
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= MAX_PROBLEM_CHARS else text[:MAX_PROBLEM_CHARS] + "..."
-
-
 def argument_problems(tool: ActivityTool, arguments: Any) -> str | None:
     """None when ``arguments`` match the tool's JSON schema; else the error
     result the model sees: what is wrong (at most
@@ -241,7 +239,7 @@ def argument_problems(tool: ActivityTool, arguments: Any) -> str | None:
     errors = sorted(validator.iter_errors(arguments), key=lambda e: (list(map(str, e.absolute_path)), e.message))
     if not errors:
         return None
-    problems = [f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {_cut(e.message)}"
+    problems = [f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {cut(e.message, MAX_PROBLEM_CHARS)}"
                 for e in errors[:MAX_ARGUMENT_PROBLEMS]]
     if len(errors) > MAX_ARGUMENT_PROBLEMS:
         problems.append(f"and {len(errors) - MAX_ARGUMENT_PROBLEMS} more")

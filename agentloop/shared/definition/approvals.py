@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+from agentloop.shared.base.text import cut
 
 PermissionAction = Literal["allow", "ask", "deny"]
 
@@ -239,16 +240,6 @@ def request_bytes(value: Any) -> int:
     return len(str(value))
 
 
-def cut_text(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` characters, the cut shown:
-    ``head [... N characters cut ...]``."""
-    if len(text) <= limit:
-        return text
-    longest_note = f" [... {len(text):,} characters cut ...]"
-    keep = max(0, limit - len(longest_note))
-    return f"{text[:keep]} [... {len(text) - keep:,} characters cut ...]"
-
-
 def cut_note(name: str, field: str, length: int, limit: int) -> str:
     """What ``rejected_signals`` says about a field a signal brought in cut."""
     return f"{name} signal: {field} cut to {limit:,} characters (it had {length:,}; the limit is {limit:,})"
@@ -281,7 +272,7 @@ def oversize_fields(name: str, payload: Any) -> list[tuple[str, int, int]]:
 
 def cut_oversize_fields(name: str, payload: Any) -> tuple[Any, list[str]]:
     """A copy of a signal's payload with every free-text field over its limit
-    cut (:func:`cut_text`), and a note per cut field. Signals cannot answer:
+    cut (:func:`~agentloop.shared.base.text.cut`), and a note per cut field. Signals cannot answer:
     the run takes what fits and says what it cut."""
     if not oversize_fields(name, payload):
         return payload, []
@@ -290,7 +281,7 @@ def cut_oversize_fields(name: str, payload: Any) -> tuple[Any, list[str]]:
     for obj, field, limit in _text_fields(name, payload):
         if len(obj[field]) > limit:
             notes.append(cut_note(name, field, len(obj[field]), limit))
-            obj[field] = cut_text(obj[field], limit)
+            obj[field] = cut(obj[field], limit)
     return payload, notes
 
 

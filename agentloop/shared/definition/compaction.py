@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.text import cut
 from agentloop.shared.definition.context_window import (
     CHARS_PER_TOKEN,
     SUMMARY_HEADER,
@@ -93,12 +94,6 @@ def split_for_compaction(messages: Sequence[Message], policy: ContextPolicy) -> 
     return CompactionSplit(head=list(messages[:head_end]), to_summarise=middle, tail=list(messages[cut:]))
 
 
-def _clip(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return f"{text[:limit]}\n[... {len(text) - limit:,} more chars not shown]"
-
-
 def render_transcript(messages: Iterable[Message], *, tool_output_chars: int | None = None) -> str:
     """Messages as plain text for a summariser: one bracketed header per
     message or tool call/result, thinking left out, images as ``[image]``,
@@ -121,7 +116,7 @@ def render_transcript(messages: Iterable[Message], *, tool_output_chars: int | N
                 lines.append(f"[tool call {part.name} ({part.id})] {arguments}")
             elif isinstance(part, ToolResultPart):
                 label = "tool error" if part.is_error else "tool result"
-                content = part.content if tool_output_chars is None else _clip(part.content, tool_output_chars)
+                content = part.content if tool_output_chars is None else cut(part.content, tool_output_chars)
                 lines.append(f"[{label} {part.name} ({part.id})]\n{content}")
         if lines:
             blocks.append(f"[{message.role}]\n" + "\n".join(lines))

@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentloop.shared.base.text import cut
+
 
 class ContextLayer(BaseModel):
     """One named section of the system prompt.
@@ -83,16 +85,15 @@ class LoadContextResult(BaseModel):
     missing: list[str] = Field(default_factory=list)
     available: list[str] = Field(default_factory=list)
 
-def cut_agents_md(text: str) -> str:
-    """``AGENTS.md`` cut to :data:`MAX_AGENTS_MD_CHARS` (the cut marked)."""
-    if len(text) > MAX_AGENTS_MD_CHARS:
-        return text[:MAX_AGENTS_MD_CHARS] + "\n[AGENTS.md cut here]"
-    return text
+def cut_agents_md(text: str, length: int | None = None) -> str:
+    """``AGENTS.md`` cut to :data:`MAX_AGENTS_MD_CHARS` (the cut marked; a
+    text already cut is left as it is). ``length``: the file's whole length
+    when ``text`` is only its start."""
+    return cut(text, MAX_AGENTS_MD_CHARS, length=length)
 
 def agents_md_layer(text: str) -> ContextLayer:
     """``AGENTS.md`` as a system layer (stable: read once per run)."""
-    if len(text) > MAX_AGENTS_MD_CHARS and not text.endswith("\n[AGENTS.md cut here]"):
-        text = cut_agents_md(text)
+    text = cut_agents_md(text)
     return ContextLayer(name="workspace.agents_md", priority=10, stable=True,
                         content=f"Instructions from the workspace's AGENTS.md:\n\n{text}")
 

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from agentloop.shared.base.usage import Usage
 from agentloop.shared.base.messages import Message, TextPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.text import cut
 
 
 #: When a guardrail runs: ``input`` before each LLM step, ``output`` after it.
@@ -49,8 +50,7 @@ class GuardrailResult(BaseModel):
     def _tripwire_fails(self) -> GuardrailResult:
         if self.tripwire:
             self.passed = False
-        if len(self.reason) > MAX_GUARDRAIL_REASON_CHARS:
-            self.reason = self.reason[:MAX_GUARDRAIL_REASON_CHARS] + "..."
+        self.reason = cut(self.reason, MAX_GUARDRAIL_REASON_CHARS)
         return self
 
     @classmethod

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agentloop.shared.definition.approvals import cut_text
+from agentloop.shared.base.text import cut
 from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.fingerprint import DefinitionChange
 
@@ -62,7 +62,7 @@ class ToolCallReport(BaseModel):
 def report_text(text: str) -> str:
     """A text as the report keeps it: at most ``REPORT_TEXT_LIMIT``
     characters, the cut shown."""
-    return cut_text(text, REPORT_TEXT_LIMIT)
+    return cut(text, REPORT_TEXT_LIMIT)
 
 
 def cut_strings(values: dict[str, Any], limit: int = REPORT_TEXT_LIMIT) -> tuple[dict[str, Any], bool]:
@@ -70,13 +70,13 @@ def cut_strings(values: dict[str, Any], limit: int = REPORT_TEXT_LIMIT) -> tuple
     them: each string, at any depth, longer than ``limit`` characters cut,
     the cut shown. Returns them, and whether any was cut (``values`` itself
     when none was)."""
-    cut = False
+    was_cut = False
 
     def keep(value: Any) -> Any:
-        nonlocal cut
+        nonlocal was_cut
         if isinstance(value, str) and len(value) > limit:
-            cut = True
-            return cut_text(value, limit)
+            was_cut = True
+            return cut(value, limit)
         if isinstance(value, dict):
             return {k: keep(v) for k, v in value.items()}
         if isinstance(value, list):
@@ -84,7 +84,7 @@ def cut_strings(values: dict[str, Any], limit: int = REPORT_TEXT_LIMIT) -> tuple
         return value
 
     kept = keep(values)
-    return (kept, True) if cut else (values, False)
+    return (kept, True) if was_cut else (values, False)
 
 
 class GuardrailReport(BaseModel):

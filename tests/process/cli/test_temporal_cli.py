@@ -212,7 +212,7 @@ async def test_a_stop_reason_of_a_megabyte_and_a_half_from_a_file(
                                    "--output", "json")
         assert state.returncode == 0, state.stderr
         error = json.loads(state.stdout)["queryResult"][0]["error"]
-    assert error.startswith("stopped: rrr") and error.endswith(" characters cut ...]")
+    assert error.startswith("stopped: rrr") and error.endswith(" characters cut]")
     assert len(error) <= len("stopped: ") + MAX_REASON_CHARS
 
 

@@ -507,7 +507,7 @@ async def test_the_report_keeps_long_arguments_errors_and_input_cut(
     assert result is not None and result.reason == "tool_error"
     (report,) = result.report.steps[0].tool_calls
     assert report.arguments_cut and report.arguments["note"] == "short"
-    assert report.arguments["content"].startswith("ccc") and report.arguments["content"].endswith("characters cut ...]")
+    assert report.arguments["content"].startswith("ccc") and report.arguments["content"].endswith("characters cut]")
     assert len(report.arguments["content"]) <= REPORT_TEXT_LIMIT
     assert report.error is not None and "disk full" in report.error and len(report.error) <= REPORT_TEXT_LIMIT
     assert report.result_size_bytes > 15_000  # what the model saw (up to tool_output_limit), measured whole

@@ -27,7 +27,7 @@ def test_listing_and_agents_md_layer(tmp_path: Path) -> None:
     assert workspace_listing(tmp_path) == "README.md\nsrc/\nsrc/main.py"
     assert workspace_listing(tmp_path, limit=1) == "README.md\n... and 2 more"
     layer = agents_md_layer("x" * 40_000)
-    assert layer.stable and layer.content.endswith("[AGENTS.md cut here]") and len(layer.content) < 33_000
+    assert layer.stable and layer.content.endswith("…[8,024 characters cut]") and len(layer.content) < 33_000
 
 
 async def test_agents_md_and_the_listing_reach_the_model(agent_client: AgentClient, worker, workspace: Path) -> None:

@@ -290,4 +290,4 @@ def test_error_body_message_shapes() -> None:
     assert error_body_message({"error": "plain"}) == "plain"
     assert error_body_message("text body") == "text body"
     assert error_body_message({"code": 1}) is None
-    assert error_body_message("x" * 2000, limit=10) == "x" * 10 + "..."
+    assert error_body_message("x" * 2000, limit=100) == "x" * 77 + "…[1,923 characters cut]"

@@ -364,10 +364,10 @@ def test_render_transcript() -> None:
         Message(role="tool", content=[ToolResultPart(id="c1", name="read", content="A" * 50, is_error=True)]),
         Message(role="user", content=[ImagePart(url="https://x/y.png")]),
     ]
-    text = render_transcript(messages, tool_output_chars=10)
+    text = render_transcript(messages, tool_output_chars=30)
     assert "secret" not in text
     assert '[tool call read (c1)] {"path": "a.txt"}' in text
-    assert "[tool error read (c1)]\nAAAAAAAAAA\n[... 40 more chars not shown]" in text
+    assert "[tool error read (c1)]\n" + "A" * 10 + "…[40 characters cut]\n" in text
     assert "[user]\n[image]" in text
     assert text.startswith("[user]\ntask\n\n[assistant]\non it\n")
 
@@ -384,7 +384,7 @@ def test_compaction_request_holds_transcript_and_prompt() -> None:
     assert "<kept>\n[user]\nDo the task.\n</kept>" in text
     assert "[tool call read (c0)]" in text and "[tool call read (c4)]" in text
     assert "[tool call read (c5)]" not in text  # kept in the tail
-    assert "4,900 more chars not shown" in text
+    assert "…[4,923 characters cut]" in text
     assert not request[0].tool_calls and not request[0].tool_results
 
 

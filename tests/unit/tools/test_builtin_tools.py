@@ -17,7 +17,8 @@ import pytest
 
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
 from agentloop.activities.builtin_tools.workspace import resolve_in_workspace, workspace_relative
-from agentloop.shared.base.messages import truncate_output
+from agentloop.shared.base.messages import cut_hint
+from agentloop.shared.base.text import cut_marked
 from agentloop.shared.base.errors import ToolError
 from agentloop.tools.registry import InvalidToolArguments, ToolRegistry
 from agentloop.tools.tool_context import ToolContext
@@ -148,38 +149,22 @@ def test_resolve_rejects_nul_and_home(ws: Path) -> None:
 
 
 # --------------------------------------------------------------------------
-# truncate_output
+# cutting a tool's output
 
 
-def test_truncate_output_keeps_short_text() -> None:
-    assert truncate_output("hello", 5) == ("hello", False)
-    assert truncate_output("", 0) == ("", False)
+def test_cut_keeps_short_text() -> None:
+    assert cut_marked("hello", 5, tail=True) == ("hello", False)
+    assert cut_marked("", 0, tail=True) == ("", False)
 
 
-def test_truncate_output_head_tail_and_note() -> None:
+def test_cut_output_keeps_head_and_tail_around_the_mark() -> None:
     text = "".join(f"{i:05d}\n" for i in range(10_000))  # 60_000 characters
-    out, truncated = truncate_output(text, 3000)
-    assert truncated
-    note = (
-        "\n[... output truncated: 57000 of 60000 characters omitted; "
-        "narrow the command or read a smaller range ...]\n"
-    )
-    assert note in out
-    assert len(out) == 3000 + len(note)
-    head, tail = out.split(note)
-    assert text.startswith(head) and len(head) == 2000
-    assert text.endswith(tail) and len(tail) == 1000
-
-
-@pytest.mark.parametrize("limit", [0, 1, 2, 3, 10, 99])
-def test_truncate_output_sizes_hold_for_small_limits(limit: int) -> None:
-    text = "abcdefghij" * 10 + "Z"
-    out, truncated = truncate_output(text, limit)
-    assert truncated
-    note = re.search(r"\n\[\.\.\. output truncated: .*? \.\.\.\]\n", out)
-    assert note is not None
-    assert len(out) <= limit + len(note.group(0))
-    assert len(out) - len(note.group(0)) == limit
+    out, truncated = cut_marked(text, 3000, hint=cut_hint("shell_command"), tail=True)
+    assert truncated and len(out) == 3000
+    mark = "…[57,044 characters cut: narrow the command]"
+    head, tail = out.split(mark)
+    assert text.startswith(head) and len(head) == (3000 - len(mark)) * 2 // 3
+    assert text.endswith(tail) and len(head) + len(tail) == 3000 - len(mark)
 
 
 # --------------------------------------------------------------------------
@@ -1072,11 +1057,11 @@ async def test_a_name_or_path_too_long_is_refused_in_the_tools_words(ws: Path, t
     message = await run_error(tool, ws, **arguments)
     assert "Errno" not in message and str(ws) not in message, message
     if path.startswith("a"):
-        assert message.endswith("has a name of 5,000 bytes ('" + "a" * 40 + "... (5,000 characters)'); file names "
+        assert message.endswith("has a name of 5,000 bytes ('" + "a" * 17 + "…[4,983 characters cut]'); file names "
                                 "are at most 255 bytes here: use a shorter name"), message
     else:
         assert "(3,000 levels)" in message and message.endswith("bytes here: use a shorter path"), message
-    assert message.startswith("Path '" + path[:60] + "... (")
+    assert message.startswith("Path '" + path[:37] + "…[")
 
 
 # Which workspaces a run may use -------------------------------------------------------

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from agentloop.activities.tool_sources.openapi_tools import openapi_tools
-from agentloop.shared.base.messages import cut_hint, truncate_output
+from agentloop.shared.base.messages import cut_hint
+from agentloop.shared.base.text import cut_marked
 from agentloop.tools.registry import InvalidToolArguments
 from tests.helpers.paths import PETSTORE_V2, STORE_API
 
@@ -113,9 +114,9 @@ def test_a_missing_required_property_is_shown_with_its_object() -> None:
 
 def test_a_cut_output_mentions_shell_commands_only_for_the_shell() -> None:
     text = "y" * 50_000
-    assert "narrow the command" in truncate_output(text, 1000, cut_hint("shell_command"))[0]
+    assert "narrow the command" in cut_marked(text, 1000, hint=cut_hint("shell_command"), tail=True)[0]
     for tool in ("store__createOrder", "notes__add", "read_file"):
-        cut, truncated = truncate_output(text, 1000, cut_hint(tool))
+        cut, truncated = cut_marked(text, 1000, hint=cut_hint(tool), tail=True)
         assert truncated and "command" not in cut, tool
 
 

@@ -75,3 +75,12 @@ def test_the_cli_shows_guardrail_events() -> None:
         run_id="r", step=1, time=datetime.now(timezone.utc), name="polite", stage="output", tripwire=True,
         reason="rude", severity="high"))
     assert out.getvalue() == "[step 2] guardrail polite (output) tripped [high]: rude\n"
+
+
+def test_a_long_guardrail_reason_is_cut_with_the_one_mark() -> None:
+    from agentloop.shared.definition.guardrails import MAX_GUARDRAIL_REASON_CHARS
+
+    result = GuardrailResult(passed=False, reason="w" * 100_000)
+    assert len(result.reason) <= MAX_GUARDRAIL_REASON_CHARS and result.reason.endswith("characters cut]")
+    # Validating it again keeps it as it is.
+    assert GuardrailResult.model_validate(result.model_dump()).reason == result.reason

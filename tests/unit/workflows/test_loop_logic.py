@@ -295,8 +295,9 @@ def test_client_outputs_keep_their_error_flag_and_are_cut() -> None:
 
 def test_clip_output_keeps_head_and_tail() -> None:
     assert clip_output("short", 10) == "short"
-    clipped = clip_output("a" * 60 + "b" * 60, 30)
-    assert clipped.startswith("a" * 20) and clipped.endswith("b" * 10) and "90 characters cut" in clipped
+    mark = "…[110 characters cut: the answer exceeded tool_output_limit]"
+    clipped = clip_output("a" * 100 + "b" * 100, 90 + len(mark))
+    assert clipped == "a" * 60 + mark + "b" * 30
 
 
 # decide_after_tools ---------------------------------------------------------------------
@@ -462,3 +463,12 @@ def test_a_carried_gate_holds_its_decision(decision: object) -> None:
 def test_missing_tools_say_what_to_register() -> None:
     message = missing_tools_message(["lookup_order"], ["read_file"])
     assert "lookup_order" in message and "Available: read_file" in message and "--import" in message
+
+
+def test_bad_arguments_message_cuts_long_raw_arguments() -> None:
+    from agentloop.shared.base.messages import ToolCallPart
+    from agentloop.workflows.decisions.tool_messages import bad_arguments_message
+
+    call = ToolCallPart(id="c1", name="read_file", raw_arguments="{" * 10_000, arguments_error="not valid JSON")
+    message = bad_arguments_message(call)
+    assert "…[9,5" in message and "characters cut]" in message and len(message) < 700
