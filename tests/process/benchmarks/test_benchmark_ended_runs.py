@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from benchmarks import ended_runs
+from benchmarks.durability import ended_runs
 
 
 async def test_parked_runs_hold_a_tracked_object_each_and_collect_faster() -> None:
@@ -27,13 +27,13 @@ async def test_the_costs_of_parking_are_measured_on_parked_runs() -> None:
 
 
 def test_the_command_prints_its_table_and_refuses_bad_options() -> None:
-    ran = subprocess.run([sys.executable, "-m", "benchmarks.ended_runs", "--runs", "50", "--repeat", "1"],
+    ran = subprocess.run([sys.executable, "-m", "benchmarks.durability.ended_runs", "--runs", "50", "--repeat", "1"],
                          check=False, capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
     assert lines[2].split()[0] == "50" and lines[3].startswith("recording a run's answer:")
 
-    bad = subprocess.run([sys.executable, "-m", "benchmarks.ended_runs", "--runs", "many"],
+    bad = subprocess.run([sys.executable, "-m", "benchmarks.durability.ended_runs", "--runs", "many"],
                          check=False, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "--runs takes numbers separated by commas" in bad.stderr
     assert "Traceback" not in bad.stderr

@@ -13,7 +13,7 @@ from tests.helpers.paths import ROOT
 
 
 def test_the_fanout_benchmark_measures_every_client_count() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.sse_fanout", "--clients", "1,6", "--runs", "1",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.streaming.sse_fanout", "--clients", "1,6", "--runs", "1",
                            "--chunks", "6"], capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()

@@ -1,9 +1,9 @@
-"""benchmarks/concurrency (and its CPU split) on real dev servers, at a few runs: both systems
+"""benchmarks/loop/concurrency (and its CPU split) on real dev servers, at a few runs: both systems
 (and both with their tool call local) finish, the figures it prints are
 measured, and a server set up as it sets them up (search attributes cached,
 ``PRODUCTION_LIKE``) still finds runs by their search attributes; the
 floor with agentloop's record has an agent run's history, event for event;
-benchmarks/peers prints the floor's and agentloop's rows (plain and encrypted) and skips the peers
+benchmarks/loop/peers prints the floor's and agentloop's rows (plain and encrypted) and skips the peers
 that are not installed, in a note."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from agentloop.testing import register_scripted_model
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from agentloop.workflows.effects.recorder import RunRecorder
-from benchmarks import concurrency, cpu_split, history_growth
+from benchmarks.loop import agent_runs, concurrency, cpu_split, load
+from benchmarks.durability import history_growth
 from tests.helpers.paths import ROOT
 
 
@@ -40,7 +41,7 @@ def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and
         (tmp_path / package / "__init__.py").write_text(
             f"raise ModuleNotFoundError(\"No module named '{package}'\", name={package!r})\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
-    done = subprocess.run([sys.executable, "-m", "benchmarks.peers", "--steps", "2", "--reps", "1",
+    done = subprocess.run([sys.executable, "-m", "benchmarks.loop.peers", "--steps", "2", "--reps", "1",
                            "--concurrency", "2", "--burst-steps", "1"],
                           capture_output=True, text=True, timeout=240, cwd=ROOT, env=env, check=False)
     assert done.returncode == 0, done.stderr
@@ -71,7 +72,7 @@ def test_a_server_given_dynamic_config_keeps_the_fast_polling_and_the_update_adm
 
 
 async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     # An odd repetition measures agentloop first; the rows are floor's first all the same.
     floor, agentloop = await concurrency.measure(4, True, timeout=120, rep=1)
     assert (floor["system"], agentloop["system"]) == ("floor", "agentloop")
@@ -85,16 +86,16 @@ async def test_concurrency_benchmark_measures_floor_and_agentloop() -> None:
         for column in ("gcs_workflow", "gcs_activities", "gcs_elsewhere"):
             assert row[column] >= 0 and round(row[column] * 4, 6).is_integer()
     assert floor["queries"] is None and agentloop["queries"] == 0
-    median = concurrency.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
+    median = load.median_row([floor | {"rate": 1.0}, floor | {"rate": 3.0}, floor | {"rate": 2.0}])
     assert (median["rate"], median["rates"]) == (2.0, [1.0, 3.0, 2.0])
 
 
 async def test_runs_are_found_by_search_attributes_on_a_production_like_server() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
         await server.wait_ready()
         client = await connect(server.address)
-        row = await concurrency.measure_agentloop(client, 3, "sa", True, timeout=120)
+        row = await agent_runs.measure_agentloop(client, 3, "sa", True, timeout=120)
         assert row["unfinished"] == 0
         query = 'AgentModel="scripted:bench-concurrency" AND AgentStatus="completed"'
         found: list[str] = []
@@ -107,7 +108,7 @@ async def test_runs_are_found_by_search_attributes_on_a_production_like_server()
 
 
 async def test_with_local_tools_it_measures_both_systems_with_their_tool_call_local_too() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     rows = await concurrency.measure(3, True, timeout=120, rep=0, local=True)
     assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (local tool)", "agentloop (local tool)"]
     for row in rows:
@@ -116,7 +117,7 @@ async def test_with_local_tools_it_measures_both_systems_with_their_tool_call_lo
 
 
 async def test_with_unsandboxed_floor_and_without_it_measures_those_rows_too() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     rows = await concurrency.measure(3, True, timeout=120, rep=1, unsandboxed=True, without=("lookup",))
     assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (unsandboxed)",
                                                "agentloop without lookup"]
@@ -148,14 +149,14 @@ def _payload_sizes(message: Message) -> list[int]:
 
 
 async def test_the_record_floor_records_what_an_agent_run_records() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     rows = await concurrency.measure(2, True, timeout=120, rep=0, record=True)
     assert [row["system"] for row in rows] == ["floor", "agentloop", "floor (agentloop's record)"]
     assert all(row["unfinished"] == 0 and row["rate"] > 0 for row in rows)
     with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
         await server.wait_ready()
         client = await connect(server.address)
-        await concurrency.measure_agentloop(client, 1, "rec", True, timeout=120)
+        await agent_runs.measure_agentloop(client, 1, "rec", True, timeout=120)
         await concurrency.measure_floor(client, 1, "rec", 120, "floor-record")
         histories = [await client.get_workflow_handle(run_id).fetch_history()
                      for run_id in ("agent-rec-0", "floor-record-rec-0")]
@@ -169,14 +170,14 @@ async def test_the_record_floor_records_what_an_agent_run_records() -> None:
 
 
 async def test_without_lookup_and_events_its_runs_go_without_them_and_the_rest_is_put_back() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     saved = AgentRunWorkflow._look_tools_up, RunRecorder.emit
     with DevServer(dynamic_config=PRODUCTION_LIKE) as server:
         await server.wait_ready()
         client = await connect(server.address)
-        row = await concurrency.measure_agentloop(client, 2, "wo", True, timeout=120, without=("lookup", "events"))
+        row = await agent_runs.measure_agentloop(client, 2, "wo", True, timeout=120, without=("lookup", "events"))
         assert (AgentRunWorkflow._look_tools_up, RunRecorder.emit) == saved
-        plain = await concurrency.measure_agentloop(client, 1, "as", True, timeout=120)
+        plain = await agent_runs.measure_agentloop(client, 1, "as", True, timeout=120)
         assert row["system"] == "agentloop without lookup, events" and plain["system"] == "agentloop"
         assert row["unfinished"] == plain["unfinished"] == 0 and row["queries"] == 0
 
@@ -192,24 +193,24 @@ async def test_without_lookup_and_events_its_runs_go_without_them_and_the_rest_i
 
         # The echo calls still ran (on the run's own queue, from the lookup handed over), with no lookup and no
         # event. Such a run replays only with the same parts switched off: it is not one agentloop makes.
-        plugin = concurrency.bench_plugin()
-        lookup = await concurrency.handed_lookup(plugin, concurrency.bench_spec(True), "agents-wo")
+        plugin = agent_runs.bench_plugin()
+        lookup = await agent_runs.handed_lookup(plugin, agent_runs.bench_spec(True), "agents-wo")
         async with Worker(client, task_queue="agents-wo", plugins=[plugin]):
-            with concurrency.switched_off(("lookup", "events"), lookup):
-                assert [await seen(f"without-wo-{i}") for i in range(2)] == [(concurrency.STEPS, 0, 0)] * 2
-        async with Worker(client, task_queue="agents-as", plugins=[concurrency.bench_plugin()]):
+            with agent_runs.switched_off(("lookup", "events"), lookup):
+                assert [await seen(f"without-wo-{i}") for i in range(2)] == [(agent_runs.STEPS, 0, 0)] * 2
+        async with Worker(client, task_queue="agents-as", plugins=[agent_runs.bench_plugin()]):
             calls, lookups, events = await seen("agent-as-0")
-        assert (calls, lookups) == (concurrency.STEPS, 1) and events > 10
+        assert (calls, lookups) == (agent_runs.STEPS, 1) and events > 10
     with (pytest.raises(ValueError, match="cannot switch off clock: the parts are lookup, events"),
-          concurrency.switched_off(["clock"], concurrency.ResolveToolsResult())):
+          agent_runs.switched_off(["clock"], agent_runs.ResolveToolsResult())):
         pass
-    with pytest.raises(ValueError, match="needs the lookup"), concurrency.switched_off(["lookup"], None):
+    with pytest.raises(ValueError, match="needs the lookup"), agent_runs.switched_off(["lookup"], None):
         pass
-    assert concurrency.parts_of(" events, lookup ,") == ("events", "lookup") and concurrency.parts_of("") == ()
+    assert agent_runs.parts_of(" events, lookup ,") == ("events", "lookup") and agent_runs.parts_of("") == ()
 
 
 async def test_sustained_it_keeps_n_runs_in_flight_and_measures_a_window() -> None:
-    register_scripted_model("bench-concurrency", concurrency.scripted)
+    register_scripted_model("bench-concurrency", agent_runs.scripted)
     rows = await concurrency.measure(2, True, timeout=120, rep=0, window=3.0)
     assert [row["system"] for row in rows] == ["floor", "agentloop"]
     for row in rows:
@@ -235,7 +236,7 @@ async def test_sustain_replaces_each_finished_run_and_counts_the_window_only() -
         return Handle(run_id)
 
     reads = iter([(1.0, 2.0), (2.0, 4.0)])
-    driven = await concurrency.sustain(start, "x", 3, 10, concurrency.Sustained(0.5, lambda: next(reads)))
+    driven = await load.sustain(start, "x", 3, 10, load.Sustained(0.5, lambda: next(reads)))
     assert driven.started == started and len(set(started)) == len(started)
     assert driven.unfinished == 0
     # Three lanes of 50 ms runs: about 30 finish in the 0.5 s window; the warm-up's first three do not count.
@@ -353,7 +354,7 @@ async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_
 
 @pytest.mark.parametrize("flag", ["--record-floor", "--unsandboxed-floor"])
 def test_a_floor_row_without_the_floor_is_refused_in_a_sentence(flag: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.concurrency", "--no-floor", flag],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.loop.concurrency", "--no-floor", flag],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert f"{flag} is a floor: it cannot go with --no-floor" in done.stderr
@@ -383,14 +384,14 @@ async def test_history_growth_counts_every_temporal_run_of_a_run_that_continued_
 
 
 def test_history_growth_refuses_a_negative_pause_in_a_sentence() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.history_growth", "--deltas", "--delta-seconds", "-1"],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.durability.history_growth", "--deltas", "--delta-seconds", "-1"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--delta-seconds must be 0 or more, not -1" in done.stderr
 
 
 def test_the_mcp_calls_benchmark_measures_each_way_for_both_transports() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.mcp_calls", "--calls", "2"], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "benchmarks.tools.mcp_calls", "--calls", "2"], capture_output=True,
                           text=True, timeout=300, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     rows = {(line[:10].strip(), line[11:39].strip()): line[39:].split() for line in done.stdout.splitlines()
@@ -404,7 +405,7 @@ def test_the_mcp_calls_benchmark_measures_each_way_for_both_transports() -> None
 
 
 def test_the_codec_cost_benchmark_measures_plain_and_encrypted_runs_and_the_codec() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.codec_cost", "--steps", "2", "--reps", "1"],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.loop.codec_cost", "--steps", "2", "--reps", "1"],
                           capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
@@ -419,7 +420,7 @@ def test_the_codec_cost_benchmark_measures_plain_and_encrypted_runs_and_the_code
 
 
 def test_the_sse_hold_benchmark_measures_the_gateway_with_streams_held_and_without() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.sse_hold", "--streams", "20", "--hold", "1"],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.streaming.sse_hold", "--streams", "20", "--hold", "1"],
                           capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     rss = re.search(r"RSS: (\d+\.\d) MB with none, (\d+\.\d) MB with 20: (-?\d+\.\d) KB a stream", done.stdout)

@@ -31,7 +31,7 @@ from agentloop.testing import (
     step_of,
 )
 from agentloop.workflows.effects import handover
-from benchmarks.history_growth import chain_histories
+from benchmarks.durability.history_growth import chain_histories
 from tests.helpers.agents import awaiting
 from tests.helpers.runs import wait_state
 

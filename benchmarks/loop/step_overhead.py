@@ -9,7 +9,7 @@ Runs, on one local dev server (fast polling: transfer/timer MaxPollRPS=1000):
 
 Prints ms per activity for both and their ratio. Usage::
 
-    python -m benchmarks.step_overhead [--steps 25] [--repeat 3]
+    python -m benchmarks.loop.step_overhead [--steps 25] [--repeat 3]
 """
 
 from __future__ import annotations

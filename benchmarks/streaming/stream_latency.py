@@ -22,9 +22,9 @@ Every setting of ``AgentSpec.stream_batch_seconds`` in ``--batch`` is run
 ``--runs`` times (interleaved with the direct runs, after one warm-up each);
 the samples of all runs of a setting are pooled. Worker, subscriber and
 direct reader share this process and its event loop, as in
-``benchmarks/step_overhead.py``. Usage::
+``benchmarks/loop/step_overhead.py``. Usage::
 
-    python -m benchmarks.stream_latency [--runs 3] [--batch 0.05,0.1,0.2]
+    python -m benchmarks.streaming.stream_latency [--runs 3] [--batch 0.05,0.1,0.2]
         [--chunks 40] [--interval 0.05] [--poll 0.05]
 
 How to read it: for each reader, p50/p95 of the per-marker latency in ms

@@ -16,7 +16,7 @@ conversation's message sizes. It grows with the square of the messages.
 
 Usage::
 
-    python -m benchmarks.thread_growth [--messages 10 50 200]
+    python -m benchmarks.durability.thread_growth [--messages 10 50 200]
 """
 
 from __future__ import annotations

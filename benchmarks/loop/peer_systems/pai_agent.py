@@ -2,7 +2,7 @@
 
 Imported through the workflow sandbox (``imports_passed_through``), so its
 model and HTTP client are never rebuilt inside it. The mock LLM's URL comes
-from ``AGENTLOOP_PEERS_MOCK_URL``, which ``benchmarks.peers`` sets before it
+from ``AGENTLOOP_PEERS_MOCK_URL``, which ``benchmarks.loop.peers`` sets before it
 imports this.
 """
 
@@ -15,7 +15,7 @@ from pydantic_ai.durable_exec.temporal import TemporalDurability
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
-from benchmarks.floor_workflows import PEER_SYSTEM_PROMPT
+from benchmarks.loop.floor_workflows import PEER_SYSTEM_PROMPT
 
 MOCK_URL = os.environ.get("AGENTLOOP_PEERS_MOCK_URL", "http://127.0.0.1:9/v1")
 

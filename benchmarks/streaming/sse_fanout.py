@@ -4,10 +4,10 @@ reading the run directly with ``AgentClient.events()``.
 What is measured, on the embedded Temporal dev server, with four processes:
 this one (the worker, its query-counting interceptor, and the provider), the
 gateway (``agentloop serve``), the N SSE clients, and the direct reader (the
-last two from ``benchmarks.sse_fanout_clients``), so that neither the
+last two from ``benchmarks.streaming.sse_fanout_clients``), so that neither the
 worker's CPU nor the clients' parsing slows the baseline:
 
-* latency added: a local OpenAI-compatible server (``benchmarks.stream_latency``'s
+* latency added: a local OpenAI-compatible server (``benchmarks.streaming.stream_latency``'s
   paced server) streams ``--chunks`` chunks ``--interval`` seconds apart,
   each holding ``<t=SECONDS>``, the wall time (``time.time()``) it was
   written. For each marker, every reader computes ``receipt time - marker
@@ -31,7 +31,7 @@ worker's CPU nor the clients' parsing slows the baseline:
 
 Usage::
 
-    python -m benchmarks.sse_fanout [--clients 1,50,200] [--runs 2] [--chunks 30] [--interval 0.05]
+    python -m benchmarks.streaming.sse_fanout [--clients 1,50,200] [--runs 2] [--chunks 30] [--interval 0.05]
 
 Speed is printed, never asserted; the targets (p50 added at most 15 ms at 200
 clients; 0 events lost or duplicated) are printed as met or not.
@@ -68,14 +68,14 @@ from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
-from benchmarks.sse_fanout_clients import Reading, reconnects
-from benchmarks.stream_latency import _PacedHandler, _PacedServer, pct
+from benchmarks.streaming.sse_fanout_clients import Reading, reconnects
+from benchmarks.streaming.stream_latency import _PacedHandler, _PacedServer, pct
 
 #: The issue's target for the p50 latency the gateway adds at 200 clients (information only).
 TARGET_ADDED_P50_MS = 15.0
 #: The longest an answer waits for its run's readers (a safety net; they connect in far less).
 GATE_SECONDS = 60.0
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 #: Queries the worker answered, by workflow id.
 QUERIES: Counter[str] = Counter()
@@ -149,7 +149,7 @@ def start_gateway(address: str, queue: str, home: str) -> Gateway:
 
 
 class ReaderProcess:
-    """A ``benchmarks.sse_fanout_clients`` process: the SSE clients, or the direct reader."""
+    """A ``benchmarks.streaming.sse_fanout_clients`` process: the SSE clients, or the direct reader."""
 
     def __init__(self, proc: asyncio.subprocess.Process, what: str) -> None:
         self.proc, self.what = proc, what
@@ -157,7 +157,7 @@ class ReaderProcess:
     @classmethod
     async def start(cls, *args: str) -> ReaderProcess:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "benchmarks.sse_fanout_clients", *args, cwd=ROOT, env=_env(),
+            sys.executable, "-m", "benchmarks.streaming.sse_fanout_clients", *args, cwd=ROOT, env=_env(),
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, limit=1 << 26)
         reader = cls(proc, f"the {args[0]} reader process")
         await reader.expect("ready")

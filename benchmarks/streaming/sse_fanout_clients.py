@@ -1,10 +1,10 @@
-"""The readers of ``benchmarks.sse_fanout``, each kind in a process of its own,
+"""The readers of ``benchmarks.streaming.sse_fanout``, each kind in a process of its own,
 so that neither the worker's CPU nor the other readers' parsing slows them.
 
 Usage::
 
-    python -m benchmarks.sse_fanout_clients sse GATEWAY_URL
-    python -m benchmarks.sse_fanout_clients direct TEMPORAL_ADDRESS TASK_QUEUE
+    python -m benchmarks.streaming.sse_fanout_clients sse GATEWAY_URL
+    python -m benchmarks.streaming.sse_fanout_clients direct TEMPORAL_ADDRESS TASK_QUEUE
 
 ``sse`` follows a run with N SSE clients of ``agentloop serve`` (a fifth of
 them, every fifth from the fifth, hang up after 5 events and reconnect with
@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 
-from benchmarks.stream_latency import MARKER
+from benchmarks.streaming.stream_latency import MARKER
 
 #: Every this-th SSE client (from the this-th) hangs up after HANG_UP_AFTER events and reconnects.
 RECONNECT_EVERY = 5
@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
     elif len(argv) == 3 and argv[0] == "direct":
         asyncio.run(direct_main(argv[1], argv[2]))
     else:
-        print("usage: python -m benchmarks.sse_fanout_clients sse GATEWAY_URL | direct TEMPORAL_ADDRESS TASK_QUEUE",
+        print("usage: python -m benchmarks.streaming.sse_fanout_clients sse GATEWAY_URL | direct TEMPORAL_ADDRESS TASK_QUEUE",
               file=sys.stderr)
         return 2
     return 0

@@ -34,7 +34,7 @@ server timestamps, at ``--steps``), wall time per step (one run at a time,
 start to result, at ``--steps``), and the history's size at ``--steps`` (the
 sum of its serialized events). Usage::
 
-    python -m benchmarks.peers [--steps 50] [--reps 5] [--concurrency 20] [--burst-steps 5]
+    python -m benchmarks.loop.peers [--steps 50] [--reps 5] [--concurrency 20] [--burst-steps 5]
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ from agentloop import AgentClient, AgentSpec
 from agentloop.shared.base.encryption import EncryptionCodec, with_codec
 from agentloop.workers.devserver import DevServer, free_port, port_in_use
 from agentloop.workers.worker import connect
-from benchmarks.concurrency import bench_plugin
-from benchmarks.floor_workflows import PEER_SYSTEM_PROMPT, ChatFloor, ChatFloorActivities, peer_model_name
+from benchmarks.loop.agent_runs import bench_plugin
+from benchmarks.loop.floor_workflows import PEER_SYSTEM_PROMPT, ChatFloor, ChatFloorActivities, peer_model_name
 
 #: What installs the peers (pyproject's optional extra).
 PEERS_INSTALL = 'pip install -e ".[peers]"'
@@ -163,7 +163,7 @@ def mock_llm() -> Iterator[str]:
     """The mock LLM in a process of its own (as a provider is); its base URL.
     Stops that process, by its PID, on the way out."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.peers", "--serve-mock", str(port)])
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.loop.peers", "--serve-mock", str(port)])
     try:
         deadline = time.monotonic() + 30
         while not port_in_use(port):
@@ -195,7 +195,7 @@ class System:
 
 def floor_system() -> System:
     runner = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.loop.floor_workflows"))
 
     def worker(client: Client, queue: str, mock_url: str) -> Worker:
         acts = ChatFloorActivities(mock_url)
@@ -227,14 +227,14 @@ def agentloop_system(encrypted: bool = False) -> System:
                   lambda client, queue, mock_url: Worker(client, task_queue=queue, plugins=[bench_plugin()]), start)
 
 
-#: The peers: name, module in ``benchmarks.peer_systems``, and what its
+#: The peers: name, module in ``benchmarks.loop.peer_systems``, and what its
 #: ``start`` runs.
 PEERS = [("OpenAI Agents", "oai", "OpenAIAgentsWorkflow"), ("Pydantic AI", "pai", "PydanticAIAgentWorkflow")]
 
 
 def peer_system(name: str, module_name: str, workflow_name: str) -> System:
     """A peer's :class:`System`; ``ImportError`` when its packages are not installed."""
-    module = importlib.import_module(f"benchmarks.peer_systems.{module_name}")
+    module = importlib.import_module(f"benchmarks.loop.peer_systems.{module_name}")
     run = getattr(module, workflow_name).run
 
     async def start(client: Client, queue: str, steps: int, run_id: str) -> WorkflowHandle:

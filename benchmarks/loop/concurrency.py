@@ -68,7 +68,7 @@ and waiting on them). The machine is shared by the
 server and the worker: with 2 cores both are CPU-bound, so runs/s follows
 their CPU per run. Usage::
 
-    python -m benchmarks.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
+    python -m benchmarks.loop.concurrency [--runs 100,300,1000] [--reps 3] [--model-ms 300] [--steps 3] [--no-deltas]
         [--local-tools] [--unsandboxed-floor] [--record-floor] [--without lookup,events] [--sustained SECONDS]
         [--gc-threshold 50000,20,100]
 """
@@ -77,34 +77,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import dataclasses
 import gc
-import itertools
-import statistics
 import time
 import uuid
-from collections.abc import Callable, Collection, Generator
-from typing import Any
 
 from temporalio import activity
 from temporalio.client import Client
-from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, Usage
-from agentloop.shared.definition.activity_io import ModelResponse
-from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.definition.activity_io import ResolveToolsInput, ResolveToolsResult
+from agentloop.testing import register_scripted_model
 from agentloop.workers.devserver import PRODUCTION_LIKE, DevServer
-from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.workers.worker import connect
-from agentloop.workflows.agent_run import AgentRunWorkflow
-from agentloop.workflows.effects.recorder import RunRecorder
-from benchmarks.cpu_split import CpuSplit, cpu_seconds, rss_mb
-from benchmarks.floor_workflows import MODEL_CALLS as CALLS
-from benchmarks.floor_workflows import (
+from benchmarks.loop import agent_runs
+from benchmarks.loop.agent_runs import PARTS, answers, measure_agentloop, parts_of, scripted
+from benchmarks.loop.cpu_split import CpuSplit, cpu_seconds, rss_mb
+from benchmarks.loop.floor_workflows import MODEL_CALLS as CALLS
+from benchmarks.loop.floor_workflows import (
     MODEL_SECONDS,
     AgentShapedFloor,
     LocalToolFloor,
@@ -116,6 +105,7 @@ from benchmarks.floor_workflows import (
     record_model,
     record_start_options,
 )
+from benchmarks.loop.load import Sustained, cpu_columns, drive, median_row, row_of
 
 #: The floors by system name: their workflow and their row's label.
 FLOORS = {
@@ -125,197 +115,6 @@ FLOORS = {
     "floor-record": (RecordFloor, "floor (agentloop's record)"),
 }
 
-
-async def scripted(request):  # type: ignore[no-untyped-def]
-    """The agent's model: ``MODEL_SECONDS`` per call, one echo per step.
-
-    Like the floor's model, it does nothing but sleep and hand back an
-    answer, here one made once (:data:`ANSWERS`): the cost of a model call on
-    the worker is the provider adapter's, not the loop's, and neither system
-    pays one here. The answers carry their usage, as a provider reports it
-    (the scripted model would otherwise estimate it from the request's
-    JSON), and their tool-call ids."""
-    await asyncio.sleep(MODEL_SECONDS[0])
-    return ANSWERS[min(step_of(request), STEPS)]
-
-
-STEPS = 3
-
-USAGE = Usage(input_tokens=120, output_tokens=20, requests=1)
-
-
-def answers(steps: int) -> list[ModelResponse]:
-    """The answer to each step: a call of ``echo`` for the first ``steps``, then ``done``."""
-    return [
-        calls(call("echo", {"text": f"step {step}"}, id=f"call_{step}_0")).model_copy(update={"usage": USAGE})
-        for step in range(steps)
-    ] + [reply("done").model_copy(update={"usage": USAGE})]
-
-
-ANSWERS = answers(STEPS)
-
-
-#: The parts of an agent run ``--without`` can switch off (:func:`switched_off`).
-PARTS = ("lookup", "events")
-
-
-def parts_of(text: str) -> tuple[str, ...]:
-    """The parts a comma-separated ``--without`` names.
-
-    Raises:
-        ValueError: A name not in :data:`PARTS`.
-    """
-    parts = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = sorted(set(parts) - set(PARTS))
-    if unknown:
-        raise ValueError(f"cannot switch off {', '.join(unknown)}: the parts are {', '.join(PARTS)}")
-    return parts
-
-
-@contextlib.contextmanager
-def switched_off(parts: Collection[str], lookup: ResolveToolsResult | None) -> Generator[None]:
-    """While it lasts, agentloop's runs in this process go without ``parts``
-    (of :data:`PARTS`): ``lookup``, the tool lookup at a run's start (its
-    local activity; each run is handed ``lookup`` instead), and ``events``,
-    every event on the run's stream. agentloop's workflow runs outside the
-    sandbox, in this process's classes, so replacing two of their methods
-    reaches every run; both are put back after.
-
-    Raises:
-        ValueError: A part not in :data:`PARTS`, or ``lookup`` switched off
-            with no ``lookup`` to hand over.
-    """
-    parts_of(",".join(parts))
-    if "lookup" in parts and lookup is None:
-        raise ValueError("switching off the lookup needs the lookup to hand the runs")
-    saved = AgentRunWorkflow._look_tools_up, RunRecorder.emit
-
-    async def answered(self: AgentRunWorkflow, input: ResolveToolsInput) -> ResolveToolsResult:
-        return lookup
-
-    def unpublished(self: RunRecorder, event_type: Any, **fields: Any) -> None:
-        return None
-
-    if "lookup" in parts:
-        AgentRunWorkflow._look_tools_up = answered  # type: ignore[method-assign]
-    if "events" in parts:
-        RunRecorder.emit = unpublished  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        AgentRunWorkflow._look_tools_up, RunRecorder.emit = saved  # type: ignore[method-assign]
-
-
-def step_gaps(run_ids: list[str]) -> list[float]:
-    """Gaps between a run's consecutive model calls, less the model's time (ms)."""
-    gaps = []
-    for run_id in run_ids:
-        starts = CALLS.get(run_id, [])
-        gaps += [(b - a - MODEL_SECONDS[0]) * 1000 for a, b in itertools.pairwise(starts)]
-    return gaps
-
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
-
-
-@dataclasses.dataclass
-class Sustained:
-    """Keep N runs in flight and measure a window of ``window`` seconds;
-    ``cpu()`` reads CPU seconds: the server's, the worker's, and the
-    worker's parts (:class:`CpuSplit`)."""
-
-    window: float
-    cpu: Callable[[], tuple[float, ...]]
-
-
-@dataclasses.dataclass
-class Driven:
-    """How a load went: runs/s, runs unfinished at the end, the runs whose
-    figures count (a burst's all; sustained, those that finished in the
-    window), every run started, and (sustained) the server's and the
-    worker's CPU ms a run over the window (then the worker's parts,
-    :class:`CpuSplit`)."""
-
-    rate: float
-    unfinished: int
-    measured: list[str]
-    started: list[str]
-    cpu_ms: tuple[float, ...] | None = None
-
-
-async def drive(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
-                sustained: Sustained | None = None) -> Driven:
-    """One burst of ``n`` runs, or ``n`` kept in flight (``sustained``)."""
-    if sustained is not None:
-        return await sustain(start, prefix, n, timeout, sustained)
-    ids = [f"{prefix}-{i}" for i in range(n)]
-    rate, unfinished = await burst(start, ids, timeout)
-    return Driven(rate, unfinished, ids, ids)
-
-
-def report_failures(failures: list[BaseException]) -> None:
-    if failures:
-        print(f"  ({len(failures)} runs failed: {failures[0]})")
-
-
-async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # type: ignore[no-untyped-def]
-    """Start every run at once; runs/s and how many did not finish in time."""
-    began = time.monotonic()
-    handles = await asyncio.gather(*(start(run_id) for run_id in ids))
-    results = await asyncio.wait([asyncio.ensure_future(h.result()) for h in handles], timeout=timeout)
-    done, pending = results
-    for task in pending:
-        task.cancel()
-    report_failures([t.exception() for t in done if t.exception() is not None])  # type: ignore[misc]
-    elapsed = time.monotonic() - began
-    return len(done) / elapsed, len(pending)
-
-
-async def sustain(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
-                  sustained: Sustained) -> Driven:
-    """``n`` lanes, each starting a run as soon as its last one finished;
-    the window opens once ``n`` runs have finished (each lane turned over
-    about once) and lasts ``sustained.window`` seconds. Then no new run
-    starts, and the runs in flight get ``timeout`` seconds to finish."""
-    counter = itertools.count()
-    started: list[str] = []
-    finished: list[tuple[float, str]] = []
-    failures: list[BaseException] = []
-    warm, stop = asyncio.Event(), asyncio.Event()
-
-    async def lane() -> None:
-        while not stop.is_set():
-            run_id = f"{prefix}-{next(counter)}"
-            started.append(run_id)
-            try:
-                await (await start(run_id)).result()
-            except Exception as exc:  # noqa: BLE001 (a failed run is counted and shown, as in a burst)
-                failures.append(exc)
-                return
-            finished.append((time.monotonic(), run_id))
-            if len(finished) >= n:
-                warm.set()
-
-    lanes = [asyncio.create_task(lane()) for _ in range(n)]
-    warming = asyncio.create_task(warm.wait())
-    await asyncio.wait([warming, *lanes], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-    warming.cancel()
-    cpu_before, opened = sustained.cpu(), time.monotonic()
-    await asyncio.sleep(sustained.window)
-    cpu_after, closed = sustained.cpu(), time.monotonic()
-    stop.set()
-    _, pending = await asyncio.wait(lanes, timeout=timeout)
-    for task in pending:
-        task.cancel()
-    report_failures(failures)
-    measured = [run_id for at, run_id in finished if opened <= at < closed]
-    count = len(measured) or 1
-    cpu_ms = tuple((after - before) * 1000 / count for after, before in zip(cpu_after, cpu_before, strict=True))
-    return Driven(len(measured) / (closed - opened), len(pending), measured, started, cpu_ms)
 
 
 async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep: int = 0, local: bool = False,
@@ -367,24 +166,12 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
     return sorted(rows, key=lambda row: row["order"])  # type: ignore[arg-type,return-value]
 
 
-def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
-    """One row of medians over repetitions (most unfinished; RSS at its largest)."""
-    row = dict(rows[0])
-    for key in ("rate", "p50", "p95", *CPU_COLUMNS, "queries"):
-        if row[key] is not None:
-            row[key] = statistics.median(r[key] for r in rows)  # type: ignore[misc]
-    row["unfinished"] = max(r["unfinished"] for r in rows)  # type: ignore[type-var]
-    row["rss"] = max(r["rss"] for r in rows)  # type: ignore[type-var]
-    row["rates"] = [r["rate"] for r in rows]
-    return row
-
-
 async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: str = "floor", *,
                         sustained: Sustained | None = None, split: CpuSplit | None = None) -> dict[str, object]:
     """One floor of :data:`FLOORS` at ``n`` (``split`` times its activities)."""
     floor_queue = f"{kind}-{tag}"
     runner = SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.floor_workflows"))
+        restrictions=SandboxRestrictions.default.with_passthrough_modules("benchmarks.loop.floor_workflows"))
     shape, label = FLOORS[kind]
     activities = [floor_model, floor_tool, record_model, record_lookup]
     async with Worker(client, task_queue=floor_queue, workflows=[shape], activities=activities,
@@ -392,85 +179,13 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
         async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
             if shape is RecordFloor:
                 return await client.start_workflow(shape.run, id=run_id, task_queue=floor_queue,
-                                                   **record_start_options(STEPS))  # type: ignore[arg-type]
-            return await client.start_workflow(shape.run, STEPS, id=run_id, task_queue=floor_queue)
+                                                   **record_start_options(agent_runs.STEPS))  # type: ignore[arg-type]
+            return await client.start_workflow(shape.run, agent_runs.STEPS, id=run_id, task_queue=floor_queue)
 
         driven = await drive(start_floor, f"{kind}-{tag}", n, timeout, sustained)
         return row_of(label, n, driven, queries=None)
 
 
-#: A row's CPU figures (ms a run), then its collections a run by where they
-#: started (:meth:`CpuSplit.collections`), in the order ``measure``'s ``cpu()`` reads them.
-CPU_COLUMNS = ("server_ms", "worker_ms", "workflow_ms", "activities_ms", "gc_ms", "full_gc_ms",
-               "gcs_workflow", "gcs_activities", "gcs_elsewhere")
-
-
-def cpu_columns(cpu_ms: tuple[float, ...]) -> dict[str, float]:
-    """The CPU figures of a row, by column."""
-    return dict(zip(CPU_COLUMNS, cpu_ms, strict=True))
-
-
-def row_of(label: str, n: int, driven: Driven, queries: float | None) -> dict[str, object]:
-    """A system's row from how its load went."""
-    gaps = step_gaps(driven.measured)
-    row: dict[str, object] = {"system": label, "n": n, "rate": driven.rate, "unfinished": driven.unfinished,
-                              "p50": pct(gaps, 0.5), "p95": pct(gaps, 0.95), "rss": rss_mb()[0], "queries": queries}
-    if driven.cpu_ms is not None:
-        row.update(cpu_columns(driven.cpu_ms))
-    return row
-
-
-def bench_plugin(local: bool = False) -> AgentLoopPlugin:
-    """agentloop's plugin for the benchmark: one async ``echo`` tool (``local=True`` with ``local``)."""
-    registry = ToolRegistry()
-
-    @registry.tool(local=local)
-    async def echo(text: str) -> str:
-        """Return the text."""
-        return text
-
-    return AgentLoopPlugin(registry=registry)
-
-
-def bench_spec(deltas: bool) -> AgentSpec:
-    """The agent each run is: the scripted model, ``echo`` allowed, :data:`STEPS` tool steps."""
-    return AgentSpec(model="scripted:bench-concurrency", tools=["echo"], default_permission="allow",
-                     max_steps=STEPS + 2, stream_deltas=deltas)
-
-
-async def handed_lookup(plugin: AgentLoopPlugin, spec: AgentSpec, queue: str) -> ResolveToolsResult:
-    """The one lookup runs without theirs are handed (:func:`switched_off`):
-    ``plugin``'s worker's answer to what a run of ``spec`` on ``queue`` asks."""
-    asked = ResolveToolsInput(names=spec.tools, hooks=spec.tool_hooks, mcp_servers=spec.mcp_servers,
-                              agents_md=spec.agents_md is None, workspace=spec.workspace)
-    found = await ActivityEnvironment().run(plugin.agent_activities.resolve_tools, asked)
-    return found.model_copy(update={"runs_queue": queue})
-
-
-async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, timeout: float, local: bool = False, *,
-                            sustained: Sustained | None = None, split: CpuSplit | None = None,
-                            without: tuple[str, ...] = ()) -> dict[str, object]:
-    """agentloop's runs at ``n`` (``split`` times their activities, the tools
-    queue's too; ``without`` those parts, see :func:`switched_off`), on
-    queue ``agents-{tag}``."""
-    queue = f"agents-{tag}"
-    plugin, spec = bench_plugin(local), bench_spec(deltas)
-    agents = AgentClient(client, task_queue=queue)
-    async with Worker(client, task_queue=queue, plugins=[plugin], interceptors=[split] if split else []):
-        stats = plugin.agent_activities.transcripts.stats
-        queries_before = stats.queries
-
-        async def start_agent(run_id: str):  # type: ignore[no-untyped-def]
-            return (await agents.start(spec, "go", run_id=run_id)).workflow_handle
-
-        lookup = await handed_lookup(plugin, spec, queue) if "lookup" in without else None
-        prefix = "without" if without else "local" if local else "agent"
-        with switched_off(without, lookup):
-            driven = await drive(start_agent, f"{prefix}-{tag}", n, timeout, sustained)
-        llm_steps = sum(len(CALLS.get(i, [])) for i in driven.started) or 1
-        label = ("agentloop" + ("" if deltas else " (deltas off)") + (" (local tool)" if local else "")
-                 + (f" without {', '.join(without)}" if without else ""))
-        return row_of(label, n, driven, queries=(stats.queries - queries_before) / llm_steps)
 
 
 async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True, reps: int = 3,
@@ -487,7 +202,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
     register_scripted_model("bench-concurrency", counted)
     load = "one burst of N runs" if window is None else f"N runs kept in flight, a {window:g} s window"
     print(f"a fresh dev server per system, N and repetition (fast polling, search attributes cached); {load}; "
-          f"{STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
+          f"{agent_runs.STEPS} tool steps a run, model {MODEL_SECONDS[0] * 1000:.0f} ms a call, deltas "
           f"{'on' if deltas else 'off'}; medians of {reps}")
     width = max(26, len(f"agentloop without {', '.join(without)}") + 2) if without else 26  # the system column
     print(f"{'system':<{width}}{'N':>6}{'runs/s':>9}{'x floor':>9}{'gap p50 ms':>12}{'gap p95 ms':>12}"
@@ -548,10 +263,11 @@ if __name__ == "__main__":
         try:
             gc.set_threshold(*(int(part) for part in args.gc_threshold.split(",")))
         except (TypeError, ValueError):
-            parser.error(f"--gc-threshold takes up to three whole numbers, e.g. 50000,20,100, not {args.gc_threshold!r}")
+            parser.error("--gc-threshold takes up to three whole numbers, e.g. 50000,20,100, "
+                         f"not {args.gc_threshold!r}")
         print(f"gc thresholds {gc.get_threshold()} for both systems")
     MODEL_SECONDS[0] = args.model_ms / 1000
-    STEPS = args.steps
-    ANSWERS = answers(STEPS)
+    agent_runs.STEPS = args.steps
+    agent_runs.ANSWERS = answers(args.steps)
     asyncio.run(main([int(n) for n in args.runs.split(",")], not args.no_deltas, args.timeout, not args.no_floor,
                      args.reps, args.local_tools, args.unsandboxed_floor, args.sustained, without, args.record_floor))

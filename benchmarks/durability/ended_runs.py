@@ -21,7 +21,7 @@ into objects (a run that goes on after all).
 
 Usage::
 
-    python -m benchmarks.ended_runs [--runs 1000,10000,50000] [--steps 3] [--repeat 5]
+    python -m benchmarks.durability.ended_runs [--runs 1000,10000,50000] [--steps 3] [--repeat 5]
 """
 
 from __future__ import annotations

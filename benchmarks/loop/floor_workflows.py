@@ -156,7 +156,7 @@ def record_start_options(steps: int) -> dict[str, object]:
             "static_summary": "agent on scripted:bench-concurrency"}
 
 
-#: The scripted agent run of ``benchmarks.peers``: what every system is told,
+#: The scripted agent run of ``benchmarks.loop.peers``: what every system is told,
 #: and the one tool the model asks for (Chat Completions' tool format).
 PEER_SYSTEM_PROMPT = "You are a benchmark agent. Call the echo tool until told to stop."
 PEER_PROMPT = "Run the benchmark script."
@@ -172,13 +172,13 @@ PEER_TOOL_SCHEMA = {
 
 
 def peer_model_name(steps: int) -> str:
-    """The model name that tells ``benchmarks.peers``' mock LLM how many tool steps to script."""
+    """The model name that tells ``benchmarks.loop.peers``' mock LLM how many tool steps to script."""
     return f"mock-steps-{steps}"
 
 
 class ChatFloorActivities:
     """The chat floor's activities: the model called with the ``openai``
-    SDK at ``base_url`` (``benchmarks.peers``' mock LLM), and ``echo``."""
+    SDK at ``base_url`` (``benchmarks.loop.peers``' mock LLM), and ``echo``."""
 
     def __init__(self, base_url: str) -> None:
         from openai import AsyncOpenAI
@@ -198,7 +198,7 @@ class ChatFloorActivities:
 
 @workflow.defn(name="BenchPeersChatFloor")
 class ChatFloor:
-    """The floor of ``benchmarks.peers``: a hand-written tool-calling loop of
+    """The floor of ``benchmarks.loop.peers``: a hand-written tool-calling loop of
     plain activities. Each step, one activity calls the model with the whole
     message list (kept as plain dicts) and one runs the ``echo`` tool it
     asked for, until the model answers without a tool call."""

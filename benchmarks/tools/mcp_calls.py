@@ -23,7 +23,7 @@ activity's own scheduling is the same in both cases (see ``step_overhead``).
 
 Usage::
 
-    python -m benchmarks.mcp_calls [--calls 20]
+    python -m benchmarks.tools.mcp_calls [--calls 20]
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from agentloop.workers.devserver import free_port
 
 
 def serve(transport: str, port: int) -> None:
-    """The server the calls go to: ``python -m benchmarks.mcp_calls --serve stdio|http [--port N]``."""
+    """The server the calls go to: ``python -m benchmarks.tools.mcp_calls --serve stdio|http [--port N]``."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("bench")
@@ -59,7 +59,7 @@ def serve(transport: str, port: int) -> None:
         server.run("streamable-http", host="127.0.0.1", port=port)
 
 
-STDIO = {"command": sys.executable, "args": ["-m", "benchmarks.mcp_calls", "--serve", "stdio"]}
+STDIO = {"command": sys.executable, "args": ["-m", "benchmarks.tools.mcp_calls", "--serve", "stdio"]}
 
 
 @asynccontextmanager
@@ -131,7 +131,7 @@ async def measure(transport: str, calls: int) -> list[tuple[str, float, tuple[fl
     if transport == "http":
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
-        process = subprocess.Popen([sys.executable, "-m", "benchmarks.mcp_calls", "--serve", "http",
+        process = subprocess.Popen([sys.executable, "-m", "benchmarks.tools.mcp_calls", "--serve", "http",
                                     "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         await wait_listening(port, process)
     settings: dict[str, Any] = dict(STDIO) if transport == "stdio" else {"url": url}
@@ -163,7 +163,7 @@ async def main(calls: int) -> None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.mcp_calls", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.tools.mcp_calls", description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20, help="calls per way and transport (default 20)")
     parser.add_argument("--serve", choices=["stdio", "http"], help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)

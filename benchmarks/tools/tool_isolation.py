@@ -19,7 +19,7 @@ steps with one ``ping`` tool call per step, the tool registered both ways
 (alternating runs, ``--repeat`` each): the ms per step, whose difference is
 what isolation adds to a tool call end to end. Usage::
 
-    python -m benchmarks.tool_isolation [--calls 300] [--ballast-mb 0] [--steps 25] [--repeat 3]
+    python -m benchmarks.tools.tool_isolation [--calls 300] [--ballast-mb 0] [--steps 25] [--repeat 3]
 """
 
 from __future__ import annotations

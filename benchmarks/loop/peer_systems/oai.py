@@ -22,7 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from temporalio.openai_agents import ModelActivityParameters, OpenAIAgentsPlugin
     from temporalio.openai_agents.workflow import activity_as_tool
 
-    from benchmarks.floor_workflows import PEER_PROMPT, PEER_SYSTEM_PROMPT, peer_model_name
+    from benchmarks.loop.floor_workflows import PEER_PROMPT, PEER_SYSTEM_PROMPT, peer_model_name
 
 TIMEOUT = timedelta(seconds=30)
 

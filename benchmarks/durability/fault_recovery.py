@@ -11,8 +11,8 @@ worker is started (heartbeat timeout 3 s). Prints, per trial, which attempt
 of the step completed, how often the model was called, and the seconds from
 the kill to the run's end. Usage::
 
-    python -m benchmarks.fault_recovery outage [--runs 9] [--seconds 40]
-    python -m benchmarks.fault_recovery kill [--trials 8]
+    python -m benchmarks.durability.fault_recovery outage [--runs 9] [--seconds 40]
+    python -m benchmarks.durability.fault_recovery kill [--trials 8]
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def attempts_of(history, activity_type: str) -> list[int]:

@@ -2,7 +2,7 @@
 seconds and RSS, and :class:`CpuSplit`, the thread CPU of its workflow
 activations, its activities' own code and the garbage collector, with the
 collector's full collections apart, and where the collections start (the
-parts ``benchmarks.concurrency`` reports)."""
+parts ``benchmarks.loop.concurrency`` reports)."""
 
 from __future__ import annotations
 

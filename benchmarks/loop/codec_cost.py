@@ -11,7 +11,7 @@ CPU ms a step (client and worker both live here), the ratios encrypted /
 plain, and the codec's own time a step (inside ``encode`` and ``decode``,
 both sides), with the payloads and bytes it sealed and opened. Usage::
 
-    python -m benchmarks.codec_cost [--steps 25] [--reps 7]
+    python -m benchmarks.loop.codec_cost [--steps 25] [--reps 7]
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ transcript was passed by reference (quadratic in the number of steps).
 
 Usage::
 
-    python -m benchmarks.history_growth [--steps 5 20 50 200] [--deltas [--delta-seconds 0.05]]
+    python -m benchmarks.durability.history_growth [--steps 5 20 50 200] [--deltas [--delta-seconds 0.05]]
                                         [--continue-every STEPS]
 """
 

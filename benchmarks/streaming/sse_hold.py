@@ -11,7 +11,7 @@ and queue. N defaults to 500, within the per-token cap (500) and the total
 
 Usage::
 
-    python -m benchmarks.sse_hold [--streams 500] [--hold 20]
+    python -m benchmarks.streaming.sse_hold [--streams 500] [--hold 20]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import uuid
 from pathlib import Path
 
 from agentloop.workers.devserver import DevServer
-from benchmarks.sse_fanout import ROOT, _env, start_gateway
+from benchmarks.streaming.sse_fanout import ROOT, _env, start_gateway
 
 
 def rss_mb(pid: int) -> float:

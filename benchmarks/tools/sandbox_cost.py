@@ -20,7 +20,7 @@ Three measurements, each against its floor in the same run:
 
 Usage::
 
-    python -m benchmarks.sandbox_cost [--commands 20] [--repeat 3] [--rounds 5]
+    python -m benchmarks.tools.sandbox_cost [--commands 20] [--repeat 3] [--rounds 5]
 
 ``agentloop run --model scripted:demo`` end to end is measured from the shell
 (see README, Security).
@@ -48,7 +48,7 @@ from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.worker import build_worker, connect
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def plain_bash(n: int, ws: Path) -> float:

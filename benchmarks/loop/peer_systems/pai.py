@@ -15,8 +15,8 @@ with workflow.unsafe.imports_passed_through():
     from pydantic_ai.durable_exec.temporal import PydanticAIPlugin, PydanticAIWorkflow
     from pydantic_ai.usage import UsageLimits
 
-    from benchmarks.floor_workflows import PEER_PROMPT
-    from benchmarks.peer_systems.pai_agent import agent
+    from benchmarks.loop.floor_workflows import PEER_PROMPT
+    from benchmarks.loop.peer_systems.pai_agent import agent
 
 
 @workflow.defn(name="BenchPeersPydanticAI")

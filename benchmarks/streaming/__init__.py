@@ -1,0 +1,1 @@
+"""Streaming: the latency deltas add, and SSE readers held and fanned out through the gateway."""

@@ -1,0 +1,1 @@
+"""Tools: isolated tool calls, the shell sandbox's cost, and MCP calls."""
