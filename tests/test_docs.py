@@ -329,9 +329,9 @@ def fragment_problems(block: Block, declared: dict[str, str]) -> list[str]:
 
 async def server_time(dev_server: DevServer) -> str:
     """Now, as a list filter's time (the session's server runs on this machine, on its clock)."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 async def runs_left_open(dev_server: DevServer, since: str, own_queue: str) -> list[str]:
@@ -702,7 +702,7 @@ def test_spec_files_the_docs_use_are_shown_or_exist() -> None:
             if not where.startswith(page):
                 continue
             for args in commands_in(line, "agentloop"):
-                for flag, value in zip(args, args[1:]):
+                for flag, value in zip(args, args[1:], strict=False):
                     if flag != "--spec" or value.isupper():  # FILE: a synopsis
                         continue
                     if value in shown:

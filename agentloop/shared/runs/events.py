@@ -19,7 +19,7 @@ Seed 004's stream events map onto these: ``step_start`` →
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -397,38 +397,14 @@ class RunCancelled(_Event):
 
 
 AgentEvent = Annotated[
-    Union[
-        RunCreated,
-        RunStatusChanged,
-        StepCreated,
-        MessageCreated,
-        MessageDelta,
-        MessageReset,
-        MessageCompleted,
-        ToolCallCreated,
-        ToolCallCompletedByLLM,
-        ToolExecutionStarted,
-        ToolExecutionCompleted,
-        ApprovalRequested,
-        ApprovalResolved,
-        RequiresAction,
-        ContextManaged,
-        RunContinued,
-        SubAgentInvocationStarted,
-        SubAgentInvocationCompleted,
-        GuardrailTriggered,
-        ThreadMessageReceived,
-        TurnStarted,
-        TurnInterrupted,
-        TurnRolledBack,
-        TurnEnded,
-        RunSteered,
-        ToolRemoved,
-        ToolAdded,
-        RunCompleted,
-        RunFailed,
-        RunCancelled,
-    ],
+    (
+        RunCreated | RunStatusChanged | StepCreated | MessageCreated | MessageDelta | MessageReset
+        | MessageCompleted | ToolCallCreated | ToolCallCompletedByLLM | ToolExecutionStarted
+        | ToolExecutionCompleted | ApprovalRequested | ApprovalResolved | RequiresAction
+        | ContextManaged | RunContinued | SubAgentInvocationStarted | SubAgentInvocationCompleted
+        | GuardrailTriggered | ThreadMessageReceived | TurnStarted | TurnInterrupted | TurnRolledBack
+        | TurnEnded | RunSteered | ToolRemoved | ToolAdded | RunCompleted | RunFailed | RunCancelled
+    ),
     Field(discriminator="type"),
 ]
 

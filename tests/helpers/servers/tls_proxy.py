@@ -47,7 +47,7 @@ class Certificates:
 
 def make_certificates(directory: Path) -> Certificates:
     """A throwaway CA and the certificates it signs, valid for a day."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def name(common_name: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])

@@ -109,11 +109,11 @@ def check_trick_results(results: list[dict], token: str) -> None:
     # Calls run in parallel; the scripted model numbers them call_<step>_<index>.
     shell = sorted((r for r in results if r["name"] == "shell_command"), key=lambda r: int(r["id"].rsplit("_", 1)[1]))
     assert len(shell) == len(TRICKS), [r["content"][:200] for r in results]
-    for trick, result in zip(TRICKS, shell):
+    for trick, result in zip(TRICKS, shell, strict=True):
         assert not result["is_error"], (trick, result["content"][:500])
         assert result["content"].startswith("exit code: "), (trick, result["content"][:500])
         assert token not in result["content"], f"the canary leaked through {trick!r}"
-    by_trick = dict(zip(TRICKS, (r["content"] for r in shell)))
+    by_trick = dict(zip(TRICKS, (r["content"] for r in shell), strict=True))
     # Not vacuous: the commands ran and read an environment, just not the worker's.
     assert "PATH=" in by_trick["env"]
     assert "PATH=" in by_trick["cat /proc/$PPID/environ"]
@@ -913,7 +913,7 @@ def non_root_python() -> list[str]:
         probe = subprocess.run(["runuser", "-u", "nobody", "--", python, "-c",
                                 "import sys; print('%d.%d' % sys.version_info[:2])"],
                                capture_output=True, text=True)
-        if probe.returncode == 0 and probe.stdout.strip() == "%d.%d" % sys.version_info[:2]:
+        if probe.returncode == 0 and probe.stdout.strip() == "{}.{}".format(*sys.version_info[:2]):
             return ["runuser", "-u", "nobody", "--", python]
     pytest.fail("no Python this test can run as user nobody (runuser from util-linux, and a Python "
                 f"{sys.version_info[0]}.{sys.version_info[1]} that nobody may execute, are needed)")
@@ -1247,7 +1247,7 @@ async def test_a_run_cannot_start_a_wider_run_through_the_fleet(
     handle = await agent_client.start(
         AgentSpec(model="scripted:run-the-input", tools=["shell_command"], default_permission="allow",
                   workspace=str(workspace)), script)
-    result = await handle.result()
+    await handle.result()
     events = [json.loads(e.model_dump_json()) async for e in agent_client.events(handle.run_id)]
     (output,) = [e["result"]["content"] for e in events if e["type"] == "agent.tool.execution.completed"]
     assert output.startswith("exit code: "), output

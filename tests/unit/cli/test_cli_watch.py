@@ -5,7 +5,7 @@ made in the test (the command itself: tests/process/cli/test_cli_watch.py)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from io import StringIO
 from typing import Any
 
@@ -35,7 +35,7 @@ from agentloop.cli.runs.render import JsonlRenderer, PlainRenderer, RichRenderer
 from agentloop.shared.base.usage import Usage
 from tests.helpers.cli import plain_text
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 RUN = "run-render"

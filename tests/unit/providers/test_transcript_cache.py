@@ -587,7 +587,7 @@ async def test_parked_runs_hold_bytes_not_objects() -> None:
     for key, run in runs.items():
         await resolve(cache, run, run.ref(), key=key)
     live = tracked_objects_reachable(cache)
-    for key, run in runs.items():
+    for key in runs:
         cache.record_response(key, Message.assistant(f"done {key}"))
     parked = tracked_objects_reachable(cache)
 

@@ -65,13 +65,13 @@ def test_registration_and_spec_refuse_bad_input() -> None:
 
 def test_the_cli_shows_guardrail_events() -> None:
     import io
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from agentloop.shared.runs.events import GuardrailTriggered
     from agentloop.cli.runs.render import PlainRenderer
 
     out = io.StringIO()
     PlainRenderer(out, io.StringIO()).render(GuardrailTriggered(
-        run_id="r", step=1, time=datetime.now(timezone.utc), name="polite", stage="output", tripwire=True,
+        run_id="r", step=1, time=datetime.now(UTC), name="polite", stage="output", tripwire=True,
         reason="rude", severity="high"))
     assert out.getvalue() == "[step 2] guardrail polite (output) tripped [high]: rude\n"

@@ -5,7 +5,7 @@ check_run_budget."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 import pytest
@@ -62,7 +62,7 @@ from tests.helpers import agents
 #: A spec whose calls follow the default permission (auto: writes ask).
 spec = partial(agents.spec, "scripted:x", default_permission="auto")
 
-NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 READ = ToolDefinition(name="read_file", read_only=True)
 WRITE = ToolDefinition(name="write_file")
 
