@@ -109,7 +109,7 @@ def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iter
         procs.append(start_worker(dev_server, task_queue, log, module, **extra_env))
         return procs[-1]
 
-    spawn.log = log  # type: ignore[attr-defined]
+    spawn.log = log
     yield spawn
     for proc in procs:
         if proc.poll() is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,7 +36,7 @@ from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.state import PendingStep
 
 #: What every snapshot's ``format`` field says.
-SNAPSHOT_FORMAT = "agentloop.snapshot"
+SNAPSHOT_FORMAT: Final = "agentloop.snapshot"
 
 #: The version this code writes; it reads every ``1.x``.
 SNAPSHOT_VERSION = "1.0"

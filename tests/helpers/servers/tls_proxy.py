@@ -149,7 +149,7 @@ class TLSProxy:
     def authorizations(self) -> set[str]:
         """Every ``authorization`` header seen (None for calls without one)."""
         with self._lock:
-            return {metadata.get("authorization") for _, metadata in self.seen}  # type: ignore[misc]
+            return {metadata.get("authorization") for _, metadata in self.seen}
 
     def __enter__(self) -> TLSProxy:
         self._server.start()

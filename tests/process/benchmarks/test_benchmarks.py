@@ -32,7 +32,7 @@ from benchmarks import concurrency, cpu_split, history_growth
 from tests.helpers.paths import ROOT
 
 
-def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(tmp_path) -> None:
     # The peers' packages shadowed by ones that cannot be imported, as when
     # the [peers] extra is not installed (whether or not this venv has it).
     for package in ("agents", "pydantic_ai"):
@@ -122,7 +122,7 @@ async def test_with_unsandboxed_floor_and_without_it_measures_those_rows_too() -
                                                "agentloop without lookup"]
     for row in rows:
         assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
-    definitions = {kind: workflow_class.__temporal_workflow_definition  # type: ignore[attr-defined]
+    definitions = {kind: workflow_class.__temporal_workflow_definition
                    for kind, (workflow_class, _) in concurrency.FLOORS.items()}
     assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
     assert not definitions["floor-record"].sandboxed  # as agentloop's own workflow runs
@@ -268,7 +268,7 @@ def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
     assert gc.callbacks == callbacks
 
 
-def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_another(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_another(monkeypatch) -> None:
     clock = [0.0]  # thread CPU, advanced by hand: each inner activation takes one second
 
     class Inner:
@@ -281,7 +281,7 @@ def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_anoth
             return Inner().activate(activation)
 
     class Split(cpu_split.CpuSplit):
-        INSTANCES = (Inner, Outer)  # type: ignore[assignment]
+        INSTANCES = (Inner, Outer)
 
     monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
     with Split() as split:
@@ -297,7 +297,7 @@ def test_cpu_split_counts_collections_by_where_they_start() -> None:
             collected.append(gc.collect(0))  # a collection inside an activation
 
     class Split(cpu_split.CpuSplit):
-        INSTANCES = (Instance,)  # type: ignore[assignment]
+        INSTANCES = (Instance,)
 
     async def activity() -> None:
         collected.append(gc.collect(0))  # one inside an activity's first step
@@ -320,7 +320,7 @@ def test_cpu_split_counts_collections_by_where_they_start() -> None:
     assert split.collections() == (1, 2, 2)
 
 
-async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:
     clock = [0.0]  # thread CPU, advanced by hand
     monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
     split = cpu_split.CpuSplit()

@@ -67,8 +67,8 @@ def workers(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iterator[
         proc.terminate()
         await asyncio.to_thread(proc.wait, 30)
 
-    start.stop = stop  # type: ignore[attr-defined]
-    start.log = log  # type: ignore[attr-defined]
+    start.stop = stop
+    start.log = log
     yield start
     for proc in procs:
         if proc.poll() is None:

@@ -350,7 +350,7 @@ async def test_bad_sandbox_setting_fails_the_call_and_the_worker(
 
 
 async def run_shell(workspace: Path, command: str, **kwargs: object) -> str:
-    return await shell_command(command, ctx=ToolContext(workspace=workspace), **kwargs)  # type: ignore[arg-type]
+    return await shell_command(command, ctx=ToolContext(workspace=workspace), **kwargs)
 
 
 async def test_namespace_sandbox_sees_only_its_own_processes_and_has_no_privileges(
@@ -1107,10 +1107,10 @@ async def test_the_fleet_is_out_of_reach_in_every_mode(
     assert got == EXPECTED_REACH[mode]
     # Not vacuous: from the worker itself (outside the sandbox) every service answers.
     for port in ("grpc", "http", "serve", "codec"):
-        with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):  # type: ignore[arg-type]
+        with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):
             pass
     with socket.socket(socket.AF_UNIX) as probe:
-        probe.connect(fleet["sock"])  # type: ignore[arg-type]
+        probe.connect(fleet["sock"])
 
 
 ROOT_PROBE = r'''

@@ -130,7 +130,7 @@ async def test_the_plugin_composes_with_a_users_worker_options(temporal_client: 
                     workflow_runner=runner, workflow_failure_exception_types=[ArithmeticError],
                     plugins=[AgentLoopPlugin()])
     config = worker.config(active_config=True)
-    passthrough = config["workflow_runner"].restrictions.passthrough_modules  # type: ignore[attr-defined]
+    passthrough = config["workflow_runner"].restrictions.passthrough_modules
     assert {"agentloop", "dataclasses"} <= passthrough
     assert list(config["workflow_failure_exception_types"]) == [ArithmeticError, UserError, AgentRunFailed]
     assert config["max_heartbeat_throttle_interval"] == HEARTBEAT_THROTTLE == timedelta(seconds=1)

@@ -143,7 +143,7 @@ async def closed_or_retrying(handle: WorkflowHandle) -> tuple[WorkflowExecutionS
         failed_tasks = sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
         status = (await handle.describe()).status
         if status != WorkflowExecutionStatus.RUNNING or failed_tasks:
-            return status, failed_tasks  # type: ignore[return-value]
+            return status, failed_tasks
         assert asyncio.get_running_loop().time() < deadline, "the workflow neither closed nor failed a task"
         await asyncio.sleep(0.1)
 

@@ -50,10 +50,10 @@ def test_local_is_off_unless_asked_for_in_every_way_to_register_a_tool() -> None
     registry = ToolRegistry()
     registry.tool(quick, name="quick_local", local=True)
     registry.tool(quick, name="quick_task")
-    assert registry.get("quick_local").local and not registry.get("quick_task").local  # type: ignore[union-attr]
+    assert registry.get("quick_local").local and not registry.get("quick_task").local
     tool(quick, name="quick_default_registry", local=True)
     try:
-        assert default_registry.get("quick_default_registry").local  # type: ignore[union-attr]
+        assert default_registry.get("quick_default_registry").local
     finally:
         default_registry._tools.pop("quick_default_registry")
 

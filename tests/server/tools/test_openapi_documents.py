@@ -153,7 +153,7 @@ async def test_httpbins_own_document_int_parameters_and_a_form_post_reach_the_re
     redirect = registry.get("hb__post__redirect-to")
     assert redirect is not None
     assert redirect.parameters["properties"]["status_code"] == {"type": "integer"}
-    assert redirect.body_kind == "form"  # type: ignore[attr-defined]
+    assert redirect.body_kind == "form"
     model = script(calls(
         # A form POST: httpbin answers with the status the form asked for.
         call("hb__post__redirect-to", {"url": "/anything/landed", "status_code": 307}),

@@ -608,7 +608,7 @@ async def test_runs_of_one_agent_share_one_copy_of_its_prompt_and_tools() -> Non
     seed = TranscriptSeed(system_prompt=seeded.system_prompt, tools=seeded.tools, messages=seeded.messages)
     await cache.resolve("c", seeded.ref(), seeded.fetch_context, seeded.fetch_page, seed=seed)
 
-    contexts = {id(cache._runs[key].context) for key in "abc"}  # type: ignore[union-attr]
+    contexts = {id(cache._runs[key].context) for key in "abc"}
     assert len(contexts) == 1
 
 

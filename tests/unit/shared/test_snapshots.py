@@ -169,7 +169,7 @@ class RunOriginBefore(BaseModel):
 
 
 class AgentRunInputBefore(AgentRunInput):
-    origin: RunOriginBefore | None = None  # type: ignore[assignment]
+    origin: RunOriginBefore | None = None
 
 
 def test_a_completed_restore_is_an_input_a_worker_of_the_previous_version_takes() -> None:

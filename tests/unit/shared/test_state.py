@@ -37,7 +37,7 @@ NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
 def state(**fields: object) -> LoopState:
     return LoopState(input_count=1, report=AgentRunReport(id="r", model="scripted:x", started_at=NOW),
-                     messages=[Message.user("hi")], **fields)  # type: ignore[arg-type]
+                     messages=[Message.user("hi")], **fields)
 
 
 def call(call_id: str, name: str = "write_file") -> ToolCallPart:
@@ -159,7 +159,7 @@ def waiting_state() -> LoopState:
     return s
 
 
-def refusal(check, *args) -> requests.Refusal:  # type: ignore[no-untyped-def]
+def refusal(check, *args) -> requests.Refusal:
     with pytest.raises(requests.Refusal) as info:
         check(*args)
     return info.value

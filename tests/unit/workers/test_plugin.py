@@ -32,10 +32,10 @@ async def test_a_replayer_with_the_plugin_replays_a_committed_history_next_to_a_
 
 
 class Rot13Codec(PayloadCodec):
-    async def encode(self, payloads):  # type: ignore[no-untyped-def]
+    async def encode(self, payloads):
         return list(payloads)
 
-    async def decode(self, payloads):  # type: ignore[no-untyped-def]
+    async def decode(self, payloads):
         return list(payloads)
 
 

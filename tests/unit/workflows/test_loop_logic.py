@@ -73,7 +73,7 @@ def tool_call(name: str = "read_file", call_id: str = "c1", **arguments: object)
 
 def response(text: str = "", calls: list[ToolCallPart] | None = None, finish: str = "stop", raw: str | None = None) -> ModelResponse:
     return ModelResponse(
-        message=Message.assistant(text, calls or []), finish_reason=finish, raw_finish_reason=raw  # type: ignore[arg-type]
+        message=Message.assistant(text, calls or []), finish_reason=finish, raw_finish_reason=raw
     )
 
 
@@ -251,7 +251,7 @@ def test_runs_before_the_policy_execute_everything_known() -> None:
 
 
 def decision(**fields: object) -> ApprovalDecision:
-    return ApprovalDecision(call_id="c1", **fields)  # type: ignore[arg-type]
+    return ApprovalDecision(call_id="c1", **fields)
 
 
 def test_approve_runs_the_call() -> None:
@@ -263,7 +263,7 @@ def test_deny_answers_with_the_reason_or_a_default() -> None:
     r = resolve_approval(tool_call(), decision(decision="deny", reason="no"), spec=spec())
     assert r.label == "deny" and r.result is not None and r.result.is_error and "was denied: no." in r.result.content
     r = resolve_approval(tool_call(), decision(decision="deny"), spec=spec())
-    assert "was denied: an operator denied it." in r.result.content  # type: ignore[union-attr]
+    assert "was denied: an operator denied it." in r.result.content
 
 
 def test_skip_answers_with_the_result_or_a_note() -> None:
@@ -281,9 +281,9 @@ def test_an_override_is_cut_to_the_output_limit() -> None:
 
 def test_timeout_and_stop_answer_without_running() -> None:
     r = resolve_approval(tool_call(), None, spec=spec(approval_timeout_seconds=90), timed_out=True)
-    assert r.label == "timeout" and "no decision within 90s (approval timeout)" in r.result.content  # type: ignore[union-attr]
+    assert r.label == "timeout" and "no decision within 90s (approval timeout)" in r.result.content
     r = resolve_approval(tool_call(), None, spec=spec())
-    assert r.label == "stopped" and "did not run: the run was stopped" in r.result.content  # type: ignore[union-attr]
+    assert r.label == "stopped" and "did not run: the run was stopped" in r.result.content
 
 
 def test_client_outputs_keep_their_error_flag_and_are_cut() -> None:
@@ -412,7 +412,7 @@ def test_non_text_arguments_match_as_json() -> None:
 
 def test_defaults_apply_when_no_rule_matches() -> None:
     for default, read_only, action in [("auto", True, "allow"), ("auto", False, "ask"), ("deny", True, "deny"), ("allow", False, "allow")]:
-        check = check_permission(tool_call(), rules=[], default=default, read_only=read_only)  # type: ignore[arg-type]
+        check = check_permission(tool_call(), rules=[], default=default, read_only=read_only)
         assert check.action == action
 
 
@@ -447,7 +447,7 @@ def test_past_the_limit_every_call_goes_to_the_client() -> None:
         Execute(),
         Execute(check_permission(tool_call(), rules=[], default="allow", read_only=False)),
         AskApproval(
-            gate_call(tool_call("write_file"), spec=spec(), tools=[WRITE], step=1, now=NOW).approval,  # type: ignore[union-attr]
+            gate_call(tool_call("write_file"), spec=spec(), tools=[WRITE], step=1, now=NOW).approval,
             check_permission(tool_call("write_file"), rules=[], default="auto", read_only=False),
         ),
         AwaitClient(pending_action(tool_call(), step=1, now=NOW, reason="client_tool")),
@@ -455,7 +455,7 @@ def test_past_the_limit_every_call_goes_to_the_client() -> None:
     ids=["unknown", "denied", "execute", "execute-allowed", "ask", "client"],
 )
 def test_a_carried_gate_holds_its_decision(decision: object) -> None:
-    gate = gate_of(tool_call(), decision)  # type: ignore[arg-type]
+    gate = gate_of(tool_call(), decision)
     assert decision_of(ToolGate.model_validate(gate.model_dump(mode="json"))) == decision
 
 
