@@ -34,7 +34,9 @@ def clean_env(tmp_path: Path, *, drop: tuple[str, ...] = (), **extra: str) -> di
     return env
 
 
-def agentloop(*args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def agentloop(
+    *args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     """``agentloop ARGS`` to its end (blocks: use :func:`agentloop_async` where the test's worker runs)."""
     return subprocess.run([sys.executable, "-m", "agentloop.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)

@@ -172,7 +172,9 @@ def cut_hint(tool_name: str) -> str:
     return CUT_HINTS.get(tool_name, CUT_HINT)
 
 
-def truncate_output(text: str, limit: int, hint: str = "narrow the command or read a smaller range") -> tuple[str, bool]:
+def truncate_output(
+    text: str, limit: int, hint: str = "narrow the command or read a smaller range"
+) -> tuple[str, bool]:
     """Shorten text to its head and tail with a visible note in between.
 
     Two thirds of the budget go to the head and one third to the tail: the

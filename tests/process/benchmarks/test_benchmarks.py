@@ -32,7 +32,9 @@ from benchmarks import concurrency, cpu_split, history_growth
 from tests.helpers.paths import ROOT
 
 
-def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(tmp_path) -> None:
+def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(
+    tmp_path,
+) -> None:
     # The peers' packages shadowed by ones that cannot be imported, as when
     # the [peers] extra is not installed (whether or not this venv has it).
     for package in ("agents", "pydantic_ai"):

@@ -20,7 +20,8 @@ from tests.helpers.cli import run_temporal
 from tests.helpers.runs import task_failures, wait_for_end
 
 #: A valid input typed as an operator would.
-VALID = {"spec": {"model": "scripted:unused"}, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+VALID = {"spec": {"model": "scripted:unused"},
+         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
 
 BAD_INPUTS = {
     "string": ["--input", '"hello"'],

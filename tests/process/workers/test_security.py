@@ -166,7 +166,8 @@ async def test_embedded_run_cannot_read_the_provider_keys(mode: str, tmp_path: P
         env["AGENTLOOP_SHELL_SANDBOX"] = "bwrap"
     run_id = f"sec-{uuid.uuid4().hex[:8]}"
     proc = agentloop(
-        "run", "read the keys", "--model", "scripted:security-tricks", "--import", "tests.helpers.fixtures.security_fixture",
+        "run", "read the keys", "--model", "scripted:security-tricks",
+        "--import", "tests.helpers.fixtures.security_fixture",
         "--tool", "shell_command", "--yes", "--jsonl", "--run-id", run_id, "--workspace", str(workspace),
         env=env,
     )
@@ -194,10 +195,12 @@ async def test_role_split_tools_worker_cannot_read_the_provider_keys(
     logs = {name: (tmp_path / f"{name}.log").open("w+") for name in ("models", "tools")}
     workers = {
         "models": subprocess.Popen(
-            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "models", "--import", "tests.helpers.fixtures.security_fixture"],
+            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "models",
+             "--import", "tests.helpers.fixtures.security_fixture"],
             cwd=ROOT, env={**base, **secrets}, stdout=logs["models"], stderr=subprocess.STDOUT),
         "tools": subprocess.Popen(
-            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools", "--import", "tests.helpers.fixtures.security_fixture"],
+            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools",
+             "--import", "tests.helpers.fixtures.security_fixture"],
             cwd=ROOT, env={**base, "AGENTLOOP_WORKSPACE": str(workspace)}, stdout=logs["tools"],
             stderr=subprocess.STDOUT),
     }
@@ -491,7 +494,8 @@ async def test_outside_the_workspace_in_every_mode(
     # Not vacuous: inside the workspace the same commands work.
     (workspace / "mine.txt").write_text("mine\n")
     result = await run_shell(workspace, "cat mine.txt && echo more > new.txt && ln mine.txt hard2 && "
-                                        "ln -s mine.txt soft2 && cat soft2 && ./setuid-cat hard2 && echo t > ${TMPDIR:-/tmp}/t && "
+                                        "ln -s mine.txt soft2 && cat soft2 && ./setuid-cat hard2 && "
+                                        "echo t > ${TMPDIR:-/tmp}/t && "
                                         "cat ${TMPDIR:-/tmp}/t && ls ~ >/dev/null && echo home")
     assert result == "exit code: 0\nmine\nmine\nmine\nt\nhome\n", result
 
@@ -686,7 +690,8 @@ async def test_a_worker_killed_mid_command_leaves_nothing_running(
     env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
                     AGENTLOOP_SHELL_SANDBOX=mode, AGENTLOOP_WORKSPACE_ROOTS=str(tmp_path))
     log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.helpers.fixtures.security_fixture"],
+    worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker",
+                               "--import", "tests.helpers.fixtures.security_fixture"],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     handle = None
     try:

@@ -99,7 +99,8 @@ async def test_assets_are_served_with_etags_and_nothing_else_is(agent_client: Ag
     assert 'data-auth="0"' in page.text and 'data-temporal-ui-base=""' in page.text
     for answer in (missing, outside):
         assert answer.status_code == 404 and answer.headers["content-type"] == "application/problem+json"
-    assert missing.json()["detail"].startswith("the console has no asset 'page.html'; it serves api.js, composer.js, console.css, ")
+    assert missing.json()["detail"].startswith(
+        "the console has no asset 'page.html'; it serves api.js, composer.js, console.css, ")
     assert missing.json()["detail"].endswith(", run-waiting.js, runs.js")
 
 

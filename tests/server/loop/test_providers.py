@@ -57,7 +57,8 @@ async def test_a_broken_stream_says_whether_the_step_is_retried_and_why(
         f"{broke}; this was the last attempt (2 of 2), so the step fails",
     ]
     error = failed.value.result.error
-    assert error == f"LLM step 1 failed after 2 attempts: {broke}; this was the last attempt (2 of 2), so the step fails"
+    assert error == (f"LLM step 1 failed after 2 attempts: {broke}; "
+                     "this was the last attempt (2 of 2), so the step fails")
     assert "retried" not in error
 
 

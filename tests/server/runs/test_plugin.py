@@ -67,7 +67,8 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
         greeting = await client.execute_workflow(
             GreetingWorkflow.run, "ada", id=f"greet-{uuid.uuid4().hex[:8]}", task_queue=task_queue
         )
-        handle = await AgentClient(client, task_queue=task_queue).start(AgentSpec(model=model, tools=["read_file"]), "go")
+        handle = await AgentClient(client, task_queue=task_queue).start(
+            AgentSpec(model=model, tools=["read_file"]), "go")
         result = await handle.result()
     assert greeting == "HELLO ADA!"
     assert result.status == "completed" and result.final_text == "done"
@@ -180,7 +181,8 @@ async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -
         Worker(temporal_client, task_queue=queue, plugins=[AgentLoopPlugin(role="tools")])
     assert str(info.value) == (
         f"a tools worker polls the tools queue of the runs' task queue, but this Worker's task queue is "
-        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} (agentloop.workers.plugin.tool_task_queue)"
+        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} "
+        "(agentloop.workers.plugin.tool_task_queue)"
     )
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     with pytest.raises(UserError, match="OPENAI_API_KEY is set"):

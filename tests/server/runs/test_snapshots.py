@@ -130,7 +130,8 @@ async def test_fork_out_of_range_and_unknown_run(agent_client: AgentClient, work
     async with worker():
         run = await agent_client.start(spec, "hi")
         await run.result()
-        with pytest.raises(SnapshotError, match="cannot be forked at step 2: the run has finished 1 step; fork at step 1"):
+        with pytest.raises(SnapshotError,
+                           match="cannot be forked at step 2: the run has finished 1 step; fork at step 1"):
             await agent_client.fork(run.run_id, 2)
         with pytest.raises(UserError, match="no run run-never-started"):
             await agent_client.fork("run-never-started", 1)

@@ -67,7 +67,8 @@ async def test_a_three_message_thread_sends_the_model_every_earlier_exchange(
 
 
 async def test_send_to_a_missing_thread_says_so(agent_client: AgentClient, worker: Any) -> None:
-    with pytest.raises(ThreadNotFound, match="thread no-such-thread does not exist; start it with `agentloop run --thread no-such-thread"):
+    with pytest.raises(ThreadNotFound, match="thread no-such-thread does not exist; "
+                                             "start it with `agentloop run --thread no-such-thread"):
         await agent_client.send("no-such-thread", "hello?")
 
 
@@ -80,7 +81,8 @@ async def test_send_to_a_run_that_is_not_a_thread_is_refused(agent_client: Agent
 
     async with worker():
         handle = await agent_client.start(AgentSpec(model=script(slow)), "work")
-        with pytest.raises(MessageRefused, match=f"run {handle.run_id} is not a thread: start one with `agentloop run --thread ID`"):
+        with pytest.raises(MessageRefused,
+                           match=f"run {handle.run_id} is not a thread: start one with `agentloop run --thread ID`"):
             await agent_client.send(handle.run_id, "more")
         gate.set()
         assert (await handle.result()).final_text == "done"
@@ -335,7 +337,8 @@ async def test_steering_during_a_long_tool_call_reaches_the_next_step(
     ]
     kinds = [e.type for e in events]
     steered = kinds.index("agent.run.steered")
-    assert kinds.index("agent.tool.execution.completed") < steered < len(kinds) - 1 - kinds[::-1].index("agent.run.step.created")
+    last_step = len(kinds) - 1 - kinds[::-1].index("agent.run.step.created")
+    assert kinds.index("agent.tool.execution.completed") < steered < last_step
 
 
 async def test_steering_a_thread_that_waits_for_a_message_is_refused(agent_client: AgentClient, worker: Any) -> None:

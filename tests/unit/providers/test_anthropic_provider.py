@@ -594,7 +594,8 @@ async def test_input_usage_is_passed_on_before_a_stream_breaks(
     # already passed them on (the rest of the break: test_providers.py).
     server.enqueue(
         anthropic_stream(
-            [message_start(input_tokens=21), block_start(0, {"type": "text", "text": ""}), text_delta(0, "The answer ")],
+            [message_start(input_tokens=21), block_start(0, {"type": "text", "text": ""}),
+             text_delta(0, "The answer ")],
             break_stream=True,
         )
     )

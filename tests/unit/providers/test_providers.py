@@ -620,7 +620,9 @@ async def test_400_is_a_bad_request_with_the_provider_message(
     assert "unexpected `tool_use_id` found" in error.message
 
 
-async def test_unknown_model_404_is_a_bad_request(provider: ProviderCase, server: ScriptedHTTPServer, model: Any) -> None:
+async def test_unknown_model_404_is_a_bad_request(
+    provider: ProviderCase, server: ScriptedHTTPServer, model: Any
+) -> None:
     server.enqueue(provider.error(404, "The model `nope-1` does not exist", type="not_found_error"))
 
     error = await complete_error(model, provider.request())

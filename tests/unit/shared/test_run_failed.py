@@ -85,7 +85,8 @@ def test_a_workflow_failure_maps_to_its_class() -> None:
     assert type(run_failed_from("r", CancelledError("cancelled"))) is AgentRunCancelled
     terminated = run_failed_from("r", TerminatedError("by ops"))
     assert type(terminated) is RunError and str(terminated) == "run r was terminated: by ops"
-    timed_out = run_failed_from("r", TimeoutError("timed out", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[]))
+    timed_out = run_failed_from(
+        "r", TimeoutError("timed out", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[]))
     assert type(timed_out) is RunError and str(timed_out) == "run r timed out: timed out"
     other = run_failed_from("r", ApplicationError("boom", type="SomethingElse"))
     assert type(other) is RunError and str(other) == "run r failed: SomethingElse: boom"

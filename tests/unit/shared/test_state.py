@@ -123,7 +123,8 @@ def test_the_first_stop_wins_and_notes_are_bounded() -> None:
     assert s.stop == StopRequest(reason="first")
     for i in range(REJECTED_SIGNALS_KEPT + 3):
         s.note(f"n{i}")
-    assert len(s.rejected_signals) == REJECTED_SIGNALS_KEPT and s.rejected_signals[-1].endswith(str(REJECTED_SIGNALS_KEPT + 2))
+    assert len(s.rejected_signals) == REJECTED_SIGNALS_KEPT
+    assert s.rejected_signals[-1].endswith(str(REJECTED_SIGNALS_KEPT + 2))
 
 
 def test_usage_counts_every_attempt_as_a_request() -> None:

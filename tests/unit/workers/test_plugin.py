@@ -59,5 +59,6 @@ def test_converters_agentloop_can_use_are_kept_or_completed() -> None:
 def test_the_plugin_keeps_its_replayer_settings_when_given_the_workflow_too() -> None:
     # A Replayer given AgentRunWorkflow and the plugin registers it once.
     replayer = Replayer(workflows=[AgentRunWorkflow], plugins=[AgentLoopPlugin()])
-    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == ["AgentRunWorkflow", "ScheduleFeedWorkflow"]
+    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == [
+        "AgentRunWorkflow", "ScheduleFeedWorkflow"]
     assert dataclasses.is_dataclass(replayer.config(active_config=True)["workflow_runner"])

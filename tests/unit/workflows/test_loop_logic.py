@@ -71,7 +71,9 @@ def tool_call(name: str = "read_file", call_id: str = "c1", **arguments: object)
     return ToolCallPart(id=call_id, name=name, arguments=dict(arguments))
 
 
-def response(text: str = "", calls: list[ToolCallPart] | None = None, finish: str = "stop", raw: str | None = None) -> ModelResponse:
+def response(
+    text: str = "", calls: list[ToolCallPart] | None = None, finish: str = "stop", raw: str | None = None
+) -> ModelResponse:
     return ModelResponse(
         message=Message.assistant(text, calls or []), finish_reason=finish, raw_finish_reason=raw
     )
@@ -110,7 +112,8 @@ def test_past_the_continuation_limit_old_runs_fail() -> None:
 
 def test_under_the_continuation_limit_tools_run() -> None:
     calls = [tool_call()]
-    assert decide_next_step(response(calls=calls), spec=spec(max_tool_call_continuations=2), continuations=1) == RunTools(calls)
+    decision = decide_next_step(response(calls=calls), spec=spec(max_tool_call_continuations=2), continuations=1)
+    assert decision == RunTools(calls)
 
 
 def test_length_fails_with_the_limit_named() -> None:
@@ -167,7 +170,8 @@ def test_no_verification_on_the_last_step_or_when_not_asked_for() -> None:
 
 
 def test_within_budget_reports_the_cost() -> None:
-    s = agents.spec("openai:gpt-x", default_permission="auto", budget=Budget(cost_limit_usd=1.0, prices={"openai:gpt-x": ModelPrice(input_per_mtok=1, output_per_mtok=2)}))
+    s = agents.spec("openai:gpt-x", default_permission="auto", budget=Budget(
+        cost_limit_usd=1.0, prices={"openai:gpt-x": ModelPrice(input_per_mtok=1, output_per_mtok=2)}))
     verdict = check_run_budget(Usage(input_tokens=1_000_000), s)
     assert verdict == WithinBudget(1.0)
 
@@ -201,7 +205,8 @@ def test_read_only_tools_run_under_auto() -> None:
 
 
 def test_other_tools_ask_under_auto_with_an_expiry() -> None:
-    decision = gate_call(tool_call("write_file"), spec=spec(approval_timeout_seconds=60), tools=[WRITE], step=3, now=NOW)
+    decision = gate_call(tool_call("write_file"), spec=spec(approval_timeout_seconds=60), tools=[WRITE], step=3,
+                         now=NOW)
     assert isinstance(decision, AskApproval)
     assert decision.approval.step == 3 and decision.approval.asked_at == NOW
     assert decision.approval.expires_at == NOW + timedelta(seconds=60)
@@ -287,7 +292,8 @@ def test_timeout_and_stop_answer_without_running() -> None:
 
 
 def test_client_outputs_keep_their_error_flag_and_are_cut() -> None:
-    out = resolve_output(tool_call(), ToolOutput(call_id="c1", output="y" * 500, is_error=True), spec=spec(tool_output_limit=256))
+    out = resolve_output(tool_call(), ToolOutput(call_id="c1", output="y" * 500, is_error=True),
+                         spec=spec(tool_output_limit=256))
     assert out.is_error and len(out.content) < 500
     stopped = resolve_output(tool_call(), None, spec=spec())
     assert stopped.is_error and "did not run" in stopped.content
@@ -320,11 +326,13 @@ def test_every_call_failed_fails_the_run_at_the_limit() -> None:
 
 def test_failures_under_the_limit_continue() -> None:
     s = spec(max_consecutive_failed_tool_steps=3)
-    assert decide_after_tools([result("boom", True)], spec=s, step=1, failed_tool_steps=2, stop_requested=False) == Continue()
+    after = decide_after_tools([result("boom", True)], spec=s, step=1, failed_tool_steps=2, stop_requested=False)
+    assert after == Continue()
 
 
 def test_stop_ends_the_run_after_the_step() -> None:
-    assert decide_after_tools([result()], spec=spec(max_steps=2), step=2, failed_tool_steps=0, stop_requested=True) == Stopped()
+    after = decide_after_tools([result()], spec=spec(max_steps=2), step=2, failed_tool_steps=0, stop_requested=True)
+    assert after == Stopped()
 
 
 def test_the_last_step_fails_with_max_steps() -> None:
@@ -333,7 +341,8 @@ def test_the_last_step_fails_with_max_steps() -> None:
 
 
 def test_otherwise_continue() -> None:
-    assert decide_after_tools([result()], spec=spec(max_steps=3), step=2, failed_tool_steps=0, stop_requested=False) == Continue()
+    after = decide_after_tools([result()], spec=spec(max_steps=3), step=2, failed_tool_steps=0, stop_requested=False)
+    assert after == Continue()
 
 
 # continue_as_new_due ---------------------------------------------------------------------
@@ -411,7 +420,8 @@ def test_non_text_arguments_match_as_json() -> None:
 
 
 def test_defaults_apply_when_no_rule_matches() -> None:
-    for default, read_only, action in [("auto", True, "allow"), ("auto", False, "ask"), ("deny", True, "deny"), ("allow", False, "allow")]:
+    for default, read_only, action in [("auto", True, "allow"), ("auto", False, "ask"), ("deny", True, "deny"),
+                                       ("allow", False, "allow")]:
         check = check_permission(tool_call(), rules=[], default=default, read_only=read_only)
         assert check.action == action
 
