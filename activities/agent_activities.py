@@ -21,41 +21,41 @@ from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 from agentloop.activities import context_providers, guardrails, hooks
 from agentloop.activities.attempts import AttemptUsage, earlier_attempts, failure_reason
 from agentloop.activities.heartbeat import keep_heartbeating
-from agentloop.activities.tool_calls import ToolCalls
-from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
-from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
+from agentloop.activities.tool_calls import ToolCalls
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
+from agentloop.activities.tool_sources.mcp_server import McpUnavailable
+from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
+from agentloop.shared.base import contracts
+from agentloop.shared.base.contracts import TOOL_QUEUE_SUFFIX
+from agentloop.shared.base.errors import TOOL_DEFINITION_ERROR_TYPE, UserError
+from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_io import (
+    TOOLS_NOT_HERE_ERROR_TYPE,
     CallModelInput,
     CallModelResult,
     ExecuteToolInput,
     ExecuteToolResult,
     ResolveToolsInput,
-    TOOLS_NOT_HERE_ERROR_TYPE,
     ResolveToolsResult,
     StreamDelta,
     ToolDefinition,
 )
-from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.compaction import compaction_request_messages
-from agentloop.shared.base.errors import TOOL_DEFINITION_ERROR_TYPE, UserError
 from agentloop.shared.definition.context_providers import LoadContextInput, LoadContextResult
+from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.guardrails import (
     GuardrailResult,
     ResolveGuardrailsInput,
     ResolveGuardrailsResult,
     RunGuardrailInput,
 )
-from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
-from agentloop.tools.hooks import hooks_of
-from agentloop.shared.base.usage import Usage
-from agentloop.tools.registry import Tool, ToolRegistry
 from agentloop.shared.runs.transcripts import ModelContext, TranscriptPage, TranscriptRange
-from agentloop.shared.base import contracts
-from agentloop.shared.base.contracts import TOOL_QUEUE_SUFFIX
+from agentloop.tools.hooks import hooks_of
+from agentloop.tools.registry import Tool, ToolRegistry
 
 #: A list the worker's telemetry sets around a ``call_model`` attempt to see
 #: the request sent, transcript filled in (agentloop.workers.telemetry).

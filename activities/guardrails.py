@@ -11,6 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.providers.models import ModelResolver
+from agentloop.shared.base.messages import Message
 from agentloop.shared.definition.activity_io import ModelRequest
 from agentloop.shared.definition.guardrails import (
     GUARDRAIL_FAILED_ERROR_TYPE,
@@ -26,7 +27,6 @@ from agentloop.shared.definition.guardrails import (
     parse_judge_reply,
 )
 from agentloop.tools.guardrails import FunctionGuardrail, GuardrailContext, JudgeGuardrail, guardrails_of
-from agentloop.shared.base.messages import Message
 from agentloop.tools.registry import ToolRegistry
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from temporalio import activity
 
+from agentloop.activities.tool_calls import ToolCalls, format_tool_output
+from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.shared.base.messages import CUT_HINT, cut_hint
 from agentloop.shared.base.text import cut, cut_marked
 from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
@@ -23,9 +25,7 @@ from agentloop.tools.hooks import (
     hooks_of,
     run_hooks,
 )
-from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
 from agentloop.tools.tool_context import ToolContext
-from agentloop.activities.tool_calls import ToolCalls, format_tool_output
 
 
 async def execute_with_hooks(acts: ToolCalls, input: ExecuteToolInput, key: str) -> ExecuteToolResult:

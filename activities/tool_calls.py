@@ -23,10 +23,10 @@ from agentloop.activities.tool_ledger import ToolLedger
 from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
 from agentloop.activities.transcripts import TranscriptCache
-from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.shared.base.messages import ImagePart, ToolResultPart, cut_hint
 from agentloop.shared.base.text import cut_marked
+from agentloop.shared.definition.activity_io import ExecuteToolInput, ExecuteToolResult
 from agentloop.shared.definition.spec import system_workspace_problem
 from agentloop.tools.registry import InvalidToolArguments, ToolRegistry
 from agentloop.tools.tool_context import ToolContext

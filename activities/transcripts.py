@@ -46,9 +46,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.attempts import retry_note
-from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptSeed
 from agentloop.shared.base.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
 from agentloop.shared.base.messages import Message, ToolResultPart
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptSeed
 from agentloop.shared.runs.transcripts import (
     EMPTY_HASH,
     ModelContext,

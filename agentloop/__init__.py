@@ -16,28 +16,33 @@ Client and Worker and runs agents inside its workflows with
 import agentloop.workers.teardown  # noqa: F401  (isort: skip)
 from agentloop.client.agent_client import AgentClient
 from agentloop.client.handle import AgentRunHandle
+from agentloop.shared.base.encryption import EncryptionCodec
+from agentloop.shared.base.errors import AgentLoopError, DecisionRejected, ToolError, UserError
+from agentloop.shared.base.messages import Message
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_tools import activity_as_tool
 from agentloop.shared.definition.approvals import ApprovalDecision, PermissionRule, ToolOutput
 from agentloop.shared.definition.context_providers import ContextLayer
 from agentloop.shared.definition.context_window import ContextPolicy
-from agentloop.shared.base.encryption import EncryptionCodec
-from agentloop.shared.base.errors import AgentLoopError, DecisionRejected, ToolError, UserError
-from agentloop.shared.runs.result import AgentRunCancelled, AgentRunFailed, GuardrailTripped, MaxStepsExceeded
 from agentloop.shared.definition.guardrails import GuardrailResult
-from agentloop.shared.base.messages import Message
 from agentloop.shared.definition.pricing import Budget, ModelPrice
-from agentloop.shared.runs.report import AgentRunReport
-from agentloop.shared.base.usage import Usage
-from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.definition.spec import AgentSpec, SubAgent
+from agentloop.shared.runs.events import AgentEvent
+from agentloop.shared.runs.report import AgentRunReport
+from agentloop.shared.runs.result import (
+    AgentRunCancelled,
+    AgentRunFailed,
+    AgentRunResult,
+    GuardrailTripped,
+    MaxStepsExceeded,
+)
 from agentloop.shared.runs.threads import ThreadBusy, ThreadNotFound
-from agentloop.tools.context_providers import context_provider, ContextRequest
-from agentloop.tools.guardrails import guardrail, GuardrailContext, llm_judge
-from agentloop.tools.hooks import before_tool_call, EndRun, Fallback, on_tool_error, Override, Skip, ToolCallInfo
+from agentloop.tools.context_providers import ContextRequest, context_provider
+from agentloop.tools.guardrails import GuardrailContext, guardrail, llm_judge
+from agentloop.tools.hooks import EndRun, Fallback, Override, Skip, ToolCallInfo, before_tool_call, on_tool_error
 from agentloop.tools.registry import default_registry, tool
 from agentloop.tools.tool_context import ToolContext
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.shared.runs.events import AgentEvent
 
 __all__ = [
     "AgentClient",

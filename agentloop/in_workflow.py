@@ -25,8 +25,8 @@ activities and passes ``agentloop`` through the sandbox)::
 Everything here is deterministic.
 """
 
-from agentloop.shared.definition.activity_tools import ActivityTool, activity_as_tool
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
+from agentloop.shared.definition.activity_tools import ActivityTool, activity_as_tool
 from agentloop.shared.runs.run import as_messages, run_input
 from agentloop.workflows.run_agent import Consolidated, agent_result, chain, consolidate, run_agent, start_agent
 

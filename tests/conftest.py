@@ -25,8 +25,8 @@ from temporalio.client import Client
 
 from agentloop import AgentClient
 from agentloop.activities.builtin_tools import register_builtin_tools
-from agentloop.workers.devserver import DevServer
 from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 from tests.helpers.cli import clean_env
 from tests.helpers.workers import start_worker
@@ -109,7 +109,7 @@ def spawn_worker(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iter
         procs.append(start_worker(dev_server, task_queue, log, module, **extra_env))
         return procs[-1]
 
-    spawn.log = log  # type: ignore[attr-defined]
+    spawn.log = log
     yield spawn
     for proc in procs:
         if proc.poll() is None:

@@ -227,7 +227,8 @@ def test_a_page_imports_only_its_own_files() -> None:
 
 # Modules whose names the examples import as they are; every other
 # user-facing name comes from ``agentloop`` itself.
-SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.in_workflow", "agentloop.shared.runs.threads", "agentloop.activities.")
+SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.in_workflow", "agentloop.shared.runs.threads",
+                       "agentloop.activities.")
 
 
 def test_examples_import_user_facing_names_from_agentloop() -> None:
@@ -329,9 +330,9 @@ def fragment_problems(block: Block, declared: dict[str, str]) -> list[str]:
 
 async def server_time(dev_server: DevServer) -> str:
     """Now, as a list filter's time (the session's server runs on this machine, on its clock)."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 async def runs_left_open(dev_server: DevServer, since: str, own_queue: str) -> list[str]:
@@ -495,7 +496,8 @@ def test_agentloop_commands_in_the_docs_exist() -> None:
                 continue
             sub = args[0]
             if "/" in sub:  # "agentloop approve/submit/stop" names several
-                problems += [f"{where}: `agentloop {s}` is no subcommand" for s in sub.split("/") if s not in subcommands]
+                problems += [f"{where}: `agentloop {s}` is no subcommand"
+                             for s in sub.split("/") if s not in subcommands]
                 continue
             if sub.startswith("-"):
                 options, helped = options_of(args), top
@@ -673,7 +675,8 @@ def test_every_repository_path_a_page_names_exists() -> None:
 
 
 def test_the_path_check_catches_a_stale_path() -> None:
-    text = "State in `workflows/state.py`, tests in [cli](../tests/process/cli/test_cli.py), `tests/*/x.py`, `agentloop/x`."
+    text = ("State in `workflows/state.py`, tests in [cli](../tests/process/cli/test_cli.py), "
+            "`tests/*/x.py`, `agentloop/x`.")
     assert named_paths(text) == ["workflows/state.py", "tests/process/cli/test_cli.py"]
     assert named_paths("`pytest tests/unit/test_docs_paths.py::test_one -q` `agentloop/cli/runs/run.py:cmd_run`") == [
         "tests/unit/test_docs_paths.py", "agentloop/cli/runs/run.py"]
@@ -706,7 +709,7 @@ def test_spec_files_the_docs_use_are_shown_or_exist() -> None:
             if not where.startswith(page):
                 continue
             for args in commands_in(line, "agentloop"):
-                for flag, value in zip(args, args[1:]):
+                for flag, value in zip(args, args[1:], strict=False):
                     if flag != "--spec" or value.isupper():  # FILE: a synopsis
                         continue
                     if value in shown:

@@ -35,10 +35,10 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from agentloop.workers.config import WORKER_ROLES, provider_keys_in
 from agentloop.shared.base.encryption import codec_from_env, with_codec
-from agentloop.shared.runs.result import AgentRunFailed
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.result import AgentRunFailed
+from agentloop.workers.config import WORKER_ROLES, provider_keys_in
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities
@@ -337,7 +337,8 @@ class AgentLoopPlugin(SimplePlugin):
         if self.codec is not None and converter.payload_codec is None:
             raise UserError(
                 f"this Worker's plugin encrypts payloads ({self.codec!r}) but its client does not: connect the client "
-                "with plugins=[AgentLoopPlugin()] (or data_converter=agentloop.shared.base.encryption.converter_from_env()) "
+                "with plugins=[AgentLoopPlugin()] "
+                "(or data_converter=agentloop.shared.base.encryption.converter_from_env()) "
                 "so that what it sends is encrypted too"
             )
         task_queue = config.get("task_queue", "")

@@ -33,14 +33,14 @@ from typing import Any
 import opentelemetry.baggage
 import opentelemetry.context
 import opentelemetry.trace
+import temporalio.converter
+import temporalio.workflow
 from opentelemetry.baggage.propagation import W3CBaggagePropagator
 from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-import temporalio.converter
-import temporalio.workflow
 from temporalio.worker import ExecuteWorkflowInput, WorkflowInboundInterceptor
 
 from agentloop.shared.base import contracts

@@ -29,15 +29,15 @@ from temporalio.client import Client
 from temporalio.common import VersioningBehavior, WorkerDeploymentVersion
 from temporalio.worker import Worker, WorkerDeploymentConfig
 
-from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.providers.models import ModelResolver
+from agentloop.activities.shell_sandbox import sandbox
 from agentloop.shared.base.encryption import converter_from_env
-from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
 from agentloop.shared.base.errors import UserError
-from agentloop.workers.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
-from agentloop.workers.telemetry import Telemetry, configure_logging, metrics_port_from_env, serve_metrics
 from agentloop.shared.runs.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
+from agentloop.workers.plugin import AgentLoopPlugin, check_role, check_tools_environment, tool_task_queue
+from agentloop.workers.telemetry import Telemetry, configure_logging, metrics_port_from_env, serve_metrics
 
 __all__ = [
     "build_worker",

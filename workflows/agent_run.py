@@ -19,26 +19,26 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.base import contracts
-
-    # Pydantic models and pure helpers: no side effects at import, and passing
-    # them through keeps one class identity for the data converter.
-    from agentloop.shared.definition.activity_io import ResolveToolsInput, ToolDefinition
-    from agentloop.shared.base.text import cut
-    from agentloop.shared.definition.approvals import MAX_REASON_CHARS
-    from agentloop.shared.definition.context_providers import agents_md_layer
     from agentloop.shared.base.errors import (
         INVALID_INPUT_ERROR_TYPE,
         RUN_FAILED_ERROR_TYPE,
         TOOL_DEFINITION_ERROR_TYPE,
     )
-    from agentloop.shared.runs.events import RunCreated, RunFailed
-    from agentloop.shared.definition.fingerprint import DefinitionChange, agent_definition, definition_change
     from agentloop.shared.base.hooks import missing_hooks_message
     from agentloop.shared.base.model_settings import tool_choice_problem
+    from agentloop.shared.base.text import cut
+
+    # Pydantic models and pure helpers: no side effects at import, and passing
+    # them through keeps one class identity for the data converter.
+    from agentloop.shared.definition.activity_io import ResolveToolsInput, ToolDefinition
+    from agentloop.shared.definition.approvals import MAX_REASON_CHARS
+    from agentloop.shared.definition.context_providers import agents_md_layer
+    from agentloop.shared.definition.fingerprint import DefinitionChange, agent_definition, definition_change
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.events import RunCreated, RunFailed
     from agentloop.shared.runs.report import RunReason
     from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.runs.snapshots import restores_completed
-    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.state import PendingStep
     from agentloop.shared.runs.transcripts import ModelContext, context_hash
     from agentloop.workflows.decisions.delegation import sub_agent_tools

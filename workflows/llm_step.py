@@ -15,6 +15,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers: no side effects at import, and passing
     # them through keeps one class identity for the data converter.
+    from agentloop.shared.base.errors import MODEL_CONTEXT_LENGTH_ERROR_TYPE
+    from agentloop.shared.base.messages import Message
     from agentloop.shared.definition.activity_io import (
         CallModelResult,
         ModelResponse,
@@ -24,7 +26,8 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.shared.definition.approvals import ToolGate
     from agentloop.shared.definition.context_window import make_anchor
-    from agentloop.shared.base.errors import MODEL_CONTEXT_LENGTH_ERROR_TYPE
+    from agentloop.shared.definition.guardrails import GuardrailStage, messages_to_check
+    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.events import (
         ApprovalRequested,
         MessageCompleted,
@@ -33,10 +36,7 @@ with workflow.unsafe.imports_passed_through():
         ToolCallCompletedByLLM,
         message_id,
     )
-    from agentloop.shared.definition.guardrails import GuardrailStage, messages_to_check
-    from agentloop.shared.base.messages import Message
     from agentloop.shared.runs.report import StepReport
-    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.state import PendingStep
     from agentloop.shared.runs.transcripts import ModelContext, context_hash
     from agentloop.workflows.decisions.budgets import OverBudget, check_run_budget

@@ -47,15 +47,13 @@ from temporalio import workflow
 from temporalio.exceptions import ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
-from agentloop.shared.runs.result import AgentRunFailed
-from agentloop.shared.base.errors import UserError
-from agentloop.shared.runs.run import run_failed_from, typed_result, with_output
-from agentloop.shared.base.messages import Message
 from agentloop.shared.base.contracts import WORKFLOW_NAME
-from agentloop.shared.runs.result import AgentRunResult
-from agentloop.shared.runs.run import run_input
-from agentloop.shared.runs.search_attributes import start_search_attributes
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.messages import Message
 from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.result import AgentRunFailed, AgentRunResult
+from agentloop.shared.runs.run import run_failed_from, run_input, typed_result, with_output
+from agentloop.shared.runs.search_attributes import start_search_attributes
 
 __all__ = ["Consolidated", "agent_result", "chain", "consolidate", "run_agent", "start_agent"]
 

@@ -8,7 +8,6 @@ import logging
 import os
 from collections.abc import Mapping
 
-
 #: Set to 1 to run the agent workflow inside Temporal's workflow sandbox.
 WORKFLOW_SANDBOX_VARIABLE = "AGENTLOOP_WORKFLOW_SANDBOX"
 

@@ -11,11 +11,11 @@ import signal
 import subprocess
 from pathlib import Path
 
-from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.workspace import resolve_in_workspace
+from agentloop.activities.shell_sandbox import sandbox
+from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.shared.base.messages import cut_hint
 from agentloop.shared.base.text import cut
-from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.tool_context import ToolContext
 
 # How often a running command heartbeats; well under any sane heartbeat timeout.

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.definition.activity_io import ChatModel
 from agentloop.shared.base.errors import MODEL_CONFIGURATION_ERROR_TYPE
+from agentloop.shared.definition.activity_io import ChatModel
 from agentloop.shared.definition.spec import parse_model
 
 ChatModelFactory = Callable[[str, str], ChatModel]

@@ -28,6 +28,10 @@ from temporalio.exceptions import ApplicationError
 
 from agentloop.activities.providers.provider_common import Provider
 from agentloop.activities.providers.sdk import SDKChatModel, SDKErrors, tool_declaration
+from agentloop.activities.providers.streaming import StepAccumulator
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.model_settings import openai_tool_choice
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_io import (
     DeltaSink,
     FinishReason,
@@ -35,10 +39,6 @@ from agentloop.shared.definition.activity_io import (
     ModelResponse,
     ToolDefinition,
 )
-from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
-from agentloop.shared.base.model_settings import openai_tool_choice
-from agentloop.shared.base.usage import Usage
-from agentloop.activities.providers.streaming import StepAccumulator
 
 #: Output limit (``max_completion_tokens``) sent when the request sets none, as
 #: Anthropic's provider does: without one, a local model that rambles on

@@ -38,7 +38,7 @@ from agentloop.activities.providers.http_headers import (
     redact,
     retry_after_delay,
 )
-from agentloop.shared.definition.activity_io import ModelResponse
+from agentloop.activities.providers.sdk import ChunkStream, SDKErrors, StreamReader
 from agentloop.shared.base.errors import (
     MODEL_AUTHENTICATION_ERROR_TYPE,
     MODEL_BAD_REQUEST_ERROR_TYPE,
@@ -50,7 +50,7 @@ from agentloop.shared.base.errors import (
     MODEL_SERVER_ERROR_TYPE,
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
-from agentloop.activities.providers.sdk import ChunkStream, SDKErrors, StreamReader
+from agentloop.shared.definition.activity_io import ModelResponse
 
 __all__ = [
     "Provider",

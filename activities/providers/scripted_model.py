@@ -23,11 +23,11 @@ from typing import Any
 
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.definition.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse
+from agentloop.activities.providers.streaming import message_deltas
 from agentloop.shared.base.errors import MODEL_CONFIGURATION_ERROR_TYPE, SCRIPT_EXHAUSTED_ERROR_TYPE
 from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
-from agentloop.activities.providers.streaming import message_deltas
+from agentloop.shared.definition.activity_io import DeltaSink, FinishReason, ModelRequest, ModelResponse
 
 ScriptFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
 ScriptStep = ModelResponse | ScriptFunction | BaseException

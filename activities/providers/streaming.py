@@ -17,9 +17,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
-from agentloop.shared.definition.activity_io import DeltaSink, FinishReason, ModelResponse, StreamDelta
 from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import DeltaSink, FinishReason, ModelResponse, StreamDelta
 
 __all__ = [
     "StepAccumulator",

@@ -58,9 +58,9 @@ import dataclasses
 import functools
 import logging
 import os
-import tempfile
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 

@@ -36,8 +36,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agentloop.shared.definition.activity_io import ToolDefinition
-from agentloop.shared.base.errors import UserError
 from agentloop.activities.tool_sources.mcp_server import (
     SERVER_NAME,
     HeldSession,
@@ -45,6 +43,8 @@ from agentloop.activities.tool_sources.mcp_server import (
     McpUnavailable,
     describe_failure,
 )
+from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.activity_io import ToolDefinition
 
 #: Separates the server's name from its tool's in the name the model sees.
 SEPARATOR = "__"

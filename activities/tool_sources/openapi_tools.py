@@ -32,9 +32,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.activities.tool_sources.mcp_server import expand
-from agentloop.shared.base.errors import ToolError, UserError
-from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
-from agentloop.tools.tool_context import ToolContext
 from agentloop.activities.tool_sources.openapi_schemas import (
     checkable,
     invalid_arguments_message,
@@ -45,6 +42,9 @@ from agentloop.activities.tool_sources.openapi_schemas import (
     resolve_ref,
     warn_dropped,
 )
+from agentloop.shared.base.errors import ToolError, UserError
+from agentloop.tools.registry import InvalidToolArguments, Tool, ToolRegistry
+from agentloop.tools.tool_context import ToolContext
 
 #: The environment variable naming the worker's OpenAPI file (JSON or YAML).
 OPENAPI_ENV = "AGENTLOOP_OPENAPI"

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentloop.shared.base.errors import AgentLoopError, UserError
-from agentloop.shared.runs.report import LIVE_STATUSES
 from agentloop.shared.definition.spec import system_workspace_problem
+from agentloop.shared.runs.report import LIVE_STATUSES
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient

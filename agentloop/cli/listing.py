@@ -18,9 +18,9 @@ from agentloop.cli.common import RUN_STATUSES, CommandFailed, answer_within, des
 from agentloop.cli.embedded import reading_client
 from agentloop.cli.options import positive, run_id
 from agentloop.cli.runs.describe import approve_commands, args_json, submit_command, when
-from agentloop.shared.runs.result import AgentRunFailed
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.runs.report import STEP_UNDER_WAY
+from agentloop.shared.runs.result import AgentRunFailed
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient

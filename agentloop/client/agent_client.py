@@ -25,15 +25,15 @@ from agentloop.client.schedules import AgentSchedules
 from agentloop.client.threads import not_running, send_message, thread_start
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
 from agentloop.shared.base.errors import UserError
-from agentloop.shared.runs.events import AgentEvent
-from agentloop.shared.definition.fingerprint import agent_definition, definition_change
 from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.fingerprint import agent_definition, definition_change
 from agentloop.shared.definition.output import output_spec as output_spec_of
-from agentloop.shared.runs.run import AgentRunInput, run_input, with_output
+from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.events import AgentEvent
 from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.run import AgentRunInput, run_input, with_output
 from agentloop.shared.runs.search_attributes import AGENT_FORKED_FROM, create_commands, start_search_attributes
 from agentloop.shared.runs.snapshots import AgentSnapshot, fork_input, load_snapshot, restore_input, starts_idle
-from agentloop.shared.definition.spec import AgentSpec
 from agentloop.workers.config import (
     TemporalConfig,
     agentloop_home,

@@ -20,6 +20,9 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.client.events import EventReader
 from agentloop.shared.base import contracts
+from agentloop.shared.base.contracts import MAX_INPUT_BYTES
+from agentloop.shared.base.errors import DecisionRejected, UserError, build_request
+from agentloop.shared.base.messages import Message
 from agentloop.shared.definition.approvals import (
     MAX_REQUEST_BYTES,
     ApprovalDecision,
@@ -29,14 +32,10 @@ from agentloop.shared.definition.approvals import (
     SubmitToolOutputs,
     ToolOutput,
 )
-from agentloop.shared.base.contracts import MAX_INPUT_BYTES
-from agentloop.shared.base.errors import DecisionRejected, UserError, build_request
-from agentloop.shared.runs.result import run_failed
-from agentloop.shared.runs.events import AgentEvent
-from agentloop.shared.base.messages import Message
 from agentloop.shared.definition.output import OutputSpec
+from agentloop.shared.runs.events import AgentEvent
 from agentloop.shared.runs.report import AgentRunReport
-from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.result import AgentRunResult, run_failed
 from agentloop.shared.runs.run import MessagesResult, RunState, run_failed_from, typed_result
 from agentloop.shared.runs.snapshots import AgentSnapshot
 from agentloop.shared.runs.threads import SteerAccepted, SteerMessage, TurnResult

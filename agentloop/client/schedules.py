@@ -34,11 +34,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.shared.base import contracts
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
 from agentloop.shared.runs.run import run_input
 from agentloop.shared.runs.schedules import OverlapPolicy, ScheduleFeedInput, check_name, parse_duration
 from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, start_search_attributes
-from agentloop.shared.definition.spec import AgentSpec
-from agentloop.shared.definition.spec import DoubleTexting
 
 _OVERLAP = {
     "skip": ScheduleOverlapPolicy.SKIP,

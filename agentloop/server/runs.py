@@ -29,14 +29,14 @@ from agentloop.server.deps import (
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream, frame, resume_offset
-from agentloop.shared.definition.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.base.errors import DecisionRejected, UserError
-from agentloop.shared.runs.events import ApprovalResolved
 from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
+from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.events import ApprovalResolved
 from agentloop.shared.runs.report import AgentRunReport, RunStatus
 from agentloop.shared.runs.run import RunState
 from agentloop.shared.runs.snapshots import AgentSnapshot
-from agentloop.shared.definition.spec import AgentSpec
 
 router = APIRouter(tags=["runs"], responses=problem_responses(401, 403, 422))
 

@@ -9,7 +9,7 @@ from agentloop.server.access.auth import Caller
 from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.shared.base.errors import DecisionRejected
-from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
 from agentloop.shared.runs.threads import (
     MAX_MESSAGE_CHARS,
     MessageRefused,
@@ -17,7 +17,6 @@ from agentloop.shared.runs.threads import (
     ThreadBusy,
     ThreadNotFound,
 )
-from agentloop.shared.definition.spec import DoubleTexting
 
 router = APIRouter(tags=["threads"], responses=problem_responses(401, 403, 422))
 

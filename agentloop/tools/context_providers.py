@@ -33,14 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
-from agentloop.shared.definition.context_providers import ContextLayer
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.context_providers import ContextLayer
 
 if TYPE_CHECKING:
     from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.definition.context_providers import ProviderWhen, MAX_LAYER_CHARS, MAX_LISTING_ENTRIES
-
+from agentloop.shared.definition.context_providers import MAX_LAYER_CHARS, MAX_LISTING_ENTRIES, ProviderWhen
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 

@@ -42,14 +42,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.messages import Message
 
 if TYPE_CHECKING:
     from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.definition.guardrails import GuardrailStage, GuardrailResult, render_messages
-
+from agentloop.shared.definition.guardrails import GuardrailResult, GuardrailStage, render_messages
 
 _NAME_RE = re.compile(r"^[a-zA-Z0-9_.-]{1,64}$")
 

@@ -31,12 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-
 from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
-    from agentloop.tools.tool_context import ToolContext
     from agentloop.tools.registry import ToolRegistry
+    from agentloop.tools.tool_context import ToolContext
 
 
 HookKind = Literal["before_tool_call", "on_tool_error"]

@@ -33,14 +33,12 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from agentloop.shared.definition.activity_io import ToolDefinition
-from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.limits import TOOL_NAME_PATTERN
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.activity_io import parse_docstring as _parse_docstring
 from agentloop.tools.isolation import fork_available, run_isolated
 from agentloop.tools.tool_context import ToolContext
-
-
 
 ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
 

@@ -34,8 +34,8 @@ import time
 from typing import Any
 
 from agentloop.activities.transcripts import TranscriptCache
-from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptSeed
 from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptSeed
 from agentloop.shared.runs.transcripts import EMPTY_HASH, TranscriptRef, context_hash, transcript_hashes
 
 SYSTEM_PROMPT = "You are a careful assistant. Use the tools when they help."

@@ -34,9 +34,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 
 from agentloop import AgentClient, AgentSpec, ToolContext
+from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
-from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,7 +99,8 @@ async def outage(runs: int, seconds: float) -> None:
     retried = sum(1 for h in histories if max(attempts_of(h, "execute_tool")) > 1)
     replayed = sum(1 for r in results if "replayed_from_attempt" in r.report.steps[0].tool_calls[0].metrics)
     completed = sum(1 for r in results if r.status == "completed")
-    print(f"server down {seconds:g}s (heartbeat timeout {spec.heartbeat_timeout_seconds:g}s) while {runs} tool calls completed")
+    print(f"server down {seconds:g}s (heartbeat timeout {spec.heartbeat_timeout_seconds:g}s) "
+          f"while {runs} tool calls completed")
     print(f"runs completed: {completed} of {runs}; calls retried by Temporal: {retried} of {runs}")
     print(f"calls run again: {again} of {runs}; retries answered from the worker's ledger: {replayed}")
 

@@ -36,9 +36,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHistory
 
 from agentloop import AgentClient, AgentSpec
+from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
-from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
 TEXT = ("The next part of the plan is to check the output of the report tool and compare it with "
@@ -113,7 +113,8 @@ async def measure(step_counts: list[int], deltas: bool, delta_seconds: float = 0
                 messages = await handle.messages()
                 # What the LLM inputs alone would weigh if each carried the transcript so far.
                 by_value = sum(
-                    sum(len(m.model_dump_json()) for m in messages[: 1 + 2 * i]) for i in range(result.report.step_count)
+                    sum(len(m.model_dump_json()) for m in messages[: 1 + 2 * i])
+                    for i in range(result.report.step_count)
                 )
                 signals = sum(1 for e in events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED)
                 rows.append(Row(steps, result.report.step_count, len(histories), len(events), signals,

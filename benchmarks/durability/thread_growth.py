@@ -27,10 +27,10 @@ import time
 import uuid
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
-from agentloop.workers.devserver import DevServer
 from agentloop.shared.runs.search_attributes import AGENT_THREAD
 from agentloop.testing import register_scripted_model, reply
+from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 
 QUESTION = ("Here is the next thing I would like you to look at in the report: the totals for the quarter, "
@@ -83,7 +83,7 @@ async def main(message_counts: list[int]) -> None:
     print(f"{'messages':>8} {'runs':>4} {'events':>6} {'history B':>10} {'messages B':>10} {'ratio':>5} "
           f"{'B/message':>9} {'by value B (computed)':>21} {'seconds':>7}")
     previous = None
-    for wanted, got, runs, events, history_bytes, message_bytes, by_value, seconds in rows:
+    for _wanted, got, runs, events, history_bytes, message_bytes, by_value, seconds in rows:
         per_message = (f"{(history_bytes - previous[1]) / (got - previous[0]):9,.0f}" if previous else f"{'':>9}")
         print(f"{got:>8} {runs:>4} {events:>6} {history_bytes:>10,} {message_bytes:>10,} "
               f"{history_bytes / message_bytes:>5.1f} {per_message} {by_value:>21,} {seconds:>7.1f}")

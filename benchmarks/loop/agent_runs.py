@@ -25,7 +25,7 @@ from benchmarks.loop.floor_workflows import MODEL_SECONDS
 from benchmarks.loop.load import Sustained, drive, row_of
 
 
-async def scripted(request):  # type: ignore[no-untyped-def]
+async def scripted(request):
     """The agent's model: ``MODEL_SECONDS`` per call, one echo per step.
 
     Like the floor's model, it does nothing but sleep and hand back an
@@ -96,13 +96,13 @@ def switched_off(parts: Collection[str], lookup: ResolveToolsResult | None) -> G
         return None
 
     if "lookup" in parts:
-        AgentRunWorkflow._look_tools_up = answered  # type: ignore[method-assign]
+        AgentRunWorkflow._look_tools_up = answered
     if "events" in parts:
-        RunRecorder.emit = unpublished  # type: ignore[method-assign]
+        RunRecorder.emit = unpublished
     try:
         yield
     finally:
-        AgentRunWorkflow._look_tools_up, RunRecorder.emit = saved  # type: ignore[method-assign]
+        AgentRunWorkflow._look_tools_up, RunRecorder.emit = saved
 
 
 
@@ -146,7 +146,7 @@ async def measure_agentloop(client: Client, n: int, tag: str, deltas: bool, time
         stats = plugin.agent_activities.transcripts.stats
         queries_before = stats.queries
 
-        async def start_agent(run_id: str):  # type: ignore[no-untyped-def]
+        async def start_agent(run_id: str):
             return (await agents.start(spec, "go", run_id=run_id)).workflow_handle
 
         lookup = await handed_lookup(plugin, spec, queue) if "lookup" in without else None

@@ -29,9 +29,9 @@ from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.base.encryption import EncryptionCodec, with_codec
 from agentloop.testing import call, calls, register_scripted_model, reply
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 

@@ -163,7 +163,7 @@ async def measure(n: int, deltas: bool, timeout: float, floor: bool = True, rep:
                 row.update(cpu_columns(tuple((a - b) * 1000 / n for a, b in zip(cpu(), before, strict=True))))
             row["order"] = systems.index(system)
             rows.append(row)
-    return sorted(rows, key=lambda row: row["order"])  # type: ignore[arg-type,return-value]
+    return sorted(rows, key=lambda row: row["order"])
 
 
 async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: str = "floor", *,
@@ -176,10 +176,10 @@ async def measure_floor(client: Client, n: int, tag: str, timeout: float, kind: 
     activities = [floor_model, floor_tool, record_model, record_lookup]
     async with Worker(client, task_queue=floor_queue, workflows=[shape], activities=activities,
                       workflow_runner=runner, interceptors=[split] if split else []):
-        async def start_floor(run_id: str):  # type: ignore[no-untyped-def]
+        async def start_floor(run_id: str):
             if shape is RecordFloor:
                 return await client.start_workflow(shape.run, id=run_id, task_queue=floor_queue,
-                                                   **record_start_options(agent_runs.STEPS))  # type: ignore[arg-type]
+                                                   **record_start_options(agent_runs.STEPS))
             return await client.start_workflow(shape.run, agent_runs.STEPS, id=run_id, task_queue=floor_queue)
 
         driven = await drive(start_floor, f"{kind}-{tag}", n, timeout, sustained)
@@ -194,7 +194,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
     register_scripted_model("bench-concurrency", scripted)
     original = scripted
 
-    async def counted(request):  # type: ignore[no-untyped-def]
+    async def counted(request):
         # Runs are keyed by workflow id: the scripted model runs inside call_model.
         CALLS[activity.info().workflow_id].append(time.monotonic())
         return await original(request)
@@ -216,7 +216,7 @@ async def main(runs: list[int], deltas: bool, timeout: float, floor: bool = True
         floor_rate = rows[0]["rate"] if floor else float("nan")
         for row in rows:
             queries = "" if row["queries"] is None else f"{row['queries']:.2f}"
-            each = " ".join(f"{rate:.2f}" for rate in row["rates"])  # type: ignore[attr-defined]
+            each = " ".join(f"{rate:.2f}" for rate in row["rates"])
             gcs = "/".join(f"{row[column]:.2f}" for column in ("gcs_workflow", "gcs_activities", "gcs_elsewhere"))
             print(f"{row['system']:<{width}}{row['n']:>6}{row['rate']:>9.2f}{row['rate'] / floor_rate:>8.2f}x"
                   f"{row['p50']:>12.0f}{row['p95']:>12.0f}{row['unfinished']:>12}{row['server_ms']:>15.0f}"

@@ -122,13 +122,13 @@ class CpuSplit(Interceptor):
     def __enter__(self) -> Self:
         for cls in self.INSTANCES:
             self._originals.append((cls, cls.activate))
-            cls.activate = self._timed(cls.activate)  # type: ignore[method-assign]
+            cls.activate = self._timed(cls.activate)
         gc.callbacks.append(self._collected)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         for cls, activate in self._originals:
-            cls.activate = activate  # type: ignore[method-assign]
+            cls.activate = activate
         self._originals.clear()
         gc.callbacks.remove(self._collected)
 

@@ -187,8 +187,8 @@ class ChatFloorActivities:
 
     @activity.defn(name="bench_chat_model")
     async def call_model(self, model: str, messages: list[dict]) -> dict:
-        response = await self._client.chat.completions.create(model=model, messages=messages,  # type: ignore[arg-type]
-                                                              tools=[PEER_TOOL_SCHEMA])  # type: ignore[list-item]
+        response = await self._client.chat.completions.create(model=model, messages=messages,
+                                                              tools=[PEER_TOOL_SCHEMA])
         return response.choices[0].message.model_dump(exclude_none=True)
 
     @activity.defn(name="bench_chat_tool")

@@ -58,7 +58,7 @@ class Driven:
     cpu_ms: tuple[float, ...] | None = None
 
 
-async def drive(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
+async def drive(start, prefix: str, n: int, timeout: float,
                 sustained: Sustained | None = None) -> Driven:
     """One burst of ``n`` runs, or ``n`` kept in flight (``sustained``)."""
     if sustained is not None:
@@ -73,7 +73,7 @@ def report_failures(failures: list[BaseException]) -> None:
         print(f"  ({len(failures)} runs failed: {failures[0]})")
 
 
-async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # type: ignore[no-untyped-def]
+async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:
     """Start every run at once; runs/s and how many did not finish in time."""
     began = time.monotonic()
     handles = await asyncio.gather(*(start(run_id) for run_id in ids))
@@ -81,12 +81,12 @@ async def burst(start, ids: list[str], timeout: float) -> tuple[float, int]:  # 
     done, pending = results
     for task in pending:
         task.cancel()
-    report_failures([t.exception() for t in done if t.exception() is not None])  # type: ignore[misc]
+    report_failures([t.exception() for t in done if t.exception() is not None])
     elapsed = time.monotonic() - began
     return len(done) / elapsed, len(pending)
 
 
-async def sustain(start, prefix: str, n: int, timeout: float,  # type: ignore[no-untyped-def]
+async def sustain(start, prefix: str, n: int, timeout: float,
                   sustained: Sustained) -> Driven:
     """``n`` lanes, each starting a run as soon as its last one finished;
     the window opens once ``n`` runs have finished (each lane turned over
@@ -154,8 +154,8 @@ def median_row(rows: list[dict[str, object]]) -> dict[str, object]:
     row = dict(rows[0])
     for key in ("rate", "p50", "p95", *CPU_COLUMNS, "queries"):
         if row[key] is not None:
-            row[key] = statistics.median(r[key] for r in rows)  # type: ignore[misc]
-    row["unfinished"] = max(r["unfinished"] for r in rows)  # type: ignore[type-var]
-    row["rss"] = max(r["rss"] for r in rows)  # type: ignore[type-var]
+            row[key] = statistics.median(r[key] for r in rows)
+    row["unfinished"] = max(r["unfinished"] for r in rows)
+    row["rss"] = max(r["rss"] for r in rows)
     row["rates"] = [r["rate"] for r in rows]
     return row

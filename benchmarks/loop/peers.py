@@ -58,10 +58,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from temporalio.client import Client, WorkflowHandle
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
-
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.shared.base.encryption import EncryptionCodec, with_codec

@@ -24,9 +24,9 @@ from datetime import timedelta
 from temporalio import activity, workflow
 
 from agentloop import AgentClient, AgentSpec
+from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
-from agentloop.testing import call, calls, register_scripted_model, reply
 from agentloop.workers.worker import build_worker, connect
 
 

@@ -63,9 +63,9 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Interceptor, WorkflowInboundInterceptor, WorkflowInterceptorClassInput
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.providers.openai_model import OpenAIChatModel
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 from benchmarks.streaming.sse_fanout_clients import Reading, reconnects
@@ -99,7 +99,7 @@ class CountQueries(Interceptor):
 
 class _GatedHandler(_PacedHandler):
     def do_POST(self) -> None:
-        self.server.gate.wait(GATE_SECONDS)  # type: ignore[attr-defined]
+        self.server.gate.wait(GATE_SECONDS)
         super().do_POST()
 
 

@@ -81,7 +81,7 @@ async def sse_client(http: httpx.AsyncClient, run_id: str, hang_up_after: int | 
                     _markers(event, time.time(), reading.latencies)
                     if not reading.offsets:
                         first()
-                    reading.offsets.append(event_id)  # type: ignore[arg-type]
+                    reading.offsets.append(event_id)
                     last, data, seen = event_id, "", seen + 1
                     if event["type"] in TERMINAL:
                         reading.terminal = True
@@ -160,7 +160,8 @@ def main(argv: list[str]) -> int:
     elif len(argv) == 3 and argv[0] == "direct":
         asyncio.run(direct_main(argv[1], argv[2]))
     else:
-        print("usage: python -m benchmarks.streaming.sse_fanout_clients sse GATEWAY_URL | direct TEMPORAL_ADDRESS TASK_QUEUE",
+        print("usage: python -m benchmarks.streaming.sse_fanout_clients "
+              "sse GATEWAY_URL | direct TEMPORAL_ADDRESS TASK_QUEUE",
               file=sys.stderr)
         return 2
     return 0

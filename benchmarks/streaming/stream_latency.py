@@ -58,12 +58,12 @@ from typing import Any
 from openai import AsyncOpenAI
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.client.handle import AgentRunHandle
-from agentloop.workers.devserver import DevServer
 from agentloop.shared.runs.events import MessageDelta
+from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 
 #: The issue's target for the p50 latency agentloop adds (information only).

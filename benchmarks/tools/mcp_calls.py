@@ -70,7 +70,7 @@ async def mcp_client_session(transport: str, url: str) -> Any:
     if transport == "stdio":
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(command=STDIO["command"], args=list(STDIO["args"]))  # type: ignore[arg-type]
+        params = StdioServerParameters(command=STDIO["command"], args=list(STDIO["args"]))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             yield session

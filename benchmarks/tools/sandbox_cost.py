@@ -40,12 +40,12 @@ import uuid
 from pathlib import Path
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
-from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.shell_tool import shell_command
-from agentloop.workers.devserver import DevServer
+from agentloop.activities.shell_sandbox import sandbox
 from agentloop.testing import call, calls, register_scripted_model, reply
+from agentloop.tools.registry import ToolRegistry
 from agentloop.tools.tool_context import ToolContext
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +70,7 @@ async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True,
         probe.cache_clear()
     saved = sandbox.landlock_support
     if not landlock:
-        sandbox.landlock_support = lambda: "left out (the floor)"  # type: ignore[assignment]
+        sandbox.landlock_support = lambda: "left out (the floor)"
     try:
         try:
             launcher = sandbox.resolve_launcher(sandbox.SandboxSettings.from_env())
@@ -85,7 +85,7 @@ async def per_command(mode: str, n: int, ws: Path, *, landlock: bool = True,
             await shell_command("true", ctx=ToolContext(workspace=ws))
         return (time.perf_counter() - started) * 1000 / n, files
     finally:
-        sandbox.landlock_support = saved  # type: ignore[method-assign]
+        sandbox.landlock_support = saved
         for probe in (sandbox._namespace_launcher, sandbox._none_launcher):
             probe.cache_clear()
 
@@ -106,7 +106,8 @@ async def worker_startup(server: DevServer, split: bool, ws: Path) -> float:
     proc = None
     if split:
         env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-        env.update(TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue, AGENTLOOP_WORKSPACE_ROOTS=str(ws.parent))
+        env.update(TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue,
+                   AGENTLOOP_WORKSPACE_ROOTS=str(ws.parent))
         proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools"],
                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -36,13 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools.file_tools import read_file
 from agentloop.activities.builtin_tools.grep_tool import grep_files
-from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, register_scripted_model, reply
-from agentloop.tools.registry import Tool
+from agentloop.tools.registry import Tool, ToolRegistry
 from agentloop.tools.tool_context import ToolContext
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 
 

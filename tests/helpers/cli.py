@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentloop.workers.devserver import DevServer, find_temporal_binary
 from agentloop.testing import call, calls, register_scripted_model, script
+from agentloop.workers.devserver import DevServer, find_temporal_binary
 from tests.helpers.agents import echo_results
 from tests.helpers.paths import ROOT
 
@@ -34,7 +34,9 @@ def clean_env(tmp_path: Path, *, drop: tuple[str, ...] = (), **extra: str) -> di
     return env
 
 
-def agentloop(*args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+def agentloop(
+    *args: str, env: dict[str, str], cwd: Path = ROOT, timeout: float = 180
+) -> subprocess.CompletedProcess[str]:
     """``agentloop ARGS`` to its end (blocks: use :func:`agentloop_async` where the test's worker runs)."""
     return subprocess.run([sys.executable, "-m", "agentloop.cli", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)

@@ -39,8 +39,8 @@ from openai import AsyncOpenAI
 from agentloop.activities.providers import anthropic_model, openai_model
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.providers.provider_common import Provider
-from agentloop.shared.definition.activity_io import ModelRequest, StreamDelta, ToolDefinition
 from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.activity_io import ModelRequest, StreamDelta, ToolDefinition
 from tests.helpers.servers.provider_servers import (
     AnthropicServer,
     OpenAIServer,
@@ -307,7 +307,8 @@ class ProviderCase(abc.ABC):
         """
         if raw_finish is None:
             raw_finish = self.raw_finish[finish or ("tool_calls" if calls else "stop")]
-        answer = Answer(text, thinking, list(calls or []), raw_finish, input_tokens, output_tokens, cached_tokens, model)
+        answer = Answer(text, thinking, list(calls or []), raw_finish, input_tokens, output_tokens, cached_tokens,
+                        model)
         return ScriptedResponse(json_body=self.answer_body(answer))
 
     @abc.abstractmethod
@@ -369,7 +370,8 @@ class ProviderCase(abc.ABC):
         self, status: int, message: str, *, type: str = "invalid_request_error", headers: dict[str, str] | None = None
     ) -> ScriptedResponse:
         """An HTTP error with the provider's error body."""
-        return ScriptedResponse(status=status, headers=dict(headers or {}), json_body=self.error_body(message, type=type))
+        return ScriptedResponse(status=status, headers=dict(headers or {}),
+                                json_body=self.error_body(message, type=type))
 
     @abc.abstractmethod
     def context_length_error(self) -> tuple[ScriptedResponse, str]:
@@ -450,7 +452,8 @@ class OpenAICase(ProviderCase):
                 chunks.append(openai_chunk({"tool_calls": [start]}))
             elif kind == "args":
                 call_id, fragment = rest
-                chunks.append(openai_chunk({"tool_calls": [{"index": indexes[call_id], "function": {"arguments": fragment}}]}))
+                chunks.append(openai_chunk(
+                    {"tool_calls": [{"index": indexes[call_id], "function": {"arguments": fragment}}]}))
             elif kind == "error":
                 chunks.append({"error": {"message": rest[1], "type": rest[0]}})
             else:

@@ -33,15 +33,14 @@ from agentloop import (
     guardrail,
     llm_judge,
 )
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.shared.definition.activity_io import ToolDefinition
-from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.compaction import is_summary_message
-from agentloop.workers.devserver import DevServer
+from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.spec import SubAgent
 from agentloop.testing import call, calls, register_scripted_model, reply
-from agentloop.tools.registry import Tool
+from agentloop.tools.registry import Tool, ToolRegistry
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 from tests.helpers.paths import HISTORIES, ROOT
 

@@ -18,10 +18,10 @@ from temporalio.common import VersioningBehavior
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.shared.runs.run import AgentRunInput
-from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.base.versioning import TARGET_VERSION_ACTIVITY
+from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.workflows.patches import UPGRADE_PATCH
 from tests.helpers.paths import HISTORIES
 

@@ -67,7 +67,8 @@ def test_a_pure_decision_importing_a_workflow_effect_breaks_a_contract(tmp_path:
 def test_a_function_level_import_knot_inside_the_workflows_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
     recorder = tree / "agentloop" / "workflows" / "effects" / "recorder.py"
-    recorder.write_text(recorder.read_text() + "\n\ndef _knot():\n    from agentloop.workflows.effects import tool_calls  # noqa\n")
+    recorder.write_text(recorder.read_text() + "\n\ndef _knot():\n"
+                        "    from agentloop.workflows.effects import tool_calls  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "No cycles inside the workflows BROKEN" in done.stdout, done.stdout
@@ -113,7 +114,8 @@ def test_a_cycle_inside_the_tool_api_breaks_a_contract(tmp_path: Path) -> None:
 def test_a_function_level_import_back_inside_the_activities_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
     hooks = tree / "agentloop" / "activities" / "hooks.py"
-    hooks.write_text(hooks.read_text() + "\n\ndef _back():\n    from agentloop.activities import agent_activities  # noqa\n")
+    hooks.write_text(hooks.read_text() + "\n\ndef _back():\n"
+                     "    from agentloop.activities import agent_activities  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "No cycles inside the activities or the tool API BROKEN" in done.stdout, done.stdout
@@ -122,7 +124,8 @@ def test_a_function_level_import_back_inside_the_activities_breaks_a_contract(tm
 def test_a_base_module_importing_a_run_module_breaks_the_shared_layers(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
     messages = tree / "agentloop" / "shared" / "base" / "messages.py"
-    messages.write_text(messages.read_text() + "\n\ndef _late():\n    from agentloop.shared.runs import report  # noqa\n")
+    messages.write_text(messages.read_text() + "\n\ndef _late():\n"
+                        "    from agentloop.shared.runs import report  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "Shared data: runs above the definition above the base BROKEN" in done.stdout, done.stdout
@@ -132,7 +135,8 @@ def test_a_base_module_importing_a_run_module_breaks_the_shared_layers(tmp_path:
 def test_a_cycle_inside_a_shared_layer_breaks_a_contract(tmp_path: Path) -> None:
     tree = installed_layout(tmp_path)
     pricing = tree / "agentloop" / "shared" / "definition" / "pricing.py"
-    pricing.write_text(pricing.read_text() + "\n\ndef _late():\n    from agentloop.shared.definition import spec  # noqa\n")
+    pricing.write_text(pricing.read_text() + "\n\ndef _late():\n"
+                       "    from agentloop.shared.definition import spec  # noqa\n")
     done = lint_imports(tree)
     assert done.returncode != 0
     assert "No cycles inside a layer of the shared data BROKEN" in done.stdout, done.stdout

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from agentloop.shared.definition.pricing import check_budget, run_cost
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.pricing import check_budget, run_cost
 from agentloop.shared.definition.spec import AgentSpec
 
 # Budget ------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentloop.shared.base.errors import INVALID_REQUEST_ERROR_TYPE, describe_validation_error
-from agentloop.shared.runs.events import MessageDelta, MessageReset
 from agentloop.shared.base.messages import ContentPart, Message, TextPart, ToolResultPart
+from agentloop.shared.definition.spec import DoubleTexting
+from agentloop.shared.runs.events import MessageDelta, MessageReset
 from agentloop.shared.runs.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
@@ -30,7 +31,6 @@ from agentloop.shared.runs.threads import (
     SendMessage,
     SteerMessage,
 )
-from agentloop.shared.definition.spec import DoubleTexting
 
 SEND_EXAMPLE = '{"text": "and in French?", "strategy": "enqueue"}'
 STEER_EXAMPLE = '{"text": "use the v2 API instead"}'

@@ -15,14 +15,14 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from agentloop.shared.definition.activity_io import ToolDefinition
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.definition.pricing import Budget
-from agentloop.shared.runs.report import RunReason, RunStatus
-from agentloop.shared.base.usage import Usage
-from agentloop.shared.runs.run import AgentRunInput
-from agentloop.shared.definition.spec import AgentSpec, SubAgent
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.pricing import Budget
+from agentloop.shared.definition.spec import AgentSpec, SubAgent
+from agentloop.shared.runs.report import RunReason, RunStatus
+from agentloop.shared.runs.run import AgentRunInput
 
 #: Longest call id a child run id carries (provider ids are far shorter).
 MAX_CALL_ID_IN_RUN_ID = 128

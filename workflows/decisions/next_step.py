@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agentloop.shared.definition.activity_io import ModelResponse
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.runs.report import RunReason, RunStatus
+from agentloop.shared.definition.activity_io import ModelResponse
 from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.report import RunReason, RunStatus
 from agentloop.workflows.decisions.tool_messages import max_steps_message
 
 # After a model response ---------------------------------------------------------

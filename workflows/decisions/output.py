@@ -18,8 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from agentloop.shared.definition.activity_io import ModelResponse, OutputFormat, ToolDefinition
 from agentloop.shared.base.messages import ContentPart, Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.activity_io import ModelResponse, OutputFormat, ToolDefinition
 from agentloop.shared.definition.output import (
     FINAL_RESULT_TOOL,
     OutputSpec,

@@ -22,6 +22,13 @@ from pydantic import ValidationError
 from temporalio.exceptions import ApplicationError
 
 from agentloop.shared.base import contracts
+from agentloop.shared.base.errors import (
+    INVALID_DECISION_ERROR_TYPE,
+    INVALID_REQUEST_ERROR_TYPE,
+    REQUEST_TOO_LARGE_ERROR_TYPE,
+    describe_validation_error,
+    preview,
+)
 from agentloop.shared.definition.approvals import (
     MAX_CALL_ID_CHARS,
     MAX_REQUEST_BYTES,
@@ -30,15 +37,8 @@ from agentloop.shared.definition.approvals import (
     SubmitToolOutputs,
     request_bytes,
 )
-from agentloop.shared.base.errors import (
-    INVALID_DECISION_ERROR_TYPE,
-    INVALID_REQUEST_ERROR_TYPE,
-    REQUEST_TOO_LARGE_ERROR_TYPE,
-    describe_validation_error,
-    preview,
-)
-from agentloop.shared.runs.transcripts import TranscriptRange, as_range
 from agentloop.shared.runs.state import LoopState
+from agentloop.shared.runs.transcripts import TranscriptRange, as_range
 
 #: Most bytes of messages one ``transcript`` query answers (one larger
 #: message comes alone): an answer rides in a workflow task's completion.

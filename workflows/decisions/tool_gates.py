@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
 
+from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.approvals import (
     ApprovalDecision,
@@ -19,7 +20,6 @@ from agentloop.shared.definition.approvals import (
     ToolOutput,
     check_permission,
 )
-from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.workflows.decisions.next_step import RequireAction, RunTools
 from agentloop.workflows.decisions.tool_messages import (

@@ -3,10 +3,10 @@ and how a long output is cut: plain text, decided without I/O."""
 
 from __future__ import annotations
 
-from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.base.text import cut
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.spec import AgentSpec
 
 # What the model sees -----------------------------------------------------------------------
 

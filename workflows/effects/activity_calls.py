@@ -24,6 +24,7 @@ from temporalio.workflow import ActivityCancellationType, ActivityConfig
 with workflow.unsafe.imports_passed_through():
     # Activity names and their input and result models: shared data only.
     from agentloop.shared.base import contracts
+    from agentloop.shared.base.model_settings import request_tool_choice
     from agentloop.shared.definition.activity_io import (
         CallModelInput,
         CallModelResult,
@@ -36,11 +37,10 @@ with workflow.unsafe.imports_passed_through():
         TranscriptRef,
         TranscriptSeed,
     )
-    from agentloop.shared.base.model_settings import request_tool_choice
     from agentloop.shared.definition.pricing import price_for
     from agentloop.shared.definition.spec import AgentSpec
-    from agentloop.shared.runs.transcripts import ModelContext
     from agentloop.shared.runs.state import LoopState
+    from agentloop.shared.runs.transcripts import ModelContext
     from agentloop.workflows.decisions.output import forced_tool_choice, output_format, output_mode
 
 #: Extra time a tool activity gets beyond the tool's own limit, so the tool's

@@ -16,7 +16,8 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.base import contracts
-    from agentloop.shared.base.messages import CUT_HINT
+    from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
+    from agentloop.shared.base.messages import CUT_HINT, ToolCallPart, ToolResultPart
     from agentloop.shared.base.text import cut_marked
     from agentloop.shared.definition.activity_tools import (
         ActivityTool,
@@ -25,12 +26,10 @@ with workflow.unsafe.imports_passed_through():
         call_idempotency_key,
         result_text,
     )
-    from agentloop.shared.base.hooks import RunToolHooksInput, ToolHookDecision
-    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.runs.report import ToolCallReport, cut_strings
     from agentloop.shared.definition.spec import AgentSpec
-    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.shared.runs.report import ToolCallReport, cut_strings
     from agentloop.workflows.decisions.tool_messages import error_result
+    from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.patches import ACTIVITY_TOOL_ARGUMENTS_PATCH, ACTIVITY_TOOL_HOOKS_PATCH
 
 

@@ -25,12 +25,14 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.shared.base import contracts
+    from agentloop.shared.base.messages import Message, TextPart
     from agentloop.shared.definition.activity_io import CallModelInput, CompactionRef, ModelRequest, TranscriptRef
+    from agentloop.shared.definition.compaction import split_for_compaction
     from agentloop.shared.definition.context_providers import (
         ContextLayer,
         LoadContextInput,
-        ProviderWhen,
         LoadContextResult,
+        ProviderWhen,
         compose_system_prompt,
         missing_providers_message,
         with_listing,
@@ -41,15 +43,13 @@ with workflow.unsafe.imports_passed_through():
         prune_target_tokens,
         prune_tool_outputs,
     )
-    from agentloop.shared.definition.compaction import split_for_compaction
-    from agentloop.shared.runs.events import ContextManaged
-    from agentloop.shared.base.messages import Message, TextPart
     from agentloop.shared.definition.pricing import price_for
     from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.events import ContextManaged
     from agentloop.shared.runs.state import LoopState
     from agentloop.shared.runs.transcripts import ModelContext
-    from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.decisions.next_step import FailRun
+    from agentloop.workflows.effects import activity_calls as calls
     from agentloop.workflows.effects.recorder import RunRecorder
 
 #: How long loading the context may take (providers included).

@@ -14,14 +14,14 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.workflow import ActivityConfig
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError
+from temporalio.workflow import ActivityConfig
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.shared.base import contracts
-    from agentloop.shared.runs.events import GuardrailTriggered
+    from agentloop.shared.base.messages import Message
     from agentloop.shared.definition.guardrails import (
         GuardrailInfo,
         GuardrailResult,
@@ -35,14 +35,14 @@ with workflow.unsafe.imports_passed_through():
         missing_guardrails_message,
         tripped_message,
     )
-    from agentloop.shared.base.messages import Message
     from agentloop.shared.definition.pricing import run_cost
-    from agentloop.shared.runs.report import GuardrailReport, StepReport
     from agentloop.shared.definition.spec import AgentSpec
-    from agentloop.workflows.effects import activity_calls as calls
-    from agentloop.workflows.decisions.next_step import FailRun
-    from agentloop.workflows.effects.recorder import RunRecorder
+    from agentloop.shared.runs.events import GuardrailTriggered
+    from agentloop.shared.runs.report import GuardrailReport, StepReport
     from agentloop.shared.runs.state import LoopState
+    from agentloop.workflows.decisions.next_step import FailRun
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.effects.recorder import RunRecorder
     from agentloop.workflows.patches import GUARDRAIL_USAGE_PATCH
 
 #: How long finding the spec's guardrails may take.

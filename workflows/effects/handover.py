@@ -15,9 +15,12 @@ from temporalio.contrib.workflow_streams import WorkflowStream, WorkflowStreamSt
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.shared.base.versioning import MoveOn
+    from agentloop.shared.definition.spec import upgrade_policy
     from agentloop.shared.runs.events import RunContinued
     from agentloop.shared.runs.report import AgentRunReport
     from agentloop.shared.runs.run import AgentRunInput
+    from agentloop.shared.runs.state import LoopState, PendingStep
     from agentloop.workflows.decisions.budgets import (
         ContinueAsNew,
         TooLargeToCarry,
@@ -25,10 +28,7 @@ with workflow.unsafe.imports_passed_through():
         newest_within,
     )
     from agentloop.workflows.effects.recorder import RunRecorder
-    from agentloop.shared.definition.spec import upgrade_policy
-    from agentloop.shared.base.versioning import MoveOn
     from agentloop.workflows.effects.upgrade import deployment_version, upgrade_due
-    from agentloop.shared.runs.state import LoopState, PendingStep
 
 #: Events a run keeps in its stream when it continues as new.
 CARRIED_EVENTS = 1000

@@ -19,6 +19,7 @@ from temporalio.contrib.workflow_streams import WorkflowStream
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
     from agentloop.shared.base import contracts
+    from agentloop.shared.base.messages import ToolResultPart
     from agentloop.shared.base.text import cut
     from agentloop.shared.runs.events import (
         EVENTS_TOPIC,
@@ -29,7 +30,6 @@ with workflow.unsafe.imports_passed_through():
         StepCreated,
         ToolExecutionCompleted,
     )
-    from agentloop.shared.base.messages import ToolResultPart
     from agentloop.shared.runs.report import (
         LIVE_STATUSES,
         REPORT_TEXT_LIMIT,
@@ -38,8 +38,8 @@ with workflow.unsafe.imports_passed_through():
         StepReport,
         ToolCallReport,
     )
-    from agentloop.shared.runs.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT
     from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.run import MAX_ERROR_CHARS, RESULT_MESSAGES_LIMIT, RESULT_REPORT_LIMIT
     from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_PENDING_TOOLS, AGENT_STATUS
     from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.decisions.next_step import live_status

@@ -24,12 +24,11 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.definition.approvals import ToolGate
     from agentloop.shared.runs.events import ApprovalRequested, RequiresAction, ToolAdded, ToolRemoved
     from agentloop.shared.runs.report import AgentRunReport, report_text
-    from agentloop.shared.runs.run import AgentRunInput
+    from agentloop.shared.runs.run import AgentRunInput, RunOrigin
     from agentloop.shared.runs.snapshots import ENDED_STATUSES, AgentSnapshot, starts_idle, tool_warnings
-    from agentloop.shared.runs.run import RunOrigin
+    from agentloop.shared.runs.state import LoopState, PendingStep
     from agentloop.shared.runs.threads import ThreadState
     from agentloop.workflows.effects.recorder import RunRecorder
-    from agentloop.shared.runs.state import LoopState, PendingStep
 
 
 def origin_state(input: AgentRunInput, run_id: str, now: datetime) -> LoopState:

@@ -26,18 +26,18 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
-    from agentloop.shared.definition.approvals import StopRequest
-    from agentloop.shared.base.errors import describe_validation_error
-    from agentloop.shared.runs.run import run_failed_from
-    from agentloop.shared.runs.events import SubAgentInvocationCompleted, SubAgentInvocationStarted
-    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.runs.report import RunReason, RunStatus, StepReport, SubRunReport, ToolCallReport
-    from agentloop.shared.runs.run import AgentRunInput, SubRunLink
-    from agentloop.shared.runs.result import AgentRunResult
-    from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
-    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.base.contracts import WORKFLOW_NAME
-    from agentloop.shared.runs.search_attributes import start_search_attributes
+    from agentloop.shared.base.errors import describe_validation_error
+    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
+    from agentloop.shared.definition.approvals import StopRequest
+    from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.events import SubAgentInvocationCompleted, SubAgentInvocationStarted
+    from agentloop.shared.runs.report import RunReason, RunStatus, StepReport, SubRunReport, ToolCallReport
+    from agentloop.shared.runs.result import AgentRunResult
+    from agentloop.shared.runs.run import AgentRunInput, SubRunLink, run_failed_from
+    from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN, start_search_attributes
+    from agentloop.shared.runs.state import LoopState
+    from agentloop.workflows.decisions.budgets import check_run_budget
     from agentloop.workflows.decisions.delegation import (
         BadTask,
         ChildCompleted,
@@ -45,17 +45,15 @@ with workflow.unsafe.imports_passed_through():
         ChildOutcome,
         child_budget,
         child_messages,
-        child_workspace,
         child_run_id,
+        child_workspace,
         delegation_result,
         input_problem,
         task_of,
         waiting_on,
     )
-    from agentloop.workflows.decisions.budgets import check_run_budget
     from agentloop.workflows.decisions.tool_messages import error_result, stopped_message
     from agentloop.workflows.effects.recorder import RunRecorder
-    from agentloop.shared.runs.state import LoopState
 
 
 class SubAgentRunner:

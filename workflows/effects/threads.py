@@ -21,12 +21,14 @@ from temporalio import workflow
 from temporalio.api.common.v1 import Payload
 from temporalio.contrib.workflow_streams import WorkflowStream
 
-from agentloop.shared.runs.events import MessageDelta, MessageReset
 from agentloop.shared.base.messages import Message
+from agentloop.shared.runs.events import MessageDelta, MessageReset
 from agentloop.shared.runs.threads import QueuedMessage
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.shared.base.messages import Message
+    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.events import (
         EVENT_ADAPTER,
         EVENTS_TOPIC,
@@ -40,10 +42,8 @@ with workflow.unsafe.imports_passed_through():
         TurnStarted,
         message_id,
     )
-    from agentloop.shared.base.messages import Message
     from agentloop.shared.runs.report import report_text
     from agentloop.shared.runs.search_attributes import AGENT_THREAD
-    from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.state import LoopState
     from agentloop.shared.runs.threads import (
         TURNS_KEPT,

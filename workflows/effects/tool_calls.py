@@ -19,14 +19,13 @@ from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     # Pydantic models and pure helpers (see agent_run.py).
+    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
     from agentloop.shared.definition.activity_io import TOOLS_NOT_HERE_ERROR_TYPE, ExecuteToolInput
     from agentloop.shared.definition.approvals import ToolGate
-    from agentloop.shared.runs.events import ApprovalResolved, ToolExecutionStarted
-    from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-    from agentloop.shared.runs.report import StepReport, ToolCallReport, cut_strings, wait_within
     from agentloop.shared.definition.spec import AgentSpec
-    from agentloop.workflows.effects import activity_calls as calls
-    from agentloop.workflows.effects.activity_tools import activity_tool_named, run_activity_tool
+    from agentloop.shared.runs.events import ApprovalResolved, ToolExecutionStarted
+    from agentloop.shared.runs.report import StepReport, ToolCallReport, cut_strings, wait_within
+    from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.decisions.tool_gates import (
         Answered,
         AskApproval,
@@ -37,8 +36,9 @@ with workflow.unsafe.imports_passed_through():
         resolve_output,
     )
     from agentloop.workflows.decisions.tool_messages import error_result
+    from agentloop.workflows.effects import activity_calls as calls
+    from agentloop.workflows.effects.activity_tools import activity_tool_named, run_activity_tool
     from agentloop.workflows.effects.recorder import RunRecorder, ms
-    from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.patches import Features
 
 

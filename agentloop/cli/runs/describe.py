@@ -8,6 +8,7 @@ import shlex
 from datetime import datetime
 from typing import Any
 
+from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.definition.approvals import PendingAction, PendingApproval
 from agentloop.shared.runs.events import (
     AgentEvent,
@@ -22,7 +23,6 @@ from agentloop.shared.runs.events import (
     SubAgentInvocationStarted,
     ToolExecutionCompleted,
 )
-from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 
 def short(text: str, limit: int = 200) -> str:

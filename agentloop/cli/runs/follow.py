@@ -14,7 +14,6 @@ from temporalio.service import RPCError
 
 from agentloop.cli.runs.describe import args_json
 from agentloop.cli.runs.render import EventRenderer
-from agentloop.shared.runs.result import AgentRunFailed
 from agentloop.shared.base.errors import DecisionRejected
 from agentloop.shared.runs.events import (
     AgentEvent,
@@ -24,6 +23,7 @@ from agentloop.shared.runs.events import (
     SubAgentInvocationStarted,
     is_terminal,
 )
+from agentloop.shared.runs.result import AgentRunFailed
 
 if TYPE_CHECKING:
     from agentloop.client.handle import AgentRunHandle

@@ -42,6 +42,7 @@ from agentloop.cli.runs.describe import (
     submit_command,
     when,
 )
+from agentloop.shared.base.messages import ThinkingPart
 from agentloop.shared.definition.approvals import PendingApproval
 from agentloop.shared.runs.events import (
     AgentEvent,
@@ -62,7 +63,6 @@ from agentloop.shared.runs.events import (
     ToolExecutionCompleted,
     is_terminal,
 )
-from agentloop.shared.base.messages import ThinkingPart
 
 
 class EventRenderer(abc.ABC):

@@ -25,15 +25,15 @@ from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, foll
 from agentloop.cli.runs.render import EventRenderer, make_renderer
 from agentloop.cli.runs.threads import turn_exit_code
 from agentloop.cli.spec_file import spec_of_run
-from agentloop.shared.runs.result import AgentRunFailed
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.result import AgentRunFailed
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.handle import AgentRunHandle
     from agentloop.client.runs import RunIdInUse
-    from agentloop.shared.runs.events import AgentEvent
     from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.events import AgentEvent
 
 
 #: How long ``agentloop run``, stopped by Ctrl-C or a signal, waits for its

@@ -16,8 +16,8 @@ from agentloop.cli.embedded import command_config, ops_client, session
 from agentloop.cli.options import imports, run_id
 from agentloop.cli.runs.follow import follow
 from agentloop.cli.runs.render import make_renderer
-from agentloop.shared.runs.result import AgentRunFailed
 from agentloop.shared.base.errors import DecisionRejected, UserError
+from agentloop.shared.runs.result import AgentRunFailed
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient

@@ -76,9 +76,9 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 
-from agentloop.shared.runs import events as ev
 from agentloop.shared.base.messages import TextPart, ThinkingPart, ToolCallPart
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs import events as ev
 
 #: The AG-UI protocol version this server speaks (``RUN_STARTED.protocolVersion``).
 PROTOCOL_VERSION = "1.0"

@@ -39,8 +39,8 @@ from agentloop.server.deps import Actor, ServerState, State, describe_or_404, fi
 from agentloop.server.problems import Problem
 from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream
-from agentloop.shared.definition.approvals import ApprovalDecision, ToolOutput
 from agentloop.shared.base.errors import DecisionRejected, describe_validation_error
+from agentloop.shared.definition.approvals import ApprovalDecision, ToolOutput
 from agentloop.shared.runs.events import is_terminal
 from agentloop.shared.runs.threads import MessageRefused, ThreadBusy
 

@@ -1,4 +1,5 @@
-"""Tool hooks as data: the input and decision of the run_tool_hooks activity, and the message for hooks a worker lacks (the hooks themselves are registered on the worker: agentloop/tools/hooks.py)."""
+"""Tool hooks as data: the input and decision of the run_tool_hooks activity, and the message
+for hooks a worker lacks (the hooks themselves are registered on the worker: agentloop/tools/hooks.py)."""
 
 
 from __future__ import annotations

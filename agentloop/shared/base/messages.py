@@ -7,7 +7,7 @@ assistant's :class:`ToolCallPart` to the matching :class:`ToolResultPart`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -103,7 +103,7 @@ class ToolResultPart(_Part):
 
 
 ContentPart = Annotated[
-    Union[TextPart, ThinkingPart, ImagePart, ToolCallPart, ToolResultPart],
+    TextPart | ThinkingPart | ImagePart | ToolCallPart | ToolResultPart,
     Field(discriminator="type"),
 ]
 

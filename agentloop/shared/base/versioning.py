@@ -12,7 +12,6 @@ starts on the current version, then is pinned there. Pure decisions here;
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from pydantic import BaseModel
 
@@ -59,7 +58,7 @@ class MoveOn:
     to_build_id: str
 
 
-UpgradeDecision = Union[Stay, MoveOn]
+UpgradeDecision = Stay | MoveOn
 
 
 def decide_upgrade(*, policy: str, build_id: str | None, target_changed: bool,

@@ -135,7 +135,7 @@ def agent_definition(spec: AgentSpec) -> AgentDefinition:
     pick = lambda fields: {k: data.get(k) for k in fields}  # noqa: E731
     taken = {"model", "tools", *PROMPT_FIELDS, *TOOL_SCHEMA_FIELDS, *POLICY_FIELDS, *NOT_DEFINITION}
     limits = {k: v for k, v in data.items() if k not in taken}
-    parts = {
+    parts: dict[str, Any] = {
         "model": spec.model,
         "prompt": _digest(pick(PROMPT_FIELDS)),
         "tools": tool_names(spec),

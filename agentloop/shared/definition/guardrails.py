@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, model_validator
 
-from agentloop.shared.base.usage import Usage
 from agentloop.shared.base.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from agentloop.shared.base.text import cut
-
+from agentloop.shared.base.usage import Usage
 
 #: When a guardrail runs: ``input`` before each LLM step, ``output`` after it.
 GuardrailStage = Literal["input", "output"]
@@ -186,9 +185,8 @@ def parse_judge_reply(text: str) -> GuardrailResult:
     if not isinstance(data, dict) or not ({"pass", "passed"} & set(data)):
         raise ValueError(f"the judge's reply has no 'pass' field: {text[:200]!r}")
     passed = data.get("pass", data.get("passed"))
-    severity = data.get("severity") or "info"
-    if severity not in ("info", "low", "medium", "high", "critical"):
-        severity = "medium"
+    given = data.get("severity") or "info"
+    severity: Severity = next((known for known in get_args(Severity) if known == given), "medium")
     return GuardrailResult(passed=bool(passed), tripwire=bool(data.get("tripwire", False)),
                            reason=str(data.get("reason") or ""), severity=severity)
 

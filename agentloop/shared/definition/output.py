@@ -78,7 +78,7 @@ class OutputSpec(BaseModel):
         no additional properties, no defaults)."""
         schema = dict(self.json_schema)
         if self.wrapped:
-            defs = {k: schema.pop(k) for k in ("$defs", "definitions") if k in schema}
+            defs: dict[str, Any] = {k: schema.pop(k) for k in ("$defs", "definitions") if k in schema}
             schema = {"type": "object", "properties": {WRAP_KEY: schema}, "required": [WRAP_KEY], **defs}
         return strict_schema(schema) if strict else schema
 
@@ -183,8 +183,10 @@ def decode_text(text: str) -> tuple[Any, str | None]:
         stripped = fenced.group(1)
     try:
         return json.loads(stripped), None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, f"the answer is not JSON ({exc.msg} at character {exc.pos})"
+    except ValueError as exc:  # e.g. an integer past Python's digit limit
+        return None, f"the answer is not JSON ({exc})"
 
 
 def check_value(output: OutputSpec, value: Any) -> tuple[Any, list[str]]:

@@ -137,7 +137,8 @@ class AgentSpec(BaseModel):
         mcp_servers: Names of MCP servers configured on the worker whose
             tools the model may call, each as ``server__tool`` (docs/tools.md); listed once, at the run's start.
         activity_tools: Tools that are Temporal activities on their own task
-            queues, called directly by the run (docs/tools.md; :func:`~agentloop.shared.definition.activity_tools.activity_as_tool`).
+            queues, called directly by the run (docs/tools.md;
+            :func:`~agentloop.shared.definition.activity_tools.activity_as_tool`).
         max_steps: Most LLM steps a run may take; at least one always runs.
         max_tool_call_continuations: Most LLM steps that may follow tool
             results; ``None`` leaves only ``max_steps`` in force.

@@ -19,17 +19,17 @@ Seed 004's stream events map onto these: ``step_start`` →
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
 from agentloop.shared.base import contracts
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_io import FinishReason, StreamDelta
 from agentloop.shared.definition.approvals import PendingAction, PendingApproval
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.definition.fingerprint import DefinitionChange
 from agentloop.shared.runs.report import RunReason
-from agentloop.shared.base.usage import Usage
 
 #: The Workflow Streams topic every run event is published on.
 EVENTS_TOPIC = contracts.EVENTS_TOPIC
@@ -397,38 +397,14 @@ class RunCancelled(_Event):
 
 
 AgentEvent = Annotated[
-    Union[
-        RunCreated,
-        RunStatusChanged,
-        StepCreated,
-        MessageCreated,
-        MessageDelta,
-        MessageReset,
-        MessageCompleted,
-        ToolCallCreated,
-        ToolCallCompletedByLLM,
-        ToolExecutionStarted,
-        ToolExecutionCompleted,
-        ApprovalRequested,
-        ApprovalResolved,
-        RequiresAction,
-        ContextManaged,
-        RunContinued,
-        SubAgentInvocationStarted,
-        SubAgentInvocationCompleted,
-        GuardrailTriggered,
-        ThreadMessageReceived,
-        TurnStarted,
-        TurnInterrupted,
-        TurnRolledBack,
-        TurnEnded,
-        RunSteered,
-        ToolRemoved,
-        ToolAdded,
-        RunCompleted,
-        RunFailed,
-        RunCancelled,
-    ],
+    (
+        RunCreated | RunStatusChanged | StepCreated | MessageCreated | MessageDelta | MessageReset
+        | MessageCompleted | ToolCallCreated | ToolCallCompletedByLLM | ToolExecutionStarted
+        | ToolExecutionCompleted | ApprovalRequested | ApprovalResolved | RequiresAction
+        | ContextManaged | RunContinued | SubAgentInvocationStarted | SubAgentInvocationCompleted
+        | GuardrailTriggered | ThreadMessageReceived | TurnStarted | TurnInterrupted | TurnRolledBack
+        | TurnEnded | RunSteered | ToolRemoved | ToolAdded | RunCompleted | RunFailed | RunCancelled
+    ),
     Field(discriminator="type"),
 ]
 

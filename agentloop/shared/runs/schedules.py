@@ -21,10 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
 from agentloop.shared.runs.run import AgentRunInput
 from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, AGENT_THREAD, start_search_attributes
-from agentloop.shared.definition.spec import AgentSpec
-from agentloop.shared.definition.spec import DoubleTexting
 from agentloop.shared.runs.threads import ThreadOptions
 
 #: What happens to a firing while the schedule's last run still runs.

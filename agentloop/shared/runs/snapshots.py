@@ -21,22 +21,22 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
 from agentloop.shared.base.errors import UserError, describe_validation_error
 from agentloop.shared.base.messages import Message
-from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunStatus, RunWarning
 from agentloop.shared.base.usage import Usage
-from agentloop.shared.runs.run import AgentRunInput, RunOrigin
+from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
 from agentloop.shared.definition.fingerprint import agent_definition
 from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunStatus, RunWarning
+from agentloop.shared.runs.run import AgentRunInput, RunOrigin
 from agentloop.shared.runs.state import PendingStep
 
 #: What every snapshot's ``format`` field says.
-SNAPSHOT_FORMAT = "agentloop.snapshot"
+SNAPSHOT_FORMAT: Final = "agentloop.snapshot"
 
 #: The version this code writes; it reads every ``1.x``.
 SNAPSHOT_VERSION = "1.0"

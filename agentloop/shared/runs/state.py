@@ -15,6 +15,8 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PendingAction,
@@ -25,10 +27,8 @@ from agentloop.shared.definition.approvals import (
     ToolOutput,
 )
 from agentloop.shared.definition.context_window import TokenAnchor
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.shared.runs.threads import ThreadState
 from agentloop.shared.runs.report import AgentRunReport, RunReason, RunStatus, StepReport
-from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.threads import ThreadState
 from agentloop.shared.runs.transcripts import EMPTY_HASH, chain_hash
 
 #: Decided call ids a run remembers across continue-as-new (for "already

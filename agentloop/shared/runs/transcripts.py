@@ -17,8 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptRef
 from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptRef
 
 __all__ = [
     "EMPTY_HASH",

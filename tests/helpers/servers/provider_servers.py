@@ -803,12 +803,15 @@ def slow_anthropic_stream(*, seconds: float, interval: float = 0.2, text: str = 
 
     def events() -> Iterator[bytes]:
         yield anthropic_event(anthropic_message_events(anthropic_message([]))[0])
-        yield anthropic_event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        yield anthropic_event(
+            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
         for _ in range(max(1, int(seconds / interval))):
-            yield anthropic_event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
+            yield anthropic_event(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}})
         yield anthropic_event({"type": "content_block_stop", "index": 0})
         yield anthropic_event(
-            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}, "usage": {"output_tokens": 5}}
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+             "usage": {"output_tokens": 5}}
         )
         yield anthropic_event({"type": "message_stop"})
 

@@ -47,7 +47,7 @@ class Certificates:
 
 def make_certificates(directory: Path) -> Certificates:
     """A throwaway CA and the certificates it signs, valid for a day."""
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def name(common_name: str) -> x509.Name:
         return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
@@ -149,7 +149,7 @@ class TLSProxy:
     def authorizations(self) -> set[str]:
         """Every ``authorization`` header seen (None for calls without one)."""
         with self._lock:
-            return {metadata.get("authorization") for _, metadata in self.seen}  # type: ignore[misc]
+            return {metadata.get("authorization") for _, metadata in self.seen}
 
     def __enter__(self) -> TLSProxy:
         self._server.start()

@@ -23,17 +23,19 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.worker import Worker
 
 from agentloop import AgentClient
-from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, UPDATE_ADMISSION, DevServer
 from agentloop.testing import register_scripted_model
+from agentloop.workers.devserver import FAST_POLLING, PRODUCTION_LIKE, UPDATE_ADMISSION, DevServer
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from agentloop.workflows.effects.recorder import RunRecorder
-from benchmarks.loop import agent_runs, concurrency, cpu_split, load
 from benchmarks.durability import history_growth
+from benchmarks.loop import agent_runs, concurrency, cpu_split, load
 from tests.helpers.paths import ROOT
 
 
-def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and_skips_peers_not_installed(
+    tmp_path,
+) -> None:
     # The peers' packages shadowed by ones that cannot be imported, as when
     # the [peers] extra is not installed (whether or not this venv has it).
     for package in ("agents", "pydantic_ai"):
@@ -123,7 +125,7 @@ async def test_with_unsandboxed_floor_and_without_it_measures_those_rows_too() -
                                                "agentloop without lookup"]
     for row in rows:
         assert row["n"] == 3 and row["unfinished"] == 0 and row["rate"] > 0 and row["worker_ms"] > 0
-    definitions = {kind: workflow_class.__temporal_workflow_definition  # type: ignore[attr-defined]
+    definitions = {kind: workflow_class.__temporal_workflow_definition
                    for kind, (workflow_class, _) in concurrency.FLOORS.items()}
     assert not definitions["floor-unsandboxed"].sandboxed and definitions["floor"].sandboxed
     assert not definitions["floor-record"].sandboxed  # as agentloop's own workflow runs
@@ -269,7 +271,7 @@ def test_cpu_split_counts_collections_and_puts_back_what_it_wrapped() -> None:
     assert gc.callbacks == callbacks
 
 
-def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_another(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_another(monkeypatch) -> None:
     clock = [0.0]  # thread CPU, advanced by hand: each inner activation takes one second
 
     class Inner:
@@ -282,7 +284,7 @@ def test_cpu_split_counts_an_activation_once_when_one_activate_runs_inside_anoth
             return Inner().activate(activation)
 
     class Split(cpu_split.CpuSplit):
-        INSTANCES = (Inner, Outer)  # type: ignore[assignment]
+        INSTANCES = (Inner, Outer)
 
     monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
     with Split() as split:
@@ -298,7 +300,7 @@ def test_cpu_split_counts_collections_by_where_they_start() -> None:
             collected.append(gc.collect(0))  # a collection inside an activation
 
     class Split(cpu_split.CpuSplit):
-        INSTANCES = (Instance,)  # type: ignore[assignment]
+        INSTANCES = (Instance,)
 
     async def activity() -> None:
         collected.append(gc.collect(0))  # one inside an activity's first step
@@ -321,7 +323,7 @@ def test_cpu_split_counts_collections_by_where_they_start() -> None:
     assert split.collections() == (1, 2, 2)
 
 
-async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+async def test_cpu_split_times_each_step_of_an_activity_and_hands_on_its_result_and_errors(monkeypatch) -> None:
     clock = [0.0]  # thread CPU, advanced by hand
     monkeypatch.setattr(cpu_split.time, "thread_time", lambda: clock[0])
     split = cpu_split.CpuSplit()
@@ -384,7 +386,8 @@ async def test_history_growth_counts_every_temporal_run_of_a_run_that_continued_
 
 
 def test_history_growth_refuses_a_negative_pause_in_a_sentence() -> None:
-    done = subprocess.run([sys.executable, "-m", "benchmarks.durability.history_growth", "--deltas", "--delta-seconds", "-1"],
+    done = subprocess.run([sys.executable, "-m", "benchmarks.durability.history_growth",
+                           "--deltas", "--delta-seconds", "-1"],
                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "--delta-seconds must be 0 or more, not -1" in done.stderr

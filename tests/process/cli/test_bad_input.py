@@ -12,15 +12,16 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowHandle
 
 from agentloop import AgentClient
-from agentloop.workers.devserver import DevServer
 from agentloop.shared.base.errors import INVALID_INPUT_ERROR_TYPE
 from agentloop.shared.runs.run import RUN_INPUT_EXAMPLE, AgentRunInput
 from agentloop.testing import reply, script
+from agentloop.workers.devserver import DevServer
 from tests.helpers.cli import run_temporal
 from tests.helpers.runs import task_failures, wait_for_end
 
 #: A valid input typed as an operator would.
-VALID = {"spec": {"model": "scripted:unused"}, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
+VALID = {"spec": {"model": "scripted:unused"},
+         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}
 
 BAD_INPUTS = {
     "string": ["--input", '"hello"'],

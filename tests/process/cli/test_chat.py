@@ -24,9 +24,9 @@ from temporalio.client import Client
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
-from agentloop.workers.devserver import DevServer, free_port
 from agentloop.shared.runs.search_attributes import AGENT_FORKED_FROM
 from agentloop.testing import call, calls, register_scripted_model, reply
+from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.cli import agentloop_async, clean_env, read_until
 from tests.helpers.paths import ROOT
 from tests.helpers.polling import eventually

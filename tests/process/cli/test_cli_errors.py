@@ -108,7 +108,8 @@ BAD_INPUT: list[tuple[list[str], dict[str, str], int, str]] = [
     (["worker", "--workspace", "/no/such/dir"], {}, 2, "agentloop: --workspace /no/such/dir is not a directory"),
     (["worker", "--role", "tools"], {"OPENAI_API_KEY": "sk-x"}, 2,
      "agentloop: a tools worker must not hold provider keys, but OPENAI_API_KEY is set"),
-    (["worker"], {"AGENTLOOP_WORKER_ROLE": "boss"}, 2, "agentloop: worker role 'boss' is not one of all, models, tools"),
+    (["worker"], {"AGENTLOOP_WORKER_ROLE": "boss"}, 2,
+     "agentloop: worker role 'boss' is not one of all, models, tools"),
     (["dev", "--port", "70000"], {}, 2, "argument --port: 70000 is not a port number"),
     (["dev"], {}, 2, "agentloop: TEMPORAL_ADDRESS names a Temporal server"),
     (["submit", "some-run"], {}, 2, "agentloop: give at least one output"),
@@ -189,7 +190,8 @@ async def test_worker_says_where_it_polls_and_when_it_stopped(
     assert started == (f"agentloop worker: role all, polling task queues {task_queue!r} and {task_queue + '-tools'!r} "
                        f"on {dev_server.address} (namespace 'default', plaintext, unversioned); tools apply_patch, "
                        "grep_files, list_dir, read_file, shell_command, view_image, write_file\n"
-                       # The shell's confinement, on a line of its own (tests/process/workers/test_security.py for its words).
+                       # The shell's confinement, on a line of its own
+                       # (tests/process/workers/test_security.py for its words).
                        "agentloop worker: shell sandbox: namespace; files: confined by Landlock ABI "
                        f"{sandbox.landlock_support()}: the workspace read-write, system directories read-only, a "
                        "private /tmp, /run hidden; network: none (a loopback of its own); processes: own PID "

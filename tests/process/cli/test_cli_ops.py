@@ -384,7 +384,8 @@ async def test_show_a_cancelled_run_gives_its_steps_and_usage(
     assert state.usage.requests == 1 and state.usage.input_tokens > 0
     assert show.code == 0, show.err
     assert "status:   cancelled\n" in show.out
-    assert re.search(r"\n  time:     LLM [\d.]+ m?s, tools [\d.]+ m?s, waiting for approval \S+ m?s\n", show.out), show.out
+    assert re.search(r"\n  time:     LLM [\d.]+ m?s, tools [\d.]+ m?s, waiting for approval \S+ m?s\n",
+                     show.out), show.out
     # The state counts the steps finished (0); the step it was cancelled in had its LLM request.
     assert state.step == 0 and "steps:    1\n" in show.out
     assert (f"usage:    {state.usage.input_tokens} in / {state.usage.output_tokens} out tokens, 1 LLM request\n"

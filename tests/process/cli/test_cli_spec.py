@@ -78,7 +78,8 @@ def test_bad_spec_files_are_sentences(tmp_path: Path) -> None:
     assert refused("odd.yaml", "model: scripted:demo\nzzzz: 1\n") == (
         f"agentloop: --spec {tmp_path / 'odd.yaml'}: zzzz: Extra inputs are not permitted")
     deep = {"model": "scripted:demo", "max_depth": 1, "sub_agents": {"a": {"spec": {
-        "model": "scripted:demo", "name": "a", "sub_agents": {"b": {"spec": {"model": "scripted:demo", "name": "b"}}}}}}}
+        "model": "scripted:demo", "name": "a",
+        "sub_agents": {"b": {"spec": {"model": "scripted:demo", "name": "b"}}}}}}}
     assert refused("deep.json", json.dumps(deep)) == (
         "agentloop: sub-agents nest 2 levels deep (agent -> a -> b), past max_depth=1; flatten the team or "
         "raise AgentSpec.max_depth (at most 10) on the top agent")

@@ -23,6 +23,7 @@ from agentloop.shared.runs.events import EVENT_ADAPTER, TERMINAL_EVENT_TYPES
 from agentloop.testing import call, calls, reply, script
 from tests.helpers.cli import agentloop, agentloop_async, clean_env, plain_text, read_until, write_script
 from tests.helpers.paths import ROOT
+from tests.helpers.runs import wait_status
 from tests.helpers.servers.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
@@ -33,7 +34,6 @@ from tests.helpers.servers.provider_servers import (
     openai_stream,
     sse_event,
 )
-from tests.helpers.runs import wait_status
 
 
 def parse_jsonl(stdout: str) -> list[Any]:

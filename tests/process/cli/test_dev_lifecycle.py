@@ -14,9 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import httpx
+import pytest
 
 from agentloop import AgentClient
 from agentloop.workers.devserver import DevServer, find_temporal_binary, free_port
@@ -182,7 +181,7 @@ async def test_run_uses_the_server_of_a_running_dev(tmp_path: Path, workspace: P
     try:
         assert dev.stdout is not None
         banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
-        address = re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)  # type: ignore[union-attr]
+        address = re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)
         assert re.fullmatch(r"127\.0\.0\.1:\d+", address) and not address.endswith(":0")  # --port 0: a free port
 
         run = await agentloop_async("run", "look", "--model", "scripted:demo", "--workspace", str(workspace),
@@ -260,7 +259,7 @@ async def test_agent_client_connects_to_a_running_dev_and_says_so(tmp_path: Path
     try:
         assert dev.stdout is not None
         banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
-        address = re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)  # type: ignore[union-attr]
+        address = re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)
         proc = await asyncio.create_subprocess_exec(
             sys.executable, str(script), str(workspace), cwd=tmp_path, env=env,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -283,7 +282,7 @@ async def start_dev(env: dict[str, str], workspace: Path) -> tuple[asyncio.subpr
     )
     assert dev.stdout is not None
     banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
-    return dev, re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)  # type: ignore[union-attr]
+    return dev, re.search(r"export TEMPORAL_ADDRESS=(\S+)", banner).group(1)
 
 
 async def test_dev_prints_one_line_per_failed_run_and_logs_the_traceback(tmp_path: Path, workspace: Path) -> None:
@@ -399,7 +398,7 @@ async def test_serve_beside_dev_links_dev_s_temporal_ui_and_stops_quietly(tmp_pa
     try:
         assert dev.stdout is not None
         banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
-        ui = re.search(r"Temporal UI: +(\S+)", banner).group(1)  # type: ignore[union-attr]
+        ui = re.search(r"Temporal UI: +(\S+)", banner).group(1)
         for stop_signal in (signal.SIGTERM, signal.SIGINT):
             serve = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "agentloop.cli", "serve", "--port", "0", cwd=ROOT, env=env,

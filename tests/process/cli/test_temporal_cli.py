@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected
-from agentloop.shared.definition.approvals import MAX_REASON_CHARS
-from agentloop.workers.devserver import DevServer
 from agentloop.shared.base.errors import INVALID_DECISION_ERROR_TYPE, INVALID_REQUEST_ERROR_TYPE
+from agentloop.shared.definition.approvals import MAX_REASON_CHARS
 from agentloop.testing import calls, reply, script
+from agentloop.workers.devserver import DevServer
 from tests.helpers.agents import awaiting, echo_results, write
 from tests.helpers.cli import run_temporal
 from tests.helpers.polling import eventually

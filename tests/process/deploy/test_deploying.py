@@ -71,7 +71,8 @@ def answer(request):  # noqa: ANN001, ANN201
     results = last_tool_results(request)
     if not results and step_of(request) == 0 and "refund" in request.messages[-1].text:
         return calls(call("refund", {"order": "A-1"}))
-    house = "house v2" if "house v2" in request.system_prompt else "house v1" if "house v1" in request.system_prompt else "?"
+    house = ("house v2" if "house v2" in request.system_prompt
+             else "house v1" if "house v1" in request.system_prompt else "?")
     said = " | ".join(f"{r.name}:{r.content}" for r in results)
     return reply(f"{house} {said}".strip())
 

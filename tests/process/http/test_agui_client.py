@@ -20,7 +20,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-
 from agentloop.server import ServerSettings
 from agentloop.testing import call, calls, reply, script
 from tests.helpers import agents

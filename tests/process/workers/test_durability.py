@@ -13,11 +13,11 @@ from temporalio.worker import Worker
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.agent_activities import AgentActivities
 from agentloop.activities.transcripts import QueryTimeouts
-from agentloop.workers.plugin import workflow_runner
 from agentloop.testing import reply, script
 from agentloop.tools.registry import ToolRegistry
-from agentloop.workflows.effects.activity_calls import SEED_MAX_BYTES
+from agentloop.workers.plugin import workflow_runner
 from agentloop.workflows.agent_run import AgentRunWorkflow
+from agentloop.workflows.effects.activity_calls import SEED_MAX_BYTES
 from tests.helpers.polling import eventually
 
 
@@ -129,7 +129,8 @@ def activity_attempts(history, activity_type: str) -> list[tuple[int, str]]:
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     }
     return [
-        (e.activity_task_started_event_attributes.attempt, e.activity_task_started_event_attributes.last_failure.message)
+        (e.activity_task_started_event_attributes.attempt,
+         e.activity_task_started_event_attributes.last_failure.message)
         for e in history.events
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED
         and scheduled[e.activity_task_started_event_attributes.scheduled_event_id] == activity_type
@@ -198,7 +199,8 @@ async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unava
     steps = AgentActivities(ToolRegistry())
     steps.transcript_timeouts = QueryTimeouts(reask=timedelta(seconds=0.2), total=timedelta(seconds=1))
 
-    async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], workflow_runner=workflow_runner()):
+    async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow],
+                      workflow_runner=workflow_runner()):
         # Past SEED_MAX_BYTES: even the first step names its transcript by
         # reference only, and the worker must ask the run for it.
         handle = await agent_client.start(spec, "hello " + "x" * SEED_MAX_BYTES)
@@ -213,7 +215,8 @@ async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unava
         )
         # A workflow worker is back: the step is retried and answers.
         steps.transcript_timeouts = QueryTimeouts()
-        async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], workflow_runner=workflow_runner()):
+        async with Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow],
+                          workflow_runner=workflow_runner()):
             result = await asyncio.wait_for(handle.result(), timeout=60)
     assert result.status == "completed" and result.final_text == "answered"
 

@@ -30,8 +30,8 @@ from agentloop.workers.devserver import DevServer, free_port
 from tests.helpers.agents import spec
 from tests.helpers.cli import agentloop, clean_env, run_temporal
 from tests.helpers.fixtures.encryption_fixture import Reverser, answer_text
-from tests.helpers.polling import eventually
 from tests.helpers.paths import ROOT
+from tests.helpers.polling import eventually
 from tests.helpers.runs import task_failures, wait_status
 
 FIXTURE = "tests.helpers.fixtures.encryption_fixture"
@@ -67,8 +67,8 @@ def workers(dev_server: DevServer, task_queue: str, tmp_path: Path) -> Iterator[
         proc.terminate()
         await asyncio.to_thread(proc.wait, 30)
 
-    start.stop = stop  # type: ignore[attr-defined]
-    start.log = log  # type: ignore[attr-defined]
+    start.stop = stop
+    start.log = log
     yield start
     for proc in procs:
         if proc.poll() is None:

@@ -27,7 +27,8 @@ async def test_a_killed_worker_takes_its_mcp_server_with_it_and_the_retry_carrie
     marker = f"mcp-kill-{uuid.uuid4().hex}"  # finds this test's server processes, and only them
     servers = tmp_path / "mcp.json"
     servers.write_text(json.dumps({"db": {
-        "command": sys.executable, "args": ["-m", "tests.helpers.servers.mcp_server", "stdio", marker], "cwd": str(ROOT),
+        "command": sys.executable, "args": ["-m", "tests.helpers.servers.mcp_server", "stdio", marker],
+        "cwd": str(ROOT),
         "env": {"AGENTLOOP_TEST_TABLE": str(table)}}}))
     monkeypatch.setenv("AGENTLOOP_MCP_SERVERS", str(servers))
     first = spawn_worker("tests.helpers.fixtures.mcp_fixture")

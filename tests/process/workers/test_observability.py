@@ -10,9 +10,9 @@ import re
 import signal
 import threading
 import urllib.request
-from pathlib import Path
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest

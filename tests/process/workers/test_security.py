@@ -38,16 +38,17 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Worker
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.activities.shell_sandbox import sandbox
 from agentloop.activities.builtin_tools.shell_tool import shell_command
-from agentloop.workers.devserver import DevServer
+from agentloop.activities.shell_sandbox import sandbox
 from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.testing import call, calls, reply, script
 from agentloop.tools.tool_context import ToolContext
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker
 from tests.helpers import cli
 from tests.helpers.agents import awaiting, write
 from tests.helpers.cli import agentloop
+from tests.helpers.fixtures.security_fixture import TRICKS
 from tests.helpers.optional import missing
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import (
@@ -57,7 +58,6 @@ from tests.helpers.processes import (
     wait_until_running,
 )
 from tests.helpers.runs import local_activities, scheduled_queues, task_failures, wait_state
-from tests.helpers.fixtures.security_fixture import TRICKS
 
 #: The environment without Temporal, provider, agentloop and database settings.
 clean_env = partial(cli.clean_env, drop=("AGENTLOOP_", "DATABASE_URL"))
@@ -109,11 +109,11 @@ def check_trick_results(results: list[dict], token: str) -> None:
     # Calls run in parallel; the scripted model numbers them call_<step>_<index>.
     shell = sorted((r for r in results if r["name"] == "shell_command"), key=lambda r: int(r["id"].rsplit("_", 1)[1]))
     assert len(shell) == len(TRICKS), [r["content"][:200] for r in results]
-    for trick, result in zip(TRICKS, shell):
+    for trick, result in zip(TRICKS, shell, strict=True):
         assert not result["is_error"], (trick, result["content"][:500])
         assert result["content"].startswith("exit code: "), (trick, result["content"][:500])
         assert token not in result["content"], f"the canary leaked through {trick!r}"
-    by_trick = dict(zip(TRICKS, (r["content"] for r in shell)))
+    by_trick = dict(zip(TRICKS, (r["content"] for r in shell), strict=True))
     # Not vacuous: the commands ran and read an environment, just not the worker's.
     assert "PATH=" in by_trick["env"]
     assert "PATH=" in by_trick["cat /proc/$PPID/environ"]
@@ -166,7 +166,8 @@ async def test_embedded_run_cannot_read_the_provider_keys(mode: str, tmp_path: P
         env["AGENTLOOP_SHELL_SANDBOX"] = "bwrap"
     run_id = f"sec-{uuid.uuid4().hex[:8]}"
     proc = agentloop(
-        "run", "read the keys", "--model", "scripted:security-tricks", "--import", "tests.helpers.fixtures.security_fixture",
+        "run", "read the keys", "--model", "scripted:security-tricks",
+        "--import", "tests.helpers.fixtures.security_fixture",
         "--tool", "shell_command", "--yes", "--jsonl", "--run-id", run_id, "--workspace", str(workspace),
         env=env,
     )
@@ -194,10 +195,12 @@ async def test_role_split_tools_worker_cannot_read_the_provider_keys(
     logs = {name: (tmp_path / f"{name}.log").open("w+") for name in ("models", "tools")}
     workers = {
         "models": subprocess.Popen(
-            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "models", "--import", "tests.helpers.fixtures.security_fixture"],
+            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "models",
+             "--import", "tests.helpers.fixtures.security_fixture"],
             cwd=ROOT, env={**base, **secrets}, stdout=logs["models"], stderr=subprocess.STDOUT),
         "tools": subprocess.Popen(
-            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools", "--import", "tests.helpers.fixtures.security_fixture"],
+            [sys.executable, "-m", "agentloop.cli", "worker", "--role", "tools",
+             "--import", "tests.helpers.fixtures.security_fixture"],
             cwd=ROOT, env={**base, "AGENTLOOP_WORKSPACE": str(workspace)}, stdout=logs["tools"],
             stderr=subprocess.STDOUT),
     }
@@ -350,7 +353,7 @@ async def test_bad_sandbox_setting_fails_the_call_and_the_worker(
 
 
 async def run_shell(workspace: Path, command: str, **kwargs: object) -> str:
-    return await shell_command(command, ctx=ToolContext(workspace=workspace), **kwargs)  # type: ignore[arg-type]
+    return await shell_command(command, ctx=ToolContext(workspace=workspace), **kwargs)
 
 
 async def test_namespace_sandbox_sees_only_its_own_processes_and_has_no_privileges(
@@ -491,7 +494,8 @@ async def test_outside_the_workspace_in_every_mode(
     # Not vacuous: inside the workspace the same commands work.
     (workspace / "mine.txt").write_text("mine\n")
     result = await run_shell(workspace, "cat mine.txt && echo more > new.txt && ln mine.txt hard2 && "
-                                        "ln -s mine.txt soft2 && cat soft2 && ./setuid-cat hard2 && echo t > ${TMPDIR:-/tmp}/t && "
+                                        "ln -s mine.txt soft2 && cat soft2 && ./setuid-cat hard2 && "
+                                        "echo t > ${TMPDIR:-/tmp}/t && "
                                         "cat ${TMPDIR:-/tmp}/t && ls ~ >/dev/null && echo home")
     assert result == "exit code: 0\nmine\nmine\nmine\nt\nhome\n", result
 
@@ -686,7 +690,8 @@ async def test_a_worker_killed_mid_command_leaves_nothing_running(
     env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
                     AGENTLOOP_SHELL_SANDBOX=mode, AGENTLOOP_WORKSPACE_ROOTS=str(tmp_path))
     log = (tmp_path / "worker.log").open("w")
-    worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker", "--import", "tests.helpers.fixtures.security_fixture"],
+    worker = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker",
+                               "--import", "tests.helpers.fixtures.security_fixture"],
                               cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     handle = None
     try:
@@ -913,7 +918,7 @@ def non_root_python() -> list[str]:
         probe = subprocess.run(["runuser", "-u", "nobody", "--", python, "-c",
                                 "import sys; print('%d.%d' % sys.version_info[:2])"],
                                capture_output=True, text=True)
-        if probe.returncode == 0 and probe.stdout.strip() == "%d.%d" % sys.version_info[:2]:
+        if probe.returncode == 0 and probe.stdout.strip() == "{}.{}".format(*sys.version_info[:2]):
             return ["runuser", "-u", "nobody", "--", python]
     pytest.fail("no Python this test can run as user nobody (runuser from util-linux, and a Python "
                 f"{sys.version_info[0]}.{sys.version_info[1]} that nobody may execute, are needed)")
@@ -1107,10 +1112,10 @@ async def test_the_fleet_is_out_of_reach_in_every_mode(
     assert got == EXPECTED_REACH[mode]
     # Not vacuous: from the worker itself (outside the sandbox) every service answers.
     for port in ("grpc", "http", "serve", "codec"):
-        with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):  # type: ignore[arg-type]
+        with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):
             pass
     with socket.socket(socket.AF_UNIX) as probe:
-        probe.connect(fleet["sock"])  # type: ignore[arg-type]
+        probe.connect(fleet["sock"])
 
 
 ROOT_PROBE = r'''
@@ -1170,8 +1175,8 @@ async def test_workspaces_that_widen_are_refused_in_every_mode(
     from temporalio.testing import ActivityEnvironment
 
     from agentloop.activities.agent_activities import AgentActivities
-    from agentloop.shared.definition.activity_io import ExecuteToolInput
     from agentloop.activities.builtin_tools import register_builtin_tools
+    from agentloop.shared.definition.activity_io import ExecuteToolInput
     from agentloop.tools.registry import ToolRegistry
 
     use_mode(mode, monkeypatch)
@@ -1247,7 +1252,7 @@ async def test_a_run_cannot_start_a_wider_run_through_the_fleet(
     handle = await agent_client.start(
         AgentSpec(model="scripted:run-the-input", tools=["shell_command"], default_permission="allow",
                   workspace=str(workspace)), script)
-    result = await handle.result()
+    await handle.result()
     events = [json.loads(e.model_dump_json()) async for e in agent_client.events(handle.run_id)]
     (output,) = [e["result"]["content"] for e in events if e["type"] == "agent.tool.execution.completed"]
     assert output.startswith("exit code: "), output

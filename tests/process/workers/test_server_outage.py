@@ -12,9 +12,9 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec, ToolContext
-from agentloop.workers.devserver import DevServer
 from agentloop.testing import call, calls, reply, script
 from agentloop.tools.registry import Tool, ToolRegistry
+from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 
 #: Longer than the run's heartbeat timeout and than the worker's attempts to

@@ -109,8 +109,10 @@ async def test_a_tls_mismatch_is_a_sentence_that_names_the_setting(
     tmp_path: Path, dev_server: DevServer, certs: Certificates, task_queue: str,
 ) -> None:
     with TLSProxy(dev_server.address, certs, mtls=True) as mtls, TLSProxy(dev_server.address, certs) as tls:
-        no_client_cert = await agentloop_async("list", env=tls_env(tmp_path, mtls, certs, task_queue, client_cert=False))
-        untrusted = await agentloop_async("list", env=clean_env(tmp_path, TEMPORAL_ADDRESS=tls.address, TEMPORAL_TLS="true"))
+        no_client_cert = await agentloop_async(
+            "list", env=tls_env(tmp_path, mtls, certs, task_queue, client_cert=False))
+        untrusted = await agentloop_async(
+            "list", env=clean_env(tmp_path, TEMPORAL_ADDRESS=tls.address, TEMPORAL_TLS="true"))
         plaintext = await agentloop_async("list", env=clean_env(tmp_path, TEMPORAL_ADDRESS=tls.address))
     for proc in (no_client_cert, untrusted, plaintext):
         assert proc.code == 2 and "Traceback" not in proc.err

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentloop.workers.config import PROVIDER_KEY_VARIABLES, TemporalConfig, gc_threshold_from_env
 from agentloop.shared.base.errors import UserError
+from agentloop.workers.config import PROVIDER_KEY_VARIABLES, TemporalConfig, gc_threshold_from_env
 from agentloop.workers.worker import run_worker, tune_collector
 
 

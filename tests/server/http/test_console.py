@@ -27,6 +27,7 @@ from tests.helpers.agents import echo_results, recording
 from tests.helpers.browser import chromium, launch
 from tests.helpers.http_api import serve
 from tests.helpers.paths import ROOT
+from tests.helpers.runs import wait_state
 from tests.helpers.servers.provider_servers import (
     OpenAIServer,
     ScriptedResponse,
@@ -39,7 +40,6 @@ from tests.helpers.servers.provider_servers import (
     openai_usage,
     sse_event,
 )
-from tests.helpers.runs import wait_state
 
 ARTIFACTS = ROOT / "tests" / "artifacts" / "console"
 UI = "http://127.0.0.1:8233"
@@ -99,7 +99,8 @@ async def test_assets_are_served_with_etags_and_nothing_else_is(agent_client: Ag
     assert 'data-auth="0"' in page.text and 'data-temporal-ui-base=""' in page.text
     for answer in (missing, outside):
         assert answer.status_code == 404 and answer.headers["content-type"] == "application/problem+json"
-    assert missing.json()["detail"].startswith("the console has no asset 'page.html'; it serves api.js, composer.js, console.css, ")
+    assert missing.json()["detail"].startswith(
+        "the console has no asset 'page.html'; it serves api.js, composer.js, console.css, ")
     assert missing.json()["detail"].endswith(", run-waiting.js, runs.js")
 
 

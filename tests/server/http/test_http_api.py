@@ -10,8 +10,8 @@ from functools import partial
 from pathlib import Path
 
 from agentloop import AgentClient
-from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.server import ServerSettings
+from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.testing import call, calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, echo_results, write
@@ -291,7 +291,8 @@ async def test_an_approval_too_large_for_temporal_is_413_before_it_reaches_the_r
     # A payload limit of 100 kB: a 95 kB result passes the body cap but is over 90% of the limit once encoded.
     settings = ServerSettings(max_payload_bytes=100_000)
     async with worker(), serve(agent_client, settings) as api:
-        run_id = (await api.http.post("/v1/runs", json={"spec": spec_json(asking(model)), "input": "w"})).json()["run_id"]
+        started = await api.http.post("/v1/runs", json={"spec": spec_json(asking(model)), "input": "w"})
+        run_id = started.json()["run_id"]
         handle = agent_client.get_handle(run_id)
         await wait_state(handle, awaiting(), "the write to wait")
         call_id = (await handle.state()).pending_approvals[0].call_id

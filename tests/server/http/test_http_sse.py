@@ -16,6 +16,8 @@ from agentloop.testing import call, calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, write
 from tests.helpers.http_api import Sse, follow, read_sse, serve
+from tests.helpers.polling import eventually
+from tests.helpers.runs import wait_state
 from tests.helpers.servers.provider_servers import (
     OpenAIServer,
     openai_completion,
@@ -23,8 +25,6 @@ from tests.helpers.servers.provider_servers import (
     openai_models,
     openai_stream,
 )
-from tests.helpers.polling import eventually
-from tests.helpers.runs import wait_state
 
 asking = partial(agents.spec, default_permission="auto", tools=ASKING_TOOLS)
 

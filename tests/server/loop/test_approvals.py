@@ -19,15 +19,6 @@ from temporalio.exceptions import ApplicationError
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, DecisionRejected, PermissionRule
 from agentloop.client.handle import AgentRunHandle
-from agentloop.shared.definition.activity_io import ToolDefinition
-from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.definition.approvals import (
-    MAX_BY_CHARS,
-    MAX_CALL_ID_CHARS,
-    MAX_OUTPUT_CHARS,
-    MAX_REASON_CHARS,
-    MAX_REQUEST_BYTES,
-)
 from agentloop.shared.base.errors import (
     INVALID_DECISION_ERROR_TYPE,
     INVALID_REQUEST_ERROR_TYPE,
@@ -35,8 +26,17 @@ from agentloop.shared.base.errors import (
 )
 from agentloop.shared.base.messages import Message
 from agentloop.shared.base.text import cut
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.approvals import (
+    MAX_BY_CHARS,
+    MAX_CALL_ID_CHARS,
+    MAX_OUTPUT_CHARS,
+    MAX_REASON_CHARS,
+    MAX_REQUEST_BYTES,
+)
 from agentloop.shared.runs.run import MAX_ERROR_CHARS
 from agentloop.testing import call, calls, last_tool_results, reply, script
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, echo_results, write
 from tests.helpers.processes import processes_with_argument, unique_sleep, wait_until_running
@@ -294,7 +294,8 @@ async def test_bad_decisions_are_rejected_and_the_run_is_unharmed(
         await wait_state(handle, awaiting(2), "approvals")
         raw = handle.workflow_handle
 
-        with pytest.raises(DecisionRejected, match=r"no call 'nope' waits for approval .* waiting now: call_0_0, call_0_1"):
+        with pytest.raises(DecisionRejected,
+                           match=r"no call 'nope' waits for approval .* waiting now: call_0_0, call_0_1"):
             await handle.approve("nope")
         message = await refused(handle, "approve", {"call_id": "call_0_0", "decision": "yes"})
         assert message.startswith("malformed approve payload: decision: Input should be 'approve', 'deny' or 'skip'")
@@ -458,7 +459,8 @@ async def test_an_oversized_client_output_is_refused_by_update_and_cut_by_signal
         handle = await agent_client.start(spec(model, tools=[], client_tools=[LOOKUP]), "go")
         await wait_state(handle, lambda s: s.status == "requires_action", "requires_action")
         output = "o" * (MAX_OUTPUT_CHARS + 200_000)
-        error = await refusal(handle, "submit_tool_outputs", {"tool_outputs": [{"call_id": "call_0_0", "output": output}]})
+        error = await refusal(handle, "submit_tool_outputs",
+                              {"tool_outputs": [{"call_id": "call_0_0", "output": output}]})
         assert error.type == INVALID_REQUEST_ERROR_TYPE and error.non_retryable
         assert f"tool_outputs.0.output: String should have at most {MAX_OUTPUT_CHARS} characters" in error.message
         await handle.workflow_handle.signal("submit_tool_outputs", [{"call_id": "call_0_0", "output": output}])
@@ -511,7 +513,8 @@ async def test_the_client_refuses_a_request_over_the_limit_without_sending_it(
         handle = await agent_client.start(spec(model), "write")
         await wait_state(handle, awaiting(), "approval")
         before = len((await handle.workflow_handle.fetch_history()).events)
-        with pytest.raises(DecisionRejected, match=f"the approve request is 2,100,0[0-9]{{2}} bytes; a run takes requests of at most "
+        with pytest.raises(DecisionRejected, match=f"the approve request is 2,100,0[0-9]{{2}} bytes; "
+                                                   "a run takes requests of at most "
                                                    f"{MAX_REQUEST_BYTES:,} bytes; nothing was sent"):
             await handle.approve("X" * 2_100_000)
         with pytest.raises(DecisionRejected, match="result: String should have at most 1000000 characters"):

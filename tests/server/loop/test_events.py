@@ -67,7 +67,8 @@ def check_invariants(events) -> None:
     assert all(n == 1 for n in started.values())
     for event in events:
         if event.type == "agent.tool.execution.started":
-            done = next(e for e in events if e.type == "agent.tool.execution.completed" and e.result.id == event.call.id)
+            done = next(e for e in events
+                        if e.type == "agent.tool.execution.completed" and e.result.id == event.call.id)
             assert done.seq > event.seq
 
 
@@ -99,7 +100,8 @@ async def test_event_order_for_a_run_with_tools(agent_client: AgentClient, worke
         result = await handle.result()
     check_invariants(events)
     types = [e.type for e in events]
-    assert types[:4] == ["agent.run.created", "agent.run.status.changed", "agent.run.step.created", "thread.message.created"]
+    assert types[:4] == ["agent.run.created", "agent.run.status.changed", "agent.run.step.created",
+                         "thread.message.created"]
     assert types[-2:] == ["agent.run.status.changed", "thread.run.completed"]
     assert events[-1].final_text == result.final_text and events[-1].usage == result.usage
     # Deltas carry the streamed text, a prefix of the final message; with the
@@ -130,7 +132,8 @@ async def test_resume_from_offset_equals_one_subscription(agent_client: AgentCli
 
 
 async def test_approvals_and_failure_on_the_stream(agent_client: AgentClient, worker, workspace: Path) -> None:
-    model = script(calls(call("write_file", {"file_path": "x.txt", "content": "x"})), reply("cut", finish_reason="length"))
+    model = script(calls(call("write_file", {"file_path": "x.txt", "content": "x"})),
+                   reply("cut", finish_reason="length"))
     async with worker():
         handle = await agent_client.start(AgentSpec(model=model, tools=["write_file"]), "write")
         events = []

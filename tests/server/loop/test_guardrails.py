@@ -7,11 +7,11 @@ import pytest
 
 from agentloop import AgentClient, AgentRunFailed, GuardrailContext, GuardrailResult, guardrail, llm_judge
 from agentloop.shared.runs.result import GuardrailTripped
-from agentloop.tools.registry import ToolRegistry
+from agentloop.testing import call, calls, reply, script, script_every_step
 from agentloop.tools.guardrails import (
     guardrails_of,
 )
-from agentloop.testing import call, calls, reply, script, script_every_step
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import spec
 
 
@@ -159,9 +159,9 @@ async def test_judge_tokens_count_in_the_runs_usage_cost_and_budget(
     agent_client: AgentClient, worker, registry: ToolRegistry
 ) -> None:
     from agentloop import Budget
-    from agentloop.shared.runs.result import CostLimitExceeded
-    from agentloop.shared.definition.pricing import ModelPrice
     from agentloop.shared.base.usage import Usage
+    from agentloop.shared.definition.pricing import ModelPrice
+    from agentloop.shared.runs.result import CostLimitExceeded
 
     judge_usage = Usage(input_tokens=1000, output_tokens=100, requests=1)
 

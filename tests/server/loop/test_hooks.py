@@ -18,11 +18,11 @@ from agentloop import (
     before_tool_call,
     on_tool_error,
 )
-from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.runs.result import ToolStepFailed
 from agentloop.shared.base.errors import UserError
-from agentloop.tools.hooks import Hook, run_hooks
+from agentloop.shared.runs.result import ToolStepFailed
 from agentloop.testing import call, calls, reply, script
+from agentloop.tools.hooks import Hook, run_hooks
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import echo_results, spec
 
 

@@ -15,9 +15,8 @@ import pytest
 from temporalio.exceptions import ApplicationError
 
 from agentloop import AgentClient, AgentRunFailed, AgentRunResult, AgentSpec, Message, ToolContext, UserError
-from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.compaction import is_summary_message
+from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.runs.report import REPORT_TEXT_LIMIT
 from agentloop.testing import (
@@ -30,6 +29,7 @@ from agentloop.testing import (
     script_every_step,
     step_of,
 )
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workflows.effects import handover
 from benchmarks.durability.history_growth import chain_histories
 from tests.helpers.agents import awaiting
@@ -171,7 +171,8 @@ async def test_context_length_error_compacts_and_retries(
         done = sum(1 for m in request.messages if m.role == "assistant")
         if len(request.messages) > 6 and not any(is_summary_message(m) for m in request.messages):
             refused.append(len(request.messages))
-            raise ApplicationError("This model's maximum context length is 100 tokens", type="ModelContextLengthExceeded",
+            raise ApplicationError("This model's maximum context length is 100 tokens",
+                                   type="ModelContextLengthExceeded",
                                    non_retryable=True)
         if done < 4:
             return calls(call("dump", {"part": done}))
@@ -347,7 +348,8 @@ async def test_events_no_run_holds_any_more_are_skipped_with_a_warning(
 async def test_cost_limit_ends_the_run_with_a_clear_reason(agent_client: AgentClient, worker) -> None:
     name = f"l{uuid.uuid4().hex[:10]}"
     register_scripted_model(name, [calls(call("list_dir", {"path": "."})) for _ in range(5)])
-    budget = Budget(cost_limit_usd=0.05, prices={f"scripted:{name}": ModelPrice(input_per_mtok=1000, output_per_mtok=1000)})
+    budget = Budget(cost_limit_usd=0.05,
+                    prices={f"scripted:{name}": ModelPrice(input_per_mtok=1000, output_per_mtok=1000)})
     async with worker():
         with pytest.raises(AgentRunFailed) as info:
             await agent_client.run(AgentSpec(model=f"scripted:{name}", tools=["list_dir"], budget=budget), "spend")
@@ -360,7 +362,8 @@ async def test_token_budget(agent_client: AgentClient, worker) -> None:
     model = script(*[calls(call("list_dir", {"path": "."})) for _ in range(5)])
     async with worker():
         with pytest.raises(AgentRunFailed) as info:
-            await agent_client.run(AgentSpec(model=model, tools=["list_dir"], budget=Budget(max_total_tokens=100)), "go")
+            await agent_client.run(
+                AgentSpec(model=model, tools=["list_dir"], budget=Budget(max_total_tokens=100)), "go")
     assert info.value.reason == "cost_limit" and "max_total_tokens=100" in info.value.result.error
 
 
@@ -405,7 +408,8 @@ async def test_oversized_client_output_is_cut_with_a_note(agent_client: AgentCli
 
     async with worker():
         handle = await agent_client.start(
-            AgentSpec(model=script_every_step(step), client_tools=[ToolDefinition(name="fetch_blob")], tool_output_limit=1000),
+            AgentSpec(model=script_every_step(step), client_tools=[ToolDefinition(name="fetch_blob")],
+                      tool_output_limit=1000),
             "fetch",
         )
         await wait_state(handle, lambda s: s.status == "requires_action", "requires_action")

@@ -8,9 +8,9 @@ import pytest
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.providers.anthropic_model import DEFAULT_MAX_TOKENS, to_anthropic_request
 from agentloop.activities.providers.openai_model import to_openai_request
-from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
 from agentloop.shared.base.messages import Message
 from agentloop.shared.base.model_settings import ThinkingConfig, anthropic_tool_choice
+from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
 from agentloop.testing import reply, script
 from tests.helpers.servers.provider_servers import (
     AnthropicServer,

@@ -16,9 +16,9 @@ from datetime import timedelta
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, AgentRunHandle, AgentSpec
-from agentloop.shared.runs.result import OutputLimitReached
 from agentloop.activities.providers.models import ModelResolver
 from agentloop.shared.base.errors import MODEL_STREAM_BROKEN_ERROR_TYPE
+from agentloop.shared.runs.result import OutputLimitReached
 from tests.helpers.provider_cases import CASES, ProviderCase
 from tests.helpers.servers.provider_servers import ErrorsSeen
 
@@ -57,7 +57,8 @@ async def test_a_broken_stream_says_whether_the_step_is_retried_and_why(
         f"{broke}; this was the last attempt (2 of 2), so the step fails",
     ]
     error = failed.value.result.error
-    assert error == f"LLM step 1 failed after 2 attempts: {broke}; this was the last attempt (2 of 2), so the step fails"
+    assert error == (f"LLM step 1 failed after 2 attempts: {broke}; "
+                     "this was the last attempt (2 of 2), so the step fails")
     assert "retried" not in error
 
 

@@ -11,11 +11,11 @@ from temporalio.client import Client
 from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentRunFailed, ContextLayer, ContextRequest, context_provider
-from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.definition.context_providers import agents_md_layer
-from agentloop.tools.context_providers import workspace_listing
-from agentloop.workers.plugin import AgentLoopPlugin
 from agentloop.testing import call, calls, reply, script, script_every_step, step_of
+from agentloop.tools.context_providers import workspace_listing
+from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.plugin import AgentLoopPlugin
 from tests.helpers.agents import spec
 
 

@@ -12,10 +12,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.exceptions import ApplicationError
 
 from agentloop import AgentClient, AgentRunFailed, ToolContext, ToolError
-from agentloop.shared.definition.activity_io import ModelResponse
-from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.definition.activity_io import ModelResponse
 from agentloop.testing import call, calls, last_tool_results, reply, script
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import spec
 
 

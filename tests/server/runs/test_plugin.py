@@ -21,10 +21,10 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentRunFailed, AgentSpec, UserError
+from agentloop.testing import call, calls, reply, script
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.plugin import HEARTBEAT_THROTTLE
-from agentloop.testing import call, calls, reply, script
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from tests.helpers.fixtures.user_workflows import GreetingWorkflow, shout
 
@@ -67,7 +67,8 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
         greeting = await client.execute_workflow(
             GreetingWorkflow.run, "ada", id=f"greet-{uuid.uuid4().hex[:8]}", task_queue=task_queue
         )
-        handle = await AgentClient(client, task_queue=task_queue).start(AgentSpec(model=model, tools=["read_file"]), "go")
+        handle = await AgentClient(client, task_queue=task_queue).start(
+            AgentSpec(model=model, tools=["read_file"]), "go")
         result = await handle.result()
     assert greeting == "HELLO ADA!"
     assert result.status == "completed" and result.final_text == "done"
@@ -130,7 +131,7 @@ async def test_the_plugin_composes_with_a_users_worker_options(temporal_client: 
                     workflow_runner=runner, workflow_failure_exception_types=[ArithmeticError],
                     plugins=[AgentLoopPlugin()])
     config = worker.config(active_config=True)
-    passthrough = config["workflow_runner"].restrictions.passthrough_modules  # type: ignore[attr-defined]
+    passthrough = config["workflow_runner"].restrictions.passthrough_modules
     assert {"agentloop", "dataclasses"} <= passthrough
     assert list(config["workflow_failure_exception_types"]) == [ArithmeticError, UserError, AgentRunFailed]
     assert config["max_heartbeat_throttle_interval"] == HEARTBEAT_THROTTLE == timedelta(seconds=1)
@@ -180,7 +181,8 @@ async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -
         Worker(temporal_client, task_queue=queue, plugins=[AgentLoopPlugin(role="tools")])
     assert str(info.value) == (
         f"a tools worker polls the tools queue of the runs' task queue, but this Worker's task queue is "
-        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} (agentloop.workers.plugin.tool_task_queue)"
+        f"{queue!r}: use task_queue='{queue}-tools' for runs started on {queue!r} "
+        "(agentloop.workers.plugin.tool_task_queue)"
     )
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     with pytest.raises(UserError, match="OPENAI_API_KEY is set"):

@@ -21,11 +21,11 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentLoopPlugin, AgentSpec, Message
+from agentloop.in_workflow import agent_result, run_agent, start_agent
 from agentloop.shared.runs.result import AgentRunCancelled, MaxStepsExceeded
-from agentloop.workers.devserver import DevServer
 from agentloop.shared.runs.search_attributes import AGENT_MODEL, AGENT_NAME, AGENT_STATUS
 from agentloop.testing import call, calls, reply, script, script_every_step
-from agentloop.in_workflow import agent_result, run_agent, start_agent
+from agentloop.workers.devserver import DevServer
 from tests.helpers.paths import ROOT
 
 
@@ -143,7 +143,7 @@ async def closed_or_retrying(handle: WorkflowHandle) -> tuple[WorkflowExecutionS
         failed_tasks = sum(1 for e in history.events if e.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED)
         status = (await handle.describe()).status
         if status != WorkflowExecutionStatus.RUNNING or failed_tasks:
-            return status, failed_tasks  # type: ignore[return-value]
+            return status, failed_tasks
         assert asyncio.get_running_loop().time() < deadline, "the workflow neither closed nor failed a task"
         await asyncio.sleep(0.1)
 

@@ -18,8 +18,8 @@ import uuid
 import pytest
 
 from agentloop import AgentClient
-from agentloop.shared.definition.activity_io import ModelRequest
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.activity_io import ModelRequest
 from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, AGENT_THREAD
 from agentloop.testing import reply, script_every_step
 from tests.helpers.agents import recording, spec, user_texts

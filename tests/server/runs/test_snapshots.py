@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.shared.definition.activity_io import ModelRequest
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import register_builtin_tools
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.activity_io import ModelRequest
 from agentloop.shared.runs.snapshots import SNAPSHOT_VERSION, SnapshotError, load_snapshot
 from agentloop.testing import call, calls, reply, script, script_every_step, step_of
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import awaiting, echo_results, write
 from tests.helpers.cli import agentloop_async
 from tests.helpers.runs import wait_state
@@ -130,7 +130,8 @@ async def test_fork_out_of_range_and_unknown_run(agent_client: AgentClient, work
     async with worker():
         run = await agent_client.start(spec, "hi")
         await run.result()
-        with pytest.raises(SnapshotError, match="cannot be forked at step 2: the run has finished 1 step; fork at step 1"):
+        with pytest.raises(SnapshotError,
+                           match="cannot be forked at step 2: the run has finished 1 step; fork at step 1"):
             await agent_client.fork(run.run_id, 2)
         with pytest.raises(UserError, match="no run run-never-started"):
             await agent_client.fork("run-never-started", 1)

@@ -17,8 +17,8 @@ from temporalio.client import WorkflowExecutionStatus
 from agentloop import AgentClient, AgentRunFailed, AgentSpec, UserError
 from agentloop.shared.definition.activity_io import ModelRequest
 from agentloop.shared.definition.pricing import Budget
-from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
 from agentloop.shared.definition.spec import SubAgent
+from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN
 from agentloop.testing import call, calls, reply, script, script_every_step
 from tests.helpers.agents import echo_results
 from tests.helpers.cli import agentloop_async, clean_env, run_temporal
@@ -82,7 +82,8 @@ async def test_delegate_and_read_the_childs_answer(agent_client: AgentClient, wo
     # Events in the parent's stream carry the child's run id, usage and answer.
     started = next(e for e in events if e.type == "agent.sub_agent.invocation.started")
     completed = next(e for e in events if e.type == "agent.sub_agent.invocation.completed")
-    assert (started.child_run_id, started.name, started.task) == (child_id, "researcher", "What is the capital of France?")
+    assert (started.child_run_id, started.name, started.task) == (
+        child_id, "researcher", "What is the capital of France?")
     assert completed.child_run_id == child_id and completed.status == "completed"
     assert completed.final_text == "Paris is the capital of France." and completed.usage == child_result.usage
     # Search attributes: the child names its parent and root.
@@ -166,7 +167,8 @@ async def test_nesting_past_max_depth_is_refused_with_a_sentence(agent_client: A
     bottom = script(reply("bottom"))
     spec = AgentSpec(model=answer, name="level0", sub_agents={"level1": SubAgent(spec=AgentSpec(
         model=middle, name="level1", sub_agents={"level2": SubAgent(spec=AgentSpec(
-            model=leaf, name="level2", sub_agents={"level3": SubAgent(spec=AgentSpec(model=bottom, name="level3"))}))}))})
+            model=leaf, name="level2",
+            sub_agents={"level3": SubAgent(spec=AgentSpec(model=bottom, name="level3"))}))}))})
     async with worker():
         handle = await agent_client.start(spec, "deep")
         result = await handle.result()
@@ -195,7 +197,8 @@ async def test_a_failing_child_is_an_error_result_not_a_crashed_parent(agent_cli
     child_id = f"{handle.run_id}-sub-call_0_0"
     assert result.status == "completed"
     first, second = result.final_text.split(" | ")
-    assert first.startswith(f"flaky:ERR The sub-agent 'flaky' (run {child_id}) did not finish: max_steps: the run used all 2 steps")
+    assert first.startswith(
+        f"flaky:ERR The sub-agent 'flaky' (run {child_id}) did not finish: max_steps: the run used all 2 steps")
     assert second.startswith("flaky:ERR The call to sub-agent 'flaky' needs one argument, task")
     (sub,) = result.report.sub_runs
     assert (sub.status, sub.reason) == ("failed", "max_steps")
@@ -495,7 +498,8 @@ async def test_chain_and_consolidate_in_a_user_workflow(agent_client: AgentClien
     (request,) = merged_prompts
     prompt = request.messages[-1].text
     assert "Which colour?" in prompt and "--- answer 1 (expert0) ---\nblue" in prompt
-    assert "--- answer 2 (expert1) ---\nnavy blue" in prompt and "--- answer 3 (expert2) ---\n(did not finish:" in prompt
+    assert "--- answer 2 (expert1) ---\nnavy blue" in prompt
+    assert "--- answer 3 (expert2) ---\n(did not finish:" in prompt
     assert request.tools == []  # one LLM step, without tools
 
 

@@ -13,11 +13,10 @@ from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.activities.providers.scripted_model import register_scripted_model
-from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.client.handle import AgentRunHandle
 from agentloop.shared.base.errors import DecisionRejected
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.shared.runs.search_attributes import AGENT_THREAD
-from agentloop.testing import call, calls, reply, script, script_every_step
 from agentloop.shared.runs.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
@@ -25,6 +24,7 @@ from agentloop.shared.runs.threads import (
     ThreadBusy,
     ThreadNotFound,
 )
+from agentloop.testing import call, calls, reply, script, script_every_step
 from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import recording, user_texts
 from tests.helpers.polling import eventually
@@ -67,7 +67,8 @@ async def test_a_three_message_thread_sends_the_model_every_earlier_exchange(
 
 
 async def test_send_to_a_missing_thread_says_so(agent_client: AgentClient, worker: Any) -> None:
-    with pytest.raises(ThreadNotFound, match="thread no-such-thread does not exist; start it with `agentloop run --thread no-such-thread"):
+    with pytest.raises(ThreadNotFound, match="thread no-such-thread does not exist; "
+                                             "start it with `agentloop run --thread no-such-thread"):
         await agent_client.send("no-such-thread", "hello?")
 
 
@@ -80,7 +81,8 @@ async def test_send_to_a_run_that_is_not_a_thread_is_refused(agent_client: Agent
 
     async with worker():
         handle = await agent_client.start(AgentSpec(model=script(slow)), "work")
-        with pytest.raises(MessageRefused, match=f"run {handle.run_id} is not a thread: start one with `agentloop run --thread ID`"):
+        with pytest.raises(MessageRefused,
+                           match=f"run {handle.run_id} is not a thread: start one with `agentloop run --thread ID`"):
             await agent_client.send(handle.run_id, "more")
         gate.set()
         assert (await handle.result()).final_text == "done"
@@ -335,7 +337,8 @@ async def test_steering_during_a_long_tool_call_reaches_the_next_step(
     ]
     kinds = [e.type for e in events]
     steered = kinds.index("agent.run.steered")
-    assert kinds.index("agent.tool.execution.completed") < steered < len(kinds) - 1 - kinds[::-1].index("agent.run.step.created")
+    last_step = len(kinds) - 1 - kinds[::-1].index("agent.run.step.created")
+    assert kinds.index("agent.tool.execution.completed") < steered < last_step
 
 
 async def test_steering_a_thread_that_waits_for_a_message_is_refused(agent_client: AgentClient, worker: Any) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop import AgentClient, AgentSpec, activity_as_tool
-from agentloop.workers.devserver import DevServer
+from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop.testing import call, calls, reply, script
+from agentloop.workers.devserver import DevServer
 from tests.helpers.fixtures.activity_tool_worker import charge_card
 from tests.helpers.paths import ROOT
 
@@ -34,7 +34,8 @@ class Payments:
 def payments(dev_server: DevServer, tmp_path: Path) -> Iterator[Payments]:
     """The second worker process, on a queue of its own."""
     queue, ledger = f"payments-{uuid.uuid4().hex[:8]}", tmp_path / "ledger.jsonl"
-    process = subprocess.Popen([sys.executable, "-m", "tests.helpers.fixtures.activity_tool_worker", dev_server.address, queue,
+    process = subprocess.Popen([sys.executable, "-m", "tests.helpers.fixtures.activity_tool_worker",
+                                dev_server.address, queue,
                                 str(ledger)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert process.stdout is not None and process.stdout.readline().strip() == "ready"

@@ -13,9 +13,9 @@ from temporalio.testing import ActivityEnvironment
 from temporalio.worker import Worker
 
 from agentloop import AgentClient, AgentSpec, ToolContext, ToolError, tool
-from agentloop.shared.runs.result import AgentRunCancelled
 from agentloop.activities.agent_activities import AgentActivities
 from agentloop.shared.definition.activity_io import ResolveToolsInput
+from agentloop.shared.runs.result import AgentRunCancelled
 from agentloop.testing import call, calls, reply, script
 from agentloop.tools.registry import Tool, ToolRegistry, default_registry
 from agentloop.workers.worker import build_worker
@@ -50,10 +50,10 @@ def test_local_is_off_unless_asked_for_in_every_way_to_register_a_tool() -> None
     registry = ToolRegistry()
     registry.tool(quick, name="quick_local", local=True)
     registry.tool(quick, name="quick_task")
-    assert registry.get("quick_local").local and not registry.get("quick_task").local  # type: ignore[union-attr]
+    assert registry.get("quick_local").local and not registry.get("quick_task").local
     tool(quick, name="quick_default_registry", local=True)
     try:
-        assert default_registry.get("quick_default_registry").local  # type: ignore[union-attr]
+        assert default_registry.get("quick_default_registry").local
     finally:
         default_registry._tools.pop("quick_default_registry")
 

@@ -25,9 +25,9 @@ from temporalio.worker import Replayer
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
 from agentloop.activities.tool_sources.mcp_tools import McpServers
+from agentloop.testing import call, calls, reply, script
 from agentloop.workers.devserver import free_port
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.testing import call, calls, reply, script
 from tests.helpers.paths import ROOT
 from tests.helpers.polling import eventually
 from tests.helpers.processes import processes_with_argument, wait_until_gone, wait_until_running

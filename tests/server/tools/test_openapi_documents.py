@@ -22,12 +22,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
 from agentloop.testing import call, calls, reply, script
+from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import free_port
-from tests.helpers.servers.httpbin import serve_httpbin
 from tests.helpers.paths import PETSTORE_V2, STORE_API
+from tests.helpers.servers.httpbin import serve_httpbin
 from tests.helpers.tools import PNG, PNG_B64
 
 PDF = b"%PDF-1.4\n" + bytes(range(256)) * 8
@@ -153,7 +153,7 @@ async def test_httpbins_own_document_int_parameters_and_a_form_post_reach_the_re
     redirect = registry.get("hb__post__redirect-to")
     assert redirect is not None
     assert redirect.parameters["properties"]["status_code"] == {"type": "integer"}
-    assert redirect.body_kind == "form"  # type: ignore[attr-defined]
+    assert redirect.body_kind == "form"
     model = script(calls(
         # A form POST: httpbin answers with the status the form asked for.
         call("hb__post__redirect-to", {"url": "/anything/landed", "status_code": 307}),

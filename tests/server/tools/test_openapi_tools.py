@@ -16,10 +16,10 @@ from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.routing import Route
 
 from agentloop import AgentClient, AgentSpec
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.tool_sources.openapi_tools import register_openapi_tools
-from agentloop.workers.devserver import free_port
 from agentloop.testing import call, calls, reply, script
+from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.devserver import free_port
 from tests.helpers.paths import PETS_API as SPEC
 
 TOKEN = "pets-token-5b1e"

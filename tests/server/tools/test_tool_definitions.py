@@ -13,11 +13,10 @@ import pytest
 from temporalio.api.enums.v1 import EventType
 
 from agentloop import AgentClient, AgentRunFailed, AgentSpec
-from agentloop.tools.registry import ToolRegistry
-from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.testing import reply, script
-from agentloop.tools.registry import Tool
+from agentloop.tools.registry import Tool, ToolRegistry
 from tests.helpers.runs import task_failures
 
 

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 from agentloop import AgentClient, AgentRunFailed, ToolContext
-from agentloop.tools.registry import ToolRegistry
 from agentloop.testing import call, calls, script
-from agentloop.tools.registry import Tool
+from agentloop.tools.registry import Tool, ToolRegistry
 from tests.helpers.agents import echo_results, spec
 from tests.helpers.processes import process_gone, wait_for_pid, wait_until_exited
 from tests.helpers.tools import HOG_LINE, ctx_for, hog_tool

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from agentloop.shared.definition.activity_io import StreamDelta
-from agentloop.shared.definition.approvals import PendingApproval
 from agentloop.cli.runs.chat_lines import ChatCommand, exit_line, parse_line, recap_lines
 from agentloop.cli.runs.chat_view import ChatView
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.definition.approvals import PendingApproval
 from agentloop.shared.runs.events import (
     ApprovalRequested,
     ApprovalResolved,
@@ -24,7 +25,6 @@ from agentloop.shared.runs.events import (
     TurnEnded,
     TurnStarted,
 )
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -5,12 +5,15 @@ made in the test (the command itself: tests/process/cli/test_cli_watch.py)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from io import StringIO
 from typing import Any
 
 from rich.console import Console
 
+from agentloop.cli.runs.render import JsonlRenderer, PlainRenderer, RichRenderer
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_io import StreamDelta
 from agentloop.shared.definition.approvals import PendingApproval
 from agentloop.shared.runs.events import (
@@ -30,12 +33,9 @@ from agentloop.shared.runs.events import (
     ToolExecutionCompleted,
     ToolExecutionStarted,
 )
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
-from agentloop.cli.runs.render import JsonlRenderer, PlainRenderer, RichRenderer
-from agentloop.shared.base.usage import Usage
 from tests.helpers.cli import plain_text
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 RUN = "run-render"

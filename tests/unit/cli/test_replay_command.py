@@ -33,7 +33,7 @@ async def test_a_history_sealed_with_a_key_this_process_lacks_is_named_with_what
                        "AGENTLOOP_ENCRYPTION_KEYS=k1:<base64 key>,... (or AGENTLOOP_ENCRYPTION_KEY_FILE) to the "
                        "keys its workers use")
     other = converter_from_env({"AGENTLOOP_ENCRYPTION_KEYS": f"k2:{base64.b64encode(bytes(32)).decode()}"})
-    assert (await undecodable(history_with(sealed), other)).startswith(  # type: ignore[union-attr]
+    assert (await undecodable(history_with(sealed), other)).startswith(
         "its payloads are encrypted with key 'k1', which this process lacks (it has 'k2'); add 'k1' to "
         "AGENTLOOP_ENCRYPTION_KEYS")
     keyed = converter_from_env({"AGENTLOOP_ENCRYPTION_KEYS": f"k1:{base64.b64encode(KEY).decode()}"})

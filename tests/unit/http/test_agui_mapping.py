@@ -17,11 +17,11 @@ from agentloop.server.agui.mapping import (
     OUTPUT_REASON,
     AguiTranslator,
 )
-from agentloop.shared.runs import events as ev
-from agentloop.shared.definition.activity_io import StreamDelta
-from agentloop.shared.definition.approvals import PendingAction, PendingApproval
 from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.definition.approvals import PendingAction, PendingApproval
+from agentloop.shared.runs import events as ev
 
 T = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 RUN = "thread-1"

@@ -15,13 +15,15 @@ def problem_for(body: dict[str, Any]) -> dict[str, Any]:
     try:
         StartRun.model_validate(body)
     except ValidationError as err:
-        return validation_problem(RequestValidationError([{**e, "loc": ("body", *e["loc"])} for e in err.errors()])).body()
+        located = [{**e, "loc": ("body", *e["loc"])} for e in err.errors()]
+        return validation_problem(RequestValidationError(located)).body()
     raise AssertionError(f"{body} is valid")
 
 
 def test_a_misspelt_spec_field_is_named_as_written() -> None:
     problem = problem_for({"spec": {"model": "scripted:demo", "tool": ["read_file"]}, "input": "hi"})
-    assert problem["errors"] == [{"field": "spec.tool", "reason": "Extra inputs are not permitted; did you mean tools?"}]
+    assert problem["errors"] == [
+        {"field": "spec.tool", "reason": "Extra inputs are not permitted; did you mean tools?"}]
     assert problem["detail"] == ("the request is not valid: spec.tool: Extra inputs are not permitted; "
                                  "did you mean tools?")
 

@@ -22,10 +22,10 @@ from agentloop.activities.providers.anthropic_model import (
     to_anthropic_system,
     to_anthropic_tools,
 )
-from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
 from agentloop.shared.base.errors import MODEL_BAD_REQUEST_ERROR_TYPE, MODEL_RATE_LIMITED_ERROR_TYPE
 from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
 from tests.helpers.provider_cases import ANTHROPIC_CASE, WEATHER_TOOL, Deltas, whole_conversation
 from tests.helpers.servers.provider_servers import (
     AnthropicServer,
@@ -594,7 +594,8 @@ async def test_input_usage_is_passed_on_before_a_stream_breaks(
     # already passed them on (the rest of the break: test_providers.py).
     server.enqueue(
         anthropic_stream(
-            [message_start(input_tokens=21), block_start(0, {"type": "text", "text": ""}), text_delta(0, "The answer ")],
+            [message_start(input_tokens=21), block_start(0, {"type": "text", "text": ""}),
+             text_delta(0, "The answer ")],
             break_stream=True,
         )
     )

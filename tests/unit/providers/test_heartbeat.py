@@ -55,7 +55,7 @@ async def test_a_long_block_beats_every_interval_with_the_current_details() -> N
     during = await environment(beats).run(work)
     # 1.2 s or more at one beat each 0.5 s: two beats at least, none after the block.
     assert during >= 2 and len(beats) == during, beats
-    seen = [details[0]["n"] for details in beats]  # type: ignore[index]
+    seen = [details[0]["n"] for details in beats]
     assert seen == sorted(seen) and seen[0] >= 1 and len(set(seen)) == len(seen)
 
 
@@ -155,12 +155,12 @@ class CallableComplete:
         self.complete = self.Streaming() if streams else self.Plain()
 
     class Streaming:
-        __hash__ = None  # type: ignore[assignment]
+        __hash__ = None
 
         def __call__(self, request: object, on_delta: object = None) -> None: ...
 
     class Plain:
-        __hash__ = None  # type: ignore[assignment]
+        __hash__ = None
 
         def __call__(self, request: object) -> None: ...
 

@@ -20,10 +20,10 @@ from agentloop.activities.providers.openai_model import (
     to_openai_messages,
     to_openai_tools,
 )
-from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
 from agentloop.shared.base.errors import MODEL_RATE_LIMITED_ERROR_TYPE
 from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import ModelRequest, ToolDefinition
 from tests.helpers.provider_cases import OPENAI_CASE, WEATHER_TOOL, Deltas, whole_conversation
 from tests.helpers.servers.provider_servers import (
     OpenAIServer,

@@ -30,9 +30,9 @@ from agentloop.activities.providers.http_headers import (
     retry_after_delay,
 )
 from agentloop.activities.providers.openai_model import OPENAI
-from agentloop.activities.providers.sdk import SDKErrors, tool_declaration
 from agentloop.activities.providers.provider_common import transport_reason
-from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
+from agentloop.activities.providers.sdk import SDKErrors, tool_declaration
+from agentloop.activities.providers.streaming import parse_tool_arguments
 from agentloop.shared.base.errors import (
     MODEL_BAD_REQUEST_ERROR_TYPE,
     MODEL_CONFIGURATION_ERROR_TYPE,
@@ -40,7 +40,7 @@ from agentloop.shared.base.errors import (
     MODEL_STREAM_BROKEN_ERROR_TYPE,
 )
 from agentloop.shared.base.messages import Message
-from agentloop.activities.providers.streaming import parse_tool_arguments
+from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
 from tests.helpers.provider_cases import CASES, OPENAI_CASE, ProviderCase, reset_by_peer
 
 API_KEY = OPENAI_CASE.api_key

@@ -22,7 +22,6 @@ import httpx2
 import pytest
 from temporalio.exceptions import ApplicationError
 
-from agentloop.shared.definition.activity_io import DeltaSink, ModelRequest, StreamDelta
 from agentloop.shared.base.errors import (
     MODEL_AUTHENTICATION_ERROR_TYPE,
     MODEL_BAD_REQUEST_ERROR_TYPE,
@@ -35,6 +34,7 @@ from agentloop.shared.base.errors import (
 )
 from agentloop.shared.base.messages import Message, TextPart, ToolCallPart, ToolResultPart
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import DeltaSink, ModelRequest, StreamDelta
 from tests.helpers.provider_cases import (
     ANTHROPIC_CASE,
     CASES,
@@ -620,7 +620,9 @@ async def test_400_is_a_bad_request_with_the_provider_message(
     assert "unexpected `tool_use_id` found" in error.message
 
 
-async def test_unknown_model_404_is_a_bad_request(provider: ProviderCase, server: ScriptedHTTPServer, model: Any) -> None:
+async def test_unknown_model_404_is_a_bad_request(
+    provider: ProviderCase, server: ScriptedHTTPServer, model: Any
+) -> None:
     server.enqueue(provider.error(404, "The model `nope-1` does not exist", type="not_found_error"))
 
     error = await complete_error(model, provider.request())

@@ -4,8 +4,8 @@ answer, in a thread's later turns too."""
 from __future__ import annotations
 
 from agentloop.activities.providers.scripted_model import get_scripted_model
-from agentloop.shared.definition.activity_io import ModelRequest
 from agentloop.shared.base.messages import Message, ToolResultPart
+from agentloop.shared.definition.activity_io import ModelRequest
 
 
 async def answer(messages: list[Message]) -> Message:

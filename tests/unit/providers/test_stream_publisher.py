@@ -12,9 +12,9 @@ import asyncio
 from typing import Any
 
 from agentloop.activities.stream_publisher import DeltaPublisher
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_io import StreamDelta
 from agentloop.shared.runs.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
-from agentloop.shared.base.usage import Usage
 
 
 class RecordingClient:
@@ -46,7 +46,7 @@ def text(piece: str) -> StreamDelta:
 
 async def test_an_answer_within_one_window_publishes_nothing_and_makes_no_stream_client() -> None:
     client = RecordingClient()
-    async with DeltaPublisher("run-1", 0, 1, batch_seconds=5.0, client=client) as publisher:  # type: ignore[arg-type]
+    async with DeltaPublisher("run-1", 0, 1, batch_seconds=5.0, client=client) as publisher:
         for piece in ("Hel", "lo"):
             publisher.add(text(piece))
         publisher.add(StreamDelta(kind="usage", usage=Usage(input_tokens=3)))
@@ -55,7 +55,7 @@ async def test_an_answer_within_one_window_publishes_nothing_and_makes_no_stream
 
 async def test_a_batch_merges_text_and_each_calls_arguments_and_keeps_arrival_times() -> None:
     client = RecordingClient()
-    async with DeltaPublisher("run-1", 2, 1, batch_seconds=0.05, client=client) as publisher:  # type: ignore[arg-type]
+    async with DeltaPublisher("run-1", 2, 1, batch_seconds=0.05, client=client) as publisher:
         publisher.add(text("Let me "))
         publisher.add(text("look."))
         publisher.add(StreamDelta(kind="tool_call_start", call_id="c1", name="read_file"))
@@ -81,7 +81,7 @@ async def test_a_batch_merges_text_and_each_calls_arguments_and_keeps_arrival_ti
 
 async def test_a_retried_attempt_publishes_its_reset_even_without_deltas() -> None:
     client = RecordingClient()
-    async with DeltaPublisher("run-1", 1, 2, batch_seconds=5.0, client=client):  # type: ignore[arg-type]
+    async with DeltaPublisher("run-1", 1, 2, batch_seconds=5.0, client=client):
         pass
     [[reset]] = client.flushes
     assert isinstance(reset, MessageReset) and reset.attempt == 2
@@ -89,7 +89,7 @@ async def test_a_retried_attempt_publishes_its_reset_even_without_deltas() -> No
 
 async def test_a_failing_client_stops_publishing_and_the_step_goes_on(caplog: Any) -> None:
     client = RecordingClient(fail=True)
-    async with DeltaPublisher("run-1", 0, 1, batch_seconds=0.02, client=client) as publisher:  # type: ignore[arg-type]
+    async with DeltaPublisher("run-1", 0, 1, batch_seconds=0.02, client=client) as publisher:
         publisher.add(text("a"))
         await asyncio.sleep(0.2)
         publisher.add(text("b"))

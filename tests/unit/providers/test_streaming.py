@@ -6,15 +6,15 @@ import json
 
 import pytest
 
-from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse, StreamDelta
-from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart
-from agentloop.shared.base.usage import Usage
 from agentloop.activities.providers.streaming import (
     StepAccumulator,
     message_deltas,
     parse_tool_arguments,
     tool_call_part,
 )
+from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart
+from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse, StreamDelta
 from agentloop.testing import ScriptedChatModel, call, calls, reply
 
 

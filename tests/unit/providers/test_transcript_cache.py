@@ -23,9 +23,9 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
-from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptRef, TranscriptSeed
 from agentloop.shared.base.errors import TRANSCRIPT_MISMATCH_ERROR_TYPE, TRANSCRIPT_UNAVAILABLE_ERROR_TYPE
 from agentloop.shared.base.messages import Message
+from agentloop.shared.definition.activity_io import ToolDefinition, TranscriptRef, TranscriptSeed
 from agentloop.shared.runs.transcripts import (
     EMPTY_HASH,
     ModelContext,
@@ -587,7 +587,7 @@ async def test_parked_runs_hold_bytes_not_objects() -> None:
     for key, run in runs.items():
         await resolve(cache, run, run.ref(), key=key)
     live = tracked_objects_reachable(cache)
-    for key, run in runs.items():
+    for key in runs:
         cache.record_response(key, Message.assistant(f"done {key}"))
     parked = tracked_objects_reachable(cache)
 
@@ -608,7 +608,7 @@ async def test_runs_of_one_agent_share_one_copy_of_its_prompt_and_tools() -> Non
     seed = TranscriptSeed(system_prompt=seeded.system_prompt, tools=seeded.tools, messages=seeded.messages)
     await cache.resolve("c", seeded.ref(), seeded.fetch_context, seeded.fetch_page, seed=seed)
 
-    contexts = {id(cache._runs[key].context) for key in "abc"}  # type: ignore[union-attr]
+    contexts = {id(cache._runs[key].context) for key in "abc"}
     assert len(contexts) == 1
 
 

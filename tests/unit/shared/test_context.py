@@ -8,9 +8,18 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.definition.compaction import (
+    CompactionSplit,
+    compaction_request_messages,
+    is_summary_message,
+    render_transcript,
+    split_for_compaction,
+    summary_message,
+)
 from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
-from agentloop.shared.definition.context_window import CHARS_PER_TOKEN
 from agentloop.shared.definition.context_window import (
+    CHARS_PER_TOKEN,
     IMAGE_TOKENS,
     SUMMARY_HEADER,
     ContextPolicy,
@@ -23,15 +32,6 @@ from agentloop.shared.definition.context_window import (
     prune_tool_outputs,
     trigger_tokens,
 )
-from agentloop.shared.definition.compaction import (
-    CompactionSplit,
-    compaction_request_messages,
-    is_summary_message,
-    render_transcript,
-    split_for_compaction,
-    summary_message,
-)
-from agentloop.shared.base.messages import ImagePart, Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
 
 
 def step(n: int, output: str = "x" * 400, *, name: str = "read") -> list[Message]:

@@ -20,7 +20,8 @@ def test_spec_refuses_bad_settings_with_a_sentence() -> None:
         AgentSpec(model="openai:o4-mini", thinking={"effort": "low"}, temperature=0.2)
     with pytest.raises(ValidationError, match="extended thinking takes tool_choice 'auto' or 'none' only"):
         AgentSpec(model="anthropic:claude-x", thinking={"budget_tokens": 2048}, tool_choice="required")
-    assert AgentSpec(model="openai:o4-mini", thinking={"effort": "low"}, tool_choice="required").tool_choice == "required"
+    spec = AgentSpec(model="openai:o4-mini", thinking={"effort": "low"}, tool_choice="required")
+    assert spec.tool_choice == "required"
 
 
 def test_tool_choice_is_checked_against_the_runs_tools() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.pricing import (
     DEFAULT_PRICES,
     FREE,
@@ -17,7 +18,6 @@ from agentloop.shared.definition.pricing import (
     run_cost,
     validate_budget,
 )
-from agentloop.shared.base.usage import Usage
 
 
 def test_default_prices_are_sane() -> None:

@@ -12,8 +12,13 @@ import pytest
 from temporalio.exceptions import ApplicationError, CancelledError, TerminatedError, TimeoutError, TimeoutType
 
 import agentloop
+from agentloop import AgentRunFailed
+from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE
+from agentloop.shared.runs.report import RunReason
 from agentloop.shared.runs.result import (
+    RUN_FAILED_CLASSES,
     AgentRunCancelled,
+    AgentRunResult,
     ContentFiltered,
     CostLimitExceeded,
     GuardrailTripped,
@@ -22,13 +27,10 @@ from agentloop.shared.runs.result import (
     OutputLimitReached,
     RunError,
     ToolStepFailed,
+    run_failed,
+    run_failed_class,
 )
-from agentloop import AgentRunFailed
-from agentloop.shared.runs.report import RunReason
-from agentloop.shared.runs.result import RUN_FAILED_CLASSES, run_failed, run_failed_class
-from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE
 from agentloop.shared.runs.run import run_failed_from
-from agentloop.shared.runs.result import AgentRunResult
 
 REPORT = {"id": "r", "model": "scripted:x", "started_at": "2026-01-01T00:00:00Z"}
 
@@ -85,7 +87,8 @@ def test_a_workflow_failure_maps_to_its_class() -> None:
     assert type(run_failed_from("r", CancelledError("cancelled"))) is AgentRunCancelled
     terminated = run_failed_from("r", TerminatedError("by ops"))
     assert type(terminated) is RunError and str(terminated) == "run r was terminated: by ops"
-    timed_out = run_failed_from("r", TimeoutError("timed out", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[]))
+    timed_out = run_failed_from(
+        "r", TimeoutError("timed out", type=TimeoutType.START_TO_CLOSE, last_heartbeat_details=[]))
     assert type(timed_out) is RunError and str(timed_out) == "run r timed out: timed out"
     other = run_failed_from("r", ApplicationError("boom", type="SomethingElse"))
     assert type(other) is RunError and str(other) == "run r failed: SomethingElse: boom"

@@ -13,13 +13,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from agentloop import AgentSpec
-from agentloop.shared.definition.approvals import ApprovalDecision, PendingApproval, ToolGate, ToolOutput
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.messages import Message, ToolCallPart
-from agentloop.shared.runs.report import AgentRunReport, StepReport
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.definition.approvals import ApprovalDecision, PendingApproval, ToolGate, ToolOutput
+from agentloop.shared.runs.report import AgentRunReport, StepReport
 from agentloop.shared.runs.run import AgentRunInput
-from agentloop.shared.runs.threads import ThreadOptions
 from agentloop.shared.runs.snapshots import (
     AgentSnapshot,
     SnapshotError,
@@ -32,6 +31,7 @@ from agentloop.shared.runs.snapshots import (
     tool_warnings,
 )
 from agentloop.shared.runs.state import PendingStep
+from agentloop.shared.runs.threads import ThreadOptions
 
 
 def snapshot_of(messages: list[Message], step_ends: dict[int, int], **kw) -> AgentSnapshot:
@@ -169,7 +169,7 @@ class RunOriginBefore(BaseModel):
 
 
 class AgentRunInputBefore(AgentRunInput):
-    origin: RunOriginBefore | None = None  # type: ignore[assignment]
+    origin: RunOriginBefore | None = None
 
 
 def test_a_completed_restore_is_an_input_a_worker_of_the_previous_version_takes() -> None:

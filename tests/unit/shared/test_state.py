@@ -9,6 +9,13 @@ from datetime import UTC, datetime
 import pytest
 from temporalio.exceptions import ApplicationError
 
+from agentloop.shared.base.errors import (
+    INVALID_DECISION_ERROR_TYPE,
+    INVALID_REQUEST_ERROR_TYPE,
+    REQUEST_TOO_LARGE_ERROR_TYPE,
+)
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.approvals import (
     ApprovalDecision,
     PendingAction,
@@ -18,18 +25,11 @@ from agentloop.shared.definition.approvals import (
     ToolGate,
     ToolOutput,
 )
-from agentloop.shared.base.errors import (
-    INVALID_DECISION_ERROR_TYPE,
-    INVALID_REQUEST_ERROR_TYPE,
-    REQUEST_TOO_LARGE_ERROR_TYPE,
-)
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.runs.report import AgentRunReport, StepReport
-from agentloop.shared.base.usage import Usage
 from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.runs.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 from agentloop.shared.runs.transcripts import transcript_hashes
 from agentloop.workflows.decisions import requests
-from agentloop.shared.runs.state import CARRIED_ANSWERED, REJECTED_SIGNALS_KEPT, LoopState, PendingStep
 from tests.helpers.paths import HISTORIES
 
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
@@ -37,7 +37,7 @@ NOW = datetime(2026, 11, 23, tzinfo=UTC)
 
 def state(**fields: object) -> LoopState:
     return LoopState(input_count=1, report=AgentRunReport(id="r", model="scripted:x", started_at=NOW),
-                     messages=[Message.user("hi")], **fields)  # type: ignore[arg-type]
+                     messages=[Message.user("hi")], **fields)
 
 
 def call(call_id: str, name: str = "write_file") -> ToolCallPart:
@@ -123,7 +123,8 @@ def test_the_first_stop_wins_and_notes_are_bounded() -> None:
     assert s.stop == StopRequest(reason="first")
     for i in range(REJECTED_SIGNALS_KEPT + 3):
         s.note(f"n{i}")
-    assert len(s.rejected_signals) == REJECTED_SIGNALS_KEPT and s.rejected_signals[-1].endswith(str(REJECTED_SIGNALS_KEPT + 2))
+    assert len(s.rejected_signals) == REJECTED_SIGNALS_KEPT
+    assert s.rejected_signals[-1].endswith(str(REJECTED_SIGNALS_KEPT + 2))
 
 
 def test_usage_counts_every_attempt_as_a_request() -> None:
@@ -159,7 +160,7 @@ def waiting_state() -> LoopState:
     return s
 
 
-def refusal(check, *args) -> requests.Refusal:  # type: ignore[no-untyped-def]
+def refusal(check, *args) -> requests.Refusal:
     with pytest.raises(requests.Refusal) as info:
         check(*args)
     return info.value

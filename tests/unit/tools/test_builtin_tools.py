@@ -17,9 +17,9 @@ import pytest
 
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS, register_builtin_tools
 from agentloop.activities.builtin_tools.workspace import resolve_in_workspace, workspace_relative
+from agentloop.shared.base.errors import ToolError
 from agentloop.shared.base.messages import cut_hint
 from agentloop.shared.base.text import cut_marked
-from agentloop.shared.base.errors import ToolError
 from agentloop.tools.registry import InvalidToolArguments, ToolRegistry
 from agentloop.tools.tool_context import ToolContext
 from tests.helpers.processes import unique_sleep, wait_until_gone, wait_until_running

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.tool_sources.openapi_tools import openapi_tools, register_openapi_from_env
 from agentloop.shared.base.errors import UserError
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.paths import PETS_API as SPEC
 
 

@@ -17,11 +17,10 @@ import pytest
 from pydantic import BaseModel
 
 from agentloop import ToolContext
-from agentloop.tools.registry import ToolRegistry
 from agentloop.activities.builtin_tools import BUILTIN_TOOLS
 from agentloop.shared.base.errors import ToolError, UserError
 from agentloop.tools.isolation import IsolatedToolError
-from agentloop.tools.registry import Tool
+from agentloop.tools.registry import Tool, ToolRegistry
 from tests.helpers.paths import ROOT
 from tests.helpers.processes import process_gone, wait_for_pid, wait_until_exited
 from tests.helpers.tools import ctx_for, hog_tool

@@ -4,8 +4,8 @@ images (the image reaching each provider: tests/server/tools/test_view_image.py)
 
 from __future__ import annotations
 
-from agentloop.activities.providers.anthropic_model import to_anthropic_messages
 from agentloop.activities.builtin_tools.image_tool import image_media_type
+from agentloop.activities.providers.anthropic_model import to_anthropic_messages
 from agentloop.activities.providers.openai_model import to_openai_messages
 from agentloop.shared.base.messages import ToolResultPart
 from tests.helpers.tools import PNG, PNG_B64, image_tool_message
@@ -18,7 +18,8 @@ def test_media_types_and_json_without_images() -> None:
     assert image_media_type(b"hello") is None
     # Results without images serialise as before (transcript hashes unchanged).
     assert "images" not in ToolResultPart(id="a", content="x").model_dump()
-    assert ToolResultPart.model_validate_json(image_tool_message().content[0].model_dump_json()).images[0].data == PNG_B64
+    part = ToolResultPart.model_validate_json(image_tool_message().content[0].model_dump_json())
+    assert part.images[0].data == PNG_B64
 
 
 def test_each_provider_puts_the_image_where_it_takes_one() -> None:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import pytest
 
 from agentloop import AgentSpec
-from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.base.errors import UserError
-from agentloop.shared.definition.fingerprint import agent_definition, agent_fingerprint, definition_change
-from agentloop.shared.runs.search_attributes import AGENT_VERSION, start_search_attributes
-from agentloop.shared.definition.spec import upgrade_policy
 from agentloop.shared.base.versioning import MoveOn, Stay, TargetVersionResult, decide_upgrade
+from agentloop.shared.definition.activity_io import ToolDefinition
+from agentloop.shared.definition.fingerprint import agent_definition, agent_fingerprint, definition_change
+from agentloop.shared.definition.spec import upgrade_policy
+from agentloop.shared.runs.search_attributes import AGENT_VERSION, start_search_attributes
 from agentloop.workers.config import TemporalConfig, check_deployment_version
 from agentloop.workers.worker import deployment_config
 

@@ -17,8 +17,8 @@ from temporalio.worker import Replayer
 from agentloop import AgentLoopPlugin
 from agentloop.workers.plugin import data_converter
 from agentloop.workflows.agent_run import AgentRunWorkflow
-from tests.helpers.paths import HISTORIES
 from tests.helpers.fixtures.user_workflows import GreetingWorkflow
+from tests.helpers.paths import HISTORIES
 
 
 async def test_a_replayer_with_the_plugin_replays_a_committed_history_next_to_a_users_workflow() -> None:
@@ -32,10 +32,10 @@ async def test_a_replayer_with_the_plugin_replays_a_committed_history_next_to_a_
 
 
 class Rot13Codec(PayloadCodec):
-    async def encode(self, payloads):  # type: ignore[no-untyped-def]
+    async def encode(self, payloads):
         return list(payloads)
 
-    async def decode(self, payloads):  # type: ignore[no-untyped-def]
+    async def decode(self, payloads):
         return list(payloads)
 
 
@@ -59,5 +59,6 @@ def test_converters_agentloop_can_use_are_kept_or_completed() -> None:
 def test_the_plugin_keeps_its_replayer_settings_when_given_the_workflow_too() -> None:
     # A Replayer given AgentRunWorkflow and the plugin registers it once.
     replayer = Replayer(workflows=[AgentRunWorkflow], plugins=[AgentLoopPlugin()])
-    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == ["AgentRunWorkflow", "ScheduleFeedWorkflow"]
+    assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == [
+        "AgentRunWorkflow", "ScheduleFeedWorkflow"]
     assert dataclasses.is_dataclass(replayer.config(active_config=True)["workflow_runner"])

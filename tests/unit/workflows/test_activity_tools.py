@@ -7,9 +7,13 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop import AgentSpec, activity_as_tool
-from agentloop.shared.definition.activity_tools import activity_arguments, call_idempotency_key, result_text
+from agentloop.shared.definition.activity_tools import (
+    ActivityTool,
+    activity_arguments,
+    call_idempotency_key,
+    result_text,
+)
 from tests.helpers.fixtures.activity_tool_worker import charge_card
 
 

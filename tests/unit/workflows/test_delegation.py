@@ -6,10 +6,11 @@ import pytest
 
 from agentloop import AgentSpec
 from agentloop.shared.base.messages import Message, ToolCallPart
-from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.base.usage import Usage
-from agentloop.shared.runs.run import AgentRunInput, SubRunLink
+from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.definition.spec import SubAgent, deepest_path, depth_problem
+from agentloop.shared.runs.run import AgentRunInput, SubRunLink
+from agentloop.workflows.decisions.budgets import OverBudget, WithinBudget, check_run_budget
 from agentloop.workflows.decisions.delegation import (
     BadTask,
     ChildCompleted,
@@ -24,7 +25,6 @@ from agentloop.workflows.decisions.delegation import (
     task_of,
     waiting_on,
 )
-from agentloop.workflows.decisions.budgets import OverBudget, WithinBudget, check_run_budget
 
 
 def sub(model: str = "scripted:demo", **kw) -> SubAgent:
@@ -33,7 +33,8 @@ def sub(model: str = "scripted:demo", **kw) -> SubAgent:
 
 
 def test_one_tool_per_sub_agent_taking_a_task() -> None:
-    spec = AgentSpec(model="scripted:demo", sub_agents={"researcher": sub(), "writer": SubAgent(spec=AgentSpec(model="scripted:demo"))})
+    spec = AgentSpec(model="scripted:demo",
+                     sub_agents={"researcher": sub(), "writer": SubAgent(spec=AgentSpec(model="scripted:demo"))})
     tools = sub_agent_tools(spec)
     assert [t.name for t in tools] == ["researcher", "writer"]
     assert tools[0].description == "d" and tools[1].description == "Delegate a task to the writer sub-agent."
@@ -94,8 +95,10 @@ def test_what_the_delegating_model_sees() -> None:
     stopped = delegation_result(c, "r-1", ChildCompleted("stopped", "half", "stopped by request"))
     assert not stopped.is_error and "was stopped before it finished: stopped by request" in stopped.content
     failed = delegation_result(c, "r-1", ChildFailed("failed", "max_steps", "out of steps"))
-    assert failed.is_error and failed.content == "The sub-agent 'researcher' (run r-1) did not finish: max_steps: out of steps"
-    assert waiting_on({"a": ("researcher", "r-1"), "b": ("writer", "r-2")}) == "waiting on researcher (run r-1), writer (run r-2)"
+    assert failed.is_error
+    assert failed.content == "The sub-agent 'researcher' (run r-1) did not finish: max_steps: out of steps"
+    assert waiting_on({"a": ("researcher", "r-1"), "b": ("writer", "r-2")}) == (
+        "waiting on researcher (run r-1), writer (run r-2)")
 
 
 def test_depth() -> None:

@@ -8,8 +8,8 @@ import pytest
 from pydantic import ValidationError
 
 from agentloop import AgentSpec, GuardrailResult, guardrail, llm_judge
-from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.messages import Message, ToolResultPart
 from agentloop.shared.definition.guardrails import (
     Verdict,
     first_tripwire,
@@ -17,7 +17,7 @@ from agentloop.shared.definition.guardrails import (
     messages_to_check,
     parse_judge_reply,
 )
-from agentloop.shared.base.messages import Message, ToolResultPart
+from agentloop.tools.registry import ToolRegistry
 
 
 def test_input_guardrails_check_what_is_new_since_the_model_spoke() -> None:
@@ -65,14 +65,14 @@ def test_registration_and_spec_refuse_bad_input() -> None:
 
 def test_the_cli_shows_guardrail_events() -> None:
     import io
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    from agentloop.shared.runs.events import GuardrailTriggered
     from agentloop.cli.runs.render import PlainRenderer
+    from agentloop.shared.runs.events import GuardrailTriggered
 
     out = io.StringIO()
     PlainRenderer(out, io.StringIO()).render(GuardrailTriggered(
-        run_id="r", step=1, time=datetime.now(timezone.utc), name="polite", stage="output", tripwire=True,
+        run_id="r", step=1, time=datetime.now(UTC), name="polite", stage="output", tripwire=True,
         reason="rude", severity="high"))
     assert out.getvalue() == "[step 2] guardrail polite (output) tripped [high]: rude\n"
 

@@ -5,11 +5,13 @@ check_run_budget."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import partial
 
 import pytest
 
+from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
+from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.activity_io import ModelResponse, ToolDefinition
 from agentloop.shared.definition.approvals import (
     ApprovalDecision,
@@ -18,21 +20,16 @@ from agentloop.shared.definition.approvals import (
     ToolOutput,
     check_permission,
 )
-from agentloop.shared.base.messages import Message, ToolCallPart, ToolResultPart
 from agentloop.shared.definition.pricing import Budget, ModelPrice
-from agentloop.shared.base.usage import Usage
-from agentloop.workflows.decisions.tool_gates import (
-    Answered,
-    AskApproval,
-    AwaitClient,
-    Execute,
-    decision_of,
-    gate_call,
-    gate_calls,
-    gate_of,
-    pending_action,
-    resolve_approval,
-    resolve_output,
+from agentloop.workflows.decisions.budgets import (
+    ContinueAsNew,
+    NotDue,
+    OverBudget,
+    TooLargeToCarry,
+    WithinBudget,
+    check_run_budget,
+    continue_as_new_due,
+    newest_within,
 )
 from agentloop.workflows.decisions.next_step import (
     Continue,
@@ -46,15 +43,18 @@ from agentloop.workflows.decisions.next_step import (
     decide_after_tools,
     decide_next_step,
 )
-from agentloop.workflows.decisions.budgets import (
-    ContinueAsNew,
-    NotDue,
-    OverBudget,
-    TooLargeToCarry,
-    WithinBudget,
-    check_run_budget,
-    continue_as_new_due,
-    newest_within,
+from agentloop.workflows.decisions.tool_gates import (
+    Answered,
+    AskApproval,
+    AwaitClient,
+    Execute,
+    decision_of,
+    gate_call,
+    gate_calls,
+    gate_of,
+    pending_action,
+    resolve_approval,
+    resolve_output,
 )
 from agentloop.workflows.decisions.tool_messages import clip_output, missing_tools_message
 from tests.helpers import agents
@@ -62,7 +62,7 @@ from tests.helpers import agents
 #: A spec whose calls follow the default permission (auto: writes ask).
 spec = partial(agents.spec, "scripted:x", default_permission="auto")
 
-NOW = datetime(2026, 11, 23, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 23, 12, 0, tzinfo=UTC)
 READ = ToolDefinition(name="read_file", read_only=True)
 WRITE = ToolDefinition(name="write_file")
 
@@ -71,9 +71,11 @@ def tool_call(name: str = "read_file", call_id: str = "c1", **arguments: object)
     return ToolCallPart(id=call_id, name=name, arguments=dict(arguments))
 
 
-def response(text: str = "", calls: list[ToolCallPart] | None = None, finish: str = "stop", raw: str | None = None) -> ModelResponse:
+def response(
+    text: str = "", calls: list[ToolCallPart] | None = None, finish: str = "stop", raw: str | None = None
+) -> ModelResponse:
     return ModelResponse(
-        message=Message.assistant(text, calls or []), finish_reason=finish, raw_finish_reason=raw  # type: ignore[arg-type]
+        message=Message.assistant(text, calls or []), finish_reason=finish, raw_finish_reason=raw
     )
 
 
@@ -110,7 +112,8 @@ def test_past_the_continuation_limit_old_runs_fail() -> None:
 
 def test_under_the_continuation_limit_tools_run() -> None:
     calls = [tool_call()]
-    assert decide_next_step(response(calls=calls), spec=spec(max_tool_call_continuations=2), continuations=1) == RunTools(calls)
+    decision = decide_next_step(response(calls=calls), spec=spec(max_tool_call_continuations=2), continuations=1)
+    assert decision == RunTools(calls)
 
 
 def test_length_fails_with_the_limit_named() -> None:
@@ -167,7 +170,8 @@ def test_no_verification_on_the_last_step_or_when_not_asked_for() -> None:
 
 
 def test_within_budget_reports_the_cost() -> None:
-    s = agents.spec("openai:gpt-x", default_permission="auto", budget=Budget(cost_limit_usd=1.0, prices={"openai:gpt-x": ModelPrice(input_per_mtok=1, output_per_mtok=2)}))
+    s = agents.spec("openai:gpt-x", default_permission="auto", budget=Budget(
+        cost_limit_usd=1.0, prices={"openai:gpt-x": ModelPrice(input_per_mtok=1, output_per_mtok=2)}))
     verdict = check_run_budget(Usage(input_tokens=1_000_000), s)
     assert verdict == WithinBudget(1.0)
 
@@ -201,7 +205,8 @@ def test_read_only_tools_run_under_auto() -> None:
 
 
 def test_other_tools_ask_under_auto_with_an_expiry() -> None:
-    decision = gate_call(tool_call("write_file"), spec=spec(approval_timeout_seconds=60), tools=[WRITE], step=3, now=NOW)
+    decision = gate_call(tool_call("write_file"), spec=spec(approval_timeout_seconds=60), tools=[WRITE], step=3,
+                         now=NOW)
     assert isinstance(decision, AskApproval)
     assert decision.approval.step == 3 and decision.approval.asked_at == NOW
     assert decision.approval.expires_at == NOW + timedelta(seconds=60)
@@ -251,7 +256,7 @@ def test_runs_before_the_policy_execute_everything_known() -> None:
 
 
 def decision(**fields: object) -> ApprovalDecision:
-    return ApprovalDecision(call_id="c1", **fields)  # type: ignore[arg-type]
+    return ApprovalDecision(call_id="c1", **fields)
 
 
 def test_approve_runs_the_call() -> None:
@@ -263,7 +268,7 @@ def test_deny_answers_with_the_reason_or_a_default() -> None:
     r = resolve_approval(tool_call(), decision(decision="deny", reason="no"), spec=spec())
     assert r.label == "deny" and r.result is not None and r.result.is_error and "was denied: no." in r.result.content
     r = resolve_approval(tool_call(), decision(decision="deny"), spec=spec())
-    assert "was denied: an operator denied it." in r.result.content  # type: ignore[union-attr]
+    assert "was denied: an operator denied it." in r.result.content
 
 
 def test_skip_answers_with_the_result_or_a_note() -> None:
@@ -281,13 +286,14 @@ def test_an_override_is_cut_to_the_output_limit() -> None:
 
 def test_timeout_and_stop_answer_without_running() -> None:
     r = resolve_approval(tool_call(), None, spec=spec(approval_timeout_seconds=90), timed_out=True)
-    assert r.label == "timeout" and "no decision within 90s (approval timeout)" in r.result.content  # type: ignore[union-attr]
+    assert r.label == "timeout" and "no decision within 90s (approval timeout)" in r.result.content
     r = resolve_approval(tool_call(), None, spec=spec())
-    assert r.label == "stopped" and "did not run: the run was stopped" in r.result.content  # type: ignore[union-attr]
+    assert r.label == "stopped" and "did not run: the run was stopped" in r.result.content
 
 
 def test_client_outputs_keep_their_error_flag_and_are_cut() -> None:
-    out = resolve_output(tool_call(), ToolOutput(call_id="c1", output="y" * 500, is_error=True), spec=spec(tool_output_limit=256))
+    out = resolve_output(tool_call(), ToolOutput(call_id="c1", output="y" * 500, is_error=True),
+                         spec=spec(tool_output_limit=256))
     assert out.is_error and len(out.content) < 500
     stopped = resolve_output(tool_call(), None, spec=spec())
     assert stopped.is_error and "did not run" in stopped.content
@@ -321,11 +327,13 @@ def test_every_call_failed_fails_the_run_at_the_limit() -> None:
 
 def test_failures_under_the_limit_continue() -> None:
     s = spec(max_consecutive_failed_tool_steps=3)
-    assert decide_after_tools([result("boom", True)], spec=s, step=1, failed_tool_steps=2, stop_requested=False) == Continue()
+    after = decide_after_tools([result("boom", True)], spec=s, step=1, failed_tool_steps=2, stop_requested=False)
+    assert after == Continue()
 
 
 def test_stop_ends_the_run_after_the_step() -> None:
-    assert decide_after_tools([result()], spec=spec(max_steps=2), step=2, failed_tool_steps=0, stop_requested=True) == Stopped()
+    after = decide_after_tools([result()], spec=spec(max_steps=2), step=2, failed_tool_steps=0, stop_requested=True)
+    assert after == Stopped()
 
 
 def test_the_last_step_fails_with_max_steps() -> None:
@@ -334,7 +342,8 @@ def test_the_last_step_fails_with_max_steps() -> None:
 
 
 def test_otherwise_continue() -> None:
-    assert decide_after_tools([result()], spec=spec(max_steps=3), step=2, failed_tool_steps=0, stop_requested=False) == Continue()
+    after = decide_after_tools([result()], spec=spec(max_steps=3), step=2, failed_tool_steps=0, stop_requested=False)
+    assert after == Continue()
 
 
 # continue_as_new_due ---------------------------------------------------------------------
@@ -412,8 +421,9 @@ def test_non_text_arguments_match_as_json() -> None:
 
 
 def test_defaults_apply_when_no_rule_matches() -> None:
-    for default, read_only, action in [("auto", True, "allow"), ("auto", False, "ask"), ("deny", True, "deny"), ("allow", False, "allow")]:
-        check = check_permission(tool_call(), rules=[], default=default, read_only=read_only)  # type: ignore[arg-type]
+    for default, read_only, action in [("auto", True, "allow"), ("auto", False, "ask"), ("deny", True, "deny"),
+                                       ("allow", False, "allow")]:
+        check = check_permission(tool_call(), rules=[], default=default, read_only=read_only)
         assert check.action == action
 
 
@@ -448,7 +458,7 @@ def test_past_the_limit_every_call_goes_to_the_client() -> None:
         Execute(),
         Execute(check_permission(tool_call(), rules=[], default="allow", read_only=False)),
         AskApproval(
-            gate_call(tool_call("write_file"), spec=spec(), tools=[WRITE], step=1, now=NOW).approval,  # type: ignore[union-attr]
+            gate_call(tool_call("write_file"), spec=spec(), tools=[WRITE], step=1, now=NOW).approval,
             check_permission(tool_call("write_file"), rules=[], default="auto", read_only=False),
         ),
         AwaitClient(pending_action(tool_call(), step=1, now=NOW, reason="client_tool")),
@@ -456,7 +466,7 @@ def test_past_the_limit_every_call_goes_to_the_client() -> None:
     ids=["unknown", "denied", "execute", "execute-allowed", "ask", "client"],
 )
 def test_a_carried_gate_holds_its_decision(decision: object) -> None:
-    gate = gate_of(tool_call(), decision)  # type: ignore[arg-type]
+    gate = gate_of(tool_call(), decision)
     assert decision_of(ToolGate.model_validate(gate.model_dump(mode="json"))) == decision
 
 

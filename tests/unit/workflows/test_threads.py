@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
+from agentloop.shared.base.messages import Message, ToolCallPart
 from agentloop.shared.definition.activity_io import StreamDelta
 from agentloop.shared.runs.events import MessageDelta, MessageReset
-from agentloop.shared.base.messages import Message, ToolCallPart
 from agentloop.shared.runs.threads import (
     INTERRUPTED_MARK,
     INTERRUPTED_TOOL_RESULT,
@@ -98,12 +98,12 @@ def test_steering_needs_a_running_turn() -> None:
 
 
 def delta(text: str, message_id: str = "m") -> MessageDelta:
-    return MessageDelta(run_id="r", time=datetime.now(timezone.utc), message_id=message_id,
+    return MessageDelta(run_id="r", time=datetime.now(UTC), message_id=message_id,
                         delta=StreamDelta(kind="text", text=text))
 
 
 def test_partial_text_is_the_latest_attempts_text_of_the_message() -> None:
-    reset = MessageReset(run_id="r", time=datetime.now(timezone.utc), message_id="m", attempt=2)
+    reset = MessageReset(run_id="r", time=datetime.now(UTC), message_id="m", attempt=2)
     events = [delta("old "), reset, delta("The answer"), delta(" is", "other"), delta(" is")]
     assert partial_text(events, "m") == "The answer is"
 

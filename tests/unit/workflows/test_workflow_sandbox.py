@@ -8,8 +8,8 @@ import os
 
 from temporalio import workflow
 
-from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
 from agentloop.workflows.agent_run import AgentRunWorkflow
+from agentloop.workflows.workflow_sandbox import workflow_sandbox_from_env
 
 
 def test_the_suite_runs_the_agent_workflow_in_the_sandbox() -> None:
