@@ -104,3 +104,43 @@ async def test_live_read_only_refuses_a_write_tool(agent_client: AgentClient, wo
     assert ran["write_note"] == 0 and ran["lookup"] == 2  # the recording and the eval's live read
     assert (outcome.candidate.refused, outcome.candidate.live) == (1, 1)
     assert not outcome.passed and "called write_note" in "; ".join(outcome.reasons)
+
+
+def verdict_of(case, candidate):
+    """A user's check (``function:tests.server.evals.test_evals:verdict_of``)."""
+    return candidate.final_text.endswith("question"), f"answer was {candidate.final_text!r}"
+
+
+async def test_the_judge_and_a_users_function_check_each_case(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    from agentloop.shared.evals.checks import Function, Judge
+    from tests.helpers.servers.provider_servers import (
+        OpenAIServer,
+        ScriptedResponse,
+        openai_completion,
+        openai_models,
+    )
+
+    tools(registry)
+    spec = agents.spec(script_every_step(answer), tools=["lookup"])
+    with OpenAIServer() as provider:
+        provider.enqueue(ScriptedResponse(json_body=openai_completion(
+            content='{"passed": false, "reason": "it only repeats the facts"}', prompt_tokens=100,
+            completion_tokens=20)))
+        async with worker(models=openai_models(provider)):
+            recorded = await agent_client.run(spec, "question")
+            cases = await cases_from_runs(agent_client, [recorded.run_id])
+            report = await (await start_eval(agent_client, cases, checks=[
+                Judge(model="openai:gpt-4.1-mini", rubric="The answer must explain, not repeat."),
+                Function(path="tests.server.evals.test_evals:verdict_of")])).result()
+        (request,) = provider.requests
+    assert request.json["model"] == "gpt-4.1-mini"
+    system = request.json["messages"][0]["content"]
+    assert "The answer must explain, not repeat." in system
+    assert "facts about question" in request.json["messages"][1]["content"]
+    (outcome,) = report.cases
+    assert outcome.reasons == ["judge: it only repeats the facts"]
+    judged, function = outcome.checks
+    assert judged.cost_usd and judged.cost_usd > 0 and report.totals.judge_cost_usd == judged.cost_usd
+    assert function.passed and function.reason == "answer was 'facts about question'"
