@@ -25,7 +25,6 @@ async def read_cases(client: AgentClient, args: argparse.Namespace) -> list[Eval
     """
     from temporalio.service import RPCError, RPCStatusCode
 
-    from agentloop.cli.snapshots import read_snapshot_file
     from agentloop.client.evals import cases_from_query, cases_from_runs
     from agentloop.shared.evals.cases import case_from_snapshot, read_dataset
 
@@ -43,7 +42,7 @@ async def read_cases(client: AgentClient, args: argparse.Namespace) -> list[Eval
     if args.runs:
         cases += await cases_from_runs(client, args.runs)
     for path in args.snapshot or []:
-        cases.append(case_from_snapshot(read_snapshot_file(path)))
+        cases.append(case_from_snapshot(_snapshot_file(path)))
     dataset = getattr(args, "dataset", None)
     if dataset:
         file = Path(dataset)
@@ -51,6 +50,17 @@ async def read_cases(client: AgentClient, args: argparse.Namespace) -> list[Eval
             raise UserError(f"--dataset {dataset}: no such file; write one with `agentloop eval save`")
         cases += read_dataset(file.read_text(encoding="utf-8").splitlines(), source=dataset)
     return cases
+
+
+def _snapshot_file(path: str) -> Any:
+    from agentloop.shared.runs.snapshots import load_snapshot
+
+    try:
+        return load_snapshot(Path(path).read_bytes(), path)
+    except FileNotFoundError:
+        raise UserError(f"--snapshot {path}: no such file; write one with `agentloop export RUN > {path}`") from None
+    except OSError as exc:
+        raise UserError(f"--snapshot {path} cannot be read: {exc.strerror}") from None
 
 
 def spec_at(path: str) -> AgentSpec:
