@@ -144,3 +144,32 @@ async def test_the_judge_and_a_users_function_check_each_case(
     judged, function = outcome.checks
     assert judged.cost_usd and judged.cost_usd > 0 and report.totals.judge_cost_usd == judged.cost_usd
     assert function.passed and function.reason == "answer was 'facts about question'"
+
+
+async def test_the_http_api_lists_evals_and_serves_their_reports_to_readers(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    from agentloop.server import ServerSettings, parse_tokens
+    from tests.helpers.http_api import serve
+
+    secret = "dash-secret-0123456789"
+    tools(registry)
+    spec = agents.spec(script_every_step(answer), tools=["lookup"])
+    async with worker():
+        recorded = await agent_client.run(spec, "question")
+        handle = await start_eval(agent_client, await cases_from_runs(agent_client, [recorded.run_id]))
+        await handle.result()
+        settings = ServerSettings(tokens=parse_tokens(f"dashboard:read:{secret}"))
+        async with serve(agent_client, settings) as api:
+            http, auth = api.http, {"Authorization": f"Bearer {secret}"}
+            assert (await http.get("/v1/evals")).status_code == 401
+            listed = (await http.get("/v1/evals", headers=auth)).json()["evals"]
+            assert handle.id in [e["eval_id"] for e in listed]
+            page = (await http.get(f"/v1/evals/{handle.id}", headers=auth)).json()
+            assert page["status"] == "completed"
+            (case,) = page["report"]["cases"]
+            assert case["passed"] and case["recorded_run_id"] == recorded.run_id
+            assert case["run_id"] == f"{handle.id}--{case['case_id']}"
+            assert (await http.get("/v1/evals/eval-nope", headers=auth)).status_code == 404
+            shell = await http.get(f"/evals/{handle.id}")
+            assert shell.status_code == 200 and 'data-page="eval"' in shell.text
