@@ -135,7 +135,7 @@ def read_dataset(lines: Iterable[str], *, source: str = "the dataset") -> list[E
 
 def dataset_line(case: EvalCase) -> str:
     """One line of a dataset file."""
-    return case.model_dump_json(exclude_none=True, exclude_defaults=True)
+    return case.model_dump_json(exclude_none=True)
 
 
 def unique_ids(cases: list[EvalCase]) -> list[EvalCase]:
