@@ -88,7 +88,7 @@ class AgentEvalWorkflow:
         return self._progress
 
     async def _case(self, input: EvalInput, item: EvalCaseRun) -> CaseOutcome:
-        case, spec = item.case, item.spec
+        case, spec = item.case, input.specs[item.spec]
         run_id = case_run_id(input.eval_id, case.id)
         plan = EvalPlan(eval_id=input.eval_id, case_id=case.id, policy=input.policy, fallback=input.fallback,
                         tools=input.tools, recorded=case.recorded_calls, decisions=case.decisions)

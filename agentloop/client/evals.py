@@ -26,6 +26,7 @@ from agentloop.shared.evals.cases import EvalCase, case_from_snapshot, unique_id
 from agentloop.shared.evals.report import (
     EVAL_WORKFLOW_NAME,
     MAX_CASES,
+    MAX_EVAL_INPUT_BYTES,
     EvalCaseRun,
     EvalInput,
     EvalProgress,
@@ -90,20 +91,28 @@ def apply_overrides(spec: AgentSpec, overrides: Overrides) -> AgentSpec:
 
 
 def case_runs(cases: Sequence[EvalCase], *, spec: AgentSpec | None = None,
-              overrides: Overrides | None = None) -> list[EvalCaseRun]:
-    """Each case with its candidate's spec: ``spec`` (or the case's recorded
-    spec) with the overrides.
+              overrides: Overrides | None = None) -> tuple[list[EvalCaseRun], list[AgentSpec]]:
+    """Each case (without its recorded spec) with its candidate's spec:
+    ``spec`` (or the case's recorded spec) with the overrides; and the specs,
+    each once.
 
     Raises:
         UserError: A case has no spec and no ``spec`` was given.
     """
-    runs = []
+    runs: list[EvalCaseRun] = []
+    specs: dict[str, int] = {}
+    ordered: list[AgentSpec] = []
     for case in unique_ids(list(cases)):
         base = spec or case.spec
         if base is None:
             raise UserError(f"case {case.id} holds no recorded spec: give the candidate's (--spec or --agent)")
-        runs.append(EvalCaseRun(case=case, spec=apply_overrides(base, overrides) if overrides else base))
-    return runs
+        candidate = apply_overrides(base, overrides) if overrides else base
+        key = candidate.model_dump_json()
+        if key not in specs:
+            specs[key] = len(ordered)
+            ordered.append(candidate)
+        runs.append(EvalCaseRun(case=case.model_copy(update={"spec": None}), spec=specs[key]))
+    return runs, ordered
 
 
 async def cases_from_runs(client: AgentClient, run_ids: Sequence[str]) -> list[EvalCase]:
@@ -146,13 +155,18 @@ async def start_eval(
     if len(cases) > MAX_CASES:
         raise UserError(f"{len(cases)} cases: an eval holds at most {MAX_CASES}; split the suite")
     eval_id = eval_id or new_eval_id()
+    runs, specs = case_runs(cases, spec=spec, overrides=overrides)
     try:
-        input = EvalInput(eval_id=eval_id, cases=case_runs(cases, spec=spec, overrides=overrides),
-                          checks=list(checks), concurrency=concurrency, task_queue=task_queue,
-                          policy=policy, fallback=fallback, tools=tools or {},  # type: ignore[arg-type]
+        input = EvalInput(eval_id=eval_id, cases=runs, specs=specs, checks=list(checks), concurrency=concurrency,
+                          task_queue=task_queue, policy=policy, fallback=fallback, tools=tools or {},  # type: ignore[arg-type]
                           candidate=candidate or (overrides.describe() if overrides else "") or "recorded spec")
     except ValidationError as exc:
         raise UserError(f"the eval's options are not valid: {describe_validation_error(exc)}") from None
+    size = len(input.model_dump_json().encode())
+    if size > MAX_EVAL_INPUT_BYTES:
+        raise UserError(f"the eval's {len(cases)} cases come to {size / 1e6:.1f} MB with their recorded tool "
+                        f"results; an eval's input is at most {MAX_EVAL_INPUT_BYTES / 1e6:.1f} MB: split the suite "
+                        "into several evals")
     return await client.temporal.start_workflow(
         EVAL_WORKFLOW_NAME, input, id=eval_id, task_queue=client.task_queue, result_type=EvalReport,
         static_summary=f"eval of {len(cases)} cases: {input.candidate}"[:200])

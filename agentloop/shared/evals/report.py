@@ -19,6 +19,10 @@ from agentloop.shared.runs.result import AgentRunResult
 #: one workflow history); split a larger suite into several evals.
 MAX_CASES = 500
 
+#: Most bytes of an eval's input (its cases, as JSON): Temporal refuses a
+#: payload over 2 MB. A suite whose recorded tool results weigh more is split.
+MAX_EVAL_INPUT_BYTES = 1_500_000
+
 #: The eval's workflow type.
 EVAL_WORKFLOW_NAME = "AgentEvalWorkflow"
 #: The activity that runs ``judge`` and ``function`` checks.
@@ -26,12 +30,13 @@ EVAL_SCORE_ACTIVITY = "eval_score"
 
 
 class EvalCaseRun(BaseModel):
-    """A case and the spec its candidate runs."""
+    """A case (without its recorded spec) and the candidate's spec, by its
+    index in ``EvalInput.specs`` (cases of one agent share one)."""
 
     model_config = ConfigDict(extra="forbid")
 
     case: EvalCase
-    spec: AgentSpec
+    spec: int = Field(ge=0)
 
 
 class EvalInput(BaseModel):
@@ -41,6 +46,7 @@ class EvalInput(BaseModel):
         eval_id: The eval's id (its workflow id; the ``AgentEval`` search
             attribute of its case runs).
         cases: The cases, each with its candidate's spec.
+        specs: The candidates' specs (each once).
         checks: The checks of cases that name none of their own.
         concurrency: Most case runs at once.
         task_queue: The case runs' queue (None: the eval's own).
@@ -53,6 +59,7 @@ class EvalInput(BaseModel):
 
     eval_id: str
     cases: list[EvalCaseRun] = Field(max_length=MAX_CASES)
+    specs: list[AgentSpec] = Field(default_factory=list)
     checks: list[Check] = Field(default_factory=list)
     concurrency: int = Field(default=10, ge=1, le=200)
     task_queue: str | None = None
