@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentloop.cli.common import CommandFailed, say, table
+from agentloop.cli.common import say, table
 from agentloop.cli.embedded import reading_client
 from agentloop.cli.evals.sources import add_case_options, candidate, read_cases
+from agentloop.cli.runs.eval_follow import follow_eval
 from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
-    from agentloop.shared.evals.report import EvalReport
-
-#: How often a followed eval is asked for its progress (seconds).
-POLL_SECONDS = 0.5
-
 
 async def cmd_eval(args: argparse.Namespace) -> int:
     async with reading_client("eval") as client:
@@ -29,7 +24,8 @@ async def cmd_eval(args: argparse.Namespace) -> int:
             case "save":
                 return await _save(client, args)
             case "show":
-                return await _follow(client, args.eval_id, args)
+                return await follow_eval(client, args.eval_id, json=args.json, junit=args.junit,
+                                         min_pass_rate=args.min_pass_rate)
             case _:
                 return await _list(client)
 
@@ -71,53 +67,7 @@ async def _run(client: AgentClient, args: argparse.Namespace) -> int:
     if args.detach:
         print(handle.id)
         return 0
-    return await _follow(client, handle.id, args)
-
-
-async def _follow(client: AgentClient, eval_id: str, args: argparse.Namespace) -> int:
-    """Print each case as it ends, then the report; the exit status."""
-    from temporalio.client import WorkflowFailureError
-    from temporalio.service import RPCError, RPCStatusCode
-
-    from agentloop.client.evals import eval_handle, eval_progress
-
-    handle = eval_handle(client, eval_id)
-    try:
-        await handle.describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise CommandFailed(f"no eval {eval_id}: `agentloop eval list` shows the evals") from None
-        raise
-    result = asyncio.ensure_future(handle.result())
-    shown = 0
-    try:
-        while not result.done():
-            await asyncio.wait([result], timeout=POLL_SECONDS)
-            if args.json or result.done():
-                continue
-            progress = await eval_progress(client, eval_id)
-            for outcome in (progress.done if progress else [])[shown:]:
-                mark = "pass" if outcome.passed else "FAIL: " + "; ".join(outcome.reasons)
-                say(f"  case {outcome.case_id}: {mark}")
-                shown += 1
-        report = result.result()
-    except WorkflowFailureError as err:
-        raise CommandFailed(f"eval {eval_id} failed: {err.cause}") from None
-    finally:
-        result.cancel()
-    return _print_report(report, args)
-
-
-def _print_report(report: EvalReport, args: argparse.Namespace) -> int:
-    from agentloop.shared.evals.output import junit_xml, report_table
-
-    if args.junit:
-        Path(args.junit).write_text(junit_xml(report), encoding="utf-8")
-    print(report.model_dump_json(indent=1) if args.json else report_table(report))
-    if args.min_pass_rate is not None and report.totals.pass_rate < args.min_pass_rate:
-        say(f"agentloop: pass rate {report.totals.pass_rate:.0%} is under --min-pass-rate {args.min_pass_rate:.0%}")
-        return 1
-    return 0
+    return await follow_eval(client, handle.id, json=args.json, junit=args.junit, min_pass_rate=args.min_pass_rate)
 
 
 async def _save(client: AgentClient, args: argparse.Namespace) -> int:

@@ -4,6 +4,7 @@ run the eval from it with JUnit output, and fail under --min-pass-rate."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import junitparser
@@ -46,6 +47,10 @@ async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
         assert "2/2 passed (100%)" in passed.out and "tool calls: 2 from the recording, 0 live" in passed.out
         (junit_suite,) = list(junitparser.JUnitXml.fromfile(str(junit)))
         assert [c.is_passed for c in junit_suite] == [True, True]
+        # `agentloop watch` follows an eval as it follows a run: its report at the end.
+        eval_id = re.search(r"eval (eval-\w+): 2 cases", passed.err).group(1)
+        watched = await agentloop_async("watch", eval_id, env=env)
+        assert watched.code == 0 and "2/2 passed (100%)" in watched.out, watched.err
 
         failed = await agentloop_async("eval", "run", "--dataset", str(suite), "--check", "contains:three",
                                        "--min-pass-rate", "0.5", "--json", env=env)
