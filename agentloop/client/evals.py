@@ -115,20 +115,26 @@ def case_runs(cases: Sequence[EvalCase], *, spec: AgentSpec | None = None,
     return runs, ordered
 
 
-async def cases_from_runs(client: AgentClient, run_ids: Sequence[str]) -> list[EvalCase]:
-    """The cases of recorded runs (each exported with the ``export`` query).
+async def cases_from_runs(client: AgentClient, run_ids: Sequence[str], *, at_once: int = 10) -> list[EvalCase]:
+    """The cases of recorded runs, in order (each exported with the
+    ``export`` query, ``at_once`` at a time).
 
     Raises:
         UserError: A run does not exist or cannot be exported.
     """
-    cases = []
-    for run_id in run_ids:
-        try:
-            snapshot = await client.get_handle(run_id).export()
-        except RPCError as err:
-            raise UserError(f"run {run_id} cannot be exported: {err.message}") from None
-        cases.append(case_from_snapshot(snapshot))
-    return cases
+    import asyncio
+
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(run_id: str) -> EvalCase:
+        async with gate:
+            try:
+                snapshot = await client.get_handle(run_id).export()
+            except RPCError as err:
+                raise UserError(f"run {run_id} cannot be exported: {err.message}") from None
+        return case_from_snapshot(snapshot)
+
+    return list(await asyncio.gather(*(one(run_id) for run_id in run_ids)))
 
 
 async def cases_from_query(client: AgentClient, query: str, *, limit: int = 100) -> list[EvalCase]:
