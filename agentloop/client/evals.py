@@ -207,10 +207,15 @@ async def list_evals(client: AgentClient, *, limit: int = 50) -> list[EvalSummar
     return out
 
 
-async def eval_report(client: AgentClient, eval_id: str) -> EvalReport | EvalProgress | None:
-    """An eval's report when it has ended, else its progress."""
+async def eval_report(client: AgentClient, eval_id: str) -> tuple[str, EvalReport | EvalProgress | None]:
+    """An eval's status (``running``, ``completed``, ``failed``,
+    ``terminated``...) and its report when it has completed, else its
+    progress while it runs (None once it ended otherwise)."""
     handle = eval_handle(client, eval_id)
     description = await handle.describe()
+    status = description.status.name.lower() if description.status is not None else "unknown"
     if description.status == WorkflowExecutionStatus.COMPLETED:
-        return await handle.result()
-    return await eval_progress(client, eval_id)
+        return status, await handle.result()
+    if description.status == WorkflowExecutionStatus.RUNNING:
+        return status, await eval_progress(client, eval_id)
+    return status, None

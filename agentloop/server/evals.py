@@ -23,7 +23,8 @@ class EvalList(BaseModel):
 
 
 class EvalPage(BaseModel):
-    """An eval: its report once it has ended, else the cases done so far."""
+    """An eval: its report once it has completed, else the cases done so far
+    while it runs (``status`` is Temporal's: ``running``, ``completed``, ``failed``...)."""
 
     eval_id: str
     status: str
@@ -45,11 +46,11 @@ async def eval_page(eval_id: str = Path(max_length=200), state: ServerState = St
                     caller: Caller = Reader) -> EvalPage:
     """An eval's cases with pass or fail and reasons, their runs, the totals."""
     try:
-        answer = await eval_report(state.client, eval_id)
+        status, answer = await eval_report(state.client, eval_id)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Problem(404, "No such eval", f"no eval has the id {eval_id[:80]!r}") from None
         raise Problem(503, "Temporal is unavailable", f"the eval cannot be read: {err.message}") from None
     if isinstance(answer, EvalReport):
-        return EvalPage(eval_id=eval_id, status="completed", report=answer)
-    return EvalPage(eval_id=eval_id, status="running", progress=answer)
+        return EvalPage(eval_id=eval_id, status=status, report=answer)
+    return EvalPage(eval_id=eval_id, status=status, progress=answer)

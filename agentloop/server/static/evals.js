@@ -62,10 +62,12 @@ export async function evalPage(id) {
       el("thead", {}, el("tr", {}, ["Case", "Result", "Why", "Recorded run", "Candidate run", ""].map((h) => el("th", { text: h })))),
       el("tbody", {}, cases.map(caseRow)));
     fill(body,
-      el("p", { class: "muted", text: page.report ? `candidate: ${page.report.candidate}` : `running: ${cases.length} of ${page.progress ? page.progress.total : "?"} cases done` }),
+      el("p", { class: "muted eval-status", text: page.report ? `candidate: ${page.report.candidate}`
+        : page.status === "running" ? `running: ${cases.length} of ${page.progress ? page.progress.total : "?"} cases done`
+        : `the eval ended ${page.status}` }),
       page.report ? totalsBox(page.report.totals) : null,
       table);
-    if (!page.report) setTimeout(() => evalPage(id), 2000);
+    if (page.status === "running") setTimeout(() => evalPage(id), 2000);
   } catch (err) {
     toastError(err);
   }

@@ -173,3 +173,29 @@ async def test_the_http_api_lists_evals_and_serves_their_reports_to_readers(
             assert (await http.get("/v1/evals/eval-nope", headers=auth)).status_code == 404
             shell = await http.get(f"/evals/{handle.id}")
             assert shell.status_code == 200 and 'data-page="eval"' in shell.text
+            await console_shows_the_eval(api.url, secret, handle.id, case)
+
+
+async def console_shows_the_eval(url: str, secret: str, eval_id: str, case: dict) -> None:
+    """The console's evals list leads to the eval's page: the case, passed,
+    with links to both runs and to their diff."""
+    from playwright.async_api import async_playwright, expect
+
+    from tests.helpers.browser import chromium, launch
+
+    chromium()  # skips without the browser (fails when AGENTLOOP_REQUIRE_BROWSER=1)
+    async with async_playwright() as playwright:
+        browser = await launch(playwright)
+        page = await browser.new_page()
+        await page.goto(url + "/evals")
+        await page.fill("input[name=token]", secret)
+        await page.click("button[type=submit]")
+        await page.click(f'a.eval-row[data-eval-id="{eval_id}"]')
+        row = page.locator(f'tr.case[data-case-id="{case["case_id"]}"]')
+        await expect(row.locator(".verdict")).to_have_text("pass")
+        await expect(row.locator(f'a[href="/runs/{case["recorded_run_id"]}"]')).to_have_count(1)
+        await expect(row.locator(f'a[href="/runs/{case["run_id"]}"]')).to_have_count(1)
+        diff = f'/diff?a={case["recorded_run_id"]}&b={case["run_id"]}'
+        await expect(row.locator("a.diff-link")).to_have_attribute("href", diff)
+        await expect(page.locator(".pass-rate")).to_have_text("1/1 (100%)")
+        await browser.close()
