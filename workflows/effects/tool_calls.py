@@ -214,10 +214,14 @@ class ToolRunner:
         decision = eval_approval(gate.call, self.eval)
         self.state.approvals.pop(gate.call.id, None)
         if decision is None:
+            self.recorder.emit(ApprovalResolved, call_id=gate.call.id, by="eval (tool policy)", reason=None,
+                               decision="approve", waited_ms=0.0)
+            self.recorder.index()
             return None
         resolution = resolve_approval(gate.call, decision, spec=spec)
         self.recorder.emit(ApprovalResolved, call_id=gate.call.id, by=resolution.by, reason=resolution.reason,
                            decision=decision.decision, waited_ms=0.0)
+        self.recorder.index()
         report.decision, report.decided_by = resolution.label, resolution.by
         if resolution.result is not None:
             report.eval_answer = "recorded"
