@@ -18,7 +18,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
-from agentloop.activities import context_providers, guardrails, hooks
+from agentloop.activities import context_providers, evals, guardrails, hooks
 from agentloop.activities.attempts import AttemptUsage, earlier_attempts, failure_reason
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.providers.models import ModelResolver
@@ -53,6 +53,8 @@ from agentloop.shared.definition.guardrails import (
     ResolveGuardrailsResult,
     RunGuardrailInput,
 )
+from agentloop.shared.evals.checks import CheckResult
+from agentloop.shared.evals.report import EVAL_SCORE_ACTIVITY, EvalScoreInput
 from agentloop.shared.runs.transcripts import ModelContext, TranscriptPage, TranscriptRange
 from agentloop.tools.hooks import hooks_of
 from agentloop.tools.registry import Tool, ToolRegistry
@@ -250,6 +252,12 @@ class AgentActivities(ToolCalls):
         """One guardrail's verdict (a function on this worker, or an LLM judge)."""
         async with keep_heartbeating():
             return await guardrails.run_guardrail(self.registry, self.models, input)
+
+    @activity.defn(name=EVAL_SCORE_ACTIVITY)
+    async def eval_score(self, input: EvalScoreInput) -> list[CheckResult]:
+        """An eval's worker-side checks of one case: LLM judges, users' functions (docs/evals.md)."""
+        async with keep_heartbeating():
+            return await evals.score(self.models, input)
 
     @activity.defn(name=contracts.CALL_MODEL)
     async def call_model(self, input: CallModelInput) -> CallModelResult:

@@ -228,7 +228,7 @@ def test_a_page_imports_only_its_own_files() -> None:
 # Modules whose names the examples import as they are; every other
 # user-facing name comes from ``agentloop`` itself.
 SUBMODULES_IMPORTED = ("agentloop.testing", "agentloop.in_workflow", "agentloop.shared.runs.threads",
-                       "agentloop.activities.")
+                       "agentloop.activities.", "agentloop.client.evals", "agentloop.shared.evals.")
 
 
 def test_examples_import_user_facing_names_from_agentloop() -> None:
@@ -508,7 +508,7 @@ def test_agentloop_commands_in_the_docs_exist() -> None:
                 code, helped = help_text("agentloop", sub)
                 assert code == 0, helped
                 options = options_of(args[1:])
-                actions = re.search(r"\{([a-z,]+)\}", helped) if sub == "schedule" else None
+                actions = re.search(r"\{([a-z,]+)\}", helped) if sub in ("schedule", "eval") else None
                 if actions and len(args) > 1 and args[1] in actions.group(1).split(","):
                     # `agentloop schedule ACTION`: the action's own options
                     code, helped = help_text("agentloop", sub, args[1])

@@ -72,6 +72,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.effects.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.llm_step import LlmSteps
     from agentloop.workflows.patches import (
+        EVAL_PATCH,
         RESTORED_COMPLETED_PATCH,
         TYPED_OUTPUT_PATCH,
         Features,
@@ -126,6 +127,8 @@ class AgentRunWorkflow(LlmSteps):
         self._recorder.index()
         if spec.output is not None:
             workflow.patched(TYPED_OUTPUT_PATCH)  # typed answers: decided by agentloop.workflows.decisions.output
+        if self._input.eval is not None and workflow.patched(EVAL_PATCH):
+            self._tools.eval = self._input.eval  # a case of an eval: its tool policies (docs/evals.md)
         try:
             return await self._loop(spec)
         except asyncio.CancelledError:
@@ -226,6 +229,7 @@ class AgentRunWorkflow(LlmSteps):
             if missing:
                 self._fail("error", missing_tools_message(missing, resolved.available))
             tools = resolved.tools
+            self._tools.read_only = frozenset(t.name for t in tools if t.read_only)
             self._tools.run_beside(resolved.runs_queue, resolved.local_tools)
             if resolved.agents_md is not None:
                 layers = [agents_md_layer(resolved.agents_md)]

@@ -101,6 +101,12 @@ TYPED_OUTPUT_PATCH = "agentloop-typed-output-1"
 UPGRADE_PATCH = "agentloop-upgrade-1"
 
 
+#: Patch marker of an eval's case runs (``AgentRunInput.eval``, docs/evals.md):
+#: tool calls answered from the recording or by the eval's tool policies,
+#: approvals by the recorded decisions. Recorded only in such runs.
+EVAL_PATCH = "agentloop-eval-1"
+
+
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run

@@ -33,7 +33,7 @@ router = APIRouter(include_in_schema=False)
 #: the page's entry; it imports the others by relative URL (``./dom.js``).
 SCRIPTS = (
     "console.js", "dom.js", "format.js", "api.js", "runs.js", "run-page.js", "run-events.js",
-    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js",
+    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js", "evals.js",
 )
 
 #: The files under ``/assets/``, with their media types.
@@ -113,6 +113,18 @@ async def run_page(run_id: str, request: Request) -> HTMLResponse:
 async def thread_page(thread_id: str, request: Request) -> HTMLResponse:
     """One thread: its conversation live, and a box to send the next message."""
     return _page(request, "thread", f"Thread {thread_id} · agentloop", thread_id)
+
+
+@router.get("/evals", response_class=HTMLResponse)
+async def evals_page(request: Request) -> HTMLResponse:
+    """The evals list."""
+    return _page(request, "evals", "Evals · agentloop")
+
+
+@router.get("/evals/{eval_id}", response_class=HTMLResponse)
+async def eval_page(eval_id: str, request: Request) -> HTMLResponse:
+    """One eval: its cases with pass or fail and reasons, links to both runs and their diff."""
+    return _page(request, "eval", f"Eval {eval_id} · agentloop", eval_id)
 
 
 @router.get("/assets/{name}")

@@ -705,8 +705,45 @@ async def record_versioned(_client, registry: ToolRegistry, ws: str) -> None:
         assert described.status == WorkflowExecutionStatus.COMPLETED
 
 
+def eval_script(request):  # noqa: ANN001, ANN201
+    """Reads a.txt and writes e.txt (the write asks for approval); under the
+    eval's prompt, lists the workspace too (no recording of that: refused)."""
+    from agentloop.testing import last_tool_results, step_of
+
+    if step_of(request) == 0:
+        extra = [call("list_dir", {"path": "."})] if "eval" in request.system_prompt else []
+        return calls(call("read_file", {"file_path": "a.txt"}), call("write_file", {"file_path": "e.txt",
+                     "content": "e"}), *extra)
+    return reply(" | ".join(r.content[:20] for r in last_tool_results(request)))
+
+
+# An eval (AgentEvalWorkflow; its case run carries AgentRunInput.eval, patch
+# agentloop-eval-1): a recorded run whose write was approved; the eval's case
+# run answers the read from the recording, the write's approval by the
+# recorded decision and the write from the recording, and refuses a call the
+# recording lacks. eval_run.json is the eval, eval_run-case.json its case run.
+async def record_eval_run(client, registry: ToolRegistry, ws: str) -> None:
+    from agentloop.client.evals import Overrides, cases_from_runs, start_eval
+
+    register_scripted_model("record-eval_run", eval_script)
+    agents = AgentClient(client, task_queue=RECORD_QUEUE[0])
+    spec = AgentSpec(model="scripted:record-eval_run", workspace=ws, tools=["read_file", "write_file", "list_dir"])
+    recorded = await agents.start(spec, "scenario eval_run", run_id="replay-eval_run-recorded")
+    await wait_pending(recorded, 1)
+    await recorded.approve("call_0_1", by="ops")
+    await recorded.result()
+    cases = await cases_from_runs(agents, [recorded.run_id])
+    handle = await start_eval(agents, cases, overrides=Overrides(system_prompt="eval"), eval_id="replay-eval_run")
+    report = await handle.result()
+    (case,) = report.cases
+    assert (case.candidate.recorded, case.candidate.refused, case.candidate.live) == (2, 1, 0), case
+    write_history(HERE / "eval_run.json", await handle.fetch_history())
+    write_history(HERE / "eval_run-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
+
+
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
+    "eval_run": record_eval_run,
     "schedule_feed_start": record_schedule_feed,
     "tools_moved": record_tools_moved,
     "resolve_split": record_resolve_split,

@@ -74,6 +74,9 @@ def test_histories_are_committed() -> None:
         # version is current and stays, then continues as new onto the new current version (both
         # Temporal runs); a run pinned to its version across the switch.
         "thread_upgrade", "thread_upgrade-2", "pinned_versioned",
+        # An eval (AgentEvalWorkflow) and its case run (patch agentloop-eval-1): tools answered from the
+        # recording, an approval by the recorded decision, a call the recording lacks refused.
+        "eval_run", "eval_run-case",
     }
 
 
@@ -154,3 +157,13 @@ async def test_replay_catches_an_incompatible_change() -> None:
                                             raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, workflow.NondeterminismError)
     assert "does not match activity type of activity command 'call_model'" in str(result.replay_failure)
+
+
+def test_the_eval_case_run_answers_from_the_recording_without_running_a_tool() -> None:
+    from agentloop.workflows.patches import EVAL_PATCH
+
+    events = load(HISTORIES / "eval_run-case.json").events
+    assert EVAL_PATCH in patch_ids(events)
+    scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
+                 if e.HasField("activity_task_scheduled_event_attributes")]
+    assert scheduled == ["call_model", "call_model"]  # no execute_tool: read and write came from the recording

@@ -23,6 +23,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.definition.activity_io import TOOLS_NOT_HERE_ERROR_TYPE, ExecuteToolInput
     from agentloop.shared.definition.approvals import ToolGate
     from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.eval_tools import EvalPlan, FromRecording, Refused, eval_approval, eval_tool_answer
     from agentloop.shared.runs.events import ApprovalResolved, ToolExecutionStarted
     from agentloop.shared.runs.report import StepReport, ToolCallReport, cut_strings, wait_within
     from agentloop.shared.runs.state import LoopState
@@ -79,6 +80,12 @@ class ToolRunner:
         self.beside = False
         #: Tools called as local activities while :attr:`beside` holds.
         self.local: frozenset[str] = frozenset()
+        #: An eval's case run: its recorded calls and tool policies (docs/evals.md).
+        self.eval: EvalPlan | None = None
+        #: The tools the run resolved that are read-only (for ``live-read-only``).
+        self.read_only: frozenset[str] = frozenset()
+        #: Recorded calls already answered (each is used once).
+        self.used_recorded: set[int] = set()
 
     def run_beside(self, runs_queue: str | None, local_tools: list[str] | None = None) -> None:
         """Send ``execute_tool`` calls to the run's own queue when the worker
@@ -119,10 +126,25 @@ class ToolRunner:
             case AwaitClient():
                 result = await self._await_output(spec, call, report)
                 return self._tool_done(call, step_report, report, result, failed=False, started=started)
+            case AskApproval() if self.eval is not None:
+                resolution = self._eval_approval(spec, gate, report)
+                if resolution is not None and resolution.result is not None:
+                    return self._tool_done(call, step_report, report, resolution.result, failed=False, started=started)
             case AskApproval():
                 resolution = await self._await_approval(spec, gate, report)
                 if resolution.result is not None:
                     return self._tool_done(call, step_report, report, resolution.result, failed=False, started=started)
+        if self.eval is not None:
+            match eval_tool_answer(call, self.eval, used=self.used_recorded, read_only=call.name in self.read_only):
+                case FromRecording(index, result):
+                    self.used_recorded.add(index)
+                    report.eval_answer = "recorded"
+                    return self._tool_done(call, step_report, report, result, failed=result.is_error,
+                                           started=started)
+                case Refused(result):
+                    report.eval_answer = "refused"
+                    return self._tool_done(call, step_report, report, result, failed=False, started=started)
+            report.eval_answer = "live"
         # After any wait for a decision: "started" means the call runs now.
         self.recorder.emit(ToolExecutionStarted, call=call)
         if self.delegate is not None and call.name in spec.sub_agents:
@@ -184,6 +206,26 @@ class ToolRunner:
         content = ToolResultPart(id=call.id, name=call.name, content=result.content, is_error=result.is_error,
                                  images=result.images)
         return content, result.is_error
+
+    def _eval_approval(self, spec: AgentSpec, gate: ToolGate, report: ToolCallReport) -> Resolution | None:
+        """An eval answers an approval with the recorded decision, when one
+        matches; None lets the call go on to its tool policy."""
+        assert self.eval is not None
+        decision = eval_approval(gate.call, self.eval)
+        self.state.approvals.pop(gate.call.id, None)
+        if decision is None:
+            self.recorder.emit(ApprovalResolved, call_id=gate.call.id, by="eval (tool policy)", reason=None,
+                               decision="approve", waited_ms=0.0)
+            self.recorder.index()
+            return None
+        resolution = resolve_approval(gate.call, decision, spec=spec)
+        self.recorder.emit(ApprovalResolved, call_id=gate.call.id, by=resolution.by, reason=resolution.reason,
+                           decision=decision.decision, waited_ms=0.0)
+        self.recorder.index()
+        report.decision, report.decided_by = resolution.label, resolution.by
+        if resolution.result is not None:
+            report.eval_answer = "recorded"
+        return resolution
 
     async def _await_approval(self, spec: AgentSpec, gate: ToolGate, report: ToolCallReport) -> Resolution:
         """Wait for the operator's decision, the approval timeout, or a stop."""

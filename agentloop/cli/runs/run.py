@@ -21,11 +21,13 @@ from agentloop.cli.common import (
 from agentloop.cli.embedded import command_config, reading_client, session
 from agentloop.cli.options import agent_options, imports, permission_options, run_id
 from agentloop.cli.runs.describe import when
+from agentloop.cli.runs.eval_follow import follow_eval
 from agentloop.cli.runs.follow import Prompter, TerminalAnswers, exit_code, follow
 from agentloop.cli.runs.render import EventRenderer, make_renderer
 from agentloop.cli.runs.threads import turn_exit_code
 from agentloop.cli.spec_file import spec_of_run
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.evals.report import EVAL_WORKFLOW_NAME
 from agentloop.shared.runs.result import AgentRunFailed
 
 if TYPE_CHECKING:
@@ -211,6 +213,8 @@ async def _watch(client: AgentClient, args: argparse.Namespace) -> int:
     from agentloop.shared.runs.search_attributes import AGENT_STATUS
 
     description = await describe_run(client, args.run)
+    if description.workflow_type == EVAL_WORKFLOW_NAME:  # an eval: its cases as they end, then its report
+        return await follow_eval(client, args.run, json=args.jsonl)
     handle = client.get_handle(args.run)
     status = temporal_status(description)
     if status == "running":  # the run's own word says more (e.g. awaiting_approval)

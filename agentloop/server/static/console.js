@@ -13,9 +13,12 @@ import { D } from "./dom.js";
 import { askForToken, setupTokenButton, token } from "./api.js";
 import { runsPage } from "./runs.js";
 import { runPage } from "./run-page.js";
+import { evalPage, evalsPage } from "./evals.js";
 
 setupTokenButton();
 if (D.auth === "1" && !token.get()) askForToken("");
 else if (D.page === "runs") runsPage();
 else if (D.page === "run") runPage(D.id, false);
 else if (D.page === "thread") runPage(D.id, true);
+else if (D.page === "evals") evalsPage();
+else if (D.page === "eval") evalPage(D.id);

@@ -40,6 +40,8 @@ class ToolCallReport(BaseModel):
         decided_by: Who decided, when they said.
         waited_ms: Time spent waiting for the decision or the client's output.
         sub_run_id: The sub-agent run the call started, for a delegation.
+        eval_answer: In an eval's case run (docs/evals.md): ``recorded``
+            (answered from the recording, not run), ``live`` or ``refused``.
     """
 
     call_id: str
@@ -57,6 +59,7 @@ class ToolCallReport(BaseModel):
     decided_by: str | None = None
     waited_ms: float = 0.0
     sub_run_id: str | None = None
+    eval_answer: Literal["recorded", "live", "refused"] | None = None
 
 
 def report_text(text: str) -> str:

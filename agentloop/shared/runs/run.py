@@ -15,6 +15,7 @@ from agentloop.shared.definition.approvals import ApprovalDecision, PendingActio
 from agentloop.shared.definition.fingerprint import AgentDefinition
 from agentloop.shared.definition.output import OutputSpec, output_spec
 from agentloop.shared.definition.spec import AgentSpec, depth_problem
+from agentloop.shared.runs.eval_tools import EvalPlan
 from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunReason, RunStatus
 from agentloop.shared.runs.result import AgentRunFailed, AgentRunResult, run_failed
 from agentloop.shared.runs.state import LoopState, PendingStep
@@ -130,6 +131,8 @@ class AgentRunInput(BaseModel):
             open after a turn and answers the messages sent to it.
         origin: Set only on a run restored from a snapshot or forked from a
             run (``AgentClient.restore``, ``AgentClient.fork``).
+        eval: Set only on a case run of an eval (docs/evals.md): the
+            recorded tool calls and approval decisions, and the tool policies.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -140,6 +143,7 @@ class AgentRunInput(BaseModel):
     parent: SubRunLink | None = None
     thread: ThreadOptions | None = None
     origin: RunOrigin | None = None
+    eval: EvalPlan | None = None
 
     @model_validator(mode="after")
     def _check_depth(self) -> AgentRunInput:

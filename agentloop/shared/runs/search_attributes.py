@@ -46,6 +46,10 @@ AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 #: ``AgentVersion="<fingerprint>"`` finds every run of one definition.
 AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
 
+#: A case run of an eval (``agentloop eval``, docs/evals.md): the eval's id
+#: (``AgentEval="<eval id>"`` finds every case run of an eval).
+AGENT_EVAL = SearchAttributeKey.for_keyword("AgentEval")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -58,6 +62,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_FORKED_FROM.name: "Keyword",
     AGENT_SCHEDULE.name: "Keyword",
     AGENT_VERSION.name: "Keyword",
+    AGENT_EVAL.name: "Keyword",
 }
 
 

@@ -430,3 +430,13 @@ def test_the_sse_hold_benchmark_measures_the_gateway_with_streams_held_and_witho
     cpu = re.search(r"CPU over 1 s: (\d+\.\d\d) s with none, (\d+\.\d\d) s with 20: (-?\d+\.\d{3}) ms", done.stdout)
     assert rss and cpu, done.stdout
     assert float(rss.group(1)) > 0 and float(rss.group(2)) > 0
+
+
+def test_the_eval_cost_benchmark_times_the_runs_and_their_eval_and_checks_every_case_passes() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.evals.eval_cost", "--runs", "4", "--concurrency", "2"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert re.search(r"eval \(recorded tools\)\s+\d+\.\d\d s\s+ratio eval/runs \d+\.\d\dx", out), out
+    assert re.search(r"eval workflow history\s+\d+\.\d\d KiB per case", out), out
+    assert re.search(r"pass rate\s+100%\s+tool executions during the eval: 0\n", out), out

@@ -1,0 +1,1 @@
+"""``agentloop eval``: evaluate a change against recorded runs (docs/evals.md)."""

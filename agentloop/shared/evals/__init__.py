@@ -1,0 +1,2 @@
+"""Evals (docs/evals.md): cases from recorded runs or a dataset, checks,
+the eval's input and report. Pure data and pure functions."""
