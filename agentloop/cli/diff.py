@@ -112,7 +112,7 @@ def row_line(row: Row, color: bool) -> str:
     """One aligned row as a line of text (a changed row: both values, words marked)."""
     label = f"{MARKS[row.type]} {_where(row):<11} {row.part:<11} "
     if row.type == "changed":
-        tools = row.tool_a != row.tool_b and row.tool_a and row.tool_b
+        tools = row.part == "tool_call" and row.tool_a != row.tool_b
         head = f"tool {row.tool_a} -> {row.tool_b}: " if tools else ""
         return label + head + marked(row.words, color)
     text = _short(row.text) if row.type == "same" else row.text
