@@ -33,7 +33,7 @@ router = APIRouter(include_in_schema=False)
 #: the page's entry; it imports the others by relative URL (``./dom.js``).
 SCRIPTS = (
     "console.js", "dom.js", "format.js", "api.js", "runs.js", "run-page.js", "run-events.js",
-    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js",
+    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js", "diff.js",
 )
 
 #: The files under ``/assets/``, with their media types.
@@ -113,6 +113,12 @@ async def run_page(run_id: str, request: Request) -> HTMLResponse:
 async def thread_page(thread_id: str, request: Request) -> HTMLResponse:
     """One thread: its conversation live, and a box to send the next message."""
     return _page(request, "thread", f"Thread {thread_id} · agentloop", thread_id)
+
+
+@router.get("/diff", response_class=HTMLResponse)
+async def diff_page(request: Request) -> HTMLResponse:
+    """Two runs side by side (``?a=RUN&b=RUN``; docs/diff.md), from ``GET /v1/diff``."""
+    return _page(request, "diff", "Compare runs · agentloop")
 
 
 @router.get("/assets/{name}")

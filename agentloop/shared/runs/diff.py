@@ -48,7 +48,8 @@ from agentloop.shared.runs.snapshots import AgentSnapshot
 #: What a row compares.
 RowPart = Literal["input", "user", "message", "tool_call", "tool_result", "output"]
 
-_WORDS = re.compile(r"\s+|\w+|[^\w\s]")
+#: A word with the spaces after it (so a run of changed words is one change), a mark, or spaces.
+_WORDS = re.compile(r"\w+\s*|[^\w\s]\s*|\s+")
 
 
 class Segment(BaseModel):
@@ -139,7 +140,7 @@ class RunDiff(BaseModel):
 
 
 def word_diff(a: str, b: str) -> list[Segment]:
-    """``a`` to ``b``, word by word (runs of spaces and punctuation are words too)."""
+    """``a`` to ``b``, word by word (a word keeps the spaces after it; each mark is a word)."""
     wa, wb = _WORDS.findall(a), _WORDS.findall(b)
     segments: list[Segment] = []
 

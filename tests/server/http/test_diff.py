@@ -72,8 +72,8 @@ async def test_agentloop_diff_says_the_prompt_changed_and_another_tool_was_calle
     assert "prompt system_prompt: Check the order. -> Check the customer." in out
     assert "different tools: A lookup_order; B lookup_customer" in out
     assert "~ step 1|1 tool_call tool lookup_order -> lookup_customer: " in out
-    assert "~ step 2|2 message Answer: [-order-]{+customer+} 7 [-shipped-]{+is gold+}." in out
-    assert "~ step 1|1 tool_result [-order-]{+customer+} 7 [-shipped-]{+is gold+}" in out
+    assert "~ step 2|2 message Answer: [-order -]{+customer +}7 [-shipped-]{+is gold+}." in out
+    assert "~ step 1|1 tool_result [-order -]{+customer +}7 [-shipped-]{+is gold+}" in out
     assert "\x1b[" not in text.out  # not a terminal: no colour
     diff = json.loads(as_json.out)
     assert diff["a"]["run_id"] == a and diff["b"]["tool_calls"] == ["lookup_customer"]
