@@ -27,6 +27,7 @@ from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.guardrails import GuardrailResult
 from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.definition.spec import AgentSpec, SubAgent
+from agentloop.shared.runs.diff import RunDiff, diff_runs
 from agentloop.shared.runs.events import AgentEvent
 from agentloop.shared.runs.report import AgentRunReport
 from agentloop.shared.runs.result import (
@@ -72,6 +73,7 @@ __all__ = [
     "ModelPrice",
     "Override",
     "PermissionRule",
+    "RunDiff",
     "Skip",
     "SubAgent",
     "ThreadBusy",
@@ -86,6 +88,7 @@ __all__ = [
     "before_tool_call",
     "context_provider",
     "default_registry",
+    "diff_runs",
     "guardrail",
     "llm_judge",
     "on_tool_error",

@@ -33,7 +33,7 @@ router = APIRouter(include_in_schema=False)
 #: the page's entry; it imports the others by relative URL (``./dom.js``).
 SCRIPTS = (
     "console.js", "dom.js", "format.js", "api.js", "runs.js", "run-page.js", "run-events.js",
-    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js", "evals.js",
+    "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js", "evals.js", "diff.js",
 )
 
 #: The files under ``/assets/``, with their media types.
@@ -125,6 +125,12 @@ async def evals_page(request: Request) -> HTMLResponse:
 async def eval_page(eval_id: str, request: Request) -> HTMLResponse:
     """One eval: its cases with pass or fail and reasons, links to both runs and their diff."""
     return _page(request, "eval", f"Eval {eval_id} · agentloop", eval_id)
+
+
+@router.get("/diff", response_class=HTMLResponse)
+async def diff_page(request: Request) -> HTMLResponse:
+    """Two runs side by side (``?a=RUN&b=RUN``; docs/diff.md), from ``GET /v1/diff``."""
+    return _page(request, "diff", "Compare runs · agentloop")
 
 
 @router.get("/assets/{name}")

@@ -8,12 +8,14 @@
 //   run-events.js        each event type to what it changes on the page
 //   run-conversation.js  messages and tool calls       run-waiting.js  approvals and client tools' outputs
 //   run-side.js          usage, cost, facts, controls, sub-agents     composer.js  a thread's message box
+//   diff.js              /diff?a=&b=: two runs side by side
 
 import { D } from "./dom.js";
 import { askForToken, setupTokenButton, token } from "./api.js";
 import { runsPage } from "./runs.js";
 import { runPage } from "./run-page.js";
 import { evalPage, evalsPage } from "./evals.js";
+import { diffPage } from "./diff.js";
 
 setupTokenButton();
 if (D.auth === "1" && !token.get()) askForToken("");
@@ -22,3 +24,4 @@ else if (D.page === "run") runPage(D.id, false);
 else if (D.page === "thread") runPage(D.id, true);
 else if (D.page === "evals") evalsPage();
 else if (D.page === "eval") evalPage(D.id);
+else if (D.page === "diff") diffPage();

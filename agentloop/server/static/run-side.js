@@ -59,6 +59,7 @@ export function sideCards(P) {
     if (D.temporalUi) links.push(el("a", { href: D.temporalUi, target: "_blank", rel: "noopener noreferrer", id: "temporal-link" }, "Open in the Temporal UI ↗"));
     if (st.thread_id && !isThread) links.push(el("a", { href: `/threads/${enc(st.thread_id)}`, id: "thread-link" }, "Open the thread (send a message) →"));
     if (isThread) links.push(el("a", { href: `/runs/${enc(runId)}` }, "Open as a run"));
+    links.push(el("a", { href: `/diff?a=${enc(runId)}`, id: "compare-link" }, "Compare with another run →"));
     const parent = st.parent_run_id || (st.parent && st.parent.parent_run_id);
     if (parent) links.push(el("a", { href: `/runs/${enc(parent)}` }, `Delegated by ${short(parent, 30)}`));
     fill(factsCard.lastChild,
