@@ -1,13 +1,20 @@
 """Publishes an LLM step's deltas on the run's event stream, in batches.
 
-Deltas wait at most ``batch_seconds`` and are merged (consecutive text of one
+The first delta of a message goes out at once (its time to first token is
+then a signal, not a batch window), and so does any delta that comes after
+a quiet spell of at least ``batch_seconds``: publishing is throttled on its
+leading edge, at most one batch a window, so the batch adapts to the pace of
+the deltas. A slow provider's deltas each go out as they come; a fast one's
+are gathered for up to ``batch_seconds``. Deltas waiting are merged (consecutive text of one
 kind, argument fragments of one call), so a batch is one signal with few
 items. Each signal is a workflow task of the run, so a step publishes only
 what is worth a signal: when the provider's answer is complete, deltas not
 published yet are dropped, since ``thread.message.completed`` carries the
 whole message and follows at once (a batch already on its way is delivered
 first, so deltas never come after their message). An answer that streams
-within one batch window therefore costs no signal at all. Streaming is best
+within one batch window therefore costs one signal (its first delta), and
+a longer one at most one more than the fixed window of earlier releases
+(``leading = False``, kept for comparison) would cost. Streaming is best
 effort: a failure to publish is logged and never fails the LLM step, whose
 result the workflow records anyway.
 """
@@ -39,7 +46,8 @@ class DeltaPublisher:
         step: The step, for the message id.
         attempt: This activity attempt; above 1, a reset is published first
             so subscribers drop the failed attempt's partial message.
-        batch_seconds: Most time a delta waits before it is published.
+        batch_seconds: Most time a delta waits before it is published, and
+            the least time between two batches.
         client: The stream client; from the activity context when None.
         reset_reason: Why the attempt before failed, carried by the reset.
     """
@@ -72,6 +80,12 @@ class DeltaPublisher:
         self._task: asyncio.Task[None] | None = None
         self._broken = False
         self.published = 0
+        self._last_flush: float | None = None  # loop time of the last batch sent
+
+    #: Whether a delta after a quiet spell (the first of a message, too) goes
+    #: out at once; False waits a whole window for every batch (the batching
+    #: of earlier releases, which the benchmarks compare against).
+    leading: bool = True
 
     async def __aenter__(self) -> DeltaPublisher:
         if self.attempt > 1:
@@ -123,11 +137,19 @@ class DeltaPublisher:
         return MessageDelta(**common, delta=delta.model_copy(update={"text": "".join(texts)}))
 
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
-            # Gather the batch: a delta waits at most batch_seconds.
-            await asyncio.sleep(self.batch_seconds)
+            # Gather the batch: a delta waits at most batch_seconds, and none
+            # after a quiet spell of a window (leading edge).
+            wait = self.batch_seconds
+            if self.leading:
+                since = None if self._last_flush is None else loop.time() - self._last_flush
+                wait = 0.0 if since is None else max(0.0, self.batch_seconds - since)
+            if wait > 0:
+                await asyncio.sleep(wait)
             self._wake.clear()
+            self._last_flush = loop.time()
             await self._flush()
 
     async def _flush(self) -> None:

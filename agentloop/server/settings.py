@@ -98,6 +98,9 @@ class ServerSettings:
             token-less local caller).
         heartbeat_seconds: Idle time after which an SSE stream sends a comment.
         poll_interval: How often a run's one reader asks its workflow for new events.
+        wait_for_events: Whether a run's one reader, caught up, waits in the
+            workflow (the long-poll update) instead of polling: events sooner,
+            but each wait is two history events and a workflow task.
         temporal_ui: The Temporal UI's base URL, for links from the console.
         default_workspace: The workspace of runs whose spec names none, when
             the server knows the worker that runs them (its own embedded
@@ -116,6 +119,7 @@ class ServerSettings:
     max_streams_per_caller: int = 500
     heartbeat_seconds: float = 15.0
     poll_interval: float = 0.05
+    wait_for_events: bool = False
     temporal_ui: str | None = None
     default_workspace: str | None = None
 
