@@ -1,20 +1,20 @@
 """Publishes an LLM step's deltas on the run's event stream, in batches.
 
 The first delta of a message goes out at once (its time to first token is
-then a signal, not a batch window), and so does any delta that comes after
-a quiet spell of at least ``batch_seconds``: publishing is throttled on its
-leading edge, at most one batch a window, so the batch adapts to the pace of
-the deltas. A slow provider's deltas each go out as they come; a fast one's
-are gathered for up to ``batch_seconds``. Deltas waiting are merged (consecutive text of one
+then a signal, not a batch window), and so does a delta that comes after a
+quiet spell of at least ``batch_seconds`` (a slow provider's deltas each go
+out as they come); deltas that follow one another closer than that are
+gathered for ``batch_seconds`` from the first of them, as before. So the
+batching adapts to the pace of the deltas, and a message costs at most one
+signal more than the fixed window of earlier releases (``leading = False``,
+kept for comparison). Deltas waiting are merged (consecutive text of one
 kind, argument fragments of one call), so a batch is one signal with few
 items. Each signal is a workflow task of the run, so a step publishes only
 what is worth a signal: when the provider's answer is complete, deltas not
 published yet are dropped, since ``thread.message.completed`` carries the
 whole message and follows at once (a batch already on its way is delivered
-first, so deltas never come after their message). An answer that streams
-within one batch window therefore costs one signal (its first delta), and
-a longer one at most one more than the fixed window of earlier releases
-(``leading = False``, kept for comparison) would cost. Streaming is best
+first, so deltas never come after their message). An answer that comes
+whole (no pause between its deltas) costs no signal at all. Streaming is best
 effort: a failure to publish is logged and never fails the LLM step, whose
 result the workflow records anyway.
 """
@@ -80,7 +80,8 @@ class DeltaPublisher:
         self._task: asyncio.Task[None] | None = None
         self._broken = False
         self.published = 0
-        self._last_flush: float | None = None  # loop time of the last batch sent
+        self._last_arrival: float | None = None  # loop time of the last delta added
+        self._at_once = False  # the batch waiting began after a quiet spell
 
     #: Whether a delta after a quiet spell (the first of a message, too) goes
     #: out at once; False waits a whole window for every batch (the batching
@@ -90,6 +91,7 @@ class DeltaPublisher:
     async def __aenter__(self) -> DeltaPublisher:
         if self.attempt > 1:
             self._pending.append((_now(), None, []))
+            self._at_once = self.leading
             self._start()
         return self
 
@@ -113,11 +115,16 @@ class DeltaPublisher:
             # The workflow announces finished calls with their parsed
             # arguments, and usage with the completed message.
             return
+        now = asyncio.get_running_loop().time()
+        quiet = self._last_arrival is None or now - self._last_arrival >= self.batch_seconds
+        self._last_arrival = now
         if delta.kind != "tool_call_start" and self._pending:
             _, last, texts = self._pending[-1]
             if last is not None and last.kind == delta.kind and last.call_id == delta.call_id:
                 texts.append(delta.text)
                 return
+        if not self._pending:
+            self._at_once = self.leading and quiet
         self._pending.append((_now(), delta, [delta.text]))
         self._start()
 
@@ -137,19 +144,13 @@ class DeltaPublisher:
         return MessageDelta(**common, delta=delta.model_copy(update={"text": "".join(texts)}))
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
-            # Gather the batch: a delta waits at most batch_seconds, and none
-            # after a quiet spell of a window (leading edge).
-            wait = self.batch_seconds
-            if self.leading:
-                since = None if self._last_flush is None else loop.time() - self._last_flush
-                wait = 0.0 if since is None else max(0.0, self.batch_seconds - since)
-            if wait > 0:
-                await asyncio.sleep(wait)
+            # Gather the batch: a delta waits at most batch_seconds; the first
+            # after a quiet spell not at all.
+            if not self._at_once:
+                await asyncio.sleep(self.batch_seconds)
             self._wake.clear()
-            self._last_flush = loop.time()
             await self._flush()
 
     async def _flush(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -175,9 +176,21 @@ class EventReader:
                 _POLL_UPDATE, topics, id=f"agentloop-events-{self.run_id}-{offset}",
                 wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=PollResult,
             )
-            await asyncio.wait_for(update.result(), bound)
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-            return False  # the bound passed (the SDK says so when its wait is cancelled)
+            # Not asyncio.wait_for: the SDK turns the cancel of its wait into
+            # an error of its own, which must not hide this reader's cancel.
+            waiting = asyncio.ensure_future(update.result())
+            try:
+                done, _ = await asyncio.wait({waiting}, timeout=bound)
+            finally:
+                if not waiting.done():
+                    waiting.cancel()
+                    with contextlib.suppress(BaseException):
+                        await waiting
+            if not done:
+                return False  # the bound passed
+            waiting.result()
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            return False  # the server's own bound on the wait
         except WorkflowUpdateFailedError as err:
             if getattr(err.cause, "type", None) != STREAM_DRAINING_ERROR_TYPE:
                 # Rejected (a workflow without the update) or failed: poll.

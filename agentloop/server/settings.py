@@ -20,6 +20,8 @@ SCOPES: tuple[Scope, ...] = ("read", "act")
 TOKENS_ENV = "AGENTLOOP_API_TOKENS"
 CORS_ENV = "AGENTLOOP_CORS_ORIGINS"
 HOSTS_ENV = "AGENTLOOP_ALLOWED_HOSTS"
+#: "1" (or "true"): a run's one reader waits in the workflow instead of polling.
+WAIT_ENV = "AGENTLOOP_WAIT_FOR_EVENTS"
 
 
 @dataclass(frozen=True)
@@ -133,8 +135,10 @@ class ServerSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: object) -> ServerSettings:
         """Tokens from ``AGENTLOOP_API_TOKENS``, CORS origins from
         ``AGENTLOOP_CORS_ORIGINS`` and host names from
-        ``AGENTLOOP_ALLOWED_HOSTS`` (comma-separated); ``fields`` set the rest."""
+        ``AGENTLOOP_ALLOWED_HOSTS`` (comma-separated), waiting for events
+        from ``AGENTLOOP_WAIT_FOR_EVENTS`` ("1"); ``fields`` set the rest."""
         env = os.environ if environ is None else environ
+        fields.setdefault("wait_for_events", env.get(WAIT_ENV, "").strip().lower() in ("1", "true", "yes"))
         return cls(
             tokens=parse_tokens(env.get(TOKENS_ENV)),
             cors_origins=[o.strip() for o in env.get(CORS_ENV, "").split(",") if o.strip()],
