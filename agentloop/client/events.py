@@ -64,6 +64,7 @@ class EventReader:
         #: instead of polling; off for good after a run that refuses it.
         self.wait = wait
         self.waits = 0  # long-polls that ended with items (for tests and benchmarks)
+        self._waited: PollResult | None = None  # the batch the last wait brought
 
     async def tree_events(self, from_offset: int, poll_interval: float) -> AsyncIterator[AgentEvent]:
         """This run's events and its sub-agents', merged (see ``AgentRunHandle.events``)."""
@@ -120,9 +121,12 @@ class EventReader:
         failures = 0
         while True:
             try:
-                batch = await self._handle.query(
-                    _POLL_QUERY, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult,
-                )
+                # What a wait brought is the batch; otherwise ask.
+                batch, self._waited = self._waited, None
+                if batch is None or batch.more_ready or not batch.items:
+                    batch = await self._handle.query(
+                        _POLL_QUERY, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult,
+                    )
             except RPCError as err:
                 failures = await self._poll_failed(err, failures, poll_interval, wait_to_exist)
                 continue
@@ -160,8 +164,9 @@ class EventReader:
     async def wait_past(self, offset: int, bound: float = WAIT_BOUND_SECONDS) -> bool:
         """Wait, in the workflow, until the run's stream has an item at
         ``offset`` or later (the Workflow Streams long-poll update), at most
-        ``bound`` seconds. True when one exists (read it with the query);
-        False when the bound passed or the run refused (then the caller polls).
+        ``bound`` seconds. True when one exists (the batch it brought is
+        the reader's next, unless it is partial); False when the bound passed
+        or the run refused (then the caller polls).
 
         Every reader waiting at one offset of one Temporal run shares one
         update (its id is the run and the offset): asking again after the
@@ -188,7 +193,7 @@ class EventReader:
                         await waiting
             if not done:
                 return False  # the bound passed
-            waiting.result()
+            self._waited = waiting.result()
         except WorkflowUpdateRPCTimeoutOrCancelledError:
             return False  # the server's own bound on the wait
         except WorkflowUpdateFailedError as err:
