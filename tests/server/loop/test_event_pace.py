@@ -171,3 +171,12 @@ async def test_a_run_without_the_update_is_polled(temporal_client: Client) -> No
         await handle.result()
     history = await handle.fetch_history()
     assert not [e for e in history.events if e.HasField("workflow_execution_update_accepted_event_attributes")]
+
+
+def test_the_gateway_waits_when_the_environment_says_so() -> None:
+    from agentloop.server import ServerSettings
+
+    assert ServerSettings.from_env({"AGENTLOOP_WAIT_FOR_EVENTS": "1"}).wait_for_events
+    assert not ServerSettings.from_env({}).wait_for_events
+    assert not ServerSettings.from_env({"AGENTLOOP_WAIT_FOR_EVENTS": "0"}).wait_for_events
+    assert not ServerSettings.from_env({"AGENTLOOP_WAIT_FOR_EVENTS": "1"}, wait_for_events=False).wait_for_events
