@@ -1,7 +1,9 @@
 """Publishes an LLM step's deltas on the run's event stream, in batches.
 
-The first delta of a message goes out at once (its time to first token is
-then a signal, not a batch window), and so does a delta that comes after a
+The first delta of a message goes out at once when it is text or thinking
+(its time to first token is then a signal, not a batch window; a tool
+call's start waits for the window, as an answer of calls alone often ends
+within it and then costs no signal), and so does a delta that comes after a
 quiet spell of at least ``batch_seconds`` (a slow provider's deltas each go
 out as they come); deltas that follow one another closer than that are
 gathered for ``batch_seconds`` from the first of them, as before. So the
@@ -81,6 +83,7 @@ class DeltaPublisher:
         self._broken = False
         self.published = 0
         self._last_arrival: float | None = None  # loop time of the last delta added
+        self._started = False  # a batch was sent (or is being sent)
         self._at_once = False  # the batch waiting began after a quiet spell
 
     #: Whether a delta after a quiet spell (the first of a message, too) goes
@@ -124,7 +127,12 @@ class DeltaPublisher:
                 texts.append(delta.text)
                 return
         if not self._pending:
-            self._at_once = self.leading and quiet
+            # The first delta of a message goes at once only when it is text
+            # a person watches arrive: a tool call's start waits, as an
+            # answer of calls alone (most agent steps) often ends within a
+            # window and then costs no signal.
+            first = self.published == 0 and not self._started
+            self._at_once = self.leading and quiet and (not first or delta.kind in ("text", "thinking"))
         self._pending.append((_now(), delta, [delta.text]))
         self._start()
 
@@ -151,6 +159,7 @@ class DeltaPublisher:
             if not self._at_once:
                 await asyncio.sleep(self.batch_seconds)
             self._wake.clear()
+            self._started = True
             await self._flush()
 
     async def _flush(self) -> None:

@@ -70,6 +70,15 @@ async def test_the_first_delta_goes_out_at_once_and_the_next_wait_for_the_window
     assert [[e.delta.text for e in batch] for batch in client.flushes[:3]] == [["Hel"], ["lo, you"], ["!"]]
 
 
+async def test_an_answer_that_starts_with_a_tool_call_waits_for_the_window() -> None:
+    client = RecordingClient()
+    async with DeltaPublisher("run-1", 0, 1, batch_seconds=5.0, client=client) as publisher:
+        publisher.add(StreamDelta(kind="tool_call_start", call_id="c1", name="read_file"))
+        await asyncio.sleep(0.1)
+        publisher.add(StreamDelta(kind="tool_call_delta", call_id="c1", text="{}"))
+    assert client.flushes == [] and publisher.published == 0  # ended within the window: no signal
+
+
 async def test_without_the_leading_edge_an_answer_within_one_window_publishes_nothing() -> None:
     client = RecordingClient()
     publisher = DeltaPublisher("run-1", 0, 1, batch_seconds=5.0, client=client)
