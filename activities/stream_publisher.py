@@ -1,13 +1,22 @@
 """Publishes an LLM step's deltas on the run's event stream, in batches.
 
-Deltas wait at most ``batch_seconds`` and are merged (consecutive text of one
+The first delta of a message goes out at once when it is text or thinking
+(its time to first token is then a signal, not a batch window; a tool
+call's start waits for the window, as an answer of calls alone often ends
+within it and then costs no signal), and so does a delta that comes after a
+quiet spell of at least ``batch_seconds`` (a slow provider's deltas each go
+out as they come); deltas that follow one another closer than that are
+gathered for ``batch_seconds`` from the first of them, as before. So the
+batching adapts to the pace of the deltas, and a message costs at most one
+signal more than the fixed window of earlier releases (``leading = False``,
+kept for comparison). Deltas waiting are merged (consecutive text of one
 kind, argument fragments of one call), so a batch is one signal with few
 items. Each signal is a workflow task of the run, so a step publishes only
 what is worth a signal: when the provider's answer is complete, deltas not
 published yet are dropped, since ``thread.message.completed`` carries the
 whole message and follows at once (a batch already on its way is delivered
-first, so deltas never come after their message). An answer that streams
-within one batch window therefore costs no signal at all. Streaming is best
+first, so deltas never come after their message). An answer that comes
+whole (no pause between its deltas) costs no signal at all. Streaming is best
 effort: a failure to publish is logged and never fails the LLM step, whose
 result the workflow records anyway.
 """
@@ -39,7 +48,8 @@ class DeltaPublisher:
         step: The step, for the message id.
         attempt: This activity attempt; above 1, a reset is published first
             so subscribers drop the failed attempt's partial message.
-        batch_seconds: Most time a delta waits before it is published.
+        batch_seconds: Most time a delta waits before it is published, and
+            the least time between two batches.
         client: The stream client; from the activity context when None.
         reset_reason: Why the attempt before failed, carried by the reset.
     """
@@ -72,10 +82,19 @@ class DeltaPublisher:
         self._task: asyncio.Task[None] | None = None
         self._broken = False
         self.published = 0
+        self._last_arrival: float | None = None  # loop time of the last delta added
+        self._started = False  # a batch was sent (or is being sent)
+        self._at_once = False  # the batch waiting began after a quiet spell
+
+    #: Whether a delta after a quiet spell (the first of a message, too) goes
+    #: out at once; False waits a whole window for every batch (the batching
+    #: of earlier releases, which the benchmarks compare against).
+    leading: bool = True
 
     async def __aenter__(self) -> DeltaPublisher:
         if self.attempt > 1:
             self._pending.append((_now(), None, []))
+            self._at_once = self.leading
             self._start()
         return self
 
@@ -99,11 +118,21 @@ class DeltaPublisher:
             # The workflow announces finished calls with their parsed
             # arguments, and usage with the completed message.
             return
+        now = asyncio.get_running_loop().time()
+        quiet = self._last_arrival is None or now - self._last_arrival >= self.batch_seconds
+        self._last_arrival = now
         if delta.kind != "tool_call_start" and self._pending:
             _, last, texts = self._pending[-1]
             if last is not None and last.kind == delta.kind and last.call_id == delta.call_id:
                 texts.append(delta.text)
                 return
+        if not self._pending:
+            # The first delta of a message goes at once only when it is text
+            # a person watches arrive: a tool call's start waits, as an
+            # answer of calls alone (most agent steps) often ends within a
+            # window and then costs no signal.
+            first = self.published == 0 and not self._started
+            self._at_once = self.leading and quiet and (not first or delta.kind in ("text", "thinking"))
         self._pending.append((_now(), delta, [delta.text]))
         self._start()
 
@@ -125,9 +154,12 @@ class DeltaPublisher:
     async def _run(self) -> None:
         while True:
             await self._wake.wait()
-            # Gather the batch: a delta waits at most batch_seconds.
-            await asyncio.sleep(self.batch_seconds)
+            # Gather the batch: a delta waits at most batch_seconds; the first
+            # after a quiet spell not at all.
+            if not self._at_once:
+                await asyncio.sleep(self.batch_seconds)
             self._wake.clear()
+            self._started = True
             await self._flush()
 
     async def _flush(self) -> None:

@@ -362,12 +362,13 @@ class AgentClient:
         return [summary_of(execution) for execution in pages.current_page or []], pages.next_page_token or None
 
     def events(
-        self, run_id: str, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False
+        self, run_id: str, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False,
+        wait: bool = False,
     ) -> AsyncIterator[AgentEvent]:
         """The events of run ``run_id`` (see :meth:`AgentRunHandle.events`;
         ``include_children`` interleaves its sub-agents' events)."""
         return self.get_handle(run_id).events(from_offset, poll_interval=poll_interval,
-                                              include_children=include_children)
+                                              include_children=include_children, wait=wait)
 
     def get_handle(self, run_id: str) -> AgentRunHandle:
         """The handle of an existing run."""

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
 from temporalio.api.common.v1 import Payload
-from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowQueryFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowHandle,
+    WorkflowQueryFailedError,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
 from temporalio.contrib.workflow_streams import PollInput, PollResult
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -25,6 +33,9 @@ from agentloop.shared.runs.events import (
     is_terminal,
 )
 
+#: Workflow Streams' rejection of a long-poll while the run hands over.
+STREAM_DRAINING_ERROR_TYPE = "StreamDraining"
+
 # The client's one logger, whichever of its modules writes.
 _log = logging.getLogger("agentloop.client.agent_client")
 
@@ -33,15 +44,27 @@ _log = logging.getLogger("agentloop.client.agent_client")
 CHILD_START_WAIT_SECONDS = 10.0
 
 _POLL_QUERY = "__temporal_workflow_stream_poll"
+#: The Workflow Streams long-poll update: same name as the query, waits in
+#: the workflow until an item past the offset exists.
+_POLL_UPDATE = _POLL_QUERY
+
+#: How long one long-poll waits before the reader checks the run is still
+#: open and asks again (the same update, by its id), in seconds.
+WAIT_BOUND_SECONDS = 20.0
 
 
 class EventReader:
     """Reads one run's events (a thread's turn's, with ``turn``)."""
 
-    def __init__(self, handle: WorkflowHandle, turn: int | None = None) -> None:
+    def __init__(self, handle: WorkflowHandle, turn: int | None = None, *, wait: bool = False) -> None:
         self._handle = handle
         self.run_id = handle.id
         self.turn = turn
+        #: Once caught up, wait in the workflow (the long-poll update)
+        #: instead of polling; off for good after a run that refuses it.
+        self.wait = wait
+        self.waits = 0  # long-polls that ended with items (for tests and benchmarks)
+        self._waited: PollResult | None = None  # the batch the last wait brought
 
     async def tree_events(self, from_offset: int, poll_interval: float) -> AsyncIterator[AgentEvent]:
         """This run's events and its sub-agents', merged (see ``AgentRunHandle.events``)."""
@@ -60,7 +83,7 @@ class EventReader:
             # requested: the server creates the child a moment later.
             async for event in reader.own_events(offset, poll_interval, wait_to_exist=not top):
                 if isinstance(event, SubAgentInvocationStarted) and event.child_run_id not in followers:
-                    child = EventReader(client.get_workflow_handle(event.child_run_id))
+                    child = EventReader(client.get_workflow_handle(event.child_run_id), wait=self.wait)
                     followers[event.child_run_id] = asyncio.create_task(follow(child, 0, False))
                 elif isinstance(event, SubAgentInvocationCompleted) and event.child_run_id in followers:
                     await asyncio.gather(followers[event.child_run_id], return_exceptions=True)
@@ -98,9 +121,12 @@ class EventReader:
         failures = 0
         while True:
             try:
-                batch = await self._handle.query(
-                    _POLL_QUERY, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult,
-                )
+                # What a wait brought is the batch; otherwise ask.
+                batch, self._waited = self._waited, None
+                if batch is None or batch.more_ready or not batch.items:
+                    batch = await self._handle.query(
+                        _POLL_QUERY, PollInput(topics=[EVENTS_TOPIC], from_offset=offset), result_type=PollResult,
+                    )
             except RPCError as err:
                 failures = await self._poll_failed(err, failures, poll_interval, wait_to_exist)
                 continue
@@ -132,7 +158,58 @@ class EventReader:
                     description = await self._handle.describe()
                     if description.status != WorkflowExecutionStatus.RUNNING:
                         return
-            await asyncio.sleep(poll_interval)
+            if not (self.wait and await self.wait_past(offset)):
+                await asyncio.sleep(poll_interval)
+
+    async def wait_past(self, offset: int, bound: float = WAIT_BOUND_SECONDS) -> bool:
+        """Wait, in the workflow, until the run's stream has an item at
+        ``offset`` or later (the Workflow Streams long-poll update), at most
+        ``bound`` seconds. True when one exists (the batch it brought is
+        the reader's next, unless it is partial); False when the bound passed
+        or the run refused (then the caller polls).
+
+        Every reader waiting at one offset of one Temporal run shares one
+        update (its id is the run and the offset): asking again after the
+        bound, or from a second reader, joins it instead of adding one, so
+        a run has one long-poll in flight per offset waited on. A run whose
+        workflow does not know the update, or a worker that cannot answer,
+        turns waiting off for this reader: it polls from then on.
+        """
+        topics = PollInput(topics=[EVENTS_TOPIC], from_offset=offset)
+        try:
+            update = await self._handle.start_update(
+                _POLL_UPDATE, topics, id=f"agentloop-events-{self.run_id}-{offset}",
+                wait_for_stage=WorkflowUpdateStage.ACCEPTED, result_type=PollResult,
+            )
+            # Not asyncio.wait_for: the SDK turns the cancel of its wait into
+            # an error of its own, which must not hide this reader's cancel.
+            waiting = asyncio.ensure_future(update.result())
+            try:
+                done, _ = await asyncio.wait({waiting}, timeout=bound)
+            finally:
+                if not waiting.done():
+                    waiting.cancel()
+                    with contextlib.suppress(BaseException):
+                        await waiting
+            if not done:
+                return False  # the bound passed
+            self._waited = waiting.result()
+        except WorkflowUpdateRPCTimeoutOrCancelledError:
+            return False  # the server's own bound on the wait
+        except WorkflowUpdateFailedError as err:
+            if getattr(err.cause, "type", None) != STREAM_DRAINING_ERROR_TYPE:
+                # Rejected (a workflow without the update) or failed: poll.
+                _log.info("run %s: waiting for events refused (%s); polling instead", self.run_id, err.cause)
+                self.wait = False
+            return False  # a hand-over (continue-as-new) drains the waits: read on
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                return False  # the run closed: the caller's next read finds out
+            _log.info("run %s: waiting for events refused (%s); polling instead", self.run_id, err)
+            self.wait = False
+            return False
+        self.waits += 1
+        return True
 
     async def _poll_failed(self, err: RPCError, failures: int, poll_interval: float, wait_to_exist: bool) -> int:
         """A poll the server refused: wait and say how many failed in a row,

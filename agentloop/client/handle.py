@@ -122,7 +122,8 @@ class AgentRunHandle:
         return await self._handle.query(contracts.REPORT_QUERY, result_type=AgentRunReport)
 
     async def events(
-        self, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False
+        self, from_offset: int = 0, *, poll_interval: float = 0.05, include_children: bool = False,
+        wait: bool = False,
     ) -> AsyncIterator[AgentEvent]:
         """The run's events from ``from_offset`` on, live, ending with the
         run's terminal event (or when the run closes without one).
@@ -135,6 +136,14 @@ class AgentRunHandle:
         watching a run does not make it grow. ``poll_interval`` is the wait
         between reads once caught up.
 
+        With ``wait``, a reader caught up waits in the workflow instead (the
+        Workflow Streams long-poll update, a bounded wait): an event reaches
+        it a signal after it is published rather than up to a poll interval
+        later, and nothing is asked while nothing happens. Each wait that is
+        accepted writes two events into the run's history and takes a
+        workflow task (see ``docs/events.md``); a run that refuses the update
+        is polled, as without ``wait``.
+
         With ``include_children``, the events of the sub-agent runs it
         delegates to (and theirs) are interleaved as they come, each with its
         own ``run_id`` (and ``seq`` in its own stream): a child's events
@@ -145,7 +154,7 @@ class AgentRunHandle:
         """
         if self.turn is not None and from_offset == 0:
             from_offset = self.offset  # a turn's handle: the turn's events, ending with agent.turn.ended
-        reader = EventReader(self._handle, self.turn)
+        reader = EventReader(self._handle, self.turn, wait=wait)
         source = reader.tree_events(from_offset, poll_interval) if include_children else \
             reader.own_events(from_offset, poll_interval)
         async for event in source:

@@ -33,7 +33,7 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
             environment when None (:meth:`ServerSettings.from_env`).
     """
     settings = settings or ServerSettings.from_env()
-    hub = RunHub(client, poll_interval=settings.poll_interval)
+    hub = RunHub(client, poll_interval=settings.poll_interval, wait=settings.wait_for_events)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

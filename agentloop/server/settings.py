@@ -20,6 +20,8 @@ SCOPES: tuple[Scope, ...] = ("read", "act")
 TOKENS_ENV = "AGENTLOOP_API_TOKENS"
 CORS_ENV = "AGENTLOOP_CORS_ORIGINS"
 HOSTS_ENV = "AGENTLOOP_ALLOWED_HOSTS"
+#: "1" (or "true"): a run's one reader waits in the workflow instead of polling.
+WAIT_ENV = "AGENTLOOP_WAIT_FOR_EVENTS"
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,9 @@ class ServerSettings:
             token-less local caller).
         heartbeat_seconds: Idle time after which an SSE stream sends a comment.
         poll_interval: How often a run's one reader asks its workflow for new events.
+        wait_for_events: Whether a run's one reader, caught up, waits in the
+            workflow (the long-poll update) instead of polling: events sooner,
+            but each wait is two history events and a workflow task.
         temporal_ui: The Temporal UI's base URL, for links from the console.
         default_workspace: The workspace of runs whose spec names none, when
             the server knows the worker that runs them (its own embedded
@@ -116,6 +121,7 @@ class ServerSettings:
     max_streams_per_caller: int = 500
     heartbeat_seconds: float = 15.0
     poll_interval: float = 0.05
+    wait_for_events: bool = False
     temporal_ui: str | None = None
     default_workspace: str | None = None
 
@@ -129,8 +135,10 @@ class ServerSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None, **fields: object) -> ServerSettings:
         """Tokens from ``AGENTLOOP_API_TOKENS``, CORS origins from
         ``AGENTLOOP_CORS_ORIGINS`` and host names from
-        ``AGENTLOOP_ALLOWED_HOSTS`` (comma-separated); ``fields`` set the rest."""
+        ``AGENTLOOP_ALLOWED_HOSTS`` (comma-separated), waiting for events
+        from ``AGENTLOOP_WAIT_FOR_EVENTS`` ("1"); ``fields`` set the rest."""
         env = os.environ if environ is None else environ
+        fields.setdefault("wait_for_events", env.get(WAIT_ENV, "").strip().lower() in ("1", "true", "yes"))
         return cls(
             tokens=parse_tokens(env.get(TOKENS_ENV)),
             cors_origins=[o.strip() for o in env.get(CORS_ENV, "").split(",") if o.strip()],

@@ -20,8 +20,8 @@ ours                                                   AG-UI
                                                        ``REASONING_MESSAGE_START`` / ``_CONTENT``
 ``thread.run.step.tool_call.created`` + arguments      ``TOOL_CALL_START`` / ``TOOL_CALL_ARGS``
 ``thread.run.step.tool_call.completed_by_llm``         ``TOOL_CALL_END``
-``thread.message.completed``                           ``TEXT_MESSAGE_END`` (the whole text when
-                                                       nothing was streamed), ``REASONING_END``
+``thread.message.completed``                           ``TEXT_MESSAGE_END`` (after the text not
+                                                       streamed yet, if any), ``REASONING_END``
 ``agent.tool.execution.completed``                     ``TOOL_CALL_RESULT``
 ``agent.tool.approval.requested``                      ``CUSTOM agentloop.tool.approval.requested``,
                                                        and an interrupt of ``RUN_FINISHED``
@@ -171,7 +171,8 @@ class AguiTranslator:
         self._reasoning: str | None = None  # the open reasoning message
         self._tools: dict[str, str] = {}  # open tool calls: call id -> parent message id
         self._ended_tools: set[str] = set()
-        self._streamed: set[str] = set()  # our message ids whose text or thinking streamed
+        # Our message ids whose text or thinking streamed, with what streamed of each.
+        self._streamed: dict[str, dict[str, str]] = {}
         self._attempts: dict[str, int] = {}  # our message id -> the attempt streaming it
         self._interrupts: dict[str, Interrupt] = {}
         self._pending_parent: str | None = None  # the AG-UI id of the message whose calls come next
@@ -346,12 +347,10 @@ class AguiTranslator:
     def _on_thread_message_delta(self, event: ev.MessageDelta) -> None:
         delta, mid = event.delta, self._mid(event.message_id, event.attempt)
         self._attempts[event.message_id] = max(event.attempt, self._attempts.get(event.message_id, 1))
-        if delta.kind == "text":
-            self._streamed.add(event.message_id)
-            self._text_delta(mid, delta.text)
-        elif delta.kind == "thinking":
-            self._streamed.add(event.message_id)
-            self._thinking_delta(mid, delta.text)
+        if delta.kind in ("text", "thinking"):
+            streamed = self._streamed.setdefault(event.message_id, {"text": "", "thinking": ""})
+            streamed[delta.kind] += delta.text
+            (self._text_delta if delta.kind == "text" else self._thinking_delta)(mid, delta.text)
         elif delta.kind == "tool_call_start" and delta.call_id:
             self._tool_start(delta.call_id, delta.name or "", mid)
         elif delta.kind == "tool_call_delta" and delta.call_id in self._tools and delta.text:
@@ -368,18 +367,27 @@ class AguiTranslator:
         for call_id in list(self._tools):
             self._close_tool(call_id)
         self._attempts[event.message_id] = event.attempt
-        self._streamed.discard(event.message_id)
+        self._streamed.pop(event.message_id, None)
         self._custom("message.reset", {"messageId": old, "newMessageId": self._mid(event.message_id),
                                        "attempt": event.attempt, "reason": event.reason})
 
     def _on_thread_message_completed(self, event: ev.MessageCompleted) -> None:
         mid = self._mid(event.message_id)
-        if event.message_id not in self._streamed:
+        streamed = self._streamed.pop(event.message_id, None)
+        if streamed is None:
             for part in event.message.content:
                 if isinstance(part, ThinkingPart):
                     self._thinking_delta(mid, part.text)
                 elif isinstance(part, TextPart):
                     self._text_delta(mid, part.text)
+        else:
+            # The tail that was not worth a batch of its own comes with the
+            # completed message: show the rest of what streamed.
+            for kind, show in (("thinking", self._thinking_delta), ("text", self._text_delta)):
+                cls = ThinkingPart if kind == "thinking" else TextPart
+                whole = "".join(p.text for p in event.message.content if isinstance(p, cls))
+                if whole.startswith(streamed[kind]):
+                    show(mid, whole[len(streamed[kind]):])
         self._close_reasoning()
         self._close_text()
         self._pending_parent = mid

@@ -33,7 +33,8 @@ class RunFeed:
     """The one reader of run ``run_id``, from offset ``start`` on, and the
     events it has read."""
 
-    def __init__(self, client: AgentClient, run_id: str, start: int, poll_interval: float) -> None:
+    def __init__(self, client: AgentClient, run_id: str, start: int, poll_interval: float,
+                 wait: bool = False) -> None:
         self.run_id, self.start = run_id, start
         self.events: list[Any] = []
         self.seqs: list[int] = []
@@ -42,13 +43,14 @@ class RunFeed:
         self.subscribers = 0
         self.reads = 0  # events read from the run (for the benchmark's count)
         self._wake = asyncio.Event()
-        self._client, self._poll_interval = client, poll_interval
+        self._client, self._poll_interval, self._wait = client, poll_interval, wait
         self._task = asyncio.create_task(self._read(), name=f"agentloop-feed-{run_id}")
         self.idle_since: float | None = None
 
     async def _read(self) -> None:
         try:
-            async for event in self._client.events(self.run_id, self.start, poll_interval=self._poll_interval):
+            async for event in self._client.events(self.run_id, self.start, poll_interval=self._poll_interval,
+                                                   wait=self._wait):
                 self.events.append(event)
                 self.seqs.append(event.seq if event.seq is not None else len(self.seqs) + self.start)
                 self.reads += 1
@@ -91,10 +93,13 @@ class RunHub:
         client: Reads the runs.
         poll_interval: A feed's wait between reads once caught up.
         linger: How long a feed with no subscriber is kept.
+        wait: Whether a feed caught up waits in the workflow (the long-poll
+            update, one in flight per run) instead of polling.
     """
 
-    def __init__(self, client: AgentClient, *, poll_interval: float = 0.05, linger: float = 30.0) -> None:
-        self.client, self.poll_interval, self.linger = client, poll_interval, linger
+    def __init__(self, client: AgentClient, *, poll_interval: float = 0.05, linger: float = 30.0,
+                 wait: bool = False) -> None:
+        self.client, self.poll_interval, self.linger, self.wait = client, poll_interval, linger, wait
         self.feeds: dict[str, RunFeed] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._rendered: OrderedDict[tuple[str, int, Any, str], str] = OrderedDict()
@@ -117,7 +122,7 @@ class RunHub:
     def _feed(self, run_id: str, offset: int) -> RunFeed:
         feed = self.feeds.get(run_id)
         if feed is None or (feed.done and feed.error is not None) or (feed.done and offset < feed.start):
-            feed = self.feeds[run_id] = RunFeed(self.client, run_id, offset, self.poll_interval)
+            feed = self.feeds[run_id] = RunFeed(self.client, run_id, offset, self.poll_interval, self.wait)
             if self._sweeper is None or self._sweeper.done():
                 self._sweeper = asyncio.create_task(self._sweep())
         return feed

@@ -170,6 +170,18 @@ def test_an_answer_that_did_not_stream_is_sent_whole() -> None:
     assert [x.delta for x in out if x.type == EventType.TOOL_CALL_ARGS] == ['{"q": 1}']
 
 
+def test_the_tail_not_streamed_comes_with_the_completed_message() -> None:
+    translator = AguiTranslator(RUN)
+    out = run(translator, [
+        e(ev.StepCreated, 0),
+        delta(1, "text", "Hel"),  # the first delta went out at once; the rest came with the message
+        e(ev.MessageCompleted, 2, message_id=MID, message=Message(role="assistant", content=[
+            TextPart(text="Hello")])),
+    ])
+    check_sequence(out + translator.end_of_stream())
+    assert [x.delta for x in out if x.type == EventType.TEXT_MESSAGE_CONTENT] == ["Hel", "lo"]
+
+
 def test_an_approval_ends_the_agui_run_with_an_interrupt_and_the_rest_is_a_new_run() -> None:
     translator = AguiTranslator(RUN, run_id="r1")
     asked = PendingApproval(call_id="c1", tool_name="lookup", arguments={"q": "x"}, step=1, asked_at=T,

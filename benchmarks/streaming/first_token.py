@@ -1,0 +1,322 @@
+"""Tokens at the provider's pace: time to first token and each delta's
+added latency against Temporal's own floor, for today's batching and for
+each option of issue 56, measured in one run on one dev server.
+
+What is measured (embedded Temporal dev server; worker, gateway and readers
+in this process; the provider a local OpenAI-compatible server, the paced
+server of ``benchmarks.streaming.stream_latency``, whose first chunk leaves
+at once and each later one ``--interval`` s apart, each carrying the wall
+time it was written):
+
+* floor: a bare workflow (one activity, no agentloop) on the same server,
+  ``start_workflow`` to its activity running;
+* direct: the provider read with the ``openai`` SDK (first token, and each
+  chunk's latency, the baseline of "added");
+* per mode, an agentloop run of one LLM step (``max_steps=1``): its first
+  text delta over ``AgentClient.events()`` (from just before ``start``), over
+  SSE (``POST /v1/runs`` then ``GET /v1/runs/{id}/events`` on an in-process
+  ``agentloop serve`` app), each chunk's latency over ``events()``, and the
+  run's history (bytes, events, workflow tasks, signals, accepted updates).
+
+The modes:
+
+* ``today``: the fixed batch window (``DeltaPublisher.leading = False``), the
+  reader polls every 50 ms (the code before issue 56);
+* ``first at once``: option 1, the publisher's leading edge (default now);
+* ``first at once + wait``: option 1 and option 2, the reader caught up
+  waits in the workflow (``events(wait=True)``, the gateway's
+  ``AGENTLOOP_WAIT_FOR_EVENTS=1``) instead of polling.
+
+Then, with ``--follow`` runs (30) held in their LLM step and one gateway
+reader (``RunHub``) each, the CPU of the Temporal server and of this process
+(worker and gateway) over ``--cpu-seconds``, polling against waiting, and
+with nobody following. Usage::
+
+    python -m benchmarks.streaming.first_token [--runs 5] [--chunks 40] [--interval 0.05]
+        [--follow 30] [--cpu-seconds 10]
+
+Speed is measured here, never asserted; the machine's load moves the
+absolute figures, so read each against the floor of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import statistics
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+from openai import AsyncOpenAI
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from agentloop import AgentClient, AgentSpec
+from agentloop.activities.providers.models import ModelResolver
+from agentloop.activities.providers.openai_model import OpenAIChatModel
+from agentloop.activities.stream_publisher import DeltaPublisher
+from agentloop.cli.servers.serve import listening_socket
+from agentloop.server import ServerSettings, create_app
+from agentloop.server.streams.hub import RunHub
+from agentloop.shared.runs.events import MessageDelta
+from agentloop.testing import reply
+from agentloop.tools.registry import ToolRegistry
+from agentloop.workers.devserver import DevServer
+from agentloop.workers.worker import build_worker, connect
+from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
+
+MODES = {"today": (False, False), "first at once": (True, False), "first at once + wait": (True, True)}
+
+
+# ---------------------------------------------------------------- the floor
+
+
+@activity.defn(name="bench-first-token-mark")
+async def mark() -> float:
+    return time.time()
+
+
+@workflow.defn(name="bench-first-token-floor")
+class Floor:
+    @workflow.run
+    async def run(self) -> float:
+        return await workflow.execute_activity(mark, start_to_close_timeout=timedelta(seconds=30))
+
+
+async def floor_run(client: Client, queue: str) -> float:
+    began = time.time()
+    ran = await client.execute_workflow(Floor.run, id=f"floor-{uuid.uuid4().hex}", task_queue=queue)
+    return (ran - began) * 1000
+
+
+# ---------------------------------------------------------------- agentloop
+
+
+@dataclass
+class Mode:
+    ttft_events: list[float] = field(default_factory=list)
+    ttft_sse: list[float] = field(default_factory=list)
+    at_worker: list[float] = field(default_factory=list)  # start to the first delta reaching the publisher
+    latencies: list[float] = field(default_factory=list)
+    history: list[dict[str, int]] = field(default_factory=list)
+
+
+async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mode) -> None:
+    began = time.time()
+    handle = await agents.start(spec, "go")
+    first = None
+    async for event in agents.events(handle.run_id, wait=wait):
+        received = time.time()
+        if isinstance(event, MessageDelta) and event.delta.kind == "text":
+            if first is None:
+                first = (received - began) * 1000
+                mode.at_worker.append((event.time.timestamp() - began) * 1000)
+            mode.latencies.extend(_latencies(event.delta.text, received))
+    await handle.result()
+    mode.ttft_events.append(first if first is not None else float("nan"))
+    history = await handle.workflow_handle.fetch_history()
+    counts = {"bytes": sum(e.ByteSize() for e in history.events), "events": len(history.events),
+              "tasks": 0, "signals": 0, "updates": 0}
+    for e in history.events:
+        counts["tasks"] += e.HasField("workflow_task_completed_event_attributes")
+        counts["signals"] += e.HasField("workflow_execution_signaled_event_attributes")
+        counts["updates"] += e.HasField("workflow_execution_update_accepted_event_attributes")
+    mode.history.append(counts)
+
+
+async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode) -> None:
+    began = time.time()
+    started = await http.post("/v1/runs", json={"spec": spec.model_dump(mode="json", exclude_defaults=True),
+                                                "input": "go"})
+    run_id = started.json()["run_id"]
+    first = None
+    async with http.stream("GET", f"/v1/runs/{run_id}/events") as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                event = json.loads(line[5:])
+                if first is None and event["type"] == "thread.message.delta" and event["delta"]["kind"] == "text":
+                    first = (time.time() - began) * 1000
+                if event["type"].startswith("thread.run.") and event["type"] != "thread.run.requires_action":
+                    break
+    mode.ttft_sse.append(first if first is not None else float("nan"))
+
+
+@contextlib.asynccontextmanager
+async def gateway(agents: AgentClient, wait: bool) -> Any:
+    """An ``agentloop serve`` app in this process, on a free port."""
+    app = create_app(agents, ServerSettings(wait_for_events=wait))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    sock = listening_socket("127.0.0.1", 0)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    while not server.started:
+        await asyncio.sleep(0.01)
+    try:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{sock.getsockname()[1]}", timeout=60) as http:
+            yield http
+    finally:
+        server.should_exit = True
+        await task
+
+
+# ---------------------------------------------------------------- CPU while following
+
+
+def cpu_of(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def cpu_window(server_pid: int | None, seconds: float) -> tuple[float, float]:
+    s0, p0 = cpu_of(server_pid), time.process_time()
+    await asyncio.sleep(seconds)
+    return cpu_of(server_pid) - s0, time.process_time() - p0
+
+
+async def follow_cpu(agents: AgentClient, server_pid: int | None, runs: int, seconds: float,
+                     release: asyncio.Event) -> dict[str, tuple[float, float]]:
+    handles = [await agents.start(AgentSpec(model=HELD, stream_deltas=False), "go") for _ in range(runs)]
+    out: dict[str, tuple[float, float]] = {}
+    for label, wait in (("30 followed, polling", False), ("30 followed, waiting", True)):
+        hub = RunHub(agents, wait=wait)
+        readers = [asyncio.create_task(_drain(hub, h.run_id)) for h in handles]
+        await asyncio.sleep(1.0)  # caught up
+        out[label.replace("30", str(runs))] = await cpu_window(server_pid, seconds)
+        for r in readers:
+            r.cancel()
+        await asyncio.gather(*readers, return_exceptions=True)
+        await hub.close()
+    await asyncio.sleep(1.0)
+    out["idle (nobody follows)"] = await cpu_window(server_pid, seconds)
+    release.set()
+    for h in handles:
+        await h.result()
+    return out
+
+
+async def _drain(hub: RunHub, run_id: str) -> None:
+    async for _ in hub.subscribe(run_id):
+        pass
+
+
+HELD = "scripted:bench-first-token-held"
+
+
+# ---------------------------------------------------------------- report
+
+
+def _ms(values: list[float]) -> str:
+    return f"{statistics.median(values):.1f}" if values else "n/a"
+
+
+def report(floor: list[float], direct_ttft: list[float], direct_lat: list[float], modes: dict[str, Mode],
+           cpu: dict[str, tuple[float, float]], args: argparse.Namespace) -> None:
+    f50 = statistics.median(floor)
+    d50, d95 = pct(direct_lat, 50), pct(direct_lat, 95)
+    print(f"provider: {args.chunks} chunks, the first at once, then {args.interval * 1000:.0f} ms apart; "
+          f"{args.runs} runs per mode (after a warm-up), medians; floor and direct in the same rounds")
+    print(f"floor (bare workflow, start to activity running): p50 {f50:.1f} ms "
+          f"(runs: {' '.join(f'{v:.1f}' for v in floor)})")
+    print(f"direct (openai SDK): first chunk {_ms(direct_ttft)} ms after it was written; "
+          f"chunk latency p50 {d50:.2f} ms, p95 {d95:.2f} ms")
+    print()
+    header = (f"{'mode':<22} {'TTFT events':>11} {'- floor':>8} {'TTFT SSE':>9} {'- floor':>8} "
+              f"{'at worker':>9} {'added p50':>9} {'added p95':>9} {'hist KB':>8} {'events':>7} {'WFTs':>5} "
+              f"{'signals':>7} {'updates':>7}")
+    print(header)
+    print("-" * len(header))
+    for name, m in modes.items():
+        h = {k: statistics.median(c[k] for c in m.history) for k in m.history[0]}
+        te, ts = statistics.median(m.ttft_events), statistics.median(m.ttft_sse)
+        print(f"{name:<22} {te:>11.1f} {te - f50:>+8.1f} {ts:>9.1f} {ts - f50:>+8.1f} "
+              f"{statistics.median(m.at_worker):>9.1f} {pct(m.latencies, 50) - d50:>+9.1f} "
+              f"{pct(m.latencies, 95) - d95:>+9.1f} {h['bytes'] / 1024:>8.1f} "
+              f"{h['events']:>7.0f} {h['tasks']:>5.0f} {h['signals']:>7.0f} {h['updates']:>7.0f}")
+    print("at worker: start to the first delta reaching the worker's publisher (its `time`), ms")
+    print("\nTTFT runs (events; SSE), ms:")
+    for name, m in modes.items():
+        print(f"  {name:<22} {' '.join(f'{v:.0f}' for v in m.ttft_events)}; {' '.join(f'{v:.0f}' for v in m.ttft_sse)}")
+    if cpu:
+        print(f"\nCPU-seconds over {args.cpu_seconds:g} s ({args.follow} runs held in their LLM step, one gateway "
+              "reader each):")
+        print(f"{'':<28} {'Temporal':>9} {'worker + gateway':>17}")
+        for label, (server, proc) in cpu.items():
+            print(f"{label:<28} {server:>9.2f} {proc:>17.2f}")
+
+
+async def main(args: argparse.Namespace) -> None:
+    from agentloop.activities.providers.scripted_model import register_scripted_model
+
+    release = asyncio.Event()
+
+    async def held(request: Any) -> Any:
+        await release.wait()
+        return reply("ok")
+
+    register_scripted_model(HELD.split(":", 1)[1], held)
+    provider = _PacedServer(args.chunks, args.interval)
+    threading.Thread(target=provider.serve_forever, daemon=True).start()
+    openai_client = AsyncOpenAI(base_url=provider.base_url, api_key="x", max_retries=0)
+    models = ModelResolver({"openai": lambda _provider, _name: OpenAIChatModel(openai_client)})
+    spec = AgentSpec(model="openai:gpt-bench", max_steps=1)
+    floor: list[float] = []
+    direct_ttft: list[float] = []
+    direct_lat: list[float] = []
+    modes = {name: Mode() for name in MODES}
+    cpu: dict[str, tuple[float, float]] = {}
+    try:
+        with DevServer() as server:
+            await server.wait_ready()
+            client = await connect(server.address)
+            queue = f"bench-first-token-{uuid.uuid4().hex[:8]}"
+            agents = AgentClient(client, task_queue=queue)
+            floor_queue = queue + "-floor"
+            async with build_worker(client, task_queue=queue, registry=ToolRegistry(), models=models), \
+                    Worker(client, task_queue=floor_queue, workflows=[Floor], activities=[mark],
+                           workflow_runner=UnsandboxedWorkflowRunner()), \
+                    gateway(agents, False) as polling_http, gateway(agents, True) as waiting_http:
+                https = {False: polling_http, True: waiting_http}
+                for warm in (True, *([False] * args.runs)):
+                    f = await floor_run(client, floor_queue)
+                    lat = await direct_run(provider.base_url)
+                    if not warm:
+                        floor.append(f)
+                        direct_ttft.append(lat[0] if lat else float("nan"))
+                        direct_lat.extend(lat)
+                    for name, (leading, wait) in MODES.items():
+                        DeltaPublisher.leading = leading
+                        mode = modes[name] if not warm else Mode()
+                        await events_run(agents, spec, wait, mode)
+                        await sse_run(https[wait], spec, mode)
+                DeltaPublisher.leading = True
+                if args.follow:
+                    cpu = await follow_cpu(agents, server.pid, args.follow, args.cpu_seconds, release)
+    finally:
+        DeltaPublisher.leading = True
+        provider.shutdown()
+        provider.server_close()
+        await openai_client.close()
+    report(floor, direct_ttft, direct_lat, modes, cpu, args)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5, help="measured runs per mode")
+    parser.add_argument("--chunks", type=int, default=40, help="content chunks per answer")
+    parser.add_argument("--interval", type=float, default=0.05, help="seconds between chunks")
+    parser.add_argument("--follow", type=int, default=30, help="runs followed for the CPU measure (0: skip it)")
+    parser.add_argument("--cpu-seconds", type=float, default=10.0, help="length of each CPU window")
+    asyncio.run(main(parser.parse_args()))
