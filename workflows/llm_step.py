@@ -211,7 +211,8 @@ class LlmSteps(RunHandlers):
         input = calls.model_step_input(self._run_id, spec, self._state, self._model_context,
                                        by_reference=self._features.by_reference, seed=self._features.lean)
         try:
-            result = await calls.call_model(input, calls.model_call_options(spec), f"LLM step {step}")
+            result = await calls.call_model(input, calls.model_call_options(spec, self._features.model_queue(spec)),
+                                          f"LLM step {step}")
         except ActivityError as err:
             self._recorder.release_clock()
             calls.reraise_cancel(err)
