@@ -24,6 +24,10 @@ KNOWN_LANES = ("openai", "anthropic", "scripted")
 #: ``AgentSpec.lane`` saying: no lane, model calls on the run's own queue (as before lanes).
 NO_LANE = ""
 
+#: A model call that waited this long in its lane is a wait the step's
+#: event and the run's report tell of (less is an ordinary dispatch).
+LANE_WAIT_NOTICE_MS = 100.0
+
 #: A lane's name: lower case letters, digits, ``.``, ``_`` and ``-``, starting with a letter or digit.
 LANE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
@@ -50,6 +54,14 @@ def lane_of(model: str, lane: str | None = None) -> str | None:
     return provider if sep and provider else None
 
 
+def lane_wait(lane: str | None, queue_wait_ms: float | None) -> float | None:
+    """How long a model call waited in its lane, rounded to the millisecond,
+    when it went to one and waited at least :data:`LANE_WAIT_NOTICE_MS`; else None."""
+    if lane is None or queue_wait_ms is None or queue_wait_ms < LANE_WAIT_NOTICE_MS:
+        return None
+    return round(queue_wait_ms, 0)
+
+
 def lane_queue(task_queue: str, lane: str) -> str:
     """The task queue of ``lane`` for runs on ``task_queue``."""
     return f"{task_queue}{LANE_QUEUE_INFIX}{lane}"
@@ -60,6 +72,13 @@ def lane_in_queue(task_queue: str, queue: str) -> str | None:
     when it is not one of theirs."""
     prefix = task_queue + LANE_QUEUE_INFIX
     return queue[len(prefix):] if queue.startswith(prefix) and len(queue) > len(prefix) else None
+
+
+def lane_of_queue(queue: str) -> str | None:
+    """The lane a task queue serves (what follows its last
+    :data:`LANE_QUEUE_INFIX`), or None for a queue that is no lane's."""
+    _, infix, lane = queue.rpartition(LANE_QUEUE_INFIX)
+    return lane if infix and lane else None
 
 
 def parse_lanes(text: str) -> tuple[str, ...]:
