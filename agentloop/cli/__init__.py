@@ -51,6 +51,7 @@ from collections.abc import Awaitable, Callable
 from agentloop.cli.common import CommandFailed, say
 from agentloop.cli.control import cmd_approve, cmd_cancel, cmd_stop, cmd_submit
 from agentloop.cli.embedded import describe_rpc_error
+from agentloop.cli.lanes import cmd_lanes
 from agentloop.cli.listing import cmd_list, cmd_show
 from agentloop.cli.parser import build_parser
 from agentloop.cli.replay import cmd_replay
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "watch": cmd_watch,
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
-        "codec-server": cmd_codec_server,
+        "codec-server": cmd_codec_server, "lanes": cmd_lanes,
     }[args.command]
     try:
         return run_command(command, args)
