@@ -738,8 +738,8 @@ async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_
     markers = [e.marker_recorded_event_attributes for e in history.events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     patches = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if "patch-data" in m.details]
-    # One marker for a new run, standing for the tools looked up here and the features before it.
-    assert patches == ["agentloop-lean-2"]
+    # One marker for a new run, standing for its lanes, the tools looked up here and the features before it.
+    assert patches == ["agentloop-lean-3"]
 
 
 async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call_that_finds_no_tools_moves_there(
