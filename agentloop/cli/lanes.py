@@ -23,8 +23,9 @@ from agentloop.shared.definition.lanes import KNOWN_LANES, check_lane, lane_queu
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
 
-#: ``--rps`` and ``--fairness-key-rps-limit-default`` take this to remove a limit.
-NO_LIMIT = "none"
+#: ``--rps``, ``--fairness-key-rps-limit-default`` and ``--fairness-key-weight KEY=...``
+#: take this to remove a limit or weight (as ``temporal task-queue config set`` does).
+NO_LIMIT = "default"
 
 
 def known_lanes(extra: list[str] | None = None) -> list[str]:
@@ -43,7 +44,7 @@ def known_lanes(extra: list[str] | None = None) -> list[str]:
 
 def rate(text: str) -> float | None:
     """A rate in requests per second (0 or more), or :data:`NO_LIMIT` (None)."""
-    if text.strip().lower() == NO_LIMIT:
+    if text.strip().lower() in (NO_LIMIT, "none"):
         return None
     try:
         value = float(text)
@@ -56,15 +57,19 @@ def rate(text: str) -> float | None:
     return value
 
 
-def key_weight(text: str) -> tuple[str, float]:
-    """``KEY=WEIGHT``: a fairness key (a tenant) and its weight, above 0."""
+def key_weight(text: str) -> tuple[str, float | None]:
+    """``KEY=WEIGHT``: a fairness key (a tenant) and its weight, above 0, or
+    None for ``KEY=default`` (back to the default weight)."""
     key, sep, weight = text.rpartition("=")
+    if sep and key and weight.strip().lower() == NO_LIMIT:
+        return key, None
     try:
         value = float(weight) if sep and key else math.nan
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=WEIGHT with a weight above 0, e.g. acme=2")
+        raise argparse.ArgumentTypeError(f"{text!r}: give KEY=WEIGHT with a weight above 0, e.g. acme=2 "
+                                         f"(KEY={NO_LIMIT}: back to the default weight)")
     return key, value
 
 
@@ -143,14 +148,14 @@ async def set_lane(client: AgentClient, args: argparse.Namespace) -> None:
     request = UpdateTaskQueueConfigRequest(
         namespace=client.temporal.namespace, identity=client.temporal.identity,
         task_queue=lane_queue(client.task_queue, args.lane), task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-        set_fairness_weight_overrides=dict(args.weights), unset_fairness_weight_overrides=args.unset_weights)
+        set_fairness_weight_overrides={key: w for key, w in args.weights if w is not None},
+        unset_fairness_weight_overrides=[key for key, w in args.weights if w is None])
     if args.rps is not False:
         request.update_queue_rate_limit.CopyFrom(limit(args.rps))
     if args.key_rps is not False:
         request.update_fairness_key_rate_limit_default.CopyFrom(limit(args.key_rps))
-    if args.rps is False and args.key_rps is False and not args.weights and not args.unset_weights:
-        raise UserError("nothing to set: give --rps, --fairness-key-rps-limit-default, --fairness-key-weight "
-                        "or --unset-fairness-key-weight")
+    if args.rps is False and args.key_rps is False and not args.weights:
+        raise UserError("nothing to set: give --rps, --fairness-key-rps-limit-default or --fairness-key-weight")
     await client.temporal.workflow_service.update_task_queue_config(request)
     print(f"lane {args.lane}: set on task queue {request.task_queue!r}")
 
@@ -176,7 +181,6 @@ def add_lanes_parser(sub: Any) -> None:
     setting.add_argument("--fairness-key-rps-limit-default", dest="key_rps", type=rate, default=False,
                          metavar="N", help=f"each fairness key's (tenant's) rate within the lane ({NO_LIMIT!r}: none)")
     setting.add_argument("--fairness-key-weight", dest="weights", type=key_weight, action="append", default=[],
-                         metavar="KEY=W", help="a fairness key's (tenant's) weight, e.g. acme=2 (repeatable)")
-    setting.add_argument("--unset-fairness-key-weight", dest="unset_weights", action="append", default=[],
-                         metavar="KEY", help="back to the default weight (repeatable)")
+                         metavar="KEY=W", help=f"a fairness key's (tenant's) weight, e.g. acme=2; KEY={NO_LIMIT} "
+                                               "for the default weight (repeatable)")
     setting.add_argument("--reason", help="why, kept with the setting on the server")

@@ -78,12 +78,13 @@ def test_a_wait_is_told_of_only_in_a_lane_and_past_the_notice() -> None:
 
 
 def test_lane_limits_on_the_command_line_are_checked() -> None:
-    assert rate("20") == 20 and rate("0.5") == 0.5 and rate("none") is None
+    assert rate("20") == 20 and rate("0.5") == 0.5 and rate("default") is None and rate("none") is None
     for bad, words in (("-1", "a rate is 0 or more"), ("fast", "is not a rate"), ("inf", "a rate is 0 or more")):
         with pytest.raises(argparse.ArgumentTypeError, match=words):
             rate(bad)
     assert key_weight("acme=2") == ("acme", 2.0)
     assert key_weight("a=b=0.5") == ("a=b", 0.5)
+    assert key_weight("acme=default") == ("acme", None)
     for bad in ("acme", "=2", "acme=0", "acme=-1", "acme=x"):
         with pytest.raises(argparse.ArgumentTypeError, match="KEY=WEIGHT"):
             key_weight(bad)
