@@ -115,11 +115,13 @@ async def wait_polling(log: Path, count: int, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def set_lane_limit(client: Client, queue: str, rps: float) -> None:
-    """``agentloop lanes set openai --rps RPS`` for runs on ``queue``."""
+async def set_lane_limit(client: Client, queue: str, rps: float, b_weight: float) -> None:
+    """``agentloop lanes set openai --rps RPS`` for runs on ``queue`` (and
+    ``--fairness-key-weight B=W`` when B's weight is not 1)."""
+    weights = {"B": b_weight} if b_weight != 1 else {}
     await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
         namespace=client.namespace, identity="fleet-benchmark", task_queue=lane_queue(queue, "openai"),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, set_fairness_weight_overrides=weights,
         update_queue_rate_limit=UpdateTaskQueueConfigRequest.RateLimitUpdate(
             rate_limit=RateLimit(requests_per_second=rps), reason="the provider's rate")))
 
@@ -129,7 +131,7 @@ async def scenario(name: str, server: DevServer, client: Client, provider: MockP
     lanes = name != "off"
     queue = f"fleet-{name.replace(' ', '-')}-{uuid.uuid4().hex[:6]}"
     if lanes:
-        await set_lane_limit(client, queue, args.rate)
+        await set_lane_limit(client, queue, args.lane_rps or args.rate, args.b_weight)
     log = tmp / f"{queue}.log"
     log.touch()
     workers = spawn_workers(server, queue, provider, args.workers, log)
@@ -172,7 +174,8 @@ def pct(values: list[float], q: float) -> float:
 def report(outcomes: dict[str, Outcome], args: argparse.Namespace) -> None:
     alone = outcomes["B alone"].seconds.get("B", [])
     print(f"fleet: A {args.a} runs at once, B {args.b} runs {args.b_after:g}s later, {args.priority} priority-1 "
-          f"runs in the middle of A's backlog; provider {args.rate:g} req/s; {args.workers} workers")
+          f"runs in the middle of A's backlog; provider {args.rate:g} req/s; {args.workers} workers; "
+          f"lane limit {args.lane_rps or args.rate:g} req/s; B's weight {args.b_weight:g}")
     print(f"B alone: p50 {pct(alone, 50):.2f}s, p95 {pct(alone, 95):.2f}s")
     header = ["mode", "requests", "429s", "429 %", "failed", "throughput", "B p50", "B p95", "B p50/alone",
               "P1 p50", "A p50", "P1/A", "wall"]
@@ -186,7 +189,8 @@ def report(outcomes: dict[str, Outcome], args: argparse.Namespace) -> None:
                      f"{pct(a, 50):.2f}s", f"{pct(p1, 50) / pct(a, 50):.2f}x", f"{o.wall:.1f}s"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     for row in rows:
-        print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))))
+        cells = zip(row, widths, strict=True)
+        print("  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(cells)))
     print("throughput: answers a second from the first to the last, as a share of the provider's rate; "
           "times from each run's start to its result")
 
@@ -218,6 +222,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=20.0, help="the provider's requests a second (default 20)")
     p.add_argument("--service", type=float, default=0.05, help="seconds the provider takes to answer")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    p.add_argument("--lane-rps", type=float, default=None,
+                   help="the lane's limit with lanes on (default: --rate, the provider's rate)")
+    p.add_argument("--b-weight", type=float, default=1.0,
+                   help="tenant B's fairness weight on the lane, with lanes on (default 1: as A's)")
     p.add_argument("--attempts", type=int, default=5, help="AgentSpec.llm_max_attempts (default 5)")
     return p
 
