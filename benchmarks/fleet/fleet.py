@@ -73,6 +73,7 @@ class Outcome:
     throttled: int = 0
     throughput: float = 0.0
     wall: float = 0.0
+    throttled_at: list[float] = field(default_factory=list)  # seconds after the load began
 
 
 async def start_run(client: Client, queue: str, spec: AgentSpec, tenant: str, priority: int | None,
@@ -161,6 +162,7 @@ async def scenario(name: str, server: DevServer, client: Client, provider: MockP
                 worker.kill()
     out.requests = len(provider.ok_times) + provider.throttled
     out.throttled, out.throughput = provider.throttled, provider.throughput()
+    out.throttled_at = [round(t - began, 1) for t in provider.throttled_times]
     return out
 
 
@@ -207,6 +209,7 @@ async def main(args: argparse.Namespace) -> None:
                 print(f"{name}: done in {outcomes[name].wall:.1f}s, {outcomes[name].failed} failed", file=sys.stderr)
             report(outcomes, args)
             print(f"mean of A's run times (on): {statistics.mean(outcomes['on'].seconds.get('A', [0])):.2f}s")
+            print(f"429s with lanes on, seconds after the load began: {outcomes['on'].throttled_at}")
     finally:
         provider.shutdown()
         provider.server_close()

@@ -97,6 +97,7 @@ class MockProvider(ThreadingHTTPServer):
         self._lock = threading.Lock()
         self._tokens, self._refilled = rate, time.monotonic()
         self.ok_times: list[float] = []
+        self.throttled_times: list[float] = []
         self.throttled = 0
 
     @property
@@ -115,6 +116,7 @@ class MockProvider(ThreadingHTTPServer):
             self._refilled = now
             if self._tokens < 1:
                 self.throttled += 1
+                self.throttled_times.append(now)
                 return (1 - self._tokens) / self.rate
             self._tokens -= 1
             return None
@@ -126,7 +128,7 @@ class MockProvider(ThreadingHTTPServer):
     def reset(self) -> None:
         with self._lock:
             self._tokens, self._refilled = self.rate, time.monotonic()
-            self.ok_times, self.throttled = [], 0
+            self.ok_times, self.throttled_times, self.throttled = [], [], 0
 
     def throughput(self) -> float:
         """Answers a second, from the first answer to the last."""
