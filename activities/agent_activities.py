@@ -318,6 +318,7 @@ class AgentActivities(ToolCalls):
             latency_ms=(time.monotonic() - started) * 1000,
             attempt=attempt,
             failed_attempts_usage=failed,
+            queue_wait_ms=queue_wait_ms(activity.info()),
         )
 
     async def _full_request(self, input: CallModelInput) -> Any:
@@ -403,4 +404,10 @@ class AgentActivities(ToolCalls):
         return await self.execute_tool(input)
 
 
-
+def queue_wait_ms(info: activity.Info) -> float | None:
+    """How long this attempt waited in its task queue: from its scheduling
+    to its start, both by the server's clock (None when it does not say)."""
+    scheduled, started = info.current_attempt_scheduled_time, info.started_time
+    if scheduled is None or started is None:
+        return None
+    return max(0.0, (started - scheduled).total_seconds() * 1000)

@@ -39,6 +39,24 @@ DEFAULT_TASK_QUEUE = "agentloop"
 #: ``execute_tool``), ``all`` both, in one process.
 WORKER_ROLES = ("all", "models", "tools")
 
+
+def lanes_from_env(environ: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The provider lanes a worker of role ``all`` or ``models`` polls
+    (``AGENTLOOP_LANES``, comma-separated; ``all``, the default, for the
+    built-in providers' lanes; ``none`` for none), see
+    :func:`agentloop.shared.definition.lanes.parse_lanes`.
+
+    Raises:
+        UserError: A name that is not a lane name.
+    """
+    from agentloop.shared.definition.lanes import parse_lanes
+
+    env = os.environ if environ is None else environ
+    try:
+        return parse_lanes(env.get("AGENTLOOP_LANES", ""))
+    except ValueError as exc:
+        raise UserError(f"{exc} (--lanes or AGENTLOOP_LANES)") from None
+
 @dataclass
 class TemporalConfig:
     """Where Temporal is, how to reach it, and which task queue runs agents.

@@ -7,9 +7,11 @@ Needs ``prometheus-client`` (``pip install 'agentloop[telemetry]'``).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import urllib.request
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -24,6 +26,16 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 #: A person answers in seconds to hours.
 APPROVAL_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 TERMINAL = ("completed", "stopped", "failed", "cancelled")
+#: A model call waits in its lane for milliseconds (dispatch) to minutes (a rate-limited backlog).
+LANE_WAIT_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+#: ``1`` adds the tenant label to the lane and spend metrics (see :class:`AgentMetrics`).
+TENANT_LABEL_ENV = "AGENTLOOP_METRICS_TENANT_LABEL"
+
+
+def tenant_label_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``AGENTLOOP_METRICS_TENANT_LABEL`` asks for the tenant label (``1``, ``true``, ``yes``)."""
+    env = os.environ if environ is None else environ
+    return env.get(TENANT_LABEL_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 class AgentMetrics:
@@ -32,11 +44,27 @@ class AgentMetrics:
     Activity-side ones count what this worker's activities did; the
     workflow-side ones (approvals waiting, runs by status) what the runs
     this worker executes did, outside replays.
+
+    Lane waits (``agentloop_lane_wait_seconds``, by lane) carry a ``tenant``
+    label, and the spend of each tenant is counted
+    (``agentloop_tenant_llm_cost_usd``), only with ``tenant_label`` (or
+    ``AGENTLOOP_METRICS_TENANT_LABEL=1``): every label value is a time
+    series of its own in Prometheus, and a fleet with thousands of tenants
+    would make thousands of series per histogram bucket. The tenant is the
+    run's fairness key (``activity.info().priority``).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, tenant_label: bool | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        self.tenant_label = tenant_label_from_env() if tenant_label is None else tenant_label
+        self.lane_wait = Histogram("agentloop_lane_wait_seconds",
+                                   "How long an LLM call waited in its provider lane's task queue before it started.",
+                                   ["lane", "tenant"] if self.tenant_label else ["lane"],
+                                   buckets=LANE_WAIT_BUCKETS, registry=r)
+        self.tenant_cost = (Counter("agentloop_tenant_llm_cost_usd",
+                                    "What LLM calls cost, in US dollars, by tenant (the run's fairness key).",
+                                    ["tenant"], registry=r) if self.tenant_label else None)
         self.tokens = Counter("agentloop_llm_tokens", "Tokens of LLM calls, by model and direction (input, output).",
                               ["model", "direction"], registry=r)
         self.cost = Counter("agentloop_llm_cost_usd", "What LLM calls cost, in US dollars, at the run's prices.",
@@ -72,6 +100,14 @@ class AgentMetrics:
         if cost is not None:
             self.cost.labels(model).inc(cost)
         self.llm_latency.labels(model).observe(seconds)
+
+    def lane_waited(self, lane: str, seconds: float, tenant: str = "", cost: float | None = None) -> None:
+        """An LLM call of ``lane`` waited ``seconds`` in its queue; with the
+        tenant label on, its tenant's spend counts ``cost`` too."""
+        labels = (lane, tenant or "none") if self.tenant_label else (lane,)
+        self.lane_wait.labels(*labels).observe(seconds)
+        if self.tenant_cost is not None and cost is not None:
+            self.tenant_cost.labels(tenant or "none").inc(cost)
 
     def tool_call(self, tool: str, *, error: bool, seconds: float) -> None:
         self.tool_calls.labels(tool).inc()

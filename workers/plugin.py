@@ -37,8 +37,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from agentloop.shared.base.encryption import codec_from_env, with_codec
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.lanes import check_lane, lane_queue
 from agentloop.shared.runs.result import AgentRunFailed
-from agentloop.workers.config import WORKER_ROLES, provider_keys_in
+from agentloop.workers.config import WORKER_ROLES, lanes_from_env, provider_keys_in
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities
@@ -245,6 +246,12 @@ class AgentLoopPlugin(SimplePlugin):
             ``AGENTLOOP_ENCRYPTION_KEY_FILE``) if one is set; False: none.
             A worker this plugin configures refuses a client without a codec
             when it has one (docs/security.md).
+        lanes: The provider lanes a worker of role ``all`` or ``models``
+            polls beside its queue, each ``<queue>-llm-<lane>`` with
+            ``call_model`` alone (runs send their model calls there,
+            :mod:`agentloop.shared.definition.lanes`); from
+            ``AGENTLOOP_LANES`` when None (the built-in providers' lanes
+            when that is unset).
 
     Raises:
         UserError: An unknown role, or malformed encryption keys. When a
@@ -265,8 +272,10 @@ class AgentLoopPlugin(SimplePlugin):
         mcp_servers: Any = None,
         telemetry: Any = None,
         codec: PayloadCodec | bool | None = None,
+        lanes: Sequence[str] | None = None,
     ) -> None:
         self.role = check_role(role)
+        self.lanes = lanes_from_env() if lanes is None else tuple(check_lanes(lanes))
         self.telemetry = telemetry
         self.codec = plugin_codec(codec)
         self.mcp_servers = mcp_servers
@@ -409,12 +418,13 @@ class AgentLoopPlugin(SimplePlugin):
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
         """Run the worker; for role ``all``, with its sibling on the tools
-        queue for as long as it runs."""
+        queue, and for roles ``all`` and ``models`` with one on each of
+        its lanes, for as long as it runs."""
         active = worker.config(active_config=True)
         self._workers += 1
         try:
             if (
-                self.role != "all"
+                self.role == "tools"
                 or id(worker) in self._running
                 or not self._configures(worker.client, active.get("plugins", []))
                 or not self._owns(active.get("activities", []))
@@ -423,7 +433,7 @@ class AgentLoopPlugin(SimplePlugin):
                 return
             self._running.add(id(worker))
             try:
-                await _run_with(worker, next, self._tools_worker(worker))
+                await _run_with(worker, next, self._sibling_workers(worker))
             finally:
                 self._running.discard(id(worker))
         finally:
@@ -431,41 +441,60 @@ class AgentLoopPlugin(SimplePlugin):
             if self._workers == 0 and self._activities is not None:
                 await self._activities.mcp.aclose()  # the MCP sessions kept open between calls
 
-    def _tools_worker(self, worker: Worker) -> Worker:
-        """The Temporal worker that serves ``worker``'s tools queue: the tool
-        activities, the worker's activity options, and a client without
-        plugins (the user's other plugins configure the user's worker)."""
+    def _sibling_workers(self, worker: Worker) -> list[Worker]:
+        """The Temporal workers beside ``worker``: its tools queue's (role
+        ``all``) and its lanes', with the worker's activity options and a
+        client without plugins (the user's other plugins configure the
+        user's worker)."""
         active = worker.config(active_config=True)
         client_config = worker.client.config(active_config=True)  # a copy
         client_config["plugins"] = []
         client = temporalio.client.Client(**client_config)
         options = {key: active[key] for key in TOOLS_WORKER_OPTIONS if key in active}  # type: ignore[literal-required]
         acts = self.agent_activities
-        return Worker(
-            client,
-            task_queue=tool_task_queue(worker.task_queue),
-            activities=[acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
-            **options,
-        )
+        siblings = [Worker(client, task_queue=lane_queue(worker.task_queue, lane), activities=[acts.call_model],
+                           **options) for lane in self.lanes]
+        if self.role == "all":
+            siblings.append(Worker(
+                client,
+                task_queue=tool_task_queue(worker.task_queue),
+                activities=[acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
+                **options,
+            ))
+        return siblings
 
 
-async def _run_with(worker: Worker, next: Callable[[Worker], Awaitable[None]], tools: Worker) -> None:
-    """Run ``worker`` (through the rest of its plugin chain) and ``tools``
-    together: ``tools`` stops once ``worker`` has stopped, and a fatal error
-    of ``tools`` stops ``worker`` too and is raised."""
-    tools_run = asyncio.create_task(tools.run(), name=f"agentloop tools worker {tools.task_queue}")
+async def _run_with(worker: Worker, next: Callable[[Worker], Awaitable[None]], siblings: list[Worker]) -> None:
+    """Run ``worker`` (through the rest of its plugin chain) and its
+    ``siblings`` together: they stop once ``worker`` has stopped, and a
+    fatal error of one stops ``worker`` too and is raised."""
+    runs = [asyncio.create_task(s.run(), name=f"agentloop worker {s.task_queue}") for s in siblings]
     stopping: list[asyncio.Task[None]] = []
 
-    def tools_ended(task: asyncio.Task[None]) -> None:
+    def sibling_ended(task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None and worker.is_running:
-            log.error("the tools worker on %s failed; stopping the worker on %s", tools.task_queue, worker.task_queue)
+            log.error("the worker %s failed; stopping the worker on %s", task.get_name(), worker.task_queue)
             stopping.append(asyncio.ensure_future(worker.shutdown()))
 
-    tools_run.add_done_callback(tools_ended)
+    for run in runs:
+        run.add_done_callback(sibling_ended)
     try:
         await next(worker)
     finally:
-        await tools.shutdown()
-        await asyncio.gather(tools_run, *stopping, return_exceptions=True)
-    if not tools_run.cancelled() and tools_run.exception() is not None:
-        raise tools_run.exception()  # type: ignore[misc]
+        await asyncio.gather(*(s.shutdown() for s in siblings), return_exceptions=True)
+        await asyncio.gather(*runs, *stopping, return_exceptions=True)
+    for run in runs:
+        if not run.cancelled() and run.exception() is not None:
+            raise run.exception()  # type: ignore[misc]
+
+
+def check_lanes(lanes: Sequence[str]) -> list[str]:
+    """``lanes``, each checked.
+
+    Raises:
+        UserError: One is not a lane name.
+    """
+    try:
+        return [check_lane(lane) for lane in lanes]
+    except ValueError as exc:
+        raise UserError(f"AgentLoopPlugin(lanes=...): {exc}") from None

@@ -193,7 +193,22 @@ class Telemetry:
                 price = getattr(arg, "price", None)
                 cost = cost_of(usage, price) if price is not None else None
                 self.metrics.model_call(model, usage.input_tokens, usage.output_tokens, cost, seconds)
+                self._lane_waited(result, cost)
             return result
+
+    def _lane_waited(self, result: Any, cost: float | None) -> None:
+        """A model call in a provider lane: its wait there, and its tenant's spend."""
+        from temporalio import activity
+
+        from agentloop.shared.definition.lanes import lane_of_queue
+
+        info = activity.info()
+        lane = lane_of_queue(info.task_queue)
+        wait = getattr(result, "queue_wait_ms", None)
+        if lane is None or wait is None or self.metrics is None:
+            return
+        tenant = (info.priority.fairness_key or "") if info.priority is not None else ""
+        self.metrics.lane_waited(lane, wait / 1000, tenant, cost)
 
     async def execute_tool(
         self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import warnings
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.shell_sandbox import sandbox
 from agentloop.shared.base.encryption import converter_from_env
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.lanes import lane_queue
 from agentloop.shared.runs.search_attributes import SEARCH_ATTRIBUTES, create_commands
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.config import TemporalConfig, connect_client, gc_threshold_from_env
@@ -92,6 +94,7 @@ def build_worker(
     graceful_shutdown_timeout: timedelta = timedelta(seconds=30),
     deployment: tuple[str, str] | None = None,
     workspace_roots: list[str | Path] | None = None,
+    lanes: Sequence[str] | None = None,
     **worker_options: Any,
 ) -> Worker:
     """The Temporal worker of one role: a ``Worker`` with
@@ -122,6 +125,9 @@ def build_worker(
         workspace_roots: Directories runs' workspaces must lie strictly
             inside, or be ``workspace`` itself; ``AGENTLOOP_WORKSPACE_ROOTS``
             when None (:func:`default_workspace_roots` for the commands).
+        lanes: The provider lanes a worker of role ``all`` or ``models``
+            polls too (``<task_queue>-llm-<lane>``); from ``AGENTLOOP_LANES``
+            when None, the built-in providers' lanes when that is unset.
         worker_options: Passed on to :class:`temporalio.worker.Worker`.
 
     Raises:
@@ -130,7 +136,8 @@ def build_worker(
             work here.
     """
     plugin = AgentLoopPlugin(registry=registry, models=models, workspace=workspace, role=role,
-                             mcp_servers=mcp_servers, telemetry=telemetry, workspace_roots=workspace_roots)
+                             mcp_servers=mcp_servers, telemetry=telemetry, workspace_roots=workspace_roots,
+                             lanes=lanes)
     if deployment is not None:
         worker_options.setdefault("deployment_config", deployment_config(*deployment))
     with warnings.catch_warnings():
@@ -222,7 +229,8 @@ async def missing_search_attributes(client: Client) -> list[str] | None:
     return [name for name in SEARCH_ATTRIBUTES if name not in names]
 
 
-async def run_worker(config: TemporalConfig, *, workspace: str | None = None, metrics_port: int | None = None) -> None:
+async def run_worker(config: TemporalConfig, *, workspace: str | None = None, metrics_port: int | None = None,
+                     lanes: Sequence[str] | None = None) -> None:
     """Run a worker of ``config.role`` until SIGINT, SIGTERM or SIGHUP, then
     shut down gracefully. Prints one line on stderr when it polls (where, which
     queues, which tools) and one when it has stopped. Telemetry comes from
@@ -254,7 +262,7 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
             )
     worker = build_worker(client, task_queue=config.task_queue, workspace=workspace, role=role,
                           telemetry=telemetry or False, deployment=deployment,
-                          workspace_roots=default_workspace_roots(workspace))
+                          workspace_roots=default_workspace_roots(workspace), lanes=lanes)
     metrics_server = serve_metrics(telemetry, port, temporal_url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -262,7 +270,9 @@ async def run_worker(config: TemporalConfig, *, workspace: str | None = None, me
         loop.add_signal_handler(sig, stop.set)
     sandbox_line = sandbox.describe() if role != "models" else None
     async with worker:
-        print(f"agentloop worker: {describe_worker(config, role)}", file=sys.stderr, flush=True)
+        plugins = worker.config().get("plugins", [])
+        plugin_lanes = next((p.lanes for p in plugins if isinstance(p, AgentLoopPlugin)), ())
+        print(f"agentloop worker: {describe_worker(config, role, plugin_lanes)}", file=sys.stderr, flush=True)
         if sandbox_line:
             print(f"agentloop worker: {sandbox_line}", file=sys.stderr, flush=True)
         await stop.wait()
@@ -301,8 +311,9 @@ def flush_traces() -> None:
         provider.force_flush()
 
 
-def describe_worker(config: TemporalConfig, role: str) -> str:
-    """What a worker of ``role`` polls, where, and which tools it runs: one line, no secrets."""
+def describe_worker(config: TemporalConfig, role: str, lanes: Sequence[str] = ()) -> str:
+    """What a worker of ``role`` polls, where, which tools it runs and
+    which provider lanes it serves: one line, no secrets."""
     tools_queue = tool_task_queue(config.task_queue)
     queues = {"all": f"task queues {config.task_queue!r} and {tools_queue!r}",
               "models": f"task queue {config.task_queue!r}", "tools": f"task queue {tools_queue!r}"}[role]
@@ -316,5 +327,9 @@ def describe_worker(config: TemporalConfig, role: str) -> str:
         tools = "tools " + ", ".join(sorted(default_registry.names()))
     version = (f", version {config.build_id!r} of deployment {config.deployment_name!r}"
                if config.deployment_name and config.build_id else ", unversioned")
+    lanes_clause = ""
+    if role != "tools":
+        lanes_clause = (f"; model calls of lanes {', '.join(lanes)} on {lane_queue(config.task_queue, '<lane>')!r}"
+                        if lanes else "; no provider lane")
     return (f"role {role}, polling {queues} on {config.address} (namespace {config.namespace!r}, "
-            f"{config.describe_security()}{version}); {tools}")
+            f"{config.describe_security()}{version}); {tools}{lanes_clause}")

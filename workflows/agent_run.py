@@ -106,7 +106,7 @@ class AgentRunWorkflow(LlmSteps):
         spec = self._input.spec
         self._recorder.configure(search_attributes=self._features.hitl, name=spec.name, model=spec.model,
                                  trust_start_attributes=self._features.lean)
-        self._keeper = ContextKeeper(self._state, self._recorder, spec)
+        self._keeper = ContextKeeper(self._state, self._recorder, spec, self._features.model_queue(spec))
         delegate = SubAgentRunner(self._state, self._recorder, self._run_id, self._input).delegate
         self._tools = ToolRunner(self._state, self._recorder, self._run_id, self._features,
                                  delegate=delegate if spec.sub_agents else None)

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.definition.approvals import ToolGate
     from agentloop.shared.definition.context_window import make_anchor
     from agentloop.shared.definition.guardrails import GuardrailStage, messages_to_check
+    from agentloop.shared.definition.lanes import lane_of, lane_wait
     from agentloop.shared.definition.spec import AgentSpec
     from agentloop.shared.runs.events import (
         ApprovalRequested,
@@ -104,7 +105,7 @@ class LlmSteps(RunHandlers):
         blocked = await self._guard("output", [result.response.message], report)
         if blocked is not None:
             return blocked  # a response that trips a guardrail does not join the conversation
-        self._take_response(result.response, msg_id)
+        self._take_response(result.response, msg_id, report)
         if features.by_reference:
             budget = check_run_budget(state.usage, spec, sub_usage=state.sub_usage, sub_cost_usd=state.sub_cost_usd)
             state.report.total_cost_usd = budget.cost_usd
@@ -211,7 +212,8 @@ class LlmSteps(RunHandlers):
         input = calls.model_step_input(self._run_id, spec, self._state, self._model_context,
                                        by_reference=self._features.by_reference, seed=self._features.lean)
         try:
-            result = await calls.call_model(input, calls.model_call_options(spec), f"LLM step {step}")
+            result = await calls.call_model(input, calls.model_call_options(spec, self._features.model_queue(spec)),
+                                          f"LLM step {step}")
         except ActivityError as err:
             self._recorder.release_clock()
             calls.reraise_cancel(err)
@@ -228,10 +230,22 @@ class LlmSteps(RunHandlers):
         usage = response.usage + result.failed_attempts_usage if by_reference else response.usage
         report.usage = self._state.add_usage(usage, result.attempt if by_reference else 1)
         self._state.report.total_llm_time_ms += report.llm_latency_ms
+        self._note_lane_wait(spec, report, result)
         return result
 
-    def _take_response(self, response: ModelResponse, msg_id: str) -> None:
-        """The assistant message joins the conversation and is announced."""
+    def _note_lane_wait(self, spec: AgentSpec, report: StepReport, result: CallModelResult) -> None:
+        """How long the call waited in its provider lane, in the step's and the run's report."""
+        lane = lane_of(spec.model, spec.lane) if self._features.lanes else None
+        if lane is None or result.queue_wait_ms is None:
+            return
+        report.lane, report.lane_wait_ms = lane, round(result.queue_wait_ms, 0)
+        self._state.report.total_lane_wait_ms += report.lane_wait_ms
+        if lane_wait(lane, result.queue_wait_ms) is not None:
+            self._state.report.lane_waits += 1
+
+    def _take_response(self, response: ModelResponse, msg_id: str, report: StepReport) -> None:
+        """The assistant message joins the conversation and is announced
+        (with the wait in its lane, when it waited there)."""
         state = self._state
         tokens = response.usage.input_tokens
         state.anchor = make_anchor(state.messages, tokens) if tokens else None
@@ -240,8 +254,10 @@ class LlmSteps(RunHandlers):
             state.report.final_text = response.message.text
         if not response.message.tool_calls:
             state.end_step_here()  # a step without tool calls ends with its answer
+        waited = lane_wait(report.lane, report.lane_wait_ms)
         self._recorder.emit(MessageCompleted, message_id=msg_id, message=response.message, usage=response.usage,
-                            finish_reason=response.finish_reason)
+                            finish_reason=response.finish_reason, lane=report.lane if waited else None,
+                            lane_wait_ms=waited)
         for tool_call in response.message.tool_calls:
             self._recorder.emit(ToolCallCompletedByLLM, call=tool_call)
 

@@ -15,6 +15,8 @@ from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.base import contracts
+    from agentloop.shared.definition.lanes import lane_of, lane_queue
+    from agentloop.shared.definition.spec import AgentSpec
 
 #: Patch marker of runs started with permissions, approvals, requires_action,
 #: stop and search attributes. Runs recorded before it replay without them.
@@ -66,6 +68,13 @@ LEAN_PATCH = "agentloop-lean-1"
 #: tools queue. It stands for everything ``LEAN_PATCH`` stands for: a new
 #: run records this one marker.
 RESOLVE_HERE_PATCH = "agentloop-lean-2"
+
+#: Patch marker of runs that send their model calls to their provider lane,
+#: the task queue ``<the run's queue>-llm-<lane>``
+#: (:mod:`agentloop.shared.definition.lanes`). It stands for everything
+#: ``RESOLVE_HERE_PATCH`` stands for: a new run records this one marker.
+#: Older runs call their models on the run's own queue.
+LANES_PATCH = "agentloop-lean-3"
 
 
 #: Patch marker of threads whose status between turns is ``idle`` (the
@@ -119,6 +128,7 @@ class Features:
         tool_queue: The queue tool activities go to (None: the run's own).
         lean: One marker; no redundant start upsert; cancel checked after activities.
         resolve_here: Tools looked up on the run's own worker first.
+        lanes: Model calls go to their provider lane's queue.
     """
 
     hitl: bool = False
@@ -126,6 +136,14 @@ class Features:
     tool_queue: str | None = None
     lean: bool = False
     resolve_here: bool = False
+    lanes: bool = False
+
+    def model_queue(self, spec: AgentSpec) -> str | None:
+        """The queue of the run's model calls: its lane's
+        (:func:`~agentloop.shared.definition.lanes.lane_of`), or None (the
+        run's own) for runs started before lanes and specs with no lane."""
+        lane = lane_of(spec.model, spec.lane) if self.lanes else None
+        return lane_queue(workflow.info().task_queue, lane) if lane else None
 
     def cancel_requested(self) -> bool:
         """The run was asked to cancel (runs started lean look; older runs
@@ -144,6 +162,9 @@ class Features:
         """The run's features (records the marker in a new run; reads the
         markers on replay)."""
         tools_queue = workflow.info().task_queue + contracts.TOOL_QUEUE_SUFFIX
+        if workflow.patched(LANES_PATCH):
+            return Features(hitl=True, by_reference=True, tool_queue=tools_queue, lean=True, resolve_here=True,
+                            lanes=True)
         if workflow.patched(RESOLVE_HERE_PATCH):
             return Features(hitl=True, by_reference=True, tool_queue=tools_queue, lean=True, resolve_here=True)
         if workflow.patched(LEAN_PATCH):

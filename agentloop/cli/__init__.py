@@ -53,6 +53,7 @@ from agentloop.cli.control import cmd_approve, cmd_cancel, cmd_stop, cmd_submit
 from agentloop.cli.diff import cmd_diff
 from agentloop.cli.embedded import describe_rpc_error
 from agentloop.cli.evals.command import cmd_eval
+from agentloop.cli.lanes import cmd_lanes
 from agentloop.cli.listing import cmd_list, cmd_show
 from agentloop.cli.parser import build_parser
 from agentloop.cli.replay import cmd_replay
@@ -126,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
         "codec-server": cmd_codec_server, "eval": cmd_eval,
-        "diff": cmd_diff,
+        "diff": cmd_diff, "lanes": cmd_lanes,
     }[args.command]
     try:
         return run_command(command, args)

@@ -266,6 +266,14 @@ SCENARIOS.update({
 })
 
 
+# Model calls on the provider lane's queue, <queue>-llm-scripted (patch
+# agentloop-lean-3, standing for the features before it): two steps with
+# parallel tool calls between them.
+SCENARIOS.update({
+    "lanes": SCENARIOS["state_tools_parallel"],
+})
+
+
 # A tool registered local=True (no patch: resolve_tools' result in history
 # names the local tools): its calls are local activities of the worker of
 # role all running the run, one of them beside a call of an ordinary tool.

@@ -22,7 +22,7 @@ from agentloop.shared.base.versioning import TARGET_VERSION_ACTIVITY
 from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.runs.run import AgentRunInput
 from agentloop.workers.plugin import AgentLoopPlugin
-from agentloop.workflows.patches import UPGRADE_PATCH
+from agentloop.workflows.patches import LANES_PATCH, UPGRADE_PATCH
 from tests.helpers.paths import HISTORIES
 
 HISTORY_FILES = sorted(HISTORIES.glob("*.json"))
@@ -77,6 +77,8 @@ def test_histories_are_committed() -> None:
         # An eval (AgentEvalWorkflow) and its case run (patch agentloop-eval-1): tools answered from the
         # recording, an approval by the recorded decision, a call the recording lacks refused.
         "eval_run", "eval_run-case",
+        # Model calls on the scripted model's provider lane (patch agentloop-lean-3).
+        "lanes",
     }
 
 
@@ -107,6 +109,17 @@ def task_versions(events: list) -> set[tuple[str, str, int]]:
              e.workflow_task_completed_event_attributes.deployment_version.build_id,
              e.workflow_task_completed_event_attributes.versioning_behavior)
             for e in events if e.HasField("workflow_task_completed_event_attributes")}
+
+
+def test_the_lanes_history_sends_its_model_calls_to_the_lane() -> None:
+    events = load(HISTORIES / "lanes.json").events
+    assert patch_ids(events) == [LANES_PATCH]
+    queues = {(e.activity_task_scheduled_event_attributes.activity_type.name,
+               e.activity_task_scheduled_event_attributes.task_queue.name)
+              for e in events if e.HasField("activity_task_scheduled_event_attributes")}
+    model_queues = {queue for name, queue in queues if name == "call_model"}
+    assert len(model_queues) == 1 and model_queues.pop().endswith("-llm-scripted")
+    assert all(not queue.endswith("-llm-scripted") for name, queue in queues if name != "call_model")
 
 
 def test_the_versioned_histories_hold_the_upgrade() -> None:

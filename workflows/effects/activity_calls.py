@@ -51,14 +51,16 @@ TOOL_TIMEOUT_GRACE = timedelta(seconds=30)
 RESOLVE_TOOLS_TIMEOUT = timedelta(seconds=30)
 
 
-def model_call_options(spec: AgentSpec) -> ActivityConfig:
+def model_call_options(spec: AgentSpec, task_queue: str | None = None) -> ActivityConfig:
     """An LLM call, a step or a compaction summary: the spec's timeout and
     attempts, exponential backoff from 1 s to 60 s (a provider's
     ``retry-after`` overrides the next delay). On cancel, the run waits until
     the call has stopped (``WAIT_CANCELLATION_COMPLETED``), so nothing
     outlives it; the activity heartbeats every second, so a cancel reaches it
-    then and a lost worker is noticed within ``heartbeat_timeout_seconds``."""
+    then and a lost worker is noticed within ``heartbeat_timeout_seconds``.
+    ``task_queue``: the run's provider lane (None: the run's own queue)."""
     return ActivityConfig(
+        task_queue=task_queue,
         start_to_close_timeout=timedelta(seconds=spec.llm_timeout_seconds),
         heartbeat_timeout=timedelta(seconds=spec.heartbeat_timeout_seconds),
         retry_policy=RetryPolicy(

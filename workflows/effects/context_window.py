@@ -157,10 +157,13 @@ class ContextKeeper:
         state: The run's state (messages, anchor, input count).
         recorder: For ``agent.context.compacted`` events.
         spec: The agent (context policy, model, limits).
+        model_queue: The queue of its model calls (its lane's; None: the run's own).
     """
 
-    def __init__(self, state: LoopState, recorder: RunRecorder, spec: AgentSpec) -> None:
+    def __init__(self, state: LoopState, recorder: RunRecorder, spec: AgentSpec,
+                 model_queue: str | None = None) -> None:
         self.state = state
+        self.model_queue = model_queue
         self.recorder = recorder
         self.spec = spec
         self.context = ModelContext()
@@ -230,7 +233,7 @@ class ContextKeeper:
                                stream_deltas=False, transcript=transcript, compaction=compaction,
                                price=price_for(spec.model, spec.budget))
         try:
-            result = await calls.call_model(input, calls.model_call_options(spec), "compact context")
+            result = await calls.call_model(input, calls.model_call_options(spec, self.model_queue), "compact context")
         except ActivityError as err:
             calls.reraise_cancel(err)
             after = calls.attempts_note(err, spec.llm_max_attempts)

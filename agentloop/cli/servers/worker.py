@@ -21,7 +21,13 @@ async def cmd_worker(args: argparse.Namespace) -> int:
         config.deployment_name = args.deployment_name.strip()
     if args.build_id:
         config.build_id = args.build_id.strip()
-    await run_worker(config, workspace=existing_workspace(args.workspace), metrics_port=args.metrics_port)
+    lanes = None
+    if args.lanes is not None:
+        from agentloop.workers.config import lanes_from_env
+
+        lanes = lanes_from_env({"AGENTLOOP_LANES": args.lanes})
+    await run_worker(config, workspace=existing_workspace(args.workspace), metrics_port=args.metrics_port,
+                     lanes=lanes)
     return 0
 
 
@@ -45,4 +51,8 @@ def add_worker_parser(sub: Any) -> None:
     worker.add_argument("--build-id", metavar="ID",
                         help="this code's version within the deployment, e.g. a git commit (default: "
                              "$AGENTLOOP_BUILD_ID); runs stay on the version they started on (docs/deploying.md)")
+    worker.add_argument("--lanes", metavar="LANE,...",
+                        help="the provider lanes whose model calls a models (or all) worker takes, each on "
+                             "<task queue>-llm-<lane>: 'all' for openai, anthropic and scripted, 'all,NAME' for "
+                             "those and a lane of your own, 'none' for none (default: $AGENTLOOP_LANES, else all)")
     imports(worker)

@@ -224,12 +224,17 @@ class CallModelResult(BaseModel):
         attempt: Which attempt succeeded (1 for the first).
         failed_attempts_usage: Tokens earlier, failed attempts of this call
             used, as far as their providers reported them before failing.
+        queue_wait_ms: How long the successful attempt waited in its task
+            queue (a lane's rate limit, a backlog, no free worker): from its
+            scheduling to its start, by the server's clock. None from
+            workers that predate lanes.
     """
 
     response: ModelResponse
     latency_ms: float = 0.0
     attempt: int = 1
     failed_attempts_usage: Usage = Field(default_factory=Usage)
+    queue_wait_ms: float | None = None
 
 
 class TranscriptSeed(BaseModel):

@@ -25,6 +25,7 @@ from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop.shared.definition.approvals import DefaultPermission, PermissionRule
 from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
 from agentloop.shared.definition.context_window import ContextPolicy
+from agentloop.shared.definition.lanes import NO_LANE, check_lane
 from agentloop.shared.definition.output import OutputSpec, output_spec
 from agentloop.shared.definition.pricing import Budget, price_for, validate_budget
 
@@ -243,6 +244,12 @@ class AgentSpec(BaseModel):
             (a thread at its next turn, any run at its next continue-as-new,
             through continue-as-new). None (the default): ``at_turn_boundary``
             for threads, ``pinned`` for other runs.
+        lane: The provider lane its model calls go to, the task queue
+            ``<queue>-llm-<lane>`` (docs/many-tenants.md): None (the default)
+            the model's provider (``openai``, ``anthropic``, ``scripted``);
+            a name of your own for a model or base URL with a limit of its own
+            (a models worker must poll it: ``agentloop worker --lanes all,NAME``);
+            ``""`` no lane, the run's own queue.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -292,6 +299,12 @@ class AgentSpec(BaseModel):
     output: OutputSpec | None = None
     output_retries: int = Field(default=2, ge=0, le=10)
     upgrade: UpgradePolicy | None = None
+    lane: str | None = None
+
+    @field_validator("lane")
+    @classmethod
+    def _lane(cls, value: str | None) -> str | None:
+        return value if value is None or value == NO_LANE else check_lane(value)
 
     @field_validator("output", mode="before")
     @classmethod

@@ -118,6 +118,10 @@ class MessageCompleted(_Event):
     message: Message
     usage: Usage = Field(default_factory=Usage)
     finish_reason: FinishReason | None = None
+    #: Set when the step's LLM call waited in its provider lane at least
+    #: ``LANE_WAIT_NOTICE_MS``: the lane and how long (its rate limit, its backlog).
+    lane: str | None = None
+    lane_wait_ms: float | None = None
 
 
 class ToolCallCreated(_Event):

@@ -128,6 +128,11 @@ class StepReport(BaseModel):
             includes it, ``usage`` does not.
         sub_agent_cost_usd: Their cost.
         guardrails: The guardrails that did not pass at this step.
+        lane: The provider lane its LLM call went to (None: the run's own
+            queue, as runs before lanes).
+        lane_wait_ms: How long that call waited in its lane before a worker
+            started it (the lane's rate limit, its backlog); part of
+            ``llm_latency_ms``.
     """
 
     index: int
@@ -141,6 +146,8 @@ class StepReport(BaseModel):
     sub_agent_usage: Usage = Field(default_factory=Usage)
     sub_agent_cost_usd: float = 0.0
     guardrails: list[GuardrailReport] = Field(default_factory=list)
+    lane: str | None = None
+    lane_wait_ms: float = 0.0
 
 
 def wait_within(step: StepReport, *, parallel: bool) -> float:
@@ -290,6 +297,10 @@ class AgentRunReport(BaseModel):
             (``agentloop.shared.definition.fingerprint``; the ``AgentVersion`` search attribute).
         definition_change: A restored or forked run: how its definition
             differs from the snapshot's (``DefinitionChange.describe()``).
+        total_lane_wait_ms: Time its LLM calls waited in their provider
+            lanes (``StepReport.lane_wait_ms``), summed over steps.
+        lane_waits: Steps whose LLM call waited in its lane at least
+            ``LANE_WAIT_NOTICE_MS`` (agentloop.shared.definition.lanes).
     """
 
     id: str
@@ -316,3 +327,5 @@ class AgentRunReport(BaseModel):
     warnings: list[RunWarning] = Field(default_factory=list)
     agent_version: str = ""
     definition_change: DefinitionChange | None = None
+    total_lane_wait_ms: float = 0.0
+    lane_waits: int = 0

@@ -189,7 +189,8 @@ async def test_worker_says_where_it_polls_and_when_it_stopped(
             await worker.wait()
     assert started == (f"agentloop worker: role all, polling task queues {task_queue!r} and {task_queue + '-tools'!r} "
                        f"on {dev_server.address} (namespace 'default', plaintext, unversioned); tools apply_patch, "
-                       "grep_files, list_dir, read_file, shell_command, view_image, write_file\n"
+                       "grep_files, list_dir, read_file, shell_command, view_image, write_file; model calls of lanes "
+                       f"openai, anthropic, scripted on {task_queue + '-llm-<lane>'!r}\n"
                        # The shell's confinement, on a line of its own
                        # (tests/process/workers/test_security.py for its words).
                        "agentloop worker: shell sandbox: namespace; files: confined by Landlock ABI "
@@ -218,7 +219,8 @@ async def test_a_models_worker_names_the_tools_queue(tmp_path: Path, dev_server:
             await worker.wait()
     assert started == (f"agentloop worker: role models, polling task queue {task_queue!r} on {dev_server.address} "
                        f"(namespace 'default', plaintext, unversioned); tools run by a tools worker on "
-                       f"{task_queue + '-tools'!r}\n")
+                       f"{task_queue + '-tools'!r}; model calls of lanes openai, anthropic, scripted on "
+                       f"{task_queue + '-llm-<lane>'!r}\n")
 
 
 async def test_a_misspelt_scripted_model_is_refused_before_the_run_starts(

@@ -205,7 +205,8 @@ async def test_a_step_whose_run_does_not_answer_fails_fast_with_transcript_unava
         # reference only, and the worker must ask the run for it.
         handle = await agent_client.start(spec, "hello " + "x" * SEED_MAX_BYTES)
         await wait_until_scheduled(handle, "call_model")
-    async with Worker(temporal_client, task_queue=task_queue, activities=[steps.call_model]):
+    # The step waits in the scripted model's lane (docs/many-tenants.md).
+    async with Worker(temporal_client, task_queue=f"{task_queue}-llm-scripted", activities=[steps.call_model]):
         failure = await wait_for_attempt_failure(handle)
         assert failure.application_failure_info.type == "TranscriptUnavailable"
         assert failure.message == (

@@ -240,7 +240,7 @@ async def test_role_split_tools_worker_cannot_read_the_provider_keys(
             attrs = event.activity_task_scheduled_event_attributes
             queues.setdefault(attrs.activity_type.name, set()).add(attrs.task_queue.name)
     assert queues == {"resolve_tools": {f"{task_queue}-tools"}, "execute_tool": {f"{task_queue}-tools"},
-                      "call_model": {task_queue}}
+                      "call_model": {f"{task_queue}-llm-scripted"}}
     for name, log in logs.items():
         log.seek(0)
         output = log.read()
@@ -733,13 +733,14 @@ async def test_tool_calls_go_to_the_runs_queue_when_its_worker_serves_the_tools_
     # workflow task (a local activity: no task, no trip through the tools
     # queue), and serves the tools on the run's queue: the call went there.
     assert local_activities(history) == [("resolve_tools_here", None)]
-    assert scheduled_queues(history) == [("call_model", task_queue), ("execute_tool", task_queue),
-                                         ("call_model", task_queue)]
+    lane = f"{task_queue}-llm-scripted"  # the scripted model's provider lane
+    assert scheduled_queues(history) == [("call_model", lane), ("execute_tool", task_queue),
+                                         ("call_model", lane)]
     markers = [e.marker_recorded_event_attributes for e in history.events
                if e.event_type == EventType.EVENT_TYPE_MARKER_RECORDED]
     patches = [json.loads(m.details["patch-data"].payloads[0].data)["id"] for m in markers if "patch-data" in m.details]
-    # One marker for a new run, standing for the tools looked up here and the features before it.
-    assert patches == ["agentloop-lean-2"]
+    # One marker for a new run, standing for its lanes, the tools looked up here and the features before it.
+    assert patches == ["agentloop-lean-3"]
 
 
 async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call_that_finds_no_tools_moves_there(
@@ -767,8 +768,9 @@ async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call
     # The models worker refused to look the tools up (it holds none), at no
     # task of its own, and the tools queue answered.
     assert local_activities(history) == [("resolve_tools_here", "ToolsNotHere")]
+    lane = f"{task_queue}-llm-scripted"  # the scripted model's provider lane
     assert scheduled_queues(history) == [
-        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+        ("resolve_tools", tools), ("call_model", lane), ("execute_tool", tools), ("call_model", lane)]
     # A worker that serves the tools on the run's queue too (as role all
     # does) answered resolve_tools, but only a models worker polls that
     # queue now (the deployment was split since): the two parallel calls
@@ -783,9 +785,9 @@ async def test_a_split_deployment_keeps_tool_calls_on_the_tools_queue_and_a_call
     assert [(r.content, r.is_error) for r in result.messages[-2].tool_results] == [(read.content, False)] * 2
     history = await handle.workflow_handle.fetch_history()
     scheduled = scheduled_queues(history)
-    assert scheduled[:2] == [("resolve_tools", tools), ("call_model", task_queue)]
+    assert scheduled[:2] == [("resolve_tools", tools), ("call_model", lane)]
     assert sorted(scheduled[2:-1]) == [("execute_tool", task_queue)] * 2 + [("execute_tool", tools)] * 2
-    assert scheduled[-1] == ("call_model", task_queue)
+    assert scheduled[-1] == ("call_model", lane)
     failures = [e.activity_task_failed_event_attributes.failure for e in history.events
                 if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
     assert [f.application_failure_info.type for f in failures] == ["NotFoundError"] * 2
@@ -817,8 +819,9 @@ async def test_a_run_that_looked_its_tools_up_on_a_worker_of_role_all_goes_on_af
     history = await handle.workflow_handle.fetch_history()
     assert local_activities(history) == [("resolve_tools_here", None)]
     tools = f"{task_queue}-tools"
+    lane = f"{task_queue}-llm-scripted"  # the scripted model's provider lane
     assert scheduled_queues(history) == [
-        ("call_model", task_queue), ("execute_tool", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+        ("call_model", lane), ("execute_tool", task_queue), ("execute_tool", tools), ("call_model", lane)]
     failures = [e.activity_task_failed_event_attributes.failure.application_failure_info.type
                 for e in history.events if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED]
     assert failures == ["NotFoundError"]
@@ -839,8 +842,11 @@ async def test_a_worker_built_without_the_local_lookup_asks_the_tools_queue(
     acts = AgentActivities(registry, workspace=workspace)
     bare = Worker(temporal_client, task_queue=task_queue, workflows=[AgentRunWorkflow], activities=[acts.call_model],
                   workflow_runner=workflow_runner())
-    async with bare, build_worker(temporal_client, task_queue=task_queue, registry=registry, workspace=workspace,
-                                  role="tools"):
+    # Without the plugin, the model calls' lane needs a worker of its own too (docs/many-tenants.md).
+    lane = f"{task_queue}-llm-scripted"  # the scripted model's provider lane
+    bare_lane = Worker(temporal_client, task_queue=lane, activities=[acts.call_model])
+    async with bare, bare_lane, build_worker(temporal_client, task_queue=task_queue, registry=registry,
+                                             workspace=workspace, role="tools"):
         handle = await agent_client.start(AgentSpec(model=script(calls(call("read_file", {"file_path": "a.txt"})),
                                                                  reply("read")),
                                                     tools=["read_file"], workspace=str(workspace)), "go")
@@ -851,7 +857,7 @@ async def test_a_worker_built_without_the_local_lookup_asks_the_tools_queue(
     tools = f"{task_queue}-tools"
     assert local_activities(history) == []
     assert scheduled_queues(history) == [
-        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue)]
+        ("resolve_tools", tools), ("call_model", lane), ("execute_tool", tools), ("call_model", lane)]
 
 
 async def test_a_run_replayed_after_the_local_lookup_keeps_its_events_and_their_times(

@@ -77,7 +77,7 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     # activity, no task on any queue), which said the run's queue has the
     # tools too; so the tool call went to the run's own queue.
     queues = activity_queues(await handle.workflow_handle.fetch_history())
-    assert queues == {"execute_tool": {task_queue}, "call_model": {task_queue}}
+    assert queues == {"execute_tool": {task_queue}, "call_model": {f"{task_queue}-llm-scripted"}}
 
 
 async def test_the_tools_queue_worker_starts_and_stops_with_the_users_worker(

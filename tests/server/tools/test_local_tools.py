@@ -111,8 +111,9 @@ async def test_a_local_tool_runs_in_the_workflow_task_that_asked_for_it(
     # The local calls are markers of the worker that ran the run; the other
     # tool is an activity task on the run's queue, as before.
     assert local_activities(history) == [("resolve_tools_here", None)] + [("execute_tool_here", None)] * 3
-    assert scheduled_queues(history) == [("call_model", task_queue), ("execute_tool", task_queue),
-                                         ("call_model", task_queue), ("call_model", task_queue)]
+    lane = f"{task_queue}-llm-scripted"  # the scripted model's provider lane
+    assert scheduled_queues(history) == [("call_model", lane), ("execute_tool", task_queue),
+                                         ("call_model", lane), ("call_model", lane)]
     # One workflow task to start, then one per activity task: the local
     # calls took none of their own.
     assert workflow_tasks(history) == len(scheduled_queues(history)) + 1
@@ -203,7 +204,8 @@ async def test_a_local_call_that_finds_a_models_worker_moves_to_the_tools_queue(
     history = await handle.workflow_handle.fetch_history()
     # Refused once; the run's later calls go to the tools queue directly.
     assert local_activities(history) == [("resolve_tools_here", "ToolsNotHere"), ("execute_tool_here", "ToolsNotHere")]
+    lane = f"{task_queue}-llm-scripted"  # the scripted model's provider lane
     assert scheduled_queues(history) == [
-        ("resolve_tools", tools), ("call_model", task_queue), ("execute_tool", tools), ("call_model", task_queue),
-        ("execute_tool", tools), ("call_model", task_queue)]
+        ("resolve_tools", tools), ("call_model", lane), ("execute_tool", tools), ("call_model", lane),
+        ("execute_tool", tools), ("call_model", lane)]
     assert task_failures(history) == []

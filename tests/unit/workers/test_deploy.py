@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from agentloop.cli.parser import build_parser
+from agentloop.shared.definition.lanes import lane_queue
 from agentloop.workers.worker import build_worker, tool_task_queue
 from tests.helpers.paths import ROOT
 
@@ -205,12 +206,17 @@ def test_scaling_follows_each_roles_task_queue() -> None:
     for so in scaled.values():
         target = deployments[so["spec"]["scaleTargetRef"]["name"]]
         assert "replicas" not in target["spec"], "the ScaledObject owns the replica count"
-        (trigger,) = so["spec"]["triggers"]
-        queue, types = queues[pod_env(target)["AGENTLOOP_WORKER_ROLE"]]
-        meta = trigger["metadata"]
-        assert trigger["type"] == "temporal"
-        assert (meta["endpoint"], meta["namespace"]) == (config["TEMPORAL_ADDRESS"], config["TEMPORAL_NAMESPACE"])
-        assert meta["taskQueue"] == queue and set(meta["queueTypes"].split(",")) == types
+        role = pod_env(target)["AGENTLOOP_WORKER_ROLE"]
+        wanted = [queues[role]]
+        if role == "models":  # and the backlogs of the providers' lanes (docs/many-tenants.md)
+            wanted += [(lane_queue(config["AGENTLOOP_TASK_QUEUE"], lane), {"activity"})
+                       for lane in ("openai", "anthropic")]
+        assert len(so["spec"]["triggers"]) == len(wanted)
+        for trigger, (queue, types) in zip(so["spec"]["triggers"], wanted, strict=True):
+            meta = trigger["metadata"]
+            assert trigger["type"] == "temporal"
+            assert (meta["endpoint"], meta["namespace"]) == (config["TEMPORAL_ADDRESS"], config["TEMPORAL_NAMESPACE"])
+            assert meta["taskQueue"] == queue and set(meta["queueTypes"].split(",")) == types
         assert so["spec"]["minReplicaCount"] >= 1, "a run that waits needs a worker to answer its queries"
 
 
