@@ -37,6 +37,7 @@ from agentloop.shared.runs.result import (
     GuardrailTripped,
     MaxStepsExceeded,
 )
+from agentloop.shared.runs.run import AgentRunInput
 from agentloop.shared.runs.threads import ThreadBusy, ThreadNotFound
 from agentloop.tools.context_providers import ContextRequest, context_provider
 from agentloop.tools.guardrails import GuardrailContext, guardrail, llm_judge
@@ -53,6 +54,7 @@ __all__ = [
     "AgentRunCancelled",
     "AgentRunFailed",
     "AgentRunHandle",
+    "AgentRunInput",
     "AgentRunReport",
     "AgentRunResult",
     "AgentSpec",
