@@ -101,6 +101,12 @@ TYPED_OUTPUT_PATCH = "agentloop-typed-output-1"
 UPGRADE_PATCH = "agentloop-upgrade-1"
 
 
+#: Patch marker of runs with a tenant, which reserve from the tenant's spend
+#: quota before their LLM steps (``agentloop.workflows.effects.quotas``).
+#: Recorded only in runs with a tenant.
+QUOTA_PATCH = "agentloop-quota-1"
+
+
 @dataclass(frozen=True)
 class Features:
     """What a run does, by the code it started on (its patch markers): a run
