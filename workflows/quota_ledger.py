@@ -38,13 +38,10 @@ class LedgerInput(BaseModel):
 class QuotaLedgerWorkflow:
     """A tenant's spend ledger (docs/many-tenants.md)."""
 
-    def __init__(self) -> None:
-        self._state: LedgerState | None = None
-        self._updates = 0  # in this Temporal run
-
     @workflow.init
-    def init(self, input: LedgerInput) -> None:
+    def __init__(self, input: LedgerInput) -> None:
         self._state = input.state or LedgerState(tenant=input.tenant)
+        self._updates = 0  # in this Temporal run
 
     @workflow.run
     async def run(self, input: LedgerInput) -> None:
@@ -55,7 +52,6 @@ class QuotaLedgerWorkflow:
 
     @property
     def _ledger(self) -> LedgerState:
-        assert self._state is not None  # set by init
         return self._state
 
     @workflow.update(name=quotas.RESERVE_UPDATE)

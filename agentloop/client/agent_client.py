@@ -21,6 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.client.handle import AgentRunHandle
 from agentloop.client.runs import RunSummary, id_in_use, runs_query, summary_of
+from agentloop.client.quotas import AgentQuotas
 from agentloop.client.schedules import AgentSchedules
 from agentloop.client.threads import not_running, send_message, thread_start
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
@@ -62,6 +63,11 @@ class AgentClient:
     def __init__(self, client: Client, *, task_queue: str | None = None) -> None:
         self.temporal = client
         self.task_queue = task_queue or task_queue_from_env()
+
+    @property
+    def quotas(self) -> AgentQuotas:
+        """Tenants' spend quotas (docs/many-tenants.md)."""
+        return AgentQuotas(self.temporal, self.task_queue)
 
     @property
     def schedules(self) -> AgentSchedules:
