@@ -53,6 +53,7 @@ from agentloop.cli.control import cmd_approve, cmd_cancel, cmd_stop, cmd_submit
 from agentloop.cli.embedded import describe_rpc_error
 from agentloop.cli.listing import cmd_list, cmd_show
 from agentloop.cli.parser import build_parser
+from agentloop.cli.quotas import cmd_quota
 from agentloop.cli.replay import cmd_replay
 from agentloop.cli.runs.chat import cmd_chat
 from agentloop.cli.runs.run import cmd_run, cmd_watch
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
         "watch": cmd_watch,
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
-        "codec-server": cmd_codec_server,
+        "codec-server": cmd_codec_server, "quota": cmd_quota,
     }[args.command]
     try:
         return run_command(command, args)

@@ -20,8 +20,8 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.client.handle import AgentRunHandle
-from agentloop.client.runs import RunSummary, id_in_use, runs_query, summary_of
 from agentloop.client.quotas import AgentQuotas
+from agentloop.client.runs import RunSummary, id_in_use, runs_query, summary_of
 from agentloop.client.schedules import AgentSchedules
 from agentloop.client.threads import not_running, send_message, thread_start
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME

@@ -10,6 +10,8 @@ reserve nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
@@ -37,7 +39,7 @@ class AgentQuotas:
             UserError: The ledger refused the limits (none given).
         """
         check_tenant(tenant)
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             quotas.QUOTA_WORKFLOW_NAME, {"tenant": tenant}, id=quotas.ledger_id(tenant), task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )

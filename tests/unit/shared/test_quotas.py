@@ -27,7 +27,9 @@ def ledger(**limits: object) -> LedgerState:
     return quotas.set_limits(LedgerState(tenant="acme"), QuotaLimits(**limits), T0)  # type: ignore[arg-type]
 
 
-def reserve(state: LedgerState, run: str, seq: int, used: int = 0, now: datetime = T0) -> tuple[LedgerState, quotas.QuotaAnswer]:
+def reserve(
+    state: LedgerState, run: str, seq: int, used: int = 0, now: datetime = T0
+) -> tuple[LedgerState, quotas.QuotaAnswer]:
     return quotas.decide_reserve(state, ReserveRequest(run_id=run, seq=seq, used=Amount(tokens=used)), now)
 
 
