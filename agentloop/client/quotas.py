@@ -39,6 +39,9 @@ class AgentQuotas:
             UserError: The ledger refused the limits (none given).
         """
         check_tenant(tenant)
+        if not limits.limited:
+            raise UserError(f"the quota of {tenant!r} was not set: a quota limits tokens (--tokens) or US "
+                            "dollars (--usd), or both")
         start: WithStartWorkflowOperation[Any, Any] = WithStartWorkflowOperation(
             quotas.QUOTA_WORKFLOW_NAME, {"tenant": tenant}, id=quotas.ledger_id(tenant), task_queue=self.task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
