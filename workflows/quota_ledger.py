@@ -13,7 +13,7 @@ from __future__ import annotations
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import BaseModel
+    from pydantic import BaseModel, Field
 
     from agentloop.shared.runs import quotas
     from agentloop.shared.runs.quotas import (
@@ -28,10 +28,13 @@ with workflow.unsafe.imports_passed_through():
 
 
 class LedgerInput(BaseModel):
-    """The ledger's input: its tenant, and (after continue-as-new) its state."""
+    """The ledger's input: its tenant, (after continue-as-new) its state, and
+    how many updates it takes before it continues as new (in its input, so
+    that a replay decides as the run did)."""
 
     tenant: str
     state: LedgerState | None = None
+    updates_per_run: int = Field(default=quotas.UPDATES_PER_RUN, ge=1)
 
 
 @workflow.defn(name=quotas.QUOTA_WORKFLOW_NAME, sandboxed=workflow_sandbox_from_env())
@@ -46,9 +49,10 @@ class QuotaLedgerWorkflow:
     @workflow.run
     async def run(self, input: LedgerInput) -> None:
         await workflow.wait_condition(
-            lambda: self._updates >= quotas.UPDATES_PER_RUN or workflow.info().is_continue_as_new_suggested())
+            lambda: self._updates >= input.updates_per_run or workflow.info().is_continue_as_new_suggested())
         await workflow.wait_condition(workflow.all_handlers_finished)
-        workflow.continue_as_new(LedgerInput(tenant=input.tenant, state=self._ledger))
+        workflow.continue_as_new(LedgerInput(tenant=input.tenant, state=self._ledger,
+                                             updates_per_run=input.updates_per_run))
 
     @property
     def _ledger(self) -> LedgerState:

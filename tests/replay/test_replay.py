@@ -74,6 +74,9 @@ def test_histories_are_committed() -> None:
         # version is current and stays, then continues as new onto the new current version (both
         # Temporal runs); a run pinned to its version across the switch.
         "thread_upgrade", "thread_upgrade-2", "pinned_versioned",
+        # A run of a tenant with a quota (patch agentloop-quota-1) that waited for the window to turn,
+        # and its tenant's ledger, continued as new once.
+        "quota_run", "quota_ledger", "quota_ledger-2",
     }
 
 
@@ -154,3 +157,18 @@ async def test_replay_catches_an_incompatible_change() -> None:
                                             raise_on_replay_failure=False)
     assert isinstance(result.replay_failure, workflow.NondeterminismError)
     assert "does not match activity type of activity command 'call_model'" in str(result.replay_failure)
+
+
+def test_the_quota_histories_hold_the_reservations() -> None:
+    from agentloop.shared.runs.quotas import QUOTA_ACTIVITY
+    from agentloop.workflows.patches import QUOTA_PATCH
+
+    run = load(HISTORIES / "quota_run.json").events
+    assert QUOTA_PATCH in patch_ids(run)
+    asked = [m for m in markers(run, "core_local_activity") if m["data"]["activity_type"] == QUOTA_ACTIVITY]
+    kinds = [m["result"]["kind"] for m in asked]
+    assert "wait" in kinds and kinds[-1] == "granted" and len(kinds) >= 5  # reserves, a wait, the release
+    assert any(e.HasField("timer_started_event_attributes") for e in run)
+    first, second = (load(HISTORIES / f"{n}.json").events for n in ("quota_ledger", "quota_ledger-2"))
+    assert first[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    assert second[0].workflow_execution_started_event_attributes.input.payloads

@@ -13,6 +13,7 @@ from agentloop import AgentClient
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.runs import quotas
 from agentloop.shared.runs.quotas import Amount, QuotaAnswer, QuotaLimits, ReleaseRequest, ReserveRequest
+from agentloop.workflows.quota_ledger import LedgerInput
 from tests.helpers.polling import eventually
 
 
@@ -25,12 +26,15 @@ async def reserve(agent_client: AgentClient, tenant: str, run_id: str, seq: int,
 
 
 async def test_the_ledger_keeps_its_state_across_continue_as_new(
-    agent_client: AgentClient, worker: Callable[..., Any], task_queue: str, monkeypatch: pytest.MonkeyPatch
+    agent_client: AgentClient, worker: Callable[..., Any], task_queue: str
 ) -> None:
-    monkeypatch.setattr(quotas, "UPDATES_PER_RUN", 5)
     tenant = f"acme-{task_queue}"
     assert await agent_client.quotas.get(tenant) is None
     async with worker():
+        # as `quota set` starts it, but continuing as new after five updates
+        await agent_client.temporal.start_workflow(
+            quotas.QUOTA_WORKFLOW_NAME, LedgerInput(tenant=tenant, updates_per_run=5), id=quotas.ledger_id(tenant),
+            task_queue=task_queue)
         view = await agent_client.quotas.set(tenant, QuotaLimits(tokens=1000, window_seconds=86400))
         assert view.limits is not None and view.limits.tokens == 1000 and view.window_end is not None
         first_run = (await agent_client.temporal.get_workflow_handle(quotas.ledger_id(tenant)).describe()).run_id
