@@ -7,6 +7,7 @@ Needs ``prometheus-client`` (``pip install 'agentloop[telemetry]'``).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import urllib.request
@@ -24,6 +25,12 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 
 #: A person answers in seconds to hours.
 APPROVAL_WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 24 * 3600)
 TERMINAL = ("completed", "stopped", "failed", "cancelled")
+#: Set to 1 to label tenants' spend by tenant (off by default: one series per tenant).
+TENANT_LABEL_ENV = "AGENTLOOP_METRICS_TENANT_LABEL"
+
+
+def tenant_label_from_env() -> bool:
+    return os.environ.get(TENANT_LABEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class AgentMetrics:
@@ -34,9 +41,17 @@ class AgentMetrics:
     this worker executes did, outside replays.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, tenant_label: bool | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
+        # Tenants' spend: by tenant only when asked (a label per tenant may be many series).
+        self.tenant_label = tenant_label if tenant_label is not None else tenant_label_from_env()
+        self.tenant_tokens = Counter("agentloop_tenant_spend_tokens",
+                                     "Tokens runs of tenants with a quota reported to their ledger (by tenant when "
+                                     f"{TENANT_LABEL_ENV}=1, else tenant=\"\").", ["tenant"], registry=r)
+        self.tenant_usd = Counter("agentloop_tenant_spend_usd",
+                                  "US dollars runs of tenants with a quota reported to their ledger (by tenant when "
+                                  f"{TENANT_LABEL_ENV}=1, else tenant=\"\").", ["tenant"], registry=r)
         self.tokens = Counter("agentloop_llm_tokens", "Tokens of LLM calls, by model and direction (input, output).",
                               ["model", "direction"], registry=r)
         self.cost = Counter("agentloop_llm_cost_usd", "What LLM calls cost, in US dollars, at the run's prices.",
@@ -72,6 +87,12 @@ class AgentMetrics:
         if cost is not None:
             self.cost.labels(model).inc(cost)
         self.llm_latency.labels(model).observe(seconds)
+
+    def tenant_spend(self, tenant: str, tokens: int, usd: float) -> None:
+        """What a run of ``tenant`` reported to the tenant's quota ledger."""
+        label = tenant if self.tenant_label else ""
+        self.tenant_tokens.labels(label).inc(tokens)
+        self.tenant_usd.labels(label).inc(usd)
 
     def tool_call(self, tool: str, *, error: bool, seconds: float) -> None:
         self.tool_calls.labels(tool).inc()

@@ -42,6 +42,7 @@ from temporalio.worker import (
 from agentloop.activities.agent_activities import REQUEST_SEEN
 from agentloop.shared.base import contracts
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.quotas import QUOTA_ACTIVITY
 
 log = logging.getLogger("agentloop.telemetry")
 
@@ -195,6 +196,12 @@ class Telemetry:
                 self.metrics.model_call(model, usage.input_tokens, usage.output_tokens, cost, seconds)
             return result
 
+    def quota_reported(self, call: Any) -> None:
+        """A run reported its usage to its tenant's ledger: the tenant's spend."""
+        spent = _quota_used(call)
+        if self.metrics is not None and spent is not None:
+            self.metrics.tenant_spend(*spent)
+
     async def execute_tool(
         self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]
     ) -> Any:
@@ -213,6 +220,15 @@ class Telemetry:
             if self.metrics is not None and not replayed:
                 self.metrics.tool_call(name, error=bool(getattr(result, "is_error", False)), seconds=seconds)
             return result
+
+
+def _quota_used(call: Any) -> tuple[str, int, float] | None:
+    """The tenant and the usage a quota call reported (None: nothing)."""
+    request = getattr(call, "reserve", None) or getattr(call, "release", None)
+    used = getattr(request, "used", None)
+    if used is None or not (used.tokens or used.usd):
+        return None
+    return call.tenant, used.tokens or 0, used.usd or 0.0
 
 
 class TelemetryInterceptor(Interceptor):
@@ -246,6 +262,10 @@ class _ActivityInbound(ActivityInboundInterceptor):
             return await self.telemetry.call_model(input, super().execute_activity)
         if kind in (contracts.EXECUTE_TOOL, contracts.EXECUTE_TOOL_HERE):
             return await self.telemetry.execute_tool(input, super().execute_activity)
+        if kind == QUOTA_ACTIVITY:
+            result = await super().execute_activity(input)
+            self.telemetry.quota_reported(input.args[0] if input.args else None)
+            return result
         with log_fields(run_id=temporalio.activity.info().workflow_id):
             return await super().execute_activity(input)
 

@@ -78,12 +78,18 @@ class QuotaLimits(BaseModel):
         at_limit: What a run does when the window is spent: ``wait`` for the
             next window (status ``waiting_for_quota``), or ``fail``
             (reason ``quota_exceeded``).
+        chunk_tokens: How many tokens a run reserves at a time (None:
+            :data:`CHUNK_SHARE` of ``tokens``).
+        chunk_usd: How many dollars a run reserves at a time (None:
+            :data:`CHUNK_SHARE` of ``usd``).
     """
 
     tokens: int | None = Field(default=None, gt=0)
     usd: float | None = Field(default=None, gt=0)
     window_seconds: float = Field(default=86400.0, gt=0)
     at_limit: QuotaPolicy = "wait"
+    chunk_tokens: int | None = Field(default=None, gt=0)
+    chunk_usd: float | None = Field(default=None, gt=0)
 
     @property
     def limited(self) -> bool:
@@ -237,15 +243,15 @@ def reserved(state: LedgerState) -> Amount:
 
 
 def chunk_size(limits: QuotaLimits, remaining: Amount, want: Amount) -> Amount:
-    """The next chunk: a share of the window's limit (:data:`CHUNK_SHARE`),
+    """The next chunk: the limits' chunk, else a share of the window's limit (:data:`CHUNK_SHARE`),
     no more than the window has left nor than the run's own budget leaves
     (``want``). At least one token (or cent) while any remains."""
     tokens = usd = None
     if limits.tokens is not None:
-        tokens = max(1, math.ceil(limits.tokens * CHUNK_SHARE))
+        tokens = limits.chunk_tokens or max(1, math.ceil(limits.tokens * CHUNK_SHARE))
         tokens = min(tokens, remaining.tokens or 0, want.tokens if want.tokens is not None else tokens)
     if limits.usd is not None:
-        usd = max(0.01, limits.usd * CHUNK_SHARE)
+        usd = limits.chunk_usd or max(0.01, limits.usd * CHUNK_SHARE)
         usd = min(usd, remaining.usd or 0.0, want.usd if want.usd is not None else usd)
     return Amount(tokens=tokens, usd=usd)
 

@@ -25,5 +25,6 @@ async def test_quota_set_and_show(env: dict[str, str], worker: Callable[..., Any
         shown = await agentloop_async("quota", "show", tenant, "--json", env=env)
     assert shown.code == 0, shown.err
     view = json.loads(shown.out)
-    assert view["limits"] == {"tokens": 1000, "usd": 50.0, "window_seconds": 86400.0, "at_limit": "fail"}
+    assert view["limits"] == {"tokens": 1000, "usd": 50.0, "window_seconds": 86400.0, "at_limit": "fail",
+                              "chunk_tokens": None, "chunk_usd": None}
     assert view["spent"] == {"tokens": 0, "usd": 0.0} and view["holders"] == {}

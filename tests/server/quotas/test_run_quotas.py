@@ -53,6 +53,26 @@ async def test_at_the_limit_a_run_waits_for_the_window_then_goes_on(
     assert view.total_spent.tokens == result.usage.total_tokens == 300
 
 
+async def test_tenant_spend_goes_to_the_metrics_the_tenant_label_opt_in(
+    agent_client: AgentClient, worker: Callable[..., Any], task_queue: str
+) -> None:
+    from prometheus_client import generate_latest
+
+    from agentloop.workers.metrics import AgentMetrics
+    from agentloop.workers.telemetry import Telemetry
+
+    tenant = f"metered-{task_queue}"
+    labelled, plain = AgentMetrics(tenant_label=True), AgentMetrics(tenant_label=False)
+    for metrics in (labelled, plain):
+        async with worker(telemetry=Telemetry(traces=False, metrics=metrics)):
+            await agent_client.quotas.set(tenant, QuotaLimits(tokens=10**6))
+            await (await agent_client.start(AgentSpec(model=three_steps(), tools=["list_dir"]), "go",
+                                            tenant=tenant)).result()
+    assert f'agentloop_tenant_spend_tokens_total{{tenant="{tenant}"}} 300.0' in generate_latest(
+        labelled.registry).decode()
+    assert 'agentloop_tenant_spend_tokens_total{tenant=""} 300.0' in generate_latest(plain.registry).decode()
+
+
 async def test_at_the_limit_a_run_fails_with_quota_exceeded_when_the_policy_says_so(
     agent_client: AgentClient, worker: Callable[..., Any], task_queue: str
 ) -> None:

@@ -56,6 +56,7 @@ def test_chunks_are_a_share_of_the_limit_capped_by_what_is_left_and_the_runs_bud
     assert quotas.chunk_size(limits, Amount(tokens=120, usd=0.5), Amount()) == Amount(tokens=120, usd=0.5)
     assert quotas.chunk_size(limits, Amount(tokens=10_000, usd=50), Amount(tokens=40, usd=None)).tokens == 40
     assert quotas.chunk_size(QuotaLimits(tokens=3), Amount(tokens=3), Amount()).tokens == 1
+    assert quotas.chunk_size(QuotaLimits(tokens=10_000, chunk_tokens=7), Amount(tokens=10_000), Amount()).tokens == 7
     assert quotas.run_want(100, None, Amount(tokens=30)) == Amount(tokens=70, usd=None)
 
 
