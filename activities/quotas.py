@@ -1,4 +1,4 @@
-"""The ``quota_ledger`` local activity: a run reserves from (or gives back to)
+"""The ``quota_ledger`` activity: a run reserves from (or gives back to)
 its tenant's ledger workflow (``agentloop.workflows.quota_ledger``) with the
 update of the same name. A workflow cannot send an update itself, so this
 short activity does, with the worker's client.

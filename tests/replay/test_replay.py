@@ -165,9 +165,12 @@ def test_the_quota_histories_hold_the_reservations() -> None:
 
     run = load(HISTORIES / "quota_run.json").events
     assert QUOTA_PATCH in patch_ids(run)
-    asked = [m for m in markers(run, "core_local_activity") if m["data"]["activity_type"] == QUOTA_ACTIVITY]
-    kinds = [m["result"]["kind"] for m in asked]
-    assert "wait" in kinds and kinds[-1] == "granted" and len(kinds) >= 5  # reserves, a wait, the release
+    asked = {e.event_id for e in run if e.HasField("activity_task_scheduled_event_attributes")
+             and e.activity_task_scheduled_event_attributes.activity_type.name == QUOTA_ACTIVITY}
+    answers = [json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)["kind"]
+               for e in run if e.HasField("activity_task_completed_event_attributes")
+               and e.activity_task_completed_event_attributes.scheduled_event_id in asked]
+    assert len(asked) >= 5 and "wait" in answers  # reserves, one after the wait, the release
     assert any(e.HasField("timer_started_event_attributes") for e in run)
     first, second = (load(HISTORIES / f"{n}.json").events for n in ("quota_ledger", "quota_ledger-2"))
     assert first[-1].HasField("workflow_execution_continued_as_new_event_attributes")

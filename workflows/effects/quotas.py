@@ -1,6 +1,6 @@
 """A run's side of its tenant's spend quota (``agentloop.shared.runs.quotas``):
 before an LLM step, reserve the next chunk when the last is used (through the
-``quota_ledger`` local activity); wait for the window to turn, or fail, as the
+``quota_ledger`` activity); wait for the window to turn, or fail, as the
 ledger says; give back what is left when the run ends. Deterministic."""
 
 from __future__ import annotations
@@ -34,8 +34,12 @@ QUOTA_TIMEOUT = timedelta(seconds=30)
 
 
 async def call_ledger(call: QuotaCall) -> QuotaAnswer:
-    """Local activity ``quota_ledger``: retried until it answers (idempotent)."""
-    return await workflow.execute_local_activity(
+    """Activity ``quota_ledger`` on the run's own queue: retried until it
+    answers (it is idempotent). Not a local activity: one holds its run's
+    workflow task open while it waits, and hundreds of runs waiting on one
+    ledger would hold every workflow-task slot its worker has, the ledger's
+    own task then waiting behind them."""
+    return await workflow.execute_activity(
         quotas.QUOTA_ACTIVITY, call, result_type=QuotaAnswer, summary="quota",
         start_to_close_timeout=QUOTA_TIMEOUT,
         retry_policy=RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=5)),

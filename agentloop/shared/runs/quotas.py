@@ -31,7 +31,7 @@ RESERVE_UPDATE = "reserve"
 RELEASE_UPDATE = "release"
 SET_LIMITS_UPDATE = "set_limits"
 QUOTA_QUERY = "quota"
-#: The activity a run reserves and releases through (a local activity).
+#: The activity a run reserves and releases through.
 QUOTA_ACTIVITY = "quota_ledger"
 
 #: A chunk is at most this share of the window's limit, so that many runs share it.
