@@ -8,14 +8,17 @@
 //   run-events.js        each event type to what it changes on the page
 //   run-conversation.js  messages and tool calls       run-waiting.js  approvals and client tools' outputs
 //   run-side.js          usage, cost, facts, controls, sub-agents     composer.js  a thread's message box
+//   quotas.js            a tenant's spend quota (/quotas/{tenant})
 
 import { D } from "./dom.js";
 import { askForToken, setupTokenButton, token } from "./api.js";
 import { runsPage } from "./runs.js";
 import { runPage } from "./run-page.js";
+import { quotaPage } from "./quotas.js";
 
 setupTokenButton();
 if (D.auth === "1" && !token.get()) askForToken("");
 else if (D.page === "runs") runsPage();
 else if (D.page === "run") runPage(D.id, false);
 else if (D.page === "thread") runPage(D.id, true);
+else if (D.page === "quota") quotaPage(D.id);

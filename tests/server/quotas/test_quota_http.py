@@ -8,6 +8,7 @@ from typing import Any
 
 from agentloop import AgentClient
 from agentloop.server import ServerSettings, parse_tokens
+from agentloop.shared.runs.quotas import QuotaLimits
 from tests.helpers.http_api import serve
 
 ADMIN, OPS, DASH = "admin-secret-0123456789", "ops-secret-0123456789", "dash-secret-0123456789"
@@ -38,3 +39,29 @@ async def test_read_reads_admin_sets(agent_client: AgentClient, worker: Callable
         shown = await http.get(f"/v1/quotas/{tenant}", headers=bearer(DASH))
         assert shown.status_code == 200 and shown.json()["limits"]["usd"] == 50
         assert (await http.get("/v1/quotas/a%20b", headers=bearer(DASH))).status_code == 422
+
+
+async def test_the_console_shows_a_tenants_quota(
+    agent_client: AgentClient, worker: Callable[..., Any], task_queue: str
+) -> None:
+    from tests.helpers.browser import chromium, launch
+
+    chromium()  # skips without the browser (fails when AGENTLOOP_REQUIRE_BROWSER=1)
+    from playwright.async_api import async_playwright, expect
+
+    tenant = f"console-{task_queue}"
+    async with worker(), serve(agent_client, ServerSettings(tokens=TOKENS, registered_only=False)) as api, \
+            async_playwright() as playwright:
+        shell = await api.http.get(f"/quotas/{tenant}")
+        assert shell.status_code == 200 and 'data-page="quota"' in shell.text
+        await agent_client.quotas.set(tenant, QuotaLimits(usd=50, at_limit="fail"))
+        browser = await launch(playwright)
+        page = await (await browser.new_context()).new_page()
+        await page.goto(f"{api.url}/quotas/{tenant}")
+        await page.fill("input[name=token]", DASH)
+        await page.click("button[type=submit]")
+        await page.goto(f"{api.url}/quotas/{tenant}")
+        facts = page.locator("#quota")
+        await expect(facts).to_contain_text("$50.00 per 86400s (at the limit: fail)", timeout=30_000)
+        await expect(facts).to_contain_text("reserved")
+        await browser.close()
