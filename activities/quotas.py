@@ -1,7 +1,7 @@
-"""The ``quota_ledger`` activity: a run reserves from (or gives back to)
-its tenant's ledger workflow (``agentloop.workflows.quota_ledger``) with the
-update of the same name. A workflow cannot send an update itself, so this
-short activity does, with the worker's client.
+"""The ``quota_ledger`` activity: a run reserves from its tenant's ledger
+workflow (``agentloop.workflows.quota_ledger``) with the update ``reserve``
+(a release the run signals itself). A workflow cannot send an update, so
+this short activity does, with the worker's client.
 
 Idempotent: the update id is the run id and the request number, and the
 ledger answers a request it has answered again without reserving twice
@@ -28,8 +28,7 @@ async def quota_ledger(call: QuotaCall) -> QuotaAnswer:
             return await handle.execute_update(quotas.RESERVE_UPDATE, request, result_type=QuotaAnswer,
                                                id=f"{request.run_id}-quota-{request.seq}")
         if call.release is not None:
-            await handle.execute_update(quotas.RELEASE_UPDATE, call.release,
-                                        id=f"{call.release.run_id}-quota-release")
+            await handle.signal(quotas.RELEASE_UPDATE, call.release)
         return QuotaAnswer(kind="granted")
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:

@@ -42,7 +42,7 @@ from temporalio.worker import (
 from agentloop.activities.agent_activities import REQUEST_SEEN
 from agentloop.shared.base import contracts
 from agentloop.shared.base.errors import UserError
-from agentloop.shared.runs.quotas import QUOTA_ACTIVITY
+from agentloop.shared.runs.quotas import QuotaCall
 
 log = logging.getLogger("agentloop.telemetry")
 
@@ -150,6 +150,9 @@ class Telemetry:
             log.debug("telemetry could not take the event %s", getattr(event, "type", event), exc_info=True)
 
     def _observe(self, event: Any, agent: str, model: str) -> None:
+        if isinstance(event, QuotaCall):
+            self.quota_reported(event)
+            return
         kind = getattr(event, "type", "")
         if self.metrics is not None:
             self.metrics.run_event(event)
@@ -197,7 +200,8 @@ class Telemetry:
             return result
 
     def quota_reported(self, call: Any) -> None:
-        """A run reported its usage to its tenant's ledger: the tenant's spend."""
+        """A run reported its usage to its tenant's ledger (handed over by
+        the run, outside replays): the tenant's spend."""
         spent = _quota_used(call)
         if self.metrics is not None and spent is not None:
             self.metrics.tenant_spend(*spent)
@@ -262,10 +266,6 @@ class _ActivityInbound(ActivityInboundInterceptor):
             return await self.telemetry.call_model(input, super().execute_activity)
         if kind in (contracts.EXECUTE_TOOL, contracts.EXECUTE_TOOL_HERE):
             return await self.telemetry.execute_tool(input, super().execute_activity)
-        if kind == QUOTA_ACTIVITY:
-            result = await super().execute_activity(input)
-            self.telemetry.quota_reported(input.args[0] if input.args else None)
-            return result
         with log_fields(run_id=temporalio.activity.info().workflow_id):
             return await super().execute_activity(input)
 

@@ -69,8 +69,9 @@ class QuotaLedgerWorkflow:
         if not request.run_id:
             raise ValueError("a reservation names its run")
 
-    @workflow.update(name=quotas.RELEASE_UPDATE)
+    @workflow.signal(name=quotas.RELEASE_UPDATE)
     def release(self, request: ReleaseRequest) -> None:
+        """A run ended (a signal: the run sends it from its workflow, and waits for nothing)."""
         self._state = quotas.decide_release(self._ledger, request, workflow.now())
         self._updates += 1
 

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import FailureError
 
 with workflow.unsafe.imports_passed_through():
     from agentloop.shared.definition.pricing import run_cost
@@ -28,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.decisions.next_step import FailRun
-    from agentloop.workflows.effects.recorder import RunRecorder
+    from agentloop.workflows.effects.recorder import RunRecorder, observe
 
 QUOTA_TIMEOUT = timedelta(seconds=30)
 
@@ -65,7 +66,9 @@ class QuotaKeeper:
             request = ReserveRequest(run_id=self.run_id, seq=quota.seq + 1, used=quotas.since_reported(quota, used),
                                      want=quotas.run_want(budget.max_total_tokens if budget else None,
                                                           budget.cost_limit_usd if budget else None, used))
-            answer = await call_ledger(QuotaCall(tenant=self.tenant, reserve=request))
+            call = QuotaCall(tenant=self.tenant, reserve=request)
+            answer = await call_ledger(call)
+            observe(call, self.spec.name, self.spec.model)  # the tenant's spend, to the worker's metrics
             quota, step = quotas.after_answer(quota.model_copy(update={"seq": request.seq}), used, answer)
             self.state.quota = quota
             match step:
@@ -88,11 +91,19 @@ class QuotaKeeper:
         self.recorder.index()
 
     async def release(self) -> None:
-        """The run ends: report what it used since it last asked; the rest goes back."""
+        """The run ends: report what it used since it last asked; the rest
+        goes back. A signal to the ledger, straight from the workflow (no
+        activity, no answer to wait for: a release repeated, or of a run the
+        ledger no longer holds, changes nothing)."""
         quota = self.state.quota
         if quota is None or quota.unlimited or quota.seq == 0:
             return
         used = self.used()
-        await call_ledger(QuotaCall(tenant=self.tenant, release=ReleaseRequest(
-            run_id=self.run_id, used=quotas.since_reported(quota, used))))
+        request = ReleaseRequest(run_id=self.run_id, used=quotas.since_reported(quota, used))
         self.state.quota = quota.model_copy(update={"reported": used, "left": Amount(), "unlimited": True})
+        observe(QuotaCall(tenant=self.tenant, release=request), self.spec.name, self.spec.model)
+        try:
+            await workflow.get_external_workflow_handle(quotas.ledger_id(self.tenant)).signal(
+                quotas.RELEASE_UPDATE, request)
+        except FailureError:
+            pass  # the ledger is gone (terminated): nothing to give back to

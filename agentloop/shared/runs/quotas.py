@@ -5,7 +5,7 @@ A tenant's ledger is one long-lived workflow, ``agentloop-quota-<tenant>``
 US dollars per window) and what the window has spent. A run of the tenant
 reserves budget from it in chunks (update ``reserve``), reports what it used
 each time it asks again, and gives back what it did not use when it ends
-(update ``release``). Every function here is pure: the ledger workflow and the
+(signal ``release``, sent by the run's workflow itself). Every function here is pure: the ledger workflow and the
 run dispatch on what they return.
 
 Windows are fixed and aligned on the epoch (a ``1d`` window turns at
@@ -28,7 +28,7 @@ QUOTA_WORKFLOW_NAME = "AgentQuotaLedger"
 QUOTA_WORKFLOW_PREFIX = "agentloop-quota-"
 #: Updates and query of the ledger.
 RESERVE_UPDATE = "reserve"
-RELEASE_UPDATE = "release"
+RELEASE_UPDATE = "release"  # a signal: runs send it from their workflow
 SET_LIMITS_UPDATE = "set_limits"
 QUOTA_QUERY = "quota"
 #: The activity a run reserves and releases through.

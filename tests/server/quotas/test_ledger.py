@@ -44,8 +44,7 @@ async def test_the_ledger_keeps_its_state_across_continue_as_new(
         again = await reserve(agent_client, tenant, "run-a", 12, used=10)
         assert again == answers[-1]
         handle = agent_client.temporal.get_workflow_handle(quotas.ledger_id(tenant))
-        await handle.execute_update(quotas.RELEASE_UPDATE, ReleaseRequest(run_id="run-a", used=Amount(tokens=5)),
-                                    id="run-a-quota-release")
+        await handle.signal(quotas.RELEASE_UPDATE, ReleaseRequest(run_id="run-a", used=Amount(tokens=5)))
 
         async def shown() -> Any:
             view = await agent_client.quotas.get(tenant)
