@@ -27,6 +27,7 @@ registered AgentThread || temporal operator search-attribute create --namespace 
 registered AgentForkedFrom || temporal operator search-attribute create --namespace "$namespace" --name AgentForkedFrom --type Keyword
 registered AgentSchedule || temporal operator search-attribute create --namespace "$namespace" --name AgentSchedule --type Keyword
 registered AgentVersion || temporal operator search-attribute create --namespace "$namespace" --name AgentVersion --type Keyword
+registered AgentTenant || temporal operator search-attribute create --namespace "$namespace" --name AgentTenant --type Keyword
 missing=0
 registered AgentStatus || { echo "AgentStatus is not registered" >&2; missing=1; }
 registered AgentName || { echo "AgentName is not registered" >&2; missing=1; }
@@ -38,5 +39,6 @@ registered AgentThread || { echo "AgentThread is not registered" >&2; missing=1;
 registered AgentForkedFrom || { echo "AgentForkedFrom is not registered" >&2; missing=1; }
 registered AgentSchedule || { echo "AgentSchedule is not registered" >&2; missing=1; }
 registered AgentVersion || { echo "AgentVersion is not registered" >&2; missing=1; }
+registered AgentTenant || { echo "AgentTenant is not registered" >&2; missing=1; }
 [ "$missing" -eq 0 ] && echo "agentloop search attributes registered in namespace $namespace"
 exit "$missing"

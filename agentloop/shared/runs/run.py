@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES
 from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE, UserError, describe_validation_error
 from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
 from agentloop.shared.definition.fingerprint import AgentDefinition
@@ -130,6 +131,9 @@ class AgentRunInput(BaseModel):
             open after a turn and answers the messages sent to it.
         origin: Set only on a run restored from a snapshot or forked from a
             run (``AgentClient.restore``, ``AgentClient.fork``).
+        tenant: Whose run it is (docs/many-tenants.md): the workflow's
+            Temporal fairness key, the ``AgentTenant`` search attribute;
+            sub-agents and thread turns keep it. None: no tenant.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -140,6 +144,15 @@ class AgentRunInput(BaseModel):
     parent: SubRunLink | None = None
     thread: ThreadOptions | None = None
     origin: RunOrigin | None = None
+    tenant: str | None = None
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _check_tenant(cls, value: Any) -> Any:
+        problem = tenant_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _check_depth(self) -> AgentRunInput:

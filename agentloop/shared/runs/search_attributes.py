@@ -9,7 +9,7 @@ search-attribute create`` command.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
@@ -46,6 +46,10 @@ AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 #: ``AgentVersion="<fingerprint>"`` finds every run of one definition.
 AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
 
+#: The run's tenant (``AgentRunInput.tenant``): ``AgentTenant="<tenant>"``
+#: finds every run of one tenant (docs/many-tenants.md).
+AGENT_TENANT = SearchAttributeKey.for_keyword("AgentTenant")
+
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_STATUS.name: "Keyword",
@@ -58,6 +62,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_FORKED_FROM.name: "Keyword",
     AGENT_SCHEDULE.name: "Keyword",
     AGENT_VERSION.name: "Keyword",
+    AGENT_TENANT.name: "Keyword",
 }
 
 
@@ -108,14 +113,18 @@ def registration_script() -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:
+def start_search_attributes(spec: AgentSpec, tenant: str | None = None) -> TypedSearchAttributes:
     """What a run is indexed with from its start, so ``temporal workflow
-    list`` finds it at once (the run keeps them current from then on)."""
+    list`` finds it at once (the run keeps them current from then on); a
+    run of a tenant carries ``AgentTenant`` too."""
     from agentloop.shared.definition.fingerprint import agent_fingerprint
 
-    return TypedSearchAttributes([
+    pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(AGENT_STATUS, "running"),
         SearchAttributePair(AGENT_NAME, spec.name),
         SearchAttributePair(AGENT_MODEL, spec.model),
         SearchAttributePair(AGENT_VERSION, agent_fingerprint(spec)),
-    ])
+    ]
+    if tenant is not None:
+        pairs.append(SearchAttributePair(AGENT_TENANT, tenant))
+    return TypedSearchAttributes(pairs)
