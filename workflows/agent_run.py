@@ -119,7 +119,7 @@ class AgentRunWorkflow(LlmSteps):
         # Only runs whose spec names guardrails schedule their activities.
         self._guards = GuardrailRunner(self._state, self._recorder, self._run_id, spec) if spec.guardrails else None
         # Only runs with a tenant reserve from its quota.
-        tenant = getattr(self._input, "tenant", None)
+        tenant = self._input.tenant
         self._quota = (QuotaKeeper(self._state, self._recorder, self._run_id, tenant, spec)
                        if tenant and workflow.patched(QUOTA_PATCH) else None)
         if self._input.carry is None:

@@ -21,6 +21,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.runs import quotas
 from agentloop.shared.runs.quotas import QuotaLimits, QuotaView
 
@@ -66,7 +67,8 @@ class AgentQuotas:
 
 
 def check_tenant(tenant: str) -> str:
-    """``tenant``, checked: a workflow id is made of it."""
-    if not tenant or len(tenant) > 200 or any(c.isspace() or not c.isprintable() for c in tenant):
-        raise UserError(f"tenant {tenant!r} is not a tenant name (1 to 200 printable characters, no spaces)")
+    """``tenant``, checked as a run's tenant is (a workflow id is made of it)."""
+    problem = tenant_problem(tenant)
+    if problem is not None:
+        raise UserError(f"{problem}: {tenant[:80]!r}")
     return tenant
