@@ -35,7 +35,7 @@ from agentloop.workers.worker import build_worker, connect
 STEP = Usage(input_tokens=60, output_tokens=40)
 
 
-async def overhead(agents: AgentClient, steps: int, repeat: int) -> dict[str, float]:
+async def overhead(agents: AgentClient, steps: int, repeat: int) -> dict[str, tuple[float, int, int]]:
     register_scripted_model("bench-quota", [calls(call("ping")) for _ in range(steps - 1)] + [reply("done")])
     spec = AgentSpec(model="scripted:bench-quota", tools=["ping"], max_steps=steps + 1, default_permission="allow",
                      stream_deltas=False)
@@ -44,6 +44,7 @@ async def overhead(agents: AgentClient, steps: int, repeat: int) -> dict[str, fl
     await agents.quotas.set(f"every-step-{tag}", QuotaLimits(tokens=10**9, chunk_tokens=1))
     cases = {"no quota": None, "quota, default chunks": f"chunked-{tag}", "quota, every step": f"every-step-{tag}"}
     timings: dict[str, list[float]] = {name: [] for name in cases}
+    events: dict[str, tuple[int, int]] = {}
     await agents.run(spec, "warm up")
     order = list(cases.items())
     for i in range(repeat):
@@ -53,7 +54,10 @@ async def overhead(agents: AgentClient, steps: int, repeat: int) -> dict[str, fl
             result = await handle.result()
             timings[name].append((time.perf_counter() - t) * 1000 / steps)
             assert result.report.step_count == steps
-    return {name: statistics.median(ms) for name, ms in timings.items()}
+            history = await handle.workflow_handle.fetch_history()
+            scheduled = sum(e.HasField("activity_task_scheduled_event_attributes") for e in history.events)
+            events[name] = (len(history.events), scheduled)
+    return {name: (statistics.median(ms), *events[name]) for name, ms in timings.items()}
 
 
 async def burst(agents: AgentClient, runs: int) -> None:
@@ -105,10 +109,12 @@ async def main(steps: int, repeat: int, runs: int) -> None:
         agents = AgentClient(client, task_queue=queue)
         async with build_worker(client, task_queue=queue, registry=registry):
             per_step = await overhead(agents, steps, repeat)
-            base = per_step["no quota"]
+            base, base_events, base_acts = per_step["no quota"]
             print(f"overhead: {steps}-step runs (LLM step + tool call), median of {repeat}, interleaved")
-            for name, ms in per_step.items():
-                print(f"  {name:24s} {ms:7.2f} ms per step  ({(ms / base - 1) * 100:+.1f}% against no quota)")
+            for name, (ms, n_events, n_acts) in per_step.items():
+                print(f"  {name:24s} {ms:7.2f} ms per step  ({(ms / base - 1) * 100:+.1f}% against no quota); "
+                      f"history {n_events} events ({(n_events / base_events - 1) * 100:+.1f}%), "
+                      f"{n_acts} activities ({n_acts - base_acts:+d})")
             if runs:
                 await burst(agents, runs)
 
