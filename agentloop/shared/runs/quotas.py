@@ -36,8 +36,6 @@ QUOTA_ACTIVITY = "quota_ledger"
 
 #: A chunk is at most this share of the window's limit, so that many runs share it.
 CHUNK_SHARE = 0.05
-#: When the rest of the window is reserved by other runs (not spent), a run asks again after this long.
-RECHECK_SECONDS = 1.0
 #: The ledger continues as new after this many updates.
 UPDATES_PER_RUN = 1000
 #: What a run does at the limit: wait for the window to turn, or fail (``quota_exceeded``).
@@ -244,22 +242,17 @@ def reserved(state: LedgerState) -> Amount:
 # Decisions --------------------------------------------------------------------------------
 
 
-def chunk_size(limits: QuotaLimits, remaining: Amount, want: Amount, holders: int = 1) -> Amount:
-    """The next chunk: the limits' chunk, else a share of the window's limit
-    (:data:`CHUNK_SHARE`); no more than the run's fair share of what the
-    window has left (``remaining`` over the ``holders`` holding reservations,
-    this run included), nor than the run's own budget leaves (``want``). At
-    least one token (or a hundredth of a cent) while any remains."""
+def chunk_size(limits: QuotaLimits, remaining: Amount, want: Amount) -> Amount:
+    """The next chunk: the limits' chunk, else a share of the window's limit (:data:`CHUNK_SHARE`),
+    no more than the window has left nor than the run's own budget leaves
+    (``want``). At least one token (or cent) while any remains."""
     tokens = usd = None
-    share = max(1, holders)
     if limits.tokens is not None:
         tokens = limits.chunk_tokens or max(1, math.ceil(limits.tokens * CHUNK_SHARE))
-        fair = max(1, (remaining.tokens or 0) // share) if (remaining.tokens or 0) > 0 else 0
-        tokens = min(tokens, fair, want.tokens if want.tokens is not None else tokens)
+        tokens = min(tokens, remaining.tokens or 0, want.tokens if want.tokens is not None else tokens)
     if limits.usd is not None:
         usd = limits.chunk_usd or max(0.01, limits.usd * CHUNK_SHARE)
-        fair_usd = max(0.0001, (remaining.usd or 0.0) / share) if (remaining.usd or 0.0) > 0 else 0.0
-        usd = min(usd, fair_usd, remaining.usd or 0.0, want.usd if want.usd is not None else usd)
+        usd = min(usd, remaining.usd or 0.0, want.usd if want.usd is not None else usd)
     return Amount(tokens=tokens, usd=usd)
 
 
@@ -269,12 +262,6 @@ def _remaining(state: LedgerState, limits: QuotaLimits) -> Amount:
         tokens=limits.tokens - (state.spent.tokens or 0) - (held.tokens or 0) if limits.tokens is not None else None,
         usd=limits.usd - (state.spent.usd or 0.0) - (held.usd or 0.0) if limits.usd is not None else None,
     )
-
-
-def _unspent(state: LedgerState, limits: QuotaLimits) -> Amount:
-    """What the window has not spent (reservations not counted)."""
-    return Amount(tokens=limits.tokens - (state.spent.tokens or 0) if limits.tokens is not None else None,
-                  usd=limits.usd - (state.spent.usd or 0.0) if limits.usd is not None else None)
 
 
 def _exhausted(remaining: Amount) -> bool:
@@ -305,13 +292,7 @@ def decide_reserve(state: LedgerState, request: ReserveRequest, now: datetime) -
     state = state.model_copy(update={"holders": holders})
     remaining = _remaining(state, limits)
     _, end = window_of(now, limits.window_seconds)
-    if _exhausted(remaining) and not _exhausted(_unspent(state, limits)):
-        # Not spent yet, only reserved by other runs: they give back what they do not use.
-        until = min(end, now + timedelta(seconds=RECHECK_SECONDS))
-        answer = QuotaAnswer(kind="wait", left=left, until=until,
-                             message=f"tenant {state.tenant!r}: the rest of its quota is reserved by other runs; "
-                                     f"asking again at {until.isoformat()}")
-    elif _exhausted(remaining):
+    if _exhausted(remaining):
         spent = _describe(_add_limited(state.spent, Amount(), limits))
         if limits.at_limit == "fail":
             answer = QuotaAnswer(kind="denied", left=left, until=end,
@@ -322,7 +303,7 @@ def decide_reserve(state: LedgerState, request: ReserveRequest, now: datetime) -
                                  message=f"tenant {state.tenant!r} has spent its quota ({spent}); "
                                          f"waiting until {end.isoformat()}")
     else:
-        chunk = chunk_size(limits, remaining, request.want, holders=len(holders))
+        chunk = chunk_size(limits, remaining, request.want)
         answer = QuotaAnswer(kind="granted", left=_add_limited(left, chunk, limits), until=end)
     holders[request.run_id] = Holding(left=answer.left, seq=request.seq, last_seen=now, answer=answer)
     return state.model_copy(update={"holders": holders, "updates": state.updates + 1}), answer

@@ -153,22 +153,3 @@ def test_view_shows_the_window_and_the_holders() -> None:
     view = quotas.view_of(state)
     assert view.window_end == datetime(2026, 1, 2, tzinfo=UTC)
     assert view.reserved.usd == 2.5 and view.holders == {"r1": Amount(tokens=None, usd=2.5)}
-
-
-def test_a_chunk_is_at_most_a_fair_share_of_what_is_left() -> None:
-    limits = QuotaLimits(tokens=10_000)
-    assert quotas.chunk_size(limits, Amount(tokens=900), Amount(), holders=3).tokens == 300
-    assert quotas.chunk_size(limits, Amount(tokens=2), Amount(), holders=5).tokens == 1
-    assert quotas.chunk_size(limits, Amount(tokens=0), Amount(), holders=5).tokens == 0
-
-
-def test_a_window_reserved_but_not_spent_makes_a_run_wait_briefly_even_when_the_policy_is_fail() -> None:
-    state = ledger(tokens=100, at_limit="fail")
-    state, _ = reserve(state, "holder", 1)
-    for i in range(200):  # the rest reserved by others, one token at a time
-        state, answer = reserve(state, f"r{i}", 1)
-    assert answer.kind == "wait" and answer.until == T0 + timedelta(seconds=quotas.RECHECK_SECONDS)
-    assert "reserved by other runs" in answer.message
-    state = quotas.decide_release(state, ReleaseRequest(run_id="holder", used=Amount(tokens=0)), T0)
-    state, answer = reserve(state, "late", 1)
-    assert answer.kind == "granted" and answer.left.tokens
