@@ -28,6 +28,7 @@ registered AgentForkedFrom || temporal operator search-attribute create --namesp
 registered AgentSchedule || temporal operator search-attribute create --namespace "$namespace" --name AgentSchedule --type Keyword
 registered AgentVersion || temporal operator search-attribute create --namespace "$namespace" --name AgentVersion --type Keyword
 registered AgentEval || temporal operator search-attribute create --namespace "$namespace" --name AgentEval --type Keyword
+registered AgentTenant || temporal operator search-attribute create --namespace "$namespace" --name AgentTenant --type Keyword
 missing=0
 registered AgentStatus || { echo "AgentStatus is not registered" >&2; missing=1; }
 registered AgentName || { echo "AgentName is not registered" >&2; missing=1; }
@@ -40,5 +41,6 @@ registered AgentForkedFrom || { echo "AgentForkedFrom is not registered" >&2; mi
 registered AgentSchedule || { echo "AgentSchedule is not registered" >&2; missing=1; }
 registered AgentVersion || { echo "AgentVersion is not registered" >&2; missing=1; }
 registered AgentEval || { echo "AgentEval is not registered" >&2; missing=1; }
+registered AgentTenant || { echo "AgentTenant is not registered" >&2; missing=1; }
 [ "$missing" -eq 0 ] && echo "agentloop search attributes registered in namespace $namespace"
 exit "$missing"

@@ -508,7 +508,7 @@ def test_agentloop_commands_in_the_docs_exist() -> None:
                 code, helped = help_text("agentloop", sub)
                 assert code == 0, helped
                 options = options_of(args[1:])
-                actions = re.search(r"\{([a-z,]+)\}", helped) if sub in ("schedule", "eval", "lanes") else None
+                actions = re.search(r"\{([a-z,]+)\}", helped) if sub in ("schedule", "eval", "lanes", "quota") else None
                 if actions and len(args) > 1 and args[1] in actions.group(1).split(","):
                     # `agentloop schedule ACTION`, `agentloop lanes set`: the action's own options
                     code, helped = help_text("agentloop", sub, args[1])

@@ -46,6 +46,19 @@ UPDATE_ADMISSION = {
     "history.maxInFlightUpdatePayloads": "1900000",
 }
 
+#: Dynamic config every server agentloop starts gets: task queues dispatch by
+#: priority and fairness (``temporalio.common.Priority``: a run's
+#: ``AgentSpec.priority`` and its tenant, docs/many-tenants.md) and honour the
+#: per-queue and per-key settings of ``temporal task-queue config set``
+#: (``--queue-rps-limit``, ``--fairness-key-weight``,
+#: ``--fairness-key-rps-limit-default``). ``matching.enableFairness`` implies
+#: the priority matcher; ``matching.useNewMatcher`` turns it on on its own, for
+#: queues that have not yet seen a fairness key. deploy/ sets the same.
+FAIRNESS = {
+    "matching.useNewMatcher": "true",
+    "matching.enableFairness": "true",
+}
+
 #: Dynamic config that makes the dev server cache search attributes as a
 #: production server does. The dev server re-reads them from its database on
 #: every use (so attributes added while it runs show at once), which charges
@@ -214,7 +227,8 @@ class DevServer:
         namespace: Namespace to create.
         log_file: Where the server's output goes; discarded when None.
         dynamic_config: More ``--dynamic-config-value`` settings, over
-            :data:`FAST_POLLING` (e.g. :data:`PRODUCTION_LIKE` for benchmarks).
+            :data:`FAST_POLLING`, :data:`UPDATE_ADMISSION` and :data:`FAIRNESS`
+            (e.g. :data:`PRODUCTION_LIKE` for benchmarks).
         ui_codec_endpoint: The remote codec endpoint the web UI's users get
             (``agentloop codec-server``'s URL), so it shows encrypted payloads
             in plaintext to whoever can reach that endpoint.
@@ -240,7 +254,7 @@ class DevServer:
         self.ui_port = ui_port or free_port()
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
-        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **(dynamic_config or {})}
+        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **(dynamic_config or {})}
         self.http_port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0

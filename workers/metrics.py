@@ -35,7 +35,7 @@ TENANT_LABEL_ENV = "AGENTLOOP_METRICS_TENANT_LABEL"
 def tenant_label_from_env(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``AGENTLOOP_METRICS_TENANT_LABEL`` asks for the tenant label (``1``, ``true``, ``yes``)."""
     env = os.environ if environ is None else environ
-    return env.get(TENANT_LABEL_ENV, "").strip().lower() in ("1", "true", "yes")
+    return env.get(TENANT_LABEL_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class AgentMetrics:
@@ -65,6 +65,13 @@ class AgentMetrics:
         self.tenant_cost = (Counter("agentloop_tenant_llm_cost_usd",
                                     "What LLM calls cost, in US dollars, by tenant (the run's fairness key).",
                                     ["tenant"], registry=r) if self.tenant_label else None)
+        # Tenants' spend: by tenant only when asked (a label per tenant may be many series).
+        self.tenant_tokens = Counter("agentloop_tenant_spend_tokens",
+                                     "Tokens runs of tenants with a quota reported to their ledger (by tenant when "
+                                     f"{TENANT_LABEL_ENV}=1, else tenant=\"\").", ["tenant"], registry=r)
+        self.tenant_usd = Counter("agentloop_tenant_spend_usd",
+                                  "US dollars runs of tenants with a quota reported to their ledger (by tenant when "
+                                  f"{TENANT_LABEL_ENV}=1, else tenant=\"\").", ["tenant"], registry=r)
         self.tokens = Counter("agentloop_llm_tokens", "Tokens of LLM calls, by model and direction (input, output).",
                               ["model", "direction"], registry=r)
         self.cost = Counter("agentloop_llm_cost_usd", "What LLM calls cost, in US dollars, at the run's prices.",
@@ -108,6 +115,12 @@ class AgentMetrics:
         self.lane_wait.labels(*labels).observe(seconds)
         if self.tenant_cost is not None and cost is not None:
             self.tenant_cost.labels(tenant or "none").inc(cost)
+
+    def tenant_spend(self, tenant: str, tokens: int, usd: float) -> None:
+        """What a run of ``tenant`` reported to the tenant's quota ledger."""
+        label = tenant if self.tenant_label else ""
+        self.tenant_tokens.labels(label).inc(tokens)
+        self.tenant_usd.labels(label).inc(usd)
 
     def tool_call(self, tool: str, *, error: bool, seconds: float) -> None:
         self.tool_calls.labels(tool).inc()

@@ -363,23 +363,26 @@ class AgentLoopPlugin(SimplePlugin):
             from agentloop.activities.shell_sandbox import sandbox
 
             sandbox.describe()  # fail now, not at the first shell command
+        from agentloop.activities.quotas import quota_ledger
         from agentloop.activities.versioning import current_deployment_version
         from agentloop.workflows.agent_run import AgentRunWorkflow
         from agentloop.workflows.eval_run import AgentEvalWorkflow
+        from agentloop.workflows.quota_ledger import QuotaLedgerWorkflow
         from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
 
         acts = self.agent_activities
         if self.role in ("all", "models"):
             workflows = list(config.get("workflows", []))
-            workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow, AgentEvalWorkflow) if w not in workflows]
+            workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow, AgentEvalWorkflow, QuotaLedgerWorkflow)
+                          if w not in workflows]
             config["workflows"] = workflows
         by_role: dict[str, list[Callable[..., Any]]] = {
             "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
                     acts.execute_tool_here, acts.resolve_guardrails, acts.run_guardrail, acts.load_context,
-                    acts.run_tool_hooks, current_deployment_version, acts.eval_score],
+                    acts.run_tool_hooks, current_deployment_version, acts.eval_score, quota_ledger],
             # The *_here local activities refuse on models (no tools here), and replays read them from history.
             "models": [acts.call_model, acts.resolve_tools_here, acts.execute_tool_here, acts.resolve_guardrails,
-                       acts.run_guardrail, current_deployment_version, acts.eval_score],
+                       acts.run_guardrail, current_deployment_version, acts.eval_score, quota_ledger],
             "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
         }
         config["activities"] = [*config.get("activities", []), *by_role[self.role]]
@@ -408,11 +411,13 @@ class AgentLoopPlugin(SimplePlugin):
         """See :class:`temporalio.worker.Plugin`."""
         from agentloop.workflows.agent_run import AgentRunWorkflow
         from agentloop.workflows.eval_run import AgentEvalWorkflow
+        from agentloop.workflows.quota_ledger import QuotaLedgerWorkflow
         from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
 
         config = super().configure_replayer(config)
         workflows = list(config.get("workflows", []))
-        workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow, AgentEvalWorkflow) if w not in workflows]
+        workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow, AgentEvalWorkflow, QuotaLedgerWorkflow)
+                      if w not in workflows]
         config["workflows"] = workflows
         return config
 

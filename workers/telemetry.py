@@ -42,6 +42,7 @@ from temporalio.worker import (
 from agentloop.activities.agent_activities import REQUEST_SEEN
 from agentloop.shared.base import contracts
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.runs.quotas import QuotaCall
 
 log = logging.getLogger("agentloop.telemetry")
 
@@ -149,6 +150,9 @@ class Telemetry:
             log.debug("telemetry could not take the event %s", getattr(event, "type", event), exc_info=True)
 
     def _observe(self, event: Any, agent: str, model: str) -> None:
+        if isinstance(event, QuotaCall):
+            self.quota_reported(event)
+            return
         kind = getattr(event, "type", "")
         if self.metrics is not None:
             self.metrics.run_event(event)
@@ -210,6 +214,13 @@ class Telemetry:
         tenant = (info.priority.fairness_key or "") if info.priority is not None else ""
         self.metrics.lane_waited(lane, wait / 1000, tenant, cost)
 
+    def quota_reported(self, call: Any) -> None:
+        """A run reported its usage to its tenant's ledger (handed over by
+        the run, outside replays): the tenant's spend."""
+        spent = _quota_used(call)
+        if self.metrics is not None and spent is not None:
+            self.metrics.tenant_spend(*spent)
+
     async def execute_tool(
         self, input: ExecuteActivityInput, next: Callable[[ExecuteActivityInput], Awaitable[Any]]
     ) -> Any:
@@ -228,6 +239,15 @@ class Telemetry:
             if self.metrics is not None and not replayed:
                 self.metrics.tool_call(name, error=bool(getattr(result, "is_error", False)), seconds=seconds)
             return result
+
+
+def _quota_used(call: Any) -> tuple[str, int, float] | None:
+    """The tenant and the usage a quota call reported (None: nothing)."""
+    request = getattr(call, "reserve", None) or getattr(call, "release", None)
+    used = getattr(request, "used", None)
+    if used is None or not (used.tokens or used.usd):
+        return None
+    return call.tenant, used.tokens or 0, used.usd or 0.0
 
 
 class TelemetryInterceptor(Interceptor):

@@ -67,12 +67,14 @@ with workflow.unsafe.imports_passed_through():
     )
     from agentloop.workflows.effects.guardrails import GuardrailRunner
     from agentloop.workflows.effects.handover import Handover
+    from agentloop.workflows.effects.quotas import QuotaKeeper
     from agentloop.workflows.effects.sub_agents import SubAgentRunner
     from agentloop.workflows.effects.threads import apply_steering
     from agentloop.workflows.effects.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.llm_step import LlmSteps
     from agentloop.workflows.patches import (
         EVAL_PATCH,
+        QUOTA_PATCH,
         RESTORED_COMPLETED_PATCH,
         TYPED_OUTPUT_PATCH,
         Features,
@@ -117,6 +119,10 @@ class AgentRunWorkflow(LlmSteps):
                          if wants_context(spec) else None)
         # Only runs whose spec names guardrails schedule their activities.
         self._guards = GuardrailRunner(self._state, self._recorder, self._run_id, spec) if spec.guardrails else None
+        # Only runs with a tenant reserve from its quota.
+        tenant = self._input.tenant
+        self._quota = (QuotaKeeper(self._state, self._recorder, self._run_id, tenant, spec)
+                       if tenant and workflow.patched(QUOTA_PATCH) else None)
         if self._input.carry is None:
             version, change = definition_of(spec, self._input.origin)
             self._state.report.agent_version, self._state.report.definition_change = version, change
@@ -148,10 +154,16 @@ class AgentRunWorkflow(LlmSteps):
         if self._threads is not None:
             # A thread: turn after turn, waiting for messages in between.
             self._threads.index_thread()
-            return await self._threads.run(lambda turn_spec: self._steps(turn_spec, tools), ended=self._end_stopped,
-                                           hand_over=lambda: self._handover.when_due(None),
-                                           upgrade=self._handover.upgrade)
-        match await self._steps(spec, tools):
+            result = await self._threads.run(lambda turn_spec: self._steps(turn_spec, tools),
+                                             ended=self._end_stopped, hand_over=lambda: self._handover.when_due(None),
+                                             upgrade=self._handover.upgrade)
+            if self._quota is not None:
+                await self._quota.release()
+            return result
+        outcome = await self._steps(spec, tools)
+        if self._quota is not None:
+            await self._quota.release()  # what the run did not use goes back to its tenant
+        match outcome:
             case FinalAnswer():
                 return self._recorder.completed(omit_long=self._features.by_reference)
             case Stopped():
@@ -175,6 +187,8 @@ class AgentRunWorkflow(LlmSteps):
                     return Stopped()
                 apply_steering(self._state, self._recorder)
                 await self._handover.when_due(None)
+                if self._quota is not None and (out_of_quota := await self._quota.before_step()) is not None:
+                    return out_of_quota
                 match await self._llm_step(spec, tools):
                     case FinalAnswer() as answer:
                         if self._state.steering:

@@ -115,6 +115,11 @@ UPGRADE_PATCH = "agentloop-upgrade-1"
 #: approvals by the recorded decisions. Recorded only in such runs.
 EVAL_PATCH = "agentloop-eval-1"
 
+#: Patch marker of runs with a tenant, which reserve from the tenant's spend
+#: quota before their LLM steps (``agentloop.workflows.effects.quotas``).
+#: Recorded only in runs with a tenant.
+QUOTA_PATCH = "agentloop-quota-1"
+
 
 @dataclass(frozen=True)
 class Features:

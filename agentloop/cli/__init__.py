@@ -56,6 +56,7 @@ from agentloop.cli.evals.command import cmd_eval
 from agentloop.cli.lanes import cmd_lanes
 from agentloop.cli.listing import cmd_list, cmd_show
 from agentloop.cli.parser import build_parser
+from agentloop.cli.quotas import cmd_quota
 from agentloop.cli.replay import cmd_replay
 from agentloop.cli.runs.chat import cmd_chat
 from agentloop.cli.runs.run import cmd_run, cmd_watch
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         "export": cmd_export, "start": cmd_start, "fork": cmd_fork,
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
         "codec-server": cmd_codec_server, "eval": cmd_eval,
-        "diff": cmd_diff, "lanes": cmd_lanes,
+        "diff": cmd_diff, "lanes": cmd_lanes, "quota": cmd_quota,
     }[args.command]
     try:
         return run_command(command, args)

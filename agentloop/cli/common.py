@@ -29,6 +29,7 @@ OPS_TIMEOUT_SECONDS = 15.0
 #: The statuses ``agentloop list --status`` filters on.
 RUN_STATUSES = [
     "running", "idle", "awaiting_approval", "requires_action", "completed", "failed", "cancelled", "stopped",
+    "waiting_for_quota",
 ]
 
 

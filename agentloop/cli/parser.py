@@ -9,6 +9,7 @@ from agentloop.cli.diff import add_diff_parser
 from agentloop.cli.evals.command import add_eval_parser
 from agentloop.cli.lanes import add_lanes_parser
 from agentloop.cli.listing import add_list_parser, add_show_parser
+from agentloop.cli.quotas import add_quota_parser
 from agentloop.cli.replay import add_replay_parser
 from agentloop.cli.runs.chat import add_chat_parser
 from agentloop.cli.runs.run import add_run_parser, add_watch_parser
@@ -46,6 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
                 add_approve_parser, add_submit_parser, add_stop_parser, add_cancel_parser, add_list_parser,
                 add_replay_parser, add_watch_parser, add_thread_commands, add_chat_parser, add_export_parser,
                 add_start_parser, add_fork_parser, add_schedule_parser, add_show_parser,
-                add_eval_parser, add_diff_parser, add_lanes_parser):
+                add_eval_parser, add_diff_parser, add_lanes_parser, add_quota_parser):
         add(sub)
     return parser

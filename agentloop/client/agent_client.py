@@ -20,19 +20,26 @@ from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.client.handle import AgentRunHandle
+from agentloop.client.quotas import AgentQuotas
 from agentloop.client.runs import RunSummary, id_in_use, runs_query, summary_of
 from agentloop.client.schedules import AgentSchedules
 from agentloop.client.threads import not_running, send_message, thread_start
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES, WORKFLOW_NAME
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.messages import Message
+from agentloop.shared.base.priority import run_priority, with_tenant
 from agentloop.shared.definition.fingerprint import agent_definition, definition_change
 from agentloop.shared.definition.output import output_spec as output_spec_of
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.events import AgentEvent
 from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.runs.run import AgentRunInput, run_input, with_output
-from agentloop.shared.runs.search_attributes import AGENT_FORKED_FROM, create_commands, start_search_attributes
+from agentloop.shared.runs.search_attributes import (
+    AGENT_FORKED_FROM,
+    AGENT_TENANT,
+    create_commands,
+    start_search_attributes,
+)
 from agentloop.shared.runs.snapshots import AgentSnapshot, fork_input, load_snapshot, restore_input, starts_idle
 from agentloop.workers.config import (
     TemporalConfig,
@@ -62,6 +69,11 @@ class AgentClient:
     def __init__(self, client: Client, *, task_queue: str | None = None) -> None:
         self.temporal = client
         self.task_queue = task_queue or task_queue_from_env()
+
+    @property
+    def quotas(self) -> AgentQuotas:
+        """Tenants' spend quotas (docs/many-tenants.md)."""
+        return AgentQuotas(self.temporal, self.task_queue)
 
     @property
     def schedules(self) -> AgentSchedules:
@@ -136,6 +148,7 @@ class AgentClient:
         thread_id: str | None = None,
         double_texting: str | None = None,
         output_type: Any = None,
+        tenant: str | None = None,
     ) -> AgentRunHandle:
         """Start a run and return its handle.
 
@@ -154,14 +167,19 @@ class AgentClient:
                 while it is busy; the spec's when None.
             output_type: The answer's type (overrides ``spec.output``; see
                 docs/typed-results.md): ``result().output`` is a value of it.
+            tenant: Whose run it is (docs/many-tenants.md): the workflow's
+                fairness key next to ``spec.priority``, inherited by its
+                activities, sub-agents and a thread's turns, and the
+                ``AgentTenant`` search attribute.
 
         Raises:
             RunIdInUse: A run with ``run_id`` is running, or has ended and
                 ``allow_reuse`` is False.
+            UserError: ``tenant`` is not a tenant name.
         """
         spec = with_output(spec, output_type)
         run_id = thread_id or run_id or new_run_id()
-        built, attributes = run_input(spec, input), start_search_attributes(spec)
+        built, attributes = with_tenant(run_input(spec, input), tenant), start_search_attributes(spec)
         if thread_id is not None:
             built, attributes = thread_start(built, attributes, thread_id, double_texting)
         handle = await self._start_workflow(built, run_id, attributes, allow_reuse=allow_reuse)
@@ -301,11 +319,13 @@ class AgentClient:
         """Start a run's workflow; an id in use or unregistered search
         attributes are a sentence saying what to do."""
         spec = input.spec
+        if input.tenant is not None and AGENT_TENANT not in attributes:
+            attributes = TypedSearchAttributes([*attributes, SearchAttributePair(AGENT_TENANT, input.tenant)])
         try:
             return await self.temporal.start_workflow(
                 WORKFLOW_NAME, input, id=run_id, task_queue=self.task_queue,
                 static_summary=f"{spec.name} on {spec.model}", result_type=AgentRunResult,
-                search_attributes=attributes,
+                search_attributes=attributes, priority=run_priority(spec.priority, input.tenant),
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if allow_reuse
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )
@@ -326,10 +346,12 @@ class AgentClient:
         *,
         run_id: str | None = None,
         output_type: Any = None,
+        tenant: str | None = None,
     ) -> AgentRunResult:
         """Start a run and wait for its result (see :meth:`AgentRunHandle.result`);
-        ``output_type`` as for :meth:`start`."""
-        return await (await self.start(spec, input, run_id=run_id, output_type=output_type)).result()
+        ``output_type`` and ``tenant`` as for :meth:`start`."""
+        return await (await self.start(spec, input, run_id=run_id, output_type=output_type,
+                                       tenant=tenant)).result()
 
     async def list_runs(
         self,

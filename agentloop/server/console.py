@@ -26,6 +26,7 @@ from fastapi.responses import HTMLResponse, Response
 
 from agentloop.server.deps import server_state
 from agentloop.server.problems import Problem
+from agentloop.shared.runs.quotas import QUOTA_WORKFLOW_PREFIX
 
 router = APIRouter(include_in_schema=False)
 
@@ -34,6 +35,7 @@ router = APIRouter(include_in_schema=False)
 SCRIPTS = (
     "console.js", "dom.js", "format.js", "api.js", "runs.js", "run-page.js", "run-events.js",
     "run-conversation.js", "run-waiting.js", "run-side.js", "composer.js", "evals.js", "diff.js",
+    "quotas.js",
 )
 
 #: The files under ``/assets/``, with their media types.
@@ -75,7 +77,7 @@ def temporal_ui_link(base: str | None, namespace: str, run_id: str) -> str:
     return f"{base.rstrip('/')}/namespaces/{quote(namespace, safe='')}/workflows/{quote(run_id, safe='')}"
 
 
-def _page(request: Request, page: str, title: str, ident: str = "") -> HTMLResponse:
+def _page(request: Request, page: str, title: str, ident: str = "", workflow_id: str = "") -> HTMLResponse:
     state = server_state(request)
     namespace = state.client.temporal.namespace
     attrs = {
@@ -83,7 +85,7 @@ def _page(request: Request, page: str, title: str, ident: str = "") -> HTMLRespo
         "id": ident,
         "auth": "1" if state.settings.tokens else "0",
         "namespace": namespace,
-        "temporal-ui": temporal_ui_link(state.settings.temporal_ui, namespace, ident) if ident else "",
+        "temporal-ui": temporal_ui_link(state.settings.temporal_ui, namespace, workflow_id or ident) if ident else "",
         "temporal-ui-base": (state.settings.temporal_ui or "").rstrip("/"),
         "default-workspace": state.settings.default_workspace or "",
     }
@@ -131,6 +133,12 @@ async def eval_page(eval_id: str, request: Request) -> HTMLResponse:
 async def diff_page(request: Request) -> HTMLResponse:
     """Two runs side by side (``?a=RUN&b=RUN``; docs/diff.md), from ``GET /v1/diff``."""
     return _page(request, "diff", "Compare runs · agentloop")
+
+
+@router.get("/quotas/{tenant}", response_class=HTMLResponse)
+async def quota_page(tenant: str, request: Request) -> HTMLResponse:
+    """A tenant's spend quota: limits, window, spent, reserved, the runs holding reservations."""
+    return _page(request, "quota", f"Quota of {tenant} · agentloop", tenant, QUOTA_WORKFLOW_PREFIX + tenant)
 
 
 @router.get("/assets/{name}")

@@ -48,7 +48,13 @@ def actor(request: Request) -> Caller:
     return authorize(server_state(request).settings, request, "act")
 
 
+def admin(request: Request) -> Caller:
+    """A caller allowed to administer (scope ``admin``: tenants' quotas)."""
+    return authorize(server_state(request).settings, request, "admin")
+
+
 Reader = Depends(reader)
+Admin = Depends(admin)
 Actor = Depends(actor)
 State = Depends(server_state)
 

@@ -13,9 +13,10 @@ from agentloop.shared.base.errors import UserError
 from agentloop.shared.definition.spec import AgentSpec
 
 #: ``read``: follow runs, list them, read reports. ``act``: also start,
-#: approve, submit outputs, stop, cancel and send messages.
-Scope = Literal["read", "act"]
-SCOPES: tuple[Scope, ...] = ("read", "act")
+#: approve, submit outputs, stop, cancel and send messages. ``admin``: also
+#: set tenants' quotas.
+Scope = Literal["read", "act", "admin"]
+SCOPES: tuple[Scope, ...] = ("read", "act", "admin")
 
 TOKENS_ENV = "AGENTLOOP_API_TOKENS"
 CORS_ENV = "AGENTLOOP_CORS_ORIGINS"
@@ -36,7 +37,7 @@ class ApiToken:
     agents: tuple[str, ...] | None = None
 
     def allows(self, needed: Scope) -> bool:
-        return self.scope == "act" or needed == "read"
+        return self.scope == "admin" or (self.scope == "act" and needed != "admin") or needed == "read"
 
 
 #: How a token's entry names the agents it may start: ``name:act:secret:agents=a|b``.
@@ -66,7 +67,7 @@ def parse_tokens(text: str | None) -> list[ApiToken]:
                             "ops:act:s3cret,dashboard:read:an0ther)")
         name, scope, secret = parts
         if scope not in SCOPES:
-            raise UserError(f"{TOKENS_ENV}: token {name!r} has scope {scope!r}; a scope is read or act")
+            raise UserError(f"{TOKENS_ENV}: token {name!r} has scope {scope!r}; a scope is read, act or admin")
         if len(secret) < 16:
             raise UserError(f"{TOKENS_ENV}: token {name!r} is {len(secret)} characters; use at least 16 "
                             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')")

@@ -749,9 +749,43 @@ async def record_eval_run(client, registry: ToolRegistry, ws: str) -> None:
     write_history(HERE / "eval_run-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
 
 
+# A run of a tenant with a quota of one step per 2-second window (patch
+# agentloop-quota-1): it reserves before each step, waits for the window to
+# turn (waiting_for_quota) and gives back what it did not use; and the
+# tenant's ledger (AgentQuotaLedger), continued as new once, both its runs.
+async def record_quota(client, registry: ToolRegistry, ws: str) -> None:
+    from agentloop.shared.base.usage import Usage
+    from agentloop.shared.runs import quotas
+    from agentloop.shared.runs.quotas import QuotaLimits
+
+    step = Usage(input_tokens=60, output_tokens=40)
+    answers = [calls(call("list_dir", {"path": "."})), calls(call("list_dir", {"path": "."})), reply("done")]
+    register_scripted_model("record-quota_run", [a.model_copy(update={"usage": step}) for a in answers])
+    agents = AgentClient(client, task_queue=RECORD_QUEUE[0])
+    tenant = f"replay-{uuid.uuid4().hex[:6]}"
+    from agentloop.workflows.quota_ledger import LedgerInput
+
+    # The ledger started as `quota set` starts it, but continuing as new after four updates.
+    await client.start_workflow(quotas.QUOTA_WORKFLOW_NAME, LedgerInput(tenant=tenant, updates_per_run=4),
+                                id=quotas.ledger_id(tenant), task_queue=RECORD_QUEUE[0])
+    await agents.quotas.set(tenant, QuotaLimits(tokens=100, window_seconds=2, at_limit="wait"))
+    spec = AgentSpec(model="scripted:record-quota_run", workspace=ws, tools=["list_dir"])
+    handle = await agents.start(spec, "scenario quota_run", run_id="replay-quota_run", tenant=tenant)
+    await handle.result()
+    write_history(HERE / "quota_run.json", await handle.workflow_handle.fetch_history())
+    runs = [w async for w in client.list_workflows(f'WorkflowId="{quotas.ledger_id(tenant)}"')]
+    runs.sort(key=lambda w: w.start_time)
+    for index, execution in enumerate(runs[:2]):
+        ledger = client.get_workflow_handle(execution.id, run_id=execution.run_id)
+        write_history(HERE / ("quota_ledger.json" if index == 0 else "quota_ledger-2.json"),
+                      await ledger.fetch_history())
+    await client.get_workflow_handle(quotas.ledger_id(tenant)).terminate("recorded")
+
+
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
     "eval_run": record_eval_run,
+    "quota_run": record_quota,  # and quota_ledger, quota_ledger-2
     "schedule_feed_start": record_schedule_feed,
     "tools_moved": record_tools_moved,
     "resolve_split": record_resolve_split,

@@ -79,6 +79,9 @@ def test_histories_are_committed() -> None:
         "eval_run", "eval_run-case",
         # Model calls on the scripted model's provider lane (patch agentloop-lean-3).
         "lanes",
+        # A run of a tenant with a quota (patch agentloop-quota-1) that waited for the window to turn,
+        # and its tenant's ledger, continued as new once.
+        "quota_run", "quota_ledger", "quota_ledger-2",
     }
 
 
@@ -180,3 +183,21 @@ def test_the_eval_case_run_answers_from_the_recording_without_running_a_tool() -
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert scheduled == ["call_model", "call_model"]  # no execute_tool: read and write came from the recording
+
+
+def test_the_quota_histories_hold_the_reservations() -> None:
+    from agentloop.shared.runs.quotas import QUOTA_ACTIVITY
+    from agentloop.workflows.patches import QUOTA_PATCH
+
+    run = load(HISTORIES / "quota_run.json").events
+    assert QUOTA_PATCH in patch_ids(run)
+    asked = {e.event_id for e in run if e.HasField("activity_task_scheduled_event_attributes")
+             and e.activity_task_scheduled_event_attributes.activity_type.name == QUOTA_ACTIVITY}
+    answers = [json.loads(e.activity_task_completed_event_attributes.result.payloads[0].data)["kind"]
+               for e in run if e.HasField("activity_task_completed_event_attributes")
+               and e.activity_task_completed_event_attributes.scheduled_event_id in asked]
+    assert len(asked) >= 5 and "wait" in answers  # reserves, one after the wait, the release
+    assert any(e.HasField("timer_started_event_attributes") for e in run)
+    first, second = (load(HISTORIES / f"{n}.json").events for n in ("quota_ledger", "quota_ledger-2"))
+    assert first[-1].HasField("workflow_execution_continued_as_new_event_attributes")
+    assert second[0].workflow_execution_started_event_attributes.input.payloads

@@ -191,9 +191,12 @@ def decide_after_tools(
 
 
 
-def live_status(*, approvals: bool, actions: bool, idle: bool) -> RunStatus:
-    """The status of a run that goes on: waiting for a decision, for the
-    client's outputs, for a thread's next message (``idle``), else running."""
+def live_status(*, approvals: bool, actions: bool, idle: bool, quota: bool = False) -> RunStatus:
+    """The status of a run that goes on: waiting for its tenant's quota, for
+    a decision, for the client's outputs, for a thread's next message
+    (``idle``), else running."""
+    if quota:
+        return "waiting_for_quota"
     if approvals:
         return "awaiting_approval"
     if actions:

@@ -137,7 +137,8 @@ class RunRecorder:
         state = self.state
         if state.status in LIVE_STATUSES:
             state.status = live_status(approvals=bool(state.approvals), actions=bool(state.actions),
-                                       idle=state.thread is not None and not state.thread.busy and self._idle_status())
+                                       idle=state.thread is not None and not state.thread.busy and self._idle_status(),
+                                       quota=state.quota_wait is not None)
         if state.status != state.announced:
             self.emit(RunStatusChanged, status=state.status, previous=state.announced)
             state.announced = state.status

@@ -304,12 +304,15 @@ class RichRenderer(EventRenderer):
             self._line((describe_compaction(event), "dim"))
         elif event.type == "agent.guardrail.triggered":
             self._line((describe_guardrail(event), "red" if event.tripwire else "yellow"), indent=2)
+        elif event.type == "agent.run.quota.waiting":
+            self._line((f"waiting for quota until {event.until.isoformat()}: {event.message}", "yellow"), indent=2)
         elif isinstance(event, (SubAgentInvocationStarted, SubAgentInvocationCompleted)):
             failed = isinstance(event, SubAgentInvocationCompleted) and event.status not in ("completed", "stopped")
             self._line((describe_sub_agent(event), "red" if failed else "magenta"), indent=2)
         elif isinstance(event, RunStatusChanged):
             # Only the waits and their end: the run's start and end have their own lines.
-            if event.previous is not None and event.status in ("running", "awaiting_approval", "requires_action"):
+            if event.previous is not None and event.status in ("running", "awaiting_approval", "requires_action",
+                                                                 "waiting_for_quota"):
                 self._line((f"status: {event.previous} → {event.status}", "dim"))
         elif isinstance(event, (RunCompleted, RunFailed, RunCancelled)):
             self._ended(event, stop_reason)

@@ -116,7 +116,7 @@ WAITING_STATUSES = frozenset({"awaiting_approval", "requires_action"})
 CUSTOM_TYPES = frozenset({
     "agent.sub_agent.invocation.started", "agent.sub_agent.invocation.completed",
     "agent.guardrail.triggered", "agent.context.compacted", "agent.turn.interrupted", "agent.turn.rolled_back",
-    "agent.run.steered", "agent.run.tool_removed", "agent.run.tool_added",
+    "agent.run.steered", "agent.run.tool_removed", "agent.run.tool_added", "agent.run.quota.waiting",
 })
 
 #: Our events that become no AG-UI event, on purpose, and why.

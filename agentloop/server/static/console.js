@@ -9,6 +9,7 @@
 //   run-conversation.js  messages and tool calls       run-waiting.js  approvals and client tools' outputs
 //   run-side.js          usage, cost, facts, controls, sub-agents     composer.js  a thread's message box
 //   diff.js              /diff?a=&b=: two runs side by side
+//   quotas.js            a tenant's spend quota (/quotas/{tenant})
 
 import { D } from "./dom.js";
 import { askForToken, setupTokenButton, token } from "./api.js";
@@ -16,6 +17,7 @@ import { runsPage } from "./runs.js";
 import { runPage } from "./run-page.js";
 import { evalPage, evalsPage } from "./evals.js";
 import { diffPage } from "./diff.js";
+import { quotaPage } from "./quotas.js";
 
 setupTokenButton();
 if (D.auth === "1" && !token.get()) askForToken("");
@@ -25,3 +27,4 @@ else if (D.page === "thread") runPage(D.id, true);
 else if (D.page === "evals") evalsPage();
 else if (D.page === "eval") evalPage(D.id);
 else if (D.page === "diff") diffPage();
+else if (D.page === "quota") quotaPage(D.id);

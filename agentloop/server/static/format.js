@@ -2,10 +2,11 @@
 
 import { el, esc } from "./dom.js";
 
-export const LIVE = new Set(["running", "idle", "awaiting_approval", "requires_action"]);
+export const LIVE = new Set(["running", "idle", "awaiting_approval", "requires_action", "waiting_for_quota"]);
 export const WAITING = ["awaiting_approval", "requires_action"];
 export const STATUS_TEXT = {
   running: "running", idle: "idle", awaiting_approval: "awaiting approval", requires_action: "requires action",
+  waiting_for_quota: "waiting for quota",
   completed: "completed", failed: "failed", cancelled: "cancelled", stopped: "stopped",
   terminated: "terminated", timed_out: "timed out", continued: "continued",
 };

@@ -81,6 +81,7 @@ export function eventHandlers(P) {
     "agent.guardrail.triggered": (e) => P.note(`guardrail ${e.name} (${e.stage}${e.tripwire ? ", tripwire" : ""}): ${e.reason}`, e.tripwire ? "bad" : "warn"),
     "agent.run.tool_removed": (e) => P.note(e.message || `tool ${e.tool} removed`, "warn"),
     "agent.run.tool_added": (e) => P.note(e.message || `tool ${e.tool} added`),
+    "agent.run.quota.waiting": (e) => P.note(`waiting for quota until ${e.until}: ${e.message || ""}`),
     "agent.run.continued": (e) => P.note(`continued as new (hand-over ${e.runs})`),
     "agent.thread.message.received": (e) => P.userMsg(e.text, e.turn ? `User · turn ${e.turn}` : "User", e.by),
     "agent.turn.ended": (e) => {

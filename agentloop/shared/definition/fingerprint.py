@@ -33,7 +33,8 @@ FINGERPRINT_CHARS = 12
 
 #: Spec fields that are not part of the definition (where or how a run is
 #: carried out, not what the agent is).
-NOT_DEFINITION = frozenset({"name", "workspace", "stream_deltas", "stream_batch_seconds", "upgrade", "lane"})
+NOT_DEFINITION = frozenset({"name", "workspace", "stream_deltas", "stream_batch_seconds", "upgrade", "lane",
+                           "priority"})
 
 #: Spec fields of each part; every other field (but NOT_DEFINITION) is a limit.
 PROMPT_FIELDS = ("system_prompt", "system_layers", "context_providers", "agents_md", "workspace_listing",

@@ -20,6 +20,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agentloop.shared.base.limits import TOOL_NAME_PATTERN, TOOL_OUTPUT_LIMIT
 from agentloop.shared.base.model_settings import ThinkingConfig, check_tool_choice
+from agentloop.shared.base.priority import priority_problem
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop.shared.definition.approvals import DefaultPermission, PermissionRule
@@ -250,6 +251,11 @@ class AgentSpec(BaseModel):
             a name of your own for a model or base URL with a limit of its own
             (a models worker must poll it: ``agentloop worker --lanes all,NAME``);
             ``""`` no lane, the run's own queue.
+        priority: The run's priority in Temporal's queues, 1 (first) to 5
+            (last); None: the server's default, 3. Its model and tool calls
+            and its sub-agents inherit it; a run's tenant is the fairness
+            key next to it (docs/many-tenants.md). Not part of the agent's
+            definition (its fingerprint).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -300,6 +306,7 @@ class AgentSpec(BaseModel):
     output_retries: int = Field(default=2, ge=0, le=10)
     upgrade: UpgradePolicy | None = None
     lane: str | None = None
+    priority: int | None = None
 
     @field_validator("lane")
     @classmethod
@@ -318,6 +325,14 @@ class AgentSpec(BaseModel):
             return handler(data)
         except ValidationError as exc:
             raise with_field_suggestions(exc, cls) from None
+
+    @field_validator("priority", mode="before")
+    @classmethod
+    def _check_priority(cls, value: Any) -> Any:
+        problem = priority_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("workspace")
     @classmethod

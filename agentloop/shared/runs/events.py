@@ -371,6 +371,17 @@ class RunSteered(_Event):
     turn: int = 0
 
 
+class QuotaWaiting(_Event):
+    """``agent.run.quota.waiting``: the run's tenant has spent its quota for
+    the window; the run waits (status ``waiting_for_quota``) until ``until``,
+    when the window turns, then asks again."""
+
+    type: Literal["agent.run.quota.waiting"] = "agent.run.quota.waiting"
+    tenant: str
+    until: datetime
+    message: str = ""
+
+
 class RunCompleted(_Event):
     """``thread.run.completed``: the run ended ``completed`` or ``stopped``
     (then ``note`` says why, e.g. ``stopped: <the stop request's reason>``)."""
@@ -407,7 +418,7 @@ AgentEvent = Annotated[
         | ToolExecutionCompleted | ApprovalRequested | ApprovalResolved | RequiresAction
         | ContextManaged | RunContinued | SubAgentInvocationStarted | SubAgentInvocationCompleted
         | GuardrailTriggered | ThreadMessageReceived | TurnStarted | TurnInterrupted | TurnRolledBack
-        | TurnEnded | RunSteered | ToolRemoved | ToolAdded | RunCompleted | RunFailed | RunCancelled
+        | TurnEnded | RunSteered | ToolRemoved | ToolAdded | QuotaWaiting | RunCompleted | RunFailed | RunCancelled
     ),
     Field(discriminator="type"),
 ]

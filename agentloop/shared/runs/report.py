@@ -167,6 +167,7 @@ RunStatus = Literal[
     "idle",
     "awaiting_approval",
     "requires_action",
+    "waiting_for_quota",
     "completed",
     "failed",
     "cancelled",
@@ -174,10 +175,10 @@ RunStatus = Literal[
 ]
 
 #: The statuses of a run that goes on (every other status is how it ended).
-LIVE_STATUSES: tuple[str, ...] = ("running", "idle", "awaiting_approval", "requires_action")
+LIVE_STATUSES: tuple[str, ...] = ("running", "idle", "awaiting_approval", "requires_action", "waiting_for_quota")
 
 #: The statuses of a run with a step under way (``idle``: a thread waits between turns).
-STEP_UNDER_WAY: tuple[str, ...] = ("running", "awaiting_approval", "requires_action")
+STEP_UNDER_WAY: tuple[str, ...] = ("running", "awaiting_approval", "requires_action", "waiting_for_quota")
 
 RunReason = Literal[
     "done",
@@ -192,6 +193,7 @@ RunReason = Literal[
     "guardrail",
     "cost_limit",
     "output_invalid",
+    "quota_exceeded",
 ]
 
 

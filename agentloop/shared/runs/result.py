@@ -137,6 +137,12 @@ class OutputInvalid(AgentRunFailed):
     ``AgentSpec.output``, after ``output_retries`` more tries."""
 
 
+class QuotaExceeded(AgentRunFailed):
+    """Reason ``quota_exceeded``: the run's tenant spent its quota for the
+    window, and the tenant's policy at the limit is ``fail``
+    (``agentloop quota set TENANT ... --at-limit fail``)."""
+
+
 class AgentRunCancelled(AgentRunFailed):
     """Reason ``cancelled``: the run was cancelled (Temporal workflow
     cancellation). Named apart from the event class
@@ -155,6 +161,7 @@ RUN_FAILED_CLASSES: dict[str, type[AgentRunFailed]] = {
     "max_tool_call_continuations": MaxToolCallContinuationsExceeded,
     "cancelled": AgentRunCancelled,
     "output_invalid": OutputInvalid,
+    "quota_exceeded": QuotaExceeded,
 }
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES
 from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE, UserError, describe_validation_error
 from agentloop.shared.base.messages import Message, ToolCallPart
+from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
 from agentloop.shared.definition.fingerprint import AgentDefinition
@@ -133,6 +134,9 @@ class AgentRunInput(BaseModel):
             run (``AgentClient.restore``, ``AgentClient.fork``).
         eval: Set only on a case run of an eval (docs/evals.md): the
             recorded tool calls and approval decisions, and the tool policies.
+        tenant: Whose run it is (docs/many-tenants.md): the workflow's
+            Temporal fairness key, the ``AgentTenant`` search attribute;
+            sub-agents and thread turns keep it. None: no tenant.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -144,6 +148,15 @@ class AgentRunInput(BaseModel):
     thread: ThreadOptions | None = None
     origin: RunOrigin | None = None
     eval: EvalPlan | None = None
+    tenant: str | None = None
+
+    @field_validator("tenant", mode="before")
+    @classmethod
+    def _check_tenant(cls, value: Any) -> Any:
+        problem = tenant_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _check_depth(self) -> AgentRunInput:

@@ -9,7 +9,7 @@ search-attribute create`` command.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
@@ -49,6 +49,9 @@ AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
 #: A case run of an eval (``agentloop eval``, docs/evals.md): the eval's id
 #: (``AgentEval="<eval id>"`` finds every case run of an eval).
 AGENT_EVAL = SearchAttributeKey.for_keyword("AgentEval")
+#: The run's tenant (``AgentRunInput.tenant``): ``AgentTenant="<tenant>"``
+#: finds every run of one tenant (docs/many-tenants.md).
+AGENT_TENANT = SearchAttributeKey.for_keyword("AgentTenant")
 
 #: Every attribute, by name, with its Temporal type (as the CLI spells it).
 SEARCH_ATTRIBUTES: dict[str, str] = {
@@ -63,6 +66,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_SCHEDULE.name: "Keyword",
     AGENT_VERSION.name: "Keyword",
     AGENT_EVAL.name: "Keyword",
+    AGENT_TENANT.name: "Keyword",
 }
 
 
@@ -113,14 +117,18 @@ def registration_script() -> str:
     return "\n".join(lines) + "\n"
 
 
-def start_search_attributes(spec: AgentSpec) -> TypedSearchAttributes:
+def start_search_attributes(spec: AgentSpec, tenant: str | None = None) -> TypedSearchAttributes:
     """What a run is indexed with from its start, so ``temporal workflow
-    list`` finds it at once (the run keeps them current from then on)."""
+    list`` finds it at once (the run keeps them current from then on); a
+    run of a tenant carries ``AgentTenant`` too."""
     from agentloop.shared.definition.fingerprint import agent_fingerprint
 
-    return TypedSearchAttributes([
+    pairs: list[SearchAttributePair[Any]] = [
         SearchAttributePair(AGENT_STATUS, "running"),
         SearchAttributePair(AGENT_NAME, spec.name),
         SearchAttributePair(AGENT_MODEL, spec.model),
         SearchAttributePair(AGENT_VERSION, agent_fingerprint(spec)),
-    ])
+    ]
+    if tenant is not None:
+        pairs.append(SearchAttributePair(AGENT_TENANT, tenant))
+    return TypedSearchAttributes(pairs)

@@ -12,6 +12,8 @@ randomness; the workflow passes in what it needs from Temporal.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from temporalio.contrib.workflow_streams import WorkflowStreamState
 
@@ -27,6 +29,7 @@ from agentloop.shared.definition.approvals import (
     ToolOutput,
 )
 from agentloop.shared.definition.context_window import TokenAnchor
+from agentloop.shared.runs.quotas import RunQuota
 from agentloop.shared.runs.report import AgentRunReport, RunReason, RunStatus, StepReport
 from agentloop.shared.runs.threads import ThreadState
 from agentloop.shared.runs.transcripts import EMPTY_HASH, chain_hash
@@ -80,6 +83,9 @@ class LoopState(BaseModel):
         thread: A thread's turns: the one under way, the messages waiting,
             recent results (None: the run is not a thread).
         steering: Steering messages waiting for the next LLM step.
+        quota: The run's reservation from its tenant's quota (None: the
+            run has no tenant, or has not asked yet).
+        quota_wait: Until when the run waits for its tenant's quota.
         output_tries: Typed answers that did not match ``AgentSpec.output``
             (this run, or this turn of a thread).
         messages: The conversation (carried as the next run's ``messages``).
@@ -120,6 +126,8 @@ class LoopState(BaseModel):
     thread: ThreadState | None = None
     steering: list[str] = Field(default_factory=list)
     output_tries: int = 0
+    quota: RunQuota | None = None
+    quota_wait: datetime | None = Field(default=None, exclude=True)
 
     messages: list[Message] = Field(default_factory=list, exclude=True)
     status: RunStatus = Field(default="running", exclude=True)

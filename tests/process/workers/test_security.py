@@ -283,7 +283,8 @@ async def test_build_worker_for_tools_refuses_provider_keys(
 
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q, role="models")) == (
-        q, ["call_model", "current_deployment_version", "eval_score", "execute_tool_here", "resolve_guardrails",
+        q, ["call_model", "current_deployment_version", "eval_score", "execute_tool_here", "quota_ledger",
+            "resolve_guardrails",
             "resolve_tools_here", "run_guardrail"])
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     q = queue()
@@ -294,7 +295,7 @@ async def test_build_worker_for_tools_refuses_provider_keys(
     q = queue()
     assert served(build_worker(temporal_client, task_queue=q)) == (
         q, ["call_model", "current_deployment_version", "eval_score", "execute_tool", "execute_tool_here",
-            "load_context",
+            "load_context", "quota_ledger",
             "resolve_guardrails", "resolve_tools", "resolve_tools_here", "run_guardrail", "run_tool_hooks"])
 
 

@@ -57,9 +57,9 @@ async def test_a_users_client_and_worker_run_an_agent_next_to_their_own_workflow
     # adds the agent's workflow and activities.
     worker = Worker(client, task_queue=task_queue, workflows=[GreetingWorkflow], activities=[shout])
     assert registered(worker) == (
-        ["AgentEvalWorkflow", "AgentRunWorkflow", "GreetingWorkflow", "ScheduleFeedWorkflow"],
+        ["AgentEvalWorkflow", "AgentRunWorkflow", "GreetingWorkflow", "QuotaLedgerWorkflow", "ScheduleFeedWorkflow"],
         ["call_model", "current_deployment_version", "eval_score", "execute_tool", "execute_tool_here", "load_context",
-         "resolve_guardrails", "resolve_tools", "resolve_tools_here",
+         "quota_ledger", "resolve_guardrails", "resolve_tools", "resolve_tools_here",
          "run_guardrail", "run_tool_hooks", "shout"]
     )
     model = script(calls(call("read_file", {"file_path": "notes.txt"})), reply("done"))
@@ -154,21 +154,23 @@ async def test_the_plugin_is_applied_once_per_worker(dev_server: DevServer, temp
         worker = Worker(client, task_queue="q-twice", plugins=[plugin])
     assert any("same plugin type" in str(w.message) for w in caught)
     assert registered(worker) == (
-        ["AgentEvalWorkflow", "AgentRunWorkflow", "ScheduleFeedWorkflow"],
+        ["AgentEvalWorkflow", "AgentRunWorkflow", "QuotaLedgerWorkflow", "ScheduleFeedWorkflow"],
         ["call_model", "current_deployment_version", "eval_score", "execute_tool", "execute_tool_here", "load_context",
-         "resolve_guardrails", "resolve_tools", "resolve_tools_here",
+         "quota_ledger", "resolve_guardrails", "resolve_tools", "resolve_tools_here",
          "run_guardrail", "run_tool_hooks"])
     # Another one on the worker: the worker's own configures it (here, a
     # models worker on a client whose plugin is role all).
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         worker = Worker(client, task_queue="q-models", plugins=[AgentLoopPlugin(role="models")])
-    assert registered(worker) == (["AgentEvalWorkflow", "AgentRunWorkflow", "ScheduleFeedWorkflow"],
+    assert registered(worker) == (["AgentEvalWorkflow", "AgentRunWorkflow", "QuotaLedgerWorkflow",
+                                   "ScheduleFeedWorkflow"],
                                   ["call_model", "current_deployment_version", "eval_score", "execute_tool_here",
-                                   "resolve_guardrails", "resolve_tools_here", "run_guardrail"])
+                                   "quota_ledger", "resolve_guardrails", "resolve_tools_here", "run_guardrail"])
     # A worker that registers AgentRunWorkflow itself keeps its own.
     worker = Worker(client, task_queue="q-own", workflows=[AgentRunWorkflow])
-    assert registered(worker)[0] == ["AgentEvalWorkflow", "AgentRunWorkflow", "ScheduleFeedWorkflow"]
+    assert registered(worker)[0] == ["AgentEvalWorkflow", "AgentRunWorkflow", "QuotaLedgerWorkflow",
+                                     "ScheduleFeedWorkflow"]
 
 
 async def test_roles(temporal_client: Client, monkeypatch: pytest.MonkeyPatch) -> None:

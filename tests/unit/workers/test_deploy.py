@@ -286,3 +286,19 @@ def test_every_temporal_server_we_ship_or_start_refuses_an_update_near_the_blob_
     assert "deploy/temporal-helm-values.yaml" in (KUBERNETES / "config.yaml").read_text()
     mounted = compose()["services"]["temporal"]["volumes"]
     assert any(v.startswith("./temporal-dynamicconfig.yaml:") for v in mounted), mounted
+
+
+def test_every_temporal_server_we_ship_or_start_dispatches_by_priority_and_fairness() -> None:
+    """The same fairness keys on: the servers agentloop starts (``agentloop
+    dev``, ``run``'s embedded server, the test suite's), compose's dynamic
+    config and the Helm values."""
+    from agentloop.workers.devserver import FAIRNESS, DevServer
+
+    started = DevServer().dynamic_config
+    compose_config = yaml.safe_load((DEPLOY / "temporal-dynamicconfig.yaml").read_text())
+    helm = yaml.safe_load((DEPLOY / "temporal-helm-values.yaml").read_text())["server"]["dynamicConfig"]
+    assert set(FAIRNESS) == {"matching.useNewMatcher", "matching.enableFairness"}
+    for key, value in FAIRNESS.items():
+        assert started[key] == value == "true"
+        assert compose_config[key] == helm[key] == [{"value": True, "constraints": {}}], key
+    assert "matching.enableFairness" in (KUBERNETES / "config.yaml").read_text()

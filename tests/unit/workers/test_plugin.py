@@ -29,7 +29,8 @@ async def test_a_replayer_with_the_plugin_replays_a_committed_history_next_to_a_
     config = replayer.config(active_config=True)
     assert config["data_converter"] is pydantic_data_converter
     assert [w.__name__ for w in config["workflows"]] == [
-        "GreetingWorkflow", "AgentRunWorkflow", "ScheduleFeedWorkflow", "AgentEvalWorkflow"]
+        "GreetingWorkflow", "AgentRunWorkflow", "ScheduleFeedWorkflow", "AgentEvalWorkflow",
+        "QuotaLedgerWorkflow"]
 
 
 class Rot13Codec(PayloadCodec):
@@ -61,5 +62,6 @@ def test_the_plugin_keeps_its_replayer_settings_when_given_the_workflow_too() ->
     # A Replayer given AgentRunWorkflow and the plugin registers it once.
     replayer = Replayer(workflows=[AgentRunWorkflow], plugins=[AgentLoopPlugin()])
     assert [w.__name__ for w in replayer.config(active_config=True)["workflows"]] == [
-        "AgentRunWorkflow", "ScheduleFeedWorkflow", "AgentEvalWorkflow"]
+        "AgentRunWorkflow", "ScheduleFeedWorkflow", "AgentEvalWorkflow",
+        "QuotaLedgerWorkflow"]
     assert dataclasses.is_dataclass(replayer.config(active_config=True)["workflow_runner"])
