@@ -27,7 +27,7 @@ registered AgentThread || temporal operator search-attribute create --namespace 
 registered AgentForkedFrom || temporal operator search-attribute create --namespace "$namespace" --name AgentForkedFrom --type Keyword
 registered AgentSchedule || temporal operator search-attribute create --namespace "$namespace" --name AgentSchedule --type Keyword
 registered AgentVersion || temporal operator search-attribute create --namespace "$namespace" --name AgentVersion --type Keyword
-registered AgentEval || temporal operator search-attribute create --namespace "$namespace" --name AgentEval --type Keyword
+registered AgentEval || temporal operator search-attribute create --namespace "$namespace" --name AgentEval --type KeywordList
 registered AgentTenant || temporal operator search-attribute create --namespace "$namespace" --name AgentTenant --type Keyword
 missing=0
 registered AgentStatus || { echo "AgentStatus is not registered" >&2; missing=1; }

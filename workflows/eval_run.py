@@ -93,7 +93,7 @@ class AgentEvalWorkflow:
         plan = EvalPlan(eval_id=input.eval_id, case_id=case.id, policy=input.policy, fallback=input.fallback,
                         tools=input.tools, recorded=case.recorded_calls, decisions=case.decisions)
         attributes = TypedSearchAttributes([*start_search_attributes(spec).search_attributes,
-                                            SearchAttributePair(AGENT_EVAL, input.eval_id)])
+                                            SearchAttributePair(AGENT_EVAL, [input.eval_id])])
         result: AgentRunResult | None = None
         error = None
         try:

@@ -47,8 +47,10 @@ AGENT_SCHEDULE = SearchAttributeKey.for_keyword("AgentSchedule")
 AGENT_VERSION = SearchAttributeKey.for_keyword("AgentVersion")
 
 #: A case run of an eval (``agentloop eval``, docs/evals.md): the eval's id
-#: (``AgentEval="<eval id>"`` finds every case run of an eval).
-AGENT_EVAL = SearchAttributeKey.for_keyword("AgentEval")
+#: (``AgentEval="<eval id>"`` finds every case run of an eval). A
+#: KeywordList of one value: a SQL visibility store has 10 Keyword columns,
+#: and the other ten attributes take them (a list matches ``=`` as well).
+AGENT_EVAL = SearchAttributeKey.for_keyword_list("AgentEval")
 #: The run's tenant (``AgentRunInput.tenant``): ``AgentTenant="<tenant>"``
 #: finds every run of one tenant (docs/many-tenants.md).
 AGENT_TENANT = SearchAttributeKey.for_keyword("AgentTenant")
@@ -65,7 +67,7 @@ SEARCH_ATTRIBUTES: dict[str, str] = {
     AGENT_FORKED_FROM.name: "Keyword",
     AGENT_SCHEDULE.name: "Keyword",
     AGENT_VERSION.name: "Keyword",
-    AGENT_EVAL.name: "Keyword",
+    AGENT_EVAL.name: "KeywordList",
     AGENT_TENANT.name: "Keyword",
 }
 
