@@ -19,8 +19,10 @@ STATES: dict[str, int] = {
     "input-required": pb.TASK_STATE_INPUT_REQUIRED, "completed": pb.TASK_STATE_COMPLETED,
     "failed": pb.TASK_STATE_FAILED, "canceled": pb.TASK_STATE_CANCELED,
 }
-_TERMINAL_TURN = {"completed": "completed", "stopped": "completed", "failed": "failed", "cancelled": "canceled",
-                  "interrupted": "canceled", "rolled_back": "canceled"}
+_TERMINAL_TURN: dict[str, TaskState] = {
+    "completed": "completed", "stopped": "completed", "failed": "failed", "cancelled": "canceled",
+    "interrupted": "canceled", "rolled_back": "canceled",
+}
 
 
 def data_part(value: Any) -> pb.Part:
@@ -76,6 +78,8 @@ class TaskStream:
     unsure: list[Any] = field(default_factory=list)
     #: Continuing after a reply: events are skipped until these calls are resolved.
     skip_until: set[str] = field(default_factory=set)
+    #: Continuing after tool outputs: the step that waited (events skipped until a later one begins).
+    skip_steps: int | None = None
 
     def feed(self, event: Any) -> list[Any]:
         """The updates ``event`` gives (none for most events)."""
@@ -91,8 +95,8 @@ class TaskStream:
         if self.skip_until:
             if isinstance(event, ev.ApprovalResolved):
                 self.skip_until.discard(event.call_id)
-            elif isinstance(event, ev.StepCreated):  # the next step: nothing waits any more
-                self.skip_until.clear()
+            elif isinstance(event, ev.StepCreated) and self.skip_steps is not None and event.step > self.skip_steps:
+                self.skip_until.clear()  # the step after the one that waited: nothing waits any more
             if self.skip_until or not isinstance(event, ev.StepCreated):
                 return []
         if isinstance(event, ev.ApprovalRequested) and self.pending is not None \
@@ -122,7 +126,7 @@ class TaskStream:
                                 data=action_data(event.actions))
         if isinstance(event, ev.TurnEnded) and event.turn == self.ref.turn:
             return self._final(_TERMINAL_TURN.get(event.status, "completed"), event.time, event.final_text,
-                               event.output, event.error)  # type: ignore[arg-type]
+                               event.output, event.error)
         if isinstance(event, ev.RunCompleted):
             return self._final("completed", event.time, event.final_text, event.output)
         if isinstance(event, ev.RunFailed):

@@ -159,10 +159,12 @@ class RunTasks(RequestHandler):
                 waited = {a.call_id for a in state.pending_actions}
         except (DecisionRejected, ValueError) as err:
             raise InvalidParamsError(str(err)[:500]) from None
-        return TaskStream(ref, started=ref.turn == 1, skip_until=waited), 0
+        steps = None if isinstance(answer, Decide) else state.step
+        return TaskStream(ref, started=ref.turn == 1, skip_until=waited, skip_steps=steps), 0
 
     async def _follow(self, stream: TaskStream, offset: int) -> AsyncGenerator[Any]:
-        """The task's updates from ``offset`` until it is final, or waits for input."""
+        """The task's updates from ``offset`` until it is final, or waits for
+        input (then the stream ends, as A2A has it for an interrupted task)."""
         handle = self.state.client.get_handle(stream.ref.run_id)
         async for event in self.state.hub.subscribe(stream.ref.run_id, offset,
                                                     idle=self.state.settings.heartbeat_seconds):
@@ -176,8 +178,8 @@ class RunTasks(RequestHandler):
                 if asked.approval.call_id in waiting:
                     for update in stream.confirmed(asked):
                         yield update
-            if stream.done:
-                return
+            if stream.done or stream.state == "input-required":
+                return  # final, or interrupted: the stream ends (the next message answers)
 
     # --- the A2A methods ----------------------------------------------------
 
