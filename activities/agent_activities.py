@@ -25,6 +25,7 @@ from agentloop.activities.providers.models import ModelResolver
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.activities.tool_calls import ToolCalls
 from agentloop.activities.tool_ledger import ToolLedger, idempotency_key
+from agentloop.activities.tool_sources import a2a_tools
 from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
 from agentloop.activities.transcripts import QueryTimeouts, TranscriptCache, query_run
@@ -172,6 +173,9 @@ class AgentActivities(ToolCalls):
         """
         tools, missing, local = [], [], []
         for name in input.names:
+            if name.startswith(a2a_tools.PREFIX) and self.registry.get(name) is None:
+                tools.append(await self._a2a_definition(name))
+                continue
             tool = self.registry.get(name)
             if tool is None:
                 missing.append(name)
@@ -206,6 +210,14 @@ class AgentActivities(ToolCalls):
         if not self.tools_beside_runs:
             raise _tools_not_here("the run asks the tools queue")
         return await self.resolve_tools(input)
+
+    async def _a2a_definition(self, name: str) -> Any:
+        try:
+            async with keep_heartbeating():
+                return await a2a_tools.definition(name)
+        except UserError as exc:
+            raise ApplicationError(f"cannot use the A2A agent of {name[:200]!r}: {exc}",
+                                   type=a2a_tools.UNAVAILABLE_ERROR_TYPE, non_retryable=True) from None
 
     async def _list_mcp_tools(self, server: str) -> list[Any]:
         from mcp.shared.exceptions import MCPError

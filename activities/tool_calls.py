@@ -20,6 +20,7 @@ from temporalio.exceptions import ApplicationError
 from agentloop.activities.builtin_tools.workspace import workspace_problem
 from agentloop.activities.heartbeat import keep_heartbeating
 from agentloop.activities.tool_ledger import ToolLedger
+from agentloop.activities.tool_sources import a2a_tools
 from agentloop.activities.tool_sources.mcp_server import McpUnavailable
 from agentloop.activities.tool_sources.mcp_tools import MCP_UNAVAILABLE_ERROR_TYPE, McpServers
 from agentloop.activities.transcripts import TranscriptCache
@@ -94,6 +95,8 @@ class ToolCalls:
         tool = self.registry.get(input.tool_name)
         if tool is None and self.mcp.owns(input.tool_name):
             return await self._call_mcp_tool(input, result, key)
+        if tool is None and input.tool_name.startswith("a2a_") and a2a_tools.url_of(input.tool_name):
+            return await self._call_a2a_agent(input, result)
         if tool is None:
             return result(
                 f"Unknown tool '{input.tool_name}'. Available tools: "
@@ -140,6 +143,20 @@ class ToolCalls:
             return result(text, is_error=False).model_copy(
                 update={"images": [v for v in value if isinstance(v, ImagePart)]})
         return result(format_tool_output(value), is_error=False)
+
+    async def _call_a2a_agent(self, input: ExecuteToolInput, result: Any) -> ExecuteToolResult:
+        """A call of a remote A2A agent (:mod:`.tool_sources.a2a_tools`), idempotent by run and call id;
+        a remote agent that cannot be reached fails the attempt, and Temporal retries it."""
+        try:
+            async with asyncio.timeout(input.timeout_seconds):
+                text, is_error = await a2a_tools.call(input.tool_name, input.arguments,
+                                                      f"{input.run_id}:{input.call_id}")
+        except UserError as exc:
+            return result(f"Error: {exc}", is_error=True)
+        except TimeoutError:
+            return result(f"Tool '{input.tool_name}' timed out after {input.timeout_seconds:g}s; the remote task "
+                          "may go on: raise AgentSpec.tool_timeouts for it", is_error=True)
+        return result(text, is_error=is_error)
 
     async def _call_mcp_tool(self, input: ExecuteToolInput, result: Any, key: str) -> ExecuteToolResult:
         """A call of an MCP server's tool, within the tool's own timeout: its

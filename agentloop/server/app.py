@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from agentloop.server import console, diff, evals, problems, quotas, runs, threads
+from agentloop.server.a2a import routes as a2a
 from agentloop.server.access.doors import DoorGuard, Doors, doors_for
 from agentloop.server.agui import routes as agui
 from agentloop.server.deps import ServerState
@@ -59,6 +60,7 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     app.include_router(diff.router, prefix=f"/{API_VERSION}")
     app.include_router(agui.router, prefix=f"/{API_VERSION}")
     app.include_router(quotas.router, prefix=f"/{API_VERSION}")
+    app.include_router(a2a.router)
     app.include_router(console.router)
     # Outermost, so that CORS preflights too answer only to allowed hosts.
     app.add_middleware(DoorGuard, doors=lambda: server_doors(settings))

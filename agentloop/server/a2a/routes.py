@@ -1,0 +1,107 @@
+"""The A2A door of ``agentloop serve``: ``/a2a/{agent}`` (JSON-RPC, with
+Server-Sent Events for streams) and ``/a2a/{agent}/.well-known/agent-card.json``,
+behind the same host, origin, token and size checks as the rest."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes.common import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.requests import Request as StarletteRequest
+
+from agentloop.server.a2a.card import agent_card
+from agentloop.server.a2a.handler import RunTasks
+from agentloop.server.access.auth import Caller, authorize
+from agentloop.server.deps import server_state
+from agentloop.server.problems import Problem, problem_responses
+from agentloop.server.settings import Scope
+
+router = APIRouter(tags=["a2a"], responses=problem_responses(401, 403, 404))
+
+#: JSON-RPC methods that only read (a ``read`` token may call them); every other one acts.
+STREAM_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"})
+READ_METHODS = frozenset({"GetTask", "SubscribeToTask", "ListTasks", "GetExtendedAgentCard", "tasks/get",
+                          "tasks/resubscribe", "agent/getAuthenticatedExtendedCard"})
+
+
+class _Context(DefaultServerCallContextBuilder):
+    """The call context: the SDK's, plus the agent of the path and the caller."""
+
+    def build(self, request: StarletteRequest) -> ServerCallContext:
+        context = super().build(request)
+        context.state["agent"] = request.state.a2a_agent
+        context.state["caller"] = request.state.a2a_caller
+        return context
+
+
+def _dispatcher(request: Request) -> JsonRpcDispatcher:
+    app_state = request.app.state
+    found = getattr(app_state, "a2a_dispatcher", None)
+    if found is None:
+        found = app_state.a2a_dispatcher = JsonRpcDispatcher(
+            RunTasks(server_state(request)), context_builder=_Context(), enable_v0_3_compat=True)
+    return found
+
+
+def _admit(request: Request, agent: str, needed: Scope) -> Caller:
+    """The caller, if its token has scope ``needed`` and may start ``agent``,
+    and ``agent`` is registered.
+
+    Raises:
+        Problem: 401, 403, or 404 for an agent not registered.
+    """
+    state = server_state(request)
+    caller = authorize(state.settings, request, needed)
+    if caller.agents is not None and agent not in caller.agents:
+        raise Problem(403, "Agent not allowed", f"token {caller.name!r} may use only "
+                      f"{', '.join(caller.agents)}; this is agent {agent[:80]!r}")
+    if agent not in state.settings.agents:
+        known = ", ".join(sorted(state.settings.agents)) or "none (start the server with --agent NAME=FILE)"
+        raise Problem(404, "Unknown agent", f"no agent {agent[:80]!r} is registered with this server; "
+                      f"registered: {known}")
+    return caller
+
+
+@router.get("/a2a/{agent}/.well-known/agent-card.json")
+async def card(agent: str, request: Request) -> Any:
+    """The agent's A2A card: its skills, streaming, bearer auth when the server has tokens."""
+    _admit(request, agent, "read")
+    state = server_state(request)
+    url = str(request.base_url).rstrip("/") + f"/a2a/{agent}"
+    made = agent_card(agent, state.settings.agents[agent], url, tokens=bool(state.settings.tokens))
+    return JSONResponse(agent_card_to_dict(made))
+
+
+@router.post("/a2a/{agent}", response_class=Response)
+async def rpc(agent: str, request: Request) -> Any:
+    """A2A JSON-RPC: ``SendMessage``, ``SendStreamingMessage`` (SSE), ``GetTask``,
+    ``CancelTask``, ``SubscribeToTask`` (SSE), and the v0.3 names
+    (``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``)."""
+    try:
+        body = json.loads(await request.body() or b"null")
+    except ValueError:
+        body = None
+    method = body.get("method") if isinstance(body, dict) else None
+    needed: Scope = "read" if method in READ_METHODS else "act"
+    caller = request.state.a2a_caller = _admit(request, agent, needed)
+    request.state.a2a_agent = agent
+    release = server_state(request).streams.take(caller.name) if method in STREAM_METHODS else None
+    try:
+        response = await _dispatcher(request).handle_requests(request)
+    except BaseException:
+        if release is not None:
+            release()
+        raise
+    if release is not None:
+        if isinstance(response, StreamingResponse) or hasattr(response, "body_iterator"):
+            response.background = BackgroundTask(release)
+        else:
+            release()
+    return response
