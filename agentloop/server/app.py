@@ -14,6 +14,7 @@ from agentloop.server import console, problems, runs, threads
 from agentloop.server.access.doors import DoorGuard, Doors, doors_for
 from agentloop.server.agui import routes as agui
 from agentloop.server.deps import ServerState
+from agentloop.server.mcp.door import MCP_PATH, McpDoor
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.sse import StreamSlots
@@ -34,10 +35,12 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     """
     settings = settings or ServerSettings.from_env()
     hub = RunHub(client, poll_interval=settings.poll_interval)
+    mcp = McpDoor(client, settings, lambda: server_doors(settings))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.running():
+            yield
         await hub.close()
 
     app = FastAPI(
@@ -57,6 +60,7 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     app.include_router(threads.router, prefix=f"/{API_VERSION}")
     app.include_router(agui.router, prefix=f"/{API_VERSION}")
     app.include_router(console.router)
+    app.add_route(MCP_PATH, mcp, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app; docs/agent-protocols.md
     # Outermost, so that CORS preflights too answer only to allowed hosts.
     app.add_middleware(DoorGuard, doors=lambda: server_doors(settings))
     return app
