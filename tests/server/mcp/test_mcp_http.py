@@ -50,6 +50,12 @@ async def test_a_short_call_is_answered_inline_with_progress(agent_client: Agent
         assert graded.structured_content == {"verdict": "ok", "score": 3}
         bad = await mcp.call_tool("helper", {"text": "hi"})
         assert bad.is_error and "only `message`" in bad.content[0].text
+        # The server's doors stand before /mcp: a rebinding Host, a foreign Origin.
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        rebound = await api.http.post("/mcp", json=ping, headers={"Host": "evil.example"})
+        assert rebound.status_code == 403 and rebound.json()["title"] == "Host not allowed"
+        foreign = await api.http.post("/mcp", json=ping, headers={"Origin": "https://evil.example"})
+        assert foreign.status_code == 403 and foreign.json()["title"] == "Origin not allowed"
 
 
 async def test_a_task_survives_a_disconnect_and_its_approval_is_answered_with_tasks_update(
