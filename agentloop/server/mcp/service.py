@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver.server import require_client_extension
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -143,12 +144,14 @@ class AgentTools:
             return status, mapping.call_result(status, done.final_text if done else "", None, str(err))
         return result.status, mapping.call_result(result.status, result.final_text, result.output, result.error)
 
-    async def _run(self, task_id: str, caller: Caller) -> tuple[AgentRunHandle, Any]:
+    async def _run(self, ctx: ServerRequestContext[Any, Any], task_id: str,
+                   caller: Caller) -> tuple[AgentRunHandle, Any]:
         """The run of a task and its Temporal description, if the caller may see it.
 
         Raises:
             MCPError: -32602 for an unknown task, -32003 for a run of an agent the token may not use.
         """
+        require_client_extension(ctx, mapping.TASKS)  # -32021 for a client that did not declare Tasks
         handle = self.client.get_handle(task_id)
         try:
             description = await handle.workflow_handle.describe()
@@ -166,7 +169,7 @@ class AgentTools:
         return handle, description
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
-        handle, description = await self._run(params.task_id, self.caller_of(ctx, "read"))
+        handle, description = await self._run(ctx, params.task_id, self.caller_of(ctx, "read"))
         return await self.view(handle, description)
 
     async def view(self, handle: AgentRunHandle, description: Any) -> dict[str, Any]:
@@ -201,7 +204,7 @@ class AgentTools:
 
     async def update_task(self, ctx: ServerRequestContext[Any, Any], params: UpdateParams) -> dict[str, Any]:
         caller = self.caller_of(ctx, "act")
-        handle, description = await self._run(params.task_id, caller)
+        handle, description = await self._run(ctx, params.task_id, caller)
         if description.status != WorkflowExecutionStatus.RUNNING:
             return {}
         answers = mapping.read_responses(params.input_responses, await handle.pending())
@@ -222,7 +225,7 @@ class AgentTools:
         return {}
 
     async def cancel_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
-        handle, description = await self._run(params.task_id, self.caller_of(ctx, "act"))
+        handle, description = await self._run(ctx, params.task_id, self.caller_of(ctx, "act"))
         if description.status == WorkflowExecutionStatus.RUNNING:
             await handle.cancel()
         return {}

@@ -115,6 +115,10 @@ async def test_cancel_and_tokens(agent_client: AgentClient, worker) -> None:
             async with client(url, NARROW) as narrow:
                 with pytest.raises(MCPError, match="run of another agent"):
                     await task_request(narrow.session, "tasks/get", task.task_id)
+            async with client(url, OPS, tasks=False) as undeclared:
+                with pytest.raises(MCPError) as missing:
+                    await task_request(undeclared.session, "tasks/get", task.task_id)
+                assert missing.value.code == -32021
             assert (await task_request(mcp.session, "tasks/cancel", task.task_id)).get("resultType") == "complete"
             cancelled = await poll(mcp.session, task.task_id, status_is("cancelled", "completed", "failed"),
                                    "the cancel")
