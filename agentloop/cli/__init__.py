@@ -64,6 +64,7 @@ from agentloop.cli.runs.threads import cmd_send, cmd_steer
 from agentloop.cli.schedules import cmd_schedule
 from agentloop.cli.servers.codec_server import cmd_codec_server
 from agentloop.cli.servers.dev import cmd_dev
+from agentloop.cli.servers.mcp_serve import cmd_mcp_serve
 from agentloop.cli.servers.serve import cmd_serve
 from agentloop.cli.servers.worker import cmd_worker
 from agentloop.cli.snapshots import cmd_export, cmd_fork, cmd_start
@@ -129,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "chat": cmd_chat, "send": cmd_send, "steer": cmd_steer, "serve": cmd_serve, "schedule": cmd_schedule,
         "codec-server": cmd_codec_server, "eval": cmd_eval,
         "diff": cmd_diff, "lanes": cmd_lanes, "quota": cmd_quota,
+        "mcp-serve": cmd_mcp_serve,
     }[args.command]
     try:
         return run_command(command, args)

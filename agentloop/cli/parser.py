@@ -17,6 +17,7 @@ from agentloop.cli.runs.threads import add_thread_commands
 from agentloop.cli.schedules import add_schedule_parser
 from agentloop.cli.servers.codec_server import add_codec_server_parser
 from agentloop.cli.servers.dev import add_dev_parser
+from agentloop.cli.servers.mcp_serve import add_mcp_serve_parser
 from agentloop.cli.servers.serve import add_serve_parser
 from agentloop.cli.servers.worker import add_worker_parser
 from agentloop.cli.snapshots import add_export_parser, add_fork_parser, add_start_parser
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                 add_approve_parser, add_submit_parser, add_stop_parser, add_cancel_parser, add_list_parser,
                 add_replay_parser, add_watch_parser, add_thread_commands, add_chat_parser, add_export_parser,
                 add_start_parser, add_fork_parser, add_schedule_parser, add_show_parser,
-                add_eval_parser, add_diff_parser, add_lanes_parser, add_quota_parser):
+                add_eval_parser, add_diff_parser, add_lanes_parser, add_quota_parser,
+                add_mcp_serve_parser):
         add(sub)
     return parser

@@ -15,6 +15,7 @@ from agentloop.server.a2a import routes as a2a
 from agentloop.server.access.doors import DoorGuard, Doors, doors_for
 from agentloop.server.agui import routes as agui
 from agentloop.server.deps import ServerState
+from agentloop.server.mcp.door import MCP_PATH, McpDoor
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.sse import StreamSlots
@@ -35,10 +36,12 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     """
     settings = settings or ServerSettings.from_env()
     hub = RunHub(client, poll_interval=settings.poll_interval, wait=settings.wait_for_events)
+    mcp = McpDoor(client, settings, lambda: server_doors(settings))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        yield
+        async with mcp.running():
+            yield
         await hub.close()
 
     app = FastAPI(
@@ -62,6 +65,7 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     app.include_router(quotas.router, prefix=f"/{API_VERSION}")
     app.include_router(a2a.router)
     app.include_router(console.router)
+    app.add_route(MCP_PATH, mcp, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app; docs/agent-protocols.md
     # Outermost, so that CORS preflights too answer only to allowed hosts.
     app.add_middleware(DoorGuard, doors=lambda: server_doors(settings))
     return app
