@@ -10,10 +10,10 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from agentloop import AgentClient
-from agentloop.tools.registry import ToolRegistry
 from agentloop.shared.definition.spec import SubAgent
 from agentloop.shared.runs.search_attributes import AGENT_TENANT
-from agentloop.testing import call, calls, reply, script
+from agentloop.testing import call, calls, script
+from agentloop.tools.registry import ToolRegistry
 from tests.helpers.agents import echo_results, spec
 
 SCHEDULED = {EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: "activity_task_scheduled_event_attributes",
@@ -65,44 +65,3 @@ async def test_priority_and_tenant_reach_every_activity_and_sub_agent(
     for run_id in (handle.run_id, child_id):
         described = await temporal_client.get_workflow_handle(run_id).describe()
         assert described.typed_search_attributes.get(AGENT_TENANT) == "acme"
-
-
-async def finish_order(client: Client, run_ids: list[str]) -> list[str]:
-    """``run_ids`` in the order their workflows closed."""
-    closed = {run_id: (await client.get_workflow_handle(run_id).describe()).close_time for run_id in run_ids}
-    return sorted(run_ids, key=lambda run_id: closed[run_id])
-
-
-async def start_backlog(agent_client: AgentClient, runs: list[tuple[str, int | None, str | None]]) -> None:
-    """Start ``(run id, priority, tenant)`` runs of one scripted step each, in
-    order, with no worker polling: they wait in the queue's backlog."""
-    for run_id, priority, tenant in runs:
-        await agent_client.start(spec(script(reply(run_id)), priority=priority), "go", run_id=run_id, tenant=tenant)
-
-
-async def test_priority_orders_a_backlog(agent_client: AgentClient, worker, temporal_client: Client,
-                                         task_queue: str) -> None:
-    low = [(f"{task_queue}-low-{i}", 5, None) for i in range(6)]
-    await start_backlog(agent_client, [*low, (f"{task_queue}-urgent", 1, None)])
-    async with worker(max_concurrent_workflow_tasks=1, max_concurrent_activities=1):
-        for run_id, *_ in low:
-            await agent_client.get_handle(run_id).result()
-        await agent_client.get_handle(f"{task_queue}-urgent").result()
-    order = await finish_order(temporal_client, [run_id for run_id, *_ in low] + [f"{task_queue}-urgent"])
-    assert order[0] == f"{task_queue}-urgent", order
-
-
-async def test_fairness_shares_the_queue_between_tenants(agent_client: AgentClient, worker,
-                                                         temporal_client: Client, task_queue: str) -> None:
-    many = [(f"{task_queue}-a-{i}", None, "tenant-a") for i in range(12)]
-    few = [(f"{task_queue}-b-{i}", None, "tenant-b") for i in range(3)]
-    await start_backlog(agent_client, [*many, *few])
-    ids = [run_id for run_id, *_ in many + few]
-    async with worker(max_concurrent_workflow_tasks=1, max_concurrent_activities=1):
-        for run_id in ids:
-            await agent_client.get_handle(run_id).result()
-    order = await finish_order(temporal_client, ids)
-    places = [order.index(run_id) for run_id, *_ in few]
-    # B's runs are not served after A's backlog: each of them finished before
-    # the last of A's, and on average in the first half.
-    assert max(places) < len(ids) - 1 and sum(places) / len(places) < len(ids) / 2, order
