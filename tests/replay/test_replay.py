@@ -74,6 +74,9 @@ def test_histories_are_committed() -> None:
         # version is current and stays, then continues as new onto the new current version (both
         # Temporal runs); a run pinned to its version across the switch.
         "thread_upgrade", "thread_upgrade-2", "pinned_versioned",
+        # A tenant's run at priority 2 (Priority with the tenant as fairness key), a tool call and two
+        # sub-agents, one inheriting its Priority, one at a priority of its own.
+        "tenant_priority", "tenant_priority-sub-1", "tenant_priority-sub-2",
     }
 
 
