@@ -50,6 +50,7 @@ from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 from agentloop.shared.base.contracts import WORKFLOW_NAME
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.messages import Message
+from agentloop.shared.base.priority import run_priority, with_tenant
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.result import AgentRunFailed, AgentRunResult
 from agentloop.shared.runs.run import run_failed_from, run_input, typed_result, with_output
@@ -64,6 +65,7 @@ async def start_agent(
     id: str | None = None,
     task_queue: str | None = None,
     parent_close_policy: ParentClosePolicy = ParentClosePolicy.REQUEST_CANCEL,
+    tenant: str | None = None,
     **child_options: Any,
 ) -> ChildWorkflowHandle[Any, AgentRunResult]:
     """Start an agent run as a child of the calling workflow; return its handle.
@@ -82,14 +84,20 @@ async def start_agent(
             ``models`` (and a tools worker on ``<task_queue>-tools``).
         parent_close_policy: What happens to the run when the calling
             workflow ends first: ``REQUEST_CANCEL`` (default) cancels it.
+        tenant: Whose run it is (docs/many-tenants.md): its fairness key and
+            ``AgentTenant``. None: the run inherits the calling workflow's
+            Priority (fairness key included) but names no tenant.
         child_options: More options of ``workflow.start_child_workflow``
             (``execution_timeout``, ``memo``, ``static_details``...).
 
     Raises:
-        UserError: The input is empty or over :data:`MAX_INPUT_BYTES`.
+        UserError: The input is empty or over :data:`MAX_INPUT_BYTES`, or
+            ``tenant`` is not a tenant name.
     """
-    arg = run_input(spec, input)
+    arg = with_tenant(run_input(spec, input), tenant)
     child_options.setdefault("static_summary", f"{spec.name} on {spec.model}")
+    if spec.priority is not None or tenant is not None:  # else the calling workflow's Priority
+        child_options.setdefault("priority", run_priority(spec.priority, tenant))
     return await workflow.start_child_workflow(
         WORKFLOW_NAME,
         arg,
@@ -97,7 +105,7 @@ async def start_agent(
         task_queue=task_queue,
         result_type=AgentRunResult,
         parent_close_policy=parent_close_policy,
-        search_attributes=start_search_attributes(spec),
+        search_attributes=start_search_attributes(spec, tenant),
         **child_options,
     )
 

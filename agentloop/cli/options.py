@@ -70,6 +70,15 @@ def agent_options(p: argparse.ArgumentParser, *, spec_help: str, max_steps_help:
     p.add_argument("--system", help="system prompt")
     p.add_argument("--max-steps", type=int, help=max_steps_help)
     p.add_argument("--max-tokens", type=int, metavar="N", help=max_tokens_help)
+    p.add_argument("--priority", type=int, metavar="N", help="the run's priority in Temporal's queues, 1 (first) "
+                   "to 5 (last); default: the spec's, else 3 (AgentSpec.priority, docs/many-tenants.md)")
+    tenant_option(p)
+
+
+def tenant_option(p: argparse.ArgumentParser) -> None:
+    """``--tenant``: whose run it is (docs/many-tenants.md)."""
+    p.add_argument("--tenant", metavar="NAME", help="whose run it is: its fairness key in Temporal's queues and "
+                   "its AgentTenant search attribute (docs/many-tenants.md)")
 
 
 def permission_options(p: argparse.ArgumentParser, *, allow_help: str, ask_help: str, yes_help: str) -> None:

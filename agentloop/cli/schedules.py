@@ -10,6 +10,7 @@ from typing import Any
 
 from agentloop.cli.common import table
 from agentloop.cli.embedded import ops_client, reading_client
+from agentloop.cli.options import tenant_option
 
 #: The flags of ``agentloop run`` that ``spec_from_file`` reads, unset here.
 _RUN_FLAGS = ("model", "tool", "system", "max_steps", "max_tokens", "rules", "yes")
@@ -37,6 +38,7 @@ def add_schedule_parser(sub: argparse._SubParsersAction) -> None:
     create.add_argument("--jitter", metavar="DURATION", help="delay each firing by a random time up to this")
     create.add_argument("--time-zone", metavar="TZ", help="IANA time zone of --cron, e.g. Europe/Paris")
     create.add_argument("--paused", action="store_true", help="create it paused")
+    tenant_option(create)
     listing = actions.add_parser("list", help="the schedules of agent runs")
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     for action, text in (("describe", "what a schedule is and did"), ("unpause", "fire again"),
@@ -78,7 +80,7 @@ async def _schedule(client: Any, args: argparse.Namespace) -> int:
             summary = await schedules.create(
                 args.name, _spec(args), args.input, cron=args.cron, every=args.every, overlap=args.overlap,
                 catchup_window=args.catchup_window, jitter=args.jitter, time_zone=args.time_zone,
-                thread_id=args.thread, paused=args.paused)
+                thread_id=args.thread, paused=args.paused, tenant=args.tenant)
             print(f"created schedule {summary.name}: {', '.join(summary.when)}; next: {_next(summary)}")
         case "list":
             found = await schedules.list()

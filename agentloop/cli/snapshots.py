@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import CommandFailed, answer_within, describe_run, say, stdin_is_terminal
 from agentloop.cli.embedded import ops_client, reading_client
-from agentloop.cli.options import positive, run_id
+from agentloop.cli.options import positive, run_id, tenant_option
 from agentloop.shared.base.errors import UserError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ async def cmd_start(args: argparse.Namespace) -> int:
     snapshot = read_snapshot_file(args.from_file)
     client = await ops_client()
     try:
-        handle = await client.restore(snapshot, run_id=args.run_id, message=args.message)
+        handle = await client.restore(snapshot, run_id=args.run_id, message=args.message, tenant=args.tenant)
     except RunIdInUse as err:
         raise UserError(run_id_in_use(err)) from None
     waiting = [a.call_id for a in snapshot.pending_approvals] + [a.call_id for a in snapshot.pending_actions]
@@ -90,7 +90,8 @@ async def cmd_fork(args: argparse.Namespace) -> int:
     client = await ops_client()
     snapshot = await _export(client, args.run)
     try:
-        handle = await client.fork_from(snapshot, args.at_step, args.message, new_run_id=args.run_id)
+        handle = await client.fork_from(snapshot, args.at_step, args.message, new_run_id=args.run_id,
+                                        tenant=args.tenant)
     except RunIdInUse as err:
         raise UserError(run_id_in_use(err)) from None
     then = ", then your message" if args.message is not None else ""
@@ -153,6 +154,7 @@ def add_start_parser(sub: Any) -> None:
     start.add_argument("--from", dest="from_file", required=True, metavar="FILE",
                        help="the snapshot ('-': read it from stdin)")
     start.add_argument("--run-id", type=run_id, help="the new run's id (default: generated)")
+    tenant_option(start)
     start.add_argument("--message", help="a new user message after the snapshot's conversation")
     following(start)
 
@@ -169,4 +171,5 @@ def add_fork_parser(sub: Any) -> None:
     fork.add_argument("--at-step", type=positive, required=True, metavar="N", help="the step to cut after")
     fork.add_argument("--message", help="a new user message after the cut")
     fork.add_argument("--run-id", type=run_id, help="the fork's run id (default: generated)")
+    tenant_option(fork)
     following(fork)

@@ -71,6 +71,8 @@ def overrides(args: argparse.Namespace) -> dict[str, Any]:
         fields["max_steps"] = args.max_steps
     if args.max_tokens is not None:
         fields["max_tokens"] = args.max_tokens
+    if getattr(args, "priority", None) is not None:
+        fields["priority"] = args.priority
     if args.rules:
         fields["permissions"] = [PermissionRule(tool=tool, action=action).model_dump()
                                  for action, tool in args.rules]
@@ -138,6 +140,7 @@ def spec_of_run(args: argparse.Namespace):
             system_prompt=args.system or "",
             max_steps=16 if args.max_steps is None else args.max_steps,
             max_tokens=args.max_tokens,
+            priority=getattr(args, "priority", None),
             workspace=workspace,
             # In the order given: the first rule that matches a call decides.
             permissions=[PermissionRule(tool=tool, action=action) for action, tool in args.rules],

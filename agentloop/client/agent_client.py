@@ -192,6 +192,7 @@ class AgentClient:
         *,
         run_id: str | None = None,
         message: str | None = None,
+        tenant: str | None = None,
     ) -> AgentRunHandle:
         """Start a new run from a snapshot (:meth:`AgentRunHandle.export`).
 
@@ -211,24 +212,27 @@ class AgentClient:
             run_id: The new run's id; a fresh one when None.
             message: A new user message after the conversation (a snapshot
                 of a run that ended, continued).
+            tenant: The new run's tenant (as for :meth:`start`).
 
         Raises:
             SnapshotError: Not a snapshot, another major version, or invalid.
             RunIdInUse: ``run_id`` is taken.
         """
         loaded = load_snapshot(dict(snapshot) if isinstance(snapshot, Mapping) else snapshot)
-        return await self._start_input(restore_input(loaded, spec, message), run_id,
+        return await self._start_input(with_tenant(restore_input(loaded, spec, message), tenant), run_id,
                                        thread=loaded.thread_id is not None)
 
     async def fork(
-        self, run_id: str, at_step: int, message: str | None = None, *, new_run_id: str | None = None
+        self, run_id: str, at_step: int, message: str | None = None, *, new_run_id: str | None = None,
+        tenant: str | None = None,
     ) -> AgentRunHandle:
         """Start a new run whose conversation is run ``run_id``'s up to the
         end of step ``at_step`` (1-based), then ``message`` as a new user
         message if given. The fork's report says where it came from
         (``report.origin``) and the search attribute ``AgentForkedFrom``
         finds it. The fork of a thread is a thread (its id the new run id);
-        the handle is then its first turn's, when it has one.
+        the handle is then its first turn's, when it has one. ``tenant``: the
+        fork's tenant (as for :meth:`start`).
 
         Raises:
             UserError: No such run; ``SnapshotError`` when ``at_step`` is not
@@ -236,15 +240,15 @@ class AgentClient:
             RunIdInUse: ``new_run_id`` is taken.
         """
         snapshot = await self.get_handle(run_id).export()
-        return await self.fork_from(snapshot, at_step, message, new_run_id=new_run_id)
+        return await self.fork_from(snapshot, at_step, message, new_run_id=new_run_id, tenant=tenant)
 
     async def fork_from(
         self, snapshot: AgentSnapshot | str | bytes | Mapping[str, Any], at_step: int, message: str | None = None,
-        *, new_run_id: str | None = None,
+        *, new_run_id: str | None = None, tenant: str | None = None,
     ) -> AgentRunHandle:
         """:meth:`fork` from a snapshot already exported (or read from a file)."""
         loaded = load_snapshot(dict(snapshot) if isinstance(snapshot, Mapping) else snapshot)
-        return await self._start_input(fork_input(loaded, at_step, message), new_run_id,
+        return await self._start_input(with_tenant(fork_input(loaded, at_step, message), tenant), new_run_id,
                                        forked_from=loaded.run_id, thread=loaded.thread_id is not None)
 
     async def _start_input(self, input: AgentRunInput, run_id: str | None, *,
@@ -278,6 +282,7 @@ class AgentClient:
         strategy: str | None = None,
         by: str | None = None,
         output_type: Any = None,
+        tenant: str | None = None,
     ) -> AgentRunHandle:
         """Send a thread its next message; the handle is bound to the turn
         that answers it (``await handle.result()``). The model sees every
@@ -293,6 +298,8 @@ class AgentClient:
             output_type: Parse the turn's typed answer into this type (the
                 thread's spec sets what it is asked for: ``AgentSpec.output``);
                 ``spec.output``'s when None.
+            tenant: The thread's tenant when ``spec`` starts it (as for
+                :meth:`start`); a running thread keeps its own.
 
         Raises:
             ThreadNotFound: No such thread, and no spec to start it.
@@ -307,7 +314,8 @@ class AgentClient:
             double_texting = await not_running(self.temporal, thread_id, can_start=spec is not None,
                                                strategy=strategy)
             assert spec is not None
-            started = await self.start(spec, message, thread_id=thread_id, double_texting=double_texting)
+            started = await self.start(spec, message, thread_id=thread_id, double_texting=double_texting,
+                                       tenant=tenant)
             started.output = output or started.output
             return started
         workflow_handle, accepted = sent

@@ -34,6 +34,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.shared.base import contracts
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.priority import run_priority, tenant_problem, with_tenant
 from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
 from agentloop.shared.runs.run import run_input
 from agentloop.shared.runs.schedules import OverlapPolicy, ScheduleFeedInput, check_name, parse_duration
@@ -131,6 +132,7 @@ class AgentSchedules:
         double_texting: DoubleTexting | None = None,
         paused: bool = False,
         note: str | None = None,
+        tenant: str | None = None,
     ) -> ScheduleSummary:
         """Create schedule ``name``: on ``cron`` (five fields, e.g.
         ``0 7 * * 1-5``) or ``every`` (``1h``, ``15m``, a timedelta), each
@@ -150,6 +152,9 @@ class AgentSchedules:
             jitter: Each firing is delayed by a random time up to this.
             time_zone: An IANA name (``Europe/Paris``) the cron is read in; UTC when None.
             paused: Create it paused (``note`` says why).
+            tenant: Whose runs the firings start (docs/many-tenants.md): each
+                run's (or the fed thread's) fairness key next to
+                ``spec.priority``, and its ``AgentTenant``.
 
         Raises:
             UserError: A bad name, neither or both of ``cron`` and ``every``,
@@ -160,6 +165,8 @@ class AgentSchedules:
             check_name(name)
         except ValueError as exc:
             raise UserError(str(exc)) from None
+        if problem := tenant_problem(tenant):
+            raise UserError(problem)
         if (cron is None) == (every is None):
             raise UserError("a schedule needs exactly one of cron (e.g. '0 7 * * *') and every (e.g. '1h')")
         when = ScheduleSpec(cron_expressions=[cron] if cron else [],
@@ -167,7 +174,7 @@ class AgentSchedules:
                             if (interval := _duration(every, "every")) else [],
                             jitter=_duration(jitter, "jitter"), time_zone_name=time_zone)
         schedule = Schedule(
-            action=self._action(name, spec, input, thread_id, double_texting),
+            action=self._action(name, spec, input, thread_id, double_texting, tenant),
             spec=when,
             policy=SchedulePolicy(overlap=_overlap(overlap), catchup_window=_duration(catchup_window, "catch-up window")
                                   or timedelta(days=365)),
@@ -185,18 +192,23 @@ class AgentSchedules:
         return await self.describe(name)
 
     def _action(self, name: str, spec: AgentSpec, input: str, thread_id: str | None,
-                double_texting: DoubleTexting | None) -> ScheduleActionStartWorkflow:
+                double_texting: DoubleTexting | None, tenant: str | None = None) -> ScheduleActionStartWorkflow:
         queue, summary = self._task_queue, f"{spec.name} on {spec.model}, schedule {name}"
+        # The firing's workflow runs at the run's Priority; a thread the feed
+        # starts inherits it.
+        priority = run_priority(spec.priority, tenant)
         if thread_id is not None:
             feed = ScheduleFeedInput(schedule=name, thread_id=thread_id, spec=spec, text=input,
-                                     strategy=double_texting)
+                                     strategy=double_texting, tenant=tenant)
             attributes = TypedSearchAttributes([SearchAttributePair(AGENT_SCHEDULE, name)])
             return ScheduleActionStartWorkflow(contracts.SCHEDULE_FEED_WORKFLOW_NAME, feed, id=name, task_queue=queue,
-                                               typed_search_attributes=attributes, static_summary=summary)
-        pairs = [*start_search_attributes(spec).search_attributes, SearchAttributePair(AGENT_SCHEDULE, name)]
-        return ScheduleActionStartWorkflow(contracts.WORKFLOW_NAME, run_input(spec, input), id=name, task_queue=queue,
+                                               typed_search_attributes=attributes, static_summary=summary,
+                                               priority=priority)
+        pairs = [*start_search_attributes(spec, tenant).search_attributes, SearchAttributePair(AGENT_SCHEDULE, name)]
+        return ScheduleActionStartWorkflow(contracts.WORKFLOW_NAME, with_tenant(run_input(spec, input), tenant),
+                                           id=name, task_queue=queue,
                                            typed_search_attributes=TypedSearchAttributes(pairs),
-                                           static_summary=summary)
+                                           static_summary=summary, priority=priority)
 
     async def describe(self, name: str) -> ScheduleSummary:
         """What schedule ``name`` is and did.

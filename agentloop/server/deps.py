@@ -151,3 +151,18 @@ async def fits_or_413(state: ServerState, value: Any, what: str) -> None:
         raise Problem(413, "Too large for Temporal", f"{what} is {size} bytes once encoded; Temporal takes "
                       f"payloads up to {state.settings.max_payload_bytes} bytes and this server sends at most "
                       f"{limit}: shorten it, or pass a reference (a path, a URL) instead")
+
+
+def resolve_tenant(caller: Caller, asked: str | None) -> str | None:
+    """The tenant of a run ``caller`` starts: its token's tenant, forced on
+    every run it starts, else the one it asks for (None: none).
+
+    Raises:
+        Problem: 403 when a token with a tenant asks for another one.
+    """
+    if caller.tenant is None:
+        return asked
+    if asked is not None and asked != caller.tenant:
+        raise Problem(403, "Tenant not allowed", f"token {caller.name!r} starts runs of tenant "
+                      f"{caller.tenant!r} only; it asked for {asked[:80]!r}")
+    return caller.tenant

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 from temporalio.service import RPCError
 
 from agentloop.client.runs import RunSummary
@@ -24,6 +24,7 @@ from agentloop.server.deps import (
     describe_or_404,
     fits_or_413,
     resolve_spec,
+    resolve_tenant,
     running_or_409,
 )
 from agentloop.server.problems import Problem, problem_responses
@@ -31,6 +32,7 @@ from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream, frame, resume_offset
 from agentloop.shared.base.errors import DecisionRejected, UserError
 from agentloop.shared.base.messages import Message
+from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.definition.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.events import ApprovalResolved
@@ -53,6 +55,15 @@ class StartRun(BaseModel):
     input: str = Field(min_length=1, description="the user's instruction")
     run_id: str | None = Field(default=None, description="the run id; a fresh one when absent")
     thread_id: str | None = Field(default=None, description="start a thread with this id (the run id is the thread id)")
+    tenant: str | None = Field(default=None, description="whose run it is (its fairness key and AgentTenant); a "
+                               "token with a tenant starts runs of that tenant only")
+
+    @field_validator("tenant")
+    @classmethod
+    def _check_tenant(cls, value: str | None) -> str | None:
+        if problem := tenant_problem(value):
+            raise ValueError(problem)
+        return value
 
 
 class Started(BaseModel):
@@ -115,7 +126,8 @@ async def start_run(body: StartRun, response: Response, state: ServerState = Sta
 
     spec = resolve_spec(state, body.spec, caller)
     try:
-        handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id)
+        handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id,
+                                          tenant=resolve_tenant(caller, body.tenant))
     except RunIdInUse as err:
         raise Problem(409, "Run id in use", str(err)) from None
     response.headers["Location"] = f"/v1/runs/{handle.run_id}"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.definition.spec import AgentSpec
 
 #: ``read``: follow runs, list them, read reports. ``act``: also start,
@@ -28,13 +29,15 @@ WAIT_ENV = "AGENTLOOP_WAIT_FOR_EVENTS"
 @dataclass(frozen=True)
 class ApiToken:
     """One bearer token: its name (recorded as a decision's ``by``), its
-    scope, the secret a caller sends, and the registered agents it may
-    start (None: any)."""
+    scope, the secret a caller sends, the registered agents it may
+    start (None: any), and the tenant every run it starts belongs to (None:
+    the caller may name one, or none; docs/many-tenants.md)."""
 
     name: str
     scope: Scope
     secret: str = field(repr=False)
     agents: tuple[str, ...] | None = None
+    tenant: str | None = None
 
     def allows(self, needed: Scope) -> bool:
         return self.scope == "admin" or (self.scope == "act" and needed != "admin") or needed == "read"
@@ -42,11 +45,29 @@ class ApiToken:
 
 #: How a token's entry names the agents it may start: ``name:act:secret:agents=a|b``.
 AGENTS_SUFFIX = ":agents="
+#: How a token's entry names its tenant: ``name:act:secret:tenant=acme``.
+TENANT_SUFFIX = ":tenant="
+
+
+def _split_options(entry: str) -> tuple[str, dict[str, str]]:
+    """``name:scope:secret`` and the ``:agents=`` and ``:tenant=`` options
+    after it, in either order."""
+    options: dict[str, str] = {}
+    for _ in range(2):
+        found = [(entry.rfind(suffix), suffix) for suffix in (AGENTS_SUFFIX, TENANT_SUFFIX)
+                 if suffix not in options and suffix in entry]
+        if not found:
+            break
+        at, suffix = max(found)
+        entry, options[suffix] = entry[:at], entry[at + len(suffix):]
+    return entry, options
 
 
 def parse_tokens(text: str | None) -> list[ApiToken]:
     """``name:scope:secret`` entries, comma-separated (``AGENTLOOP_API_TOKENS``);
-    ``name:scope:secret:agents=a|b`` limits a token to starting agents ``a`` and ``b``.
+    ``name:scope:secret:agents=a|b`` limits a token to starting agents ``a`` and ``b``;
+    ``name:scope:secret:tenant=acme`` makes every run it starts tenant
+    ``acme``'s (both may be given).
 
     Raises:
         UserError: An entry is not ``name:scope:secret``, a scope is unknown,
@@ -55,8 +76,11 @@ def parse_tokens(text: str | None) -> list[ApiToken]:
     tokens: list[ApiToken] = []
     for number, entry in enumerate(filter(None, (e.strip() for e in (text or "").split(","))), 1):
         agents: tuple[str, ...] | None = None
-        if AGENTS_SUFFIX in entry:
-            entry, _, listed = entry.rpartition(AGENTS_SUFFIX)
+        entry, options = _split_options(entry)
+        tenant = options.get(TENANT_SUFFIX)
+        if tenant is not None and (problem := tenant_problem(tenant.strip())):
+            raise UserError(f"{TOKENS_ENV}: entry {number} has tenant={tenant[:80]!r}: {problem}")
+        if (listed := options.get(AGENTS_SUFFIX)) is not None:
             agents = tuple(a.strip() for a in listed.split("|") if a.strip())
             if not agents:
                 raise UserError(f"{TOKENS_ENV}: entry {number} has an empty agents= list; name the agents the "
@@ -71,7 +95,7 @@ def parse_tokens(text: str | None) -> list[ApiToken]:
         if len(secret) < 16:
             raise UserError(f"{TOKENS_ENV}: token {name!r} is {len(secret)} characters; use at least 16 "
                             "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))')")
-        tokens.append(ApiToken(name, scope, secret, agents))
+        tokens.append(ApiToken(name, scope, secret, agents, tenant.strip() if tenant is not None else None))
     for what, values in (("name", [t.name for t in tokens]), ("secret", [t.secret for t in tokens])):
         if len(set(values)) != len(values):
             raise UserError(f"{TOKENS_ENV}: two tokens have the same {what}; each token needs its own")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from agentloop.server.access.auth import Caller
-from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec
+from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec, resolve_tenant
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.shared.base.errors import DecisionRejected
+from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
 from agentloop.shared.runs.threads import (
     MAX_MESSAGE_CHARS,
@@ -31,6 +32,15 @@ class SendBody(BaseModel):
     spec: AgentSpec | str | None = Field(
         default=None, description="starts the thread when it does not exist yet: an AgentSpec, or the name "
         "of an agent registered with the server")
+    tenant: str | None = Field(default=None, description="the thread's tenant when `spec` starts it; a token "
+                               "with a tenant starts threads of that tenant only")
+
+    @field_validator("tenant")
+    @classmethod
+    def _check_tenant(cls, value: str | None) -> str | None:
+        if problem := tenant_problem(value):
+            raise ValueError(problem)
+        return value
 
 
 class Sent(BaseModel):
@@ -57,7 +67,8 @@ async def send_message(thread_id: str, body: SendBody, state: ServerState = Stat
     that does not exist is started when ``spec`` is given."""
     spec = resolve_spec(state, body.spec, caller) if body.spec is not None else None
     try:
-        handle = await state.client.send(thread_id, body.text, spec, strategy=body.strategy, by=caller.name)
+        handle = await state.client.send(thread_id, body.text, spec, strategy=body.strategy, by=caller.name,
+                                         tenant=resolve_tenant(caller, body.tenant) if spec is not None else None)
     except ThreadNotFound as err:
         raise Problem(404, "Unknown thread", f"{err} (or send `spec` with the message to start it)") from None
     except ThreadBusy as err:

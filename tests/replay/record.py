@@ -354,6 +354,26 @@ SCENARIOS.update({
 })
 
 
+# A tenant's run at priority 2 (AgentRunInput.tenant, AgentSpec.priority):
+# a tool call and two sub-agents, one at the run's priority and tenant, one
+# whose spec sets a priority of its own.
+register_scripted_model("record-tenant_priority-helper", [reply("helped")])
+register_scripted_model("record-tenant_priority-urgent", [reply("done first")])
+TENANTS = {"tenant_priority": "acme"}
+SCENARIOS.update({
+    "tenant_priority": (
+        [calls(call("list_dir", {"path": "."}), call("helper", {"task": "help"}), call("urgent", {"task": "now"})),
+         reply("done")],
+        dict(tools=["list_dir"], priority=2, sub_agents={
+            "helper": SubAgent(spec=AgentSpec(model="scripted:record-tenant_priority-helper", name="helper"),
+                               description="Helps."),
+            "urgent": SubAgent(spec=AgentSpec(model="scripted:record-tenant_priority-urgent", name="urgent",
+                                              priority=1), description="Goes first."),
+        }),
+    ),
+})
+
+
 # Guardrails (no patch: only runs whose spec names guardrails reach the
 # code): an input guardrail that fails without a tripwire, an LLM judge that
 # passes, and an output guardrail whose tripwire ends the run.
@@ -820,7 +840,8 @@ async def main() -> None:
                 register_scripted_model(f"record-{name}", script)
                 spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, **options)
                 handle = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}",
-                                            thread_id=f"replay-{name}" if name.startswith("thread_") else None)
+                                            thread_id=f"replay-{name}" if name.startswith("thread_") else None,
+                                            tenant=TENANTS.get(name))
                 if drive:
                     handle = await drive[0](handle) or handle  # a drive may hand over to a new run
                 try:

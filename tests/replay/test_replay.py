@@ -82,6 +82,9 @@ def test_histories_are_committed() -> None:
         # A run of a tenant with a quota (patch agentloop-quota-1) that waited for the window to turn,
         # and its tenant's ledger, continued as new once.
         "quota_run", "quota_ledger", "quota_ledger-2",
+        # A tenant's run at priority 2 (Priority with the tenant as fairness key), a tool call and two
+        # sub-agents, one inheriting its Priority, one at a priority of its own.
+        "tenant_priority", "tenant_priority-sub-1", "tenant_priority-sub-2",
     }
 
 

@@ -169,7 +169,7 @@ class Handover:
             # its last CARRIED_EVENTS events.
             self.stream.truncate(max(0, self.stream._on_offset() - CARRIED_EVENTS))
         build_args = lambda stream: [AgentRunInput(  # noqa: E731
-            spec=spec, messages=state.messages, thread=self.input.thread,
+            spec=spec, messages=state.messages, thread=self.input.thread, tenant=self.input.tenant,
             carry=state.carried(pending, self._recent_events(stream) if bounded else stream))]
         if deployment_version() is None or self.policy != "at_turn_boundary":
             await self.stream.continue_as_new(build_args)

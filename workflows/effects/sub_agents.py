@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 
 from temporalio import workflow
-from temporalio.common import SearchAttributePair
+from temporalio.common import Priority, SearchAttributePair
 from temporalio.exceptions import CancelledError, ChildWorkflowError
 from temporalio.workflow import ChildWorkflowHandle, ParentClosePolicy
 
@@ -35,7 +35,12 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.runs.report import RunReason, RunStatus, StepReport, SubRunReport, ToolCallReport
     from agentloop.shared.runs.result import AgentRunResult
     from agentloop.shared.runs.run import AgentRunInput, SubRunLink, run_failed_from
-    from agentloop.shared.runs.search_attributes import AGENT_PARENT_RUN, AGENT_ROOT_RUN, start_search_attributes
+    from agentloop.shared.runs.search_attributes import (
+        AGENT_PARENT_RUN,
+        AGENT_ROOT_RUN,
+        AGENT_TENANT,
+        start_search_attributes,
+    )
     from agentloop.shared.runs.state import LoopState
     from agentloop.workflows.decisions.budgets import check_run_budget
     from agentloop.workflows.decisions.delegation import (
@@ -72,6 +77,7 @@ class SubAgentRunner:
         self.run_id = run_id
         self.link = input.parent
         self.top_spec = input.spec
+        self.tenant = input.tenant
 
     async def delegate(
         self, spec: AgentSpec, call: ToolCallPart, report: ToolCallReport, step_report: StepReport
@@ -123,7 +129,7 @@ class SubAgentRunner:
         )
         workspace = child_workspace(spec.workspace, sub.spec.workspace)
         return AgentRunInput(spec=sub.spec.model_copy(update={"budget": budget, "workspace": workspace}),
-                             messages=child_messages(sub, state.messages, task), parent=link)
+                             messages=child_messages(sub, state.messages, task), parent=link, tenant=self.tenant)
 
     async def _run_child(
         self, child_id: str, child: AgentRunInput, summary: str
@@ -133,11 +139,16 @@ class SubAgentRunner:
         assert child.parent is not None
         attributes = attributes.updated(SearchAttributePair(AGENT_PARENT_RUN, child.parent.parent_run_id),
                                         SearchAttributePair(AGENT_ROOT_RUN, child.parent.root_run_id))
+        if child.tenant is not None:
+            attributes = attributes.updated(SearchAttributePair(AGENT_TENANT, child.tenant))
+        # The child inherits the run's Priority (tenant as fairness key);
+        # a sub-agent whose spec sets a priority of its own runs at that one.
+        priority = Priority(priority_key=child.spec.priority) if child.spec.priority else Priority.default
         try:
             handle = await workflow.start_child_workflow(
                 WORKFLOW_NAME, child, id=child_id, result_type=AgentRunResult,
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL, search_attributes=attributes,
-                static_summary=summary)
+                static_summary=summary, priority=priority)
         except Exception as err:  # e.g. the id is taken by a run still open
             return ChildFailed("failed", "error", f"the sub-agent's run could not start: {err}"), None
         watcher = asyncio.create_task(self._pass_stop_on(handle))

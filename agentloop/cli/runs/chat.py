@@ -87,6 +87,7 @@ class Chat:
         self.spec = spec
         self.interactive = interactive
         self.embedded = embedded
+        self.tenant: str | None = getattr(args, "tenant", None)
         self.handle: AgentRunHandle = client.get_handle(thread_id)
         self.view = ChatView(thread_id, sys.stdout, interactive=interactive)
         self.asker = ApprovalAsker(self.view, self.handle.decide)
@@ -310,7 +311,8 @@ class Chat:
         spec = None if self.exists else self.spec
         self.view.sent.append(text)
         try:
-            handle = await self.client.send(self.thread_id, text, spec, strategy=strategy, by="chat")
+            handle = await self.client.send(self.thread_id, text, spec, strategy=strategy, by="chat",
+                                            tenant=self.tenant)
         except BaseException:
             self.view.sent.remove(text)
             raise

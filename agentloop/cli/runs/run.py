@@ -100,7 +100,7 @@ async def start_run(temporal: Any, task_queue: str, spec: AgentSpec, args: argpa
     client = AgentClient(temporal, task_queue=task_queue)
     try:
         handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
-                                    thread_id=getattr(args, "thread", None))
+                                    thread_id=getattr(args, "thread", None), tenant=getattr(args, "tenant", None))
     except RunIdInUse as err:
         raise UserError(run_id_in_use(err)) from None
     say(f"{'thread' if handle.turn else 'run'} {handle.run_id} · {spec.model} · workspace {spec.workspace}")

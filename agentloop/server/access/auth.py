@@ -20,12 +20,14 @@ LOCAL_CALLER = "local"
 
 @dataclass(frozen=True)
 class Caller:
-    """Who made a request: the token's name, or ``local``, and the
-    registered agents it may start (None: any)."""
+    """Who made a request: the token's name, or ``local``, the
+    registered agents it may start (None: any), and the tenant of the runs
+    it starts (None: whichever it names)."""
 
     name: str
     scope: Scope
     agents: tuple[str, ...] | None = None
+    tenant: str | None = None
 
 
 def _presented(request: Request) -> str | None:
@@ -73,4 +75,4 @@ def authorize(settings: ServerSettings, request: Request, needed: Scope) -> Call
     if not token.allows(needed):
         raise Problem(403, "Scope too small", f"token {token.name!r} has scope {token.scope!r}; this "
                       f"request needs {needed!r}")
-    return Caller(token.name, token.scope, token.agents)
+    return Caller(token.name, token.scope, token.agents, token.tenant)

@@ -73,6 +73,8 @@ class ScheduleFeedInput(BaseModel):
         text: The message each firing sends.
         strategy: The double-texting strategy of the thread (when the
             firing starts it) and of each message; None: the spec's.
+        tenant: The thread's tenant when the firing starts it (the feed's
+            workflow runs at its Priority, which the thread inherits).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -82,6 +84,7 @@ class ScheduleFeedInput(BaseModel):
     spec: AgentSpec
     text: str
     strategy: DoubleTexting | None = None
+    tenant: str | None = None
 
 
 class ScheduleFeedResult(BaseModel):
@@ -96,8 +99,8 @@ def thread_start(feed: ScheduleFeedInput) -> tuple[AgentRunInput, TypedSearchAtt
     message as turn 1), its start search attributes (with ``AgentThread``
     and ``AgentSchedule``)."""
     built = AgentRunInput(spec=feed.spec, messages=[Message.user(feed.text)],
-                          thread=ThreadOptions(id=feed.thread_id, double_texting=feed.strategy))
-    pairs = [*start_search_attributes(feed.spec).search_attributes,
+                          thread=ThreadOptions(id=feed.thread_id, double_texting=feed.strategy), tenant=feed.tenant)
+    pairs = [*start_search_attributes(feed.spec, feed.tenant).search_attributes,
              SearchAttributePair(AGENT_THREAD, feed.thread_id), SearchAttributePair(AGENT_SCHEDULE, feed.schedule)]
     return built, TypedSearchAttributes(pairs)
 

@@ -9,6 +9,7 @@ from functools import partial
 
 from agentloop import AgentClient
 from agentloop.server import ServerSettings, parse_tokens
+from agentloop.shared.runs.search_attributes import AGENT_TENANT
 from agentloop.testing import calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, write
@@ -106,3 +107,23 @@ async def test_without_tokens_every_caller_is_local_and_may_act(agent_client: Ag
         sse = await follow(api.http, run_id)
     (resolved,) = [d for _, d in sse.events if d["type"] == "agent.tool.approval.resolved"]
     assert (resolved["decision"], resolved["by"], resolved["reason"]) == ("deny", "local", "not now")
+
+
+async def test_a_tokens_tenant_is_forced_on_the_runs_it_starts(agent_client: AgentClient, worker) -> None:
+    tokens = parse_tokens(f"acme:act:{OPS}:tenant=acme,ops:act:{DASHBOARD}")
+    body = {"spec": agents.spec(script(reply("hi"))).model_dump(mode="json", exclude_defaults=True), "input": "hi"}
+    async with worker(), serve(agent_client, ServerSettings(tokens=tokens, registered_only=False)) as api:
+        http = api.http
+        mine = (await http.post("/v1/runs", json=body, headers=bearer(OPS))).json()["run_id"]
+        same = (await http.post("/v1/runs", json={**body, "tenant": "acme"}, headers=bearer(OPS))).json()["run_id"]
+        other = problem(await http.post("/v1/runs", json={**body, "tenant": "globex"}, headers=bearer(OPS)), 403)
+        assert "starts runs of tenant 'acme' only; it asked for 'globex'" in other["detail"]
+        # A token without a tenant names one, or none; a bad name is refused with a sentence.
+        named = (await http.post("/v1/runs", json={**body, "tenant": "globex"}, headers=bearer(DASHBOARD)))
+        bad = await http.post("/v1/runs", json={**body, "tenant": "two words"}, headers=bearer(DASHBOARD))
+        assert bad.status_code == 422 and "must not contain spaces" in bad.text
+        for run_id in (mine, same, named.json()["run_id"]):
+            await agent_client.get_handle(run_id).result()
+    tenants = [(await agent_client.temporal.get_workflow_handle(r).describe()).typed_search_attributes.get(AGENT_TENANT)
+               for r in (mine, same, named.json()["run_id"])]
+    assert tenants == ["acme", "acme", "globex"]

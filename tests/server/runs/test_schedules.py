@@ -20,7 +20,7 @@ import pytest
 from agentloop import AgentClient
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.definition.activity_io import ModelRequest
-from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, AGENT_THREAD
+from agentloop.shared.runs.search_attributes import AGENT_SCHEDULE, AGENT_TENANT, AGENT_THREAD
 from agentloop.testing import reply, script_every_step
 from tests.helpers.agents import recording, spec, user_texts
 from tests.helpers.polling import eventually
@@ -33,8 +33,8 @@ def name() -> str:
 async def test_firings_start_runs_that_carry_the_schedule(agent_client: AgentClient, worker) -> None:
     schedule, model = name(), script_every_step(lambda r: reply("digest sent"))
     async with worker():
-        created = await agent_client.schedules.create(schedule, spec(model, name="digest"), "send the digest",
-                                                      every="1s")
+        created = await agent_client.schedules.create(schedule, spec(model, name="digest", priority=2),
+                                                      "send the digest", every="1s", tenant="acme")
         assert created.when == ["every 0:00:01"] and created.overlap == "skip"
         try:
             runs = await eventually(lambda: _runs(agent_client, schedule, at_least=2), "two firings' runs", 60)
@@ -43,7 +43,11 @@ async def test_firings_start_runs_that_carry_the_schedule(agent_client: AgentCli
         for run in runs:
             assert re.fullmatch(rf"{schedule}-\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\dZ", run.id), run.id
             assert run.typed_search_attributes.get(AGENT_SCHEDULE) == schedule
+            assert run.typed_search_attributes.get(AGENT_TENANT) == "acme"
         result = await agent_client.get_handle(runs[0].id).result()
+        history = await agent_client.temporal.get_workflow_handle(runs[0].id).fetch_history()
+    priority = history.events[0].workflow_execution_started_event_attributes.priority
+    assert (priority.priority_key, priority.fairness_key) == (2, "acme")
     assert result.final_text == "digest sent"
 
 
@@ -117,12 +121,15 @@ async def test_a_schedule_that_feeds_a_thread_remembers_earlier_firings(agent_cl
     schedule, thread = name(), f"thread-{uuid.uuid4().hex[:8]}"
     async with worker():
         await agent_client.schedules.create(schedule, spec(model), "what is new since last time?", every="2s",
-                                            thread_id=thread)
+                                            thread_id=thread, tenant="acme")
         try:
             await eventually(lambda: len(seen) >= 3 or None, "the third firing's answer", 90)
         finally:
             await agent_client.schedules.delete(schedule)
         described = await agent_client.temporal.get_workflow_handle(thread).describe()
+        history = await agent_client.temporal.get_workflow_handle(thread).fetch_history()
+    assert history.events[0].workflow_execution_started_event_attributes.priority.fairness_key == "acme"
+    assert described.typed_search_attributes.get(AGENT_TENANT) == "acme"
     third = seen[2]
     assert [m.role for m in third.messages] == ["user", "assistant", "user", "assistant", "user"]
     assert [m.text for m in third.messages if m.role == "assistant"] == ["digest 1", "digest 2"]

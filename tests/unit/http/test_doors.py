@@ -67,3 +67,21 @@ def test_a_token_may_be_limited_to_some_agents() -> None:
     assert (triage.secret, triage.agents) == ("0123456789abcdef", ("a", "b"))
     with pytest.raises(UserError, match="empty agents= list"):
         parse_tokens("t:act:0123456789abcdef:agents=")
+
+
+def test_a_token_names_its_tenant_after_or_before_its_agents() -> None:
+    import pytest
+
+    from agentloop.server.settings import parse_tokens
+    from agentloop.shared.base.errors import UserError
+
+    plain, both, reversed_ = parse_tokens("p:act:0123456789abcdef:x,"
+                                          "t:act:s3cret-s3cret-s3cret:agents=a|b:tenant=acme,"
+                                          "u:read:zzzzzzzzzzzzzzzzzz:tenant=globex:agents=c")
+    assert (plain.secret, plain.tenant, plain.agents) == ("0123456789abcdef:x", None, None)
+    assert (both.secret, both.tenant, both.agents) == ("s3cret-s3cret-s3cret", "acme", ("a", "b"))
+    assert (reversed_.secret, reversed_.tenant, reversed_.agents) == ("zzzzzzzzzzzzzzzzzz", "globex", ("c",))
+    with pytest.raises(UserError, match="tenant='a b': tenant must not contain spaces"):
+        parse_tokens("t:act:0123456789abcdef:tenant=a b")
+    with pytest.raises(UserError, match="tenant must not be empty"):
+        parse_tokens("t:act:0123456789abcdef:tenant=")
