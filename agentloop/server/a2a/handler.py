@@ -121,7 +121,7 @@ class RunTasks(RequestHandler):
         client = self.state.client
         if message.context_id:
             try:
-                handle = await client.send(message.context_id, text, spec, by=caller.name)
+                handle = await client.send(message.context_id, text, spec, by=caller.name, tenant=caller.tenant)
             except (ThreadBusy, MessageRefused, UserError) as err:
                 raise InvalidRequestError(str(err)) from None
             ref = TaskRef(message.context_id, handle.turn or 1)
@@ -132,7 +132,7 @@ class RunTasks(RequestHandler):
         from agentloop.client.runs import RunIdInUse
         run_id = run_id or new_run_id()
         try:
-            await client.start(spec, text, thread_id=run_id)
+            await client.start(spec, text, thread_id=run_id, tenant=caller.tenant)
         except RunIdInUse:
             if not key:
                 raise

@@ -107,7 +107,7 @@ class AgentTools:
         if isinstance(read, mapping.BadArguments):
             return types.CallToolResult.model_validate({"content": [{"type": "text", "text": read.detail}],
                                                         "isError": True})
-        handle = await self.client.start(spec, read.text)
+        handle = await self.client.start(spec, read.text, tenant=caller.tenant)
         if wants_task(ctx):
             now = _now()
             return {"resultType": "task", **mapping.task_view(handle.run_id, "working", now, now,

@@ -18,6 +18,7 @@ from google.protobuf import json_format, struct_pb2
 
 from agentloop import AgentClient
 from agentloop.server import ServerSettings, parse_tokens
+from agentloop.shared.runs.search_attributes import AGENT_TENANT
 from agentloop.testing import calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, awaiting, recording, user_texts, write
@@ -165,7 +166,7 @@ async def test_a_cancel_and_an_idempotency_key(agent_client: AgentClient, worker
 
 
 async def test_tokens_scope_and_agent_list(agent_client: AgentClient, worker) -> None:
-    tokens = parse_tokens(f"ops:act:{OPS}:agents=a,other:act:{OTHER}:agents=b,viewer:read:{READER}")
+    tokens = parse_tokens(f"ops:act:{OPS}:agents=a:tenant=acme,other:act:{OTHER}:agents=b,viewer:read:{READER}")
     spec = agents.spec(script(reply("hi")), name="a")
     settings = ServerSettings(tokens=tokens, agents={"a": spec, "b": spec})
     async with worker(), serve(agent_client, settings) as api:
@@ -186,6 +187,9 @@ async def test_tokens_scope_and_agent_list(agent_client: AgentClient, worker) ->
         assert client._card.security_schemes["bearer"].http_auth_security_scheme.scheme == "Bearer"
         task = (await collect(client.send_message(message("hello"))))[0].task
         assert task.status.state == DONE and task.artifacts[0].parts[0].text == "hi"
+        # The token's tenant is forced on the run it starts, as on /v1/runs.
+        described = await agent_client.temporal.get_workflow_handle(task.id).describe()
+        assert described.typed_search_attributes.get(AGENT_TENANT) == "acme"
         # The v0.3 method names answer too (message/send above was refused only for its token).
         old = await api.http.post("/a2a/a", json=body, headers={"Authorization": f"Bearer {OPS}"})
         assert old.status_code == 200 and old.json()["result"]["status"]["state"] == "completed", old.text

@@ -14,6 +14,7 @@ from mcp.shared.exceptions import MCPError
 
 from agentloop import AgentClient
 from agentloop.server import ServerSettings, parse_tokens
+from agentloop.shared.runs.search_attributes import AGENT_TENANT
 from agentloop.testing import calls, reply, script
 from tests.helpers import agents
 from tests.helpers.agents import ASKING_TOOLS, write
@@ -22,7 +23,7 @@ from tests.helpers.mcp_client import client, poll, start_task, status_is, task_r
 
 asking = partial(agents.spec, default_permission="auto", tools=ASKING_TOOLS)
 OPS, DASH, NARROW = "ops-secret-0123456789", "dash-secret-0123456789", "narrow-secret-0123456789"
-TOKENS = parse_tokens(f"ops:act:{OPS},dash:read:{DASH},narrow:act:{NARROW}:agents=helper")
+TOKENS = parse_tokens(f"ops:act:{OPS},dash:read:{DASH},narrow:act:{NARROW}:agents=helper:tenant=acme")
 
 
 async def test_a_short_call_is_answered_inline_with_progress(agent_client: AgentClient, worker) -> None:
@@ -109,6 +110,10 @@ async def test_cancel_and_tokens(agent_client: AgentClient, worker) -> None:
             assert [t.name for t in (await narrow.list_tools()).tools] == ["helper"]
             with pytest.raises(MCPError, match="may start only helper"):
                 await narrow.session.call_tool("writer", {"message": "hi"}, allow_claimed=True)
+            # The token's tenant is forced on the run it starts, as on /v1/runs.
+            started = await start_task(narrow.session, "helper", "hi")
+            described = await agent_client.temporal.get_workflow_handle(started.task_id).describe()
+            assert described.typed_search_attributes.get(AGENT_TENANT) == "acme"
         async with client(url, OPS) as mcp:
             task = await start_task(mcp.session, "writer", "write")
             await poll(mcp.session, task.task_id, status_is("input_required"), "the approval")
