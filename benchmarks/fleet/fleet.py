@@ -16,8 +16,9 @@ A's backlog. Each run is one LLM step.
   with its tenant as fairness key, and priority 1 for the priority runs.
 * ``B alone``: B's runs with nothing else, lanes on: B's baseline.
 
-Priority and fairness go on the workflow (``temporalio.common.Priority``),
-which its activities inherit; the dev server runs with the dynamic config
+Priority and fairness go on the workflow (``AgentClient.start(..., tenant=)``
+and ``AgentSpec.priority`` become its ``temporalio.common.Priority``), which
+its activities inherit; the dev server runs with the dynamic config
 fairness needs (:data:`FAIRNESS_CONFIG`). Prints one table; compare the
 rows of one run (the machine's load moves absolute figures).
 
@@ -43,14 +44,9 @@ from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import RateLimit
 from temporalio.api.workflowservice.v1 import UpdateTaskQueueConfigRequest
 from temporalio.client import Client
-from temporalio.common import Priority
 
-from agentloop import AgentSpec
-from agentloop.shared.base.contracts import WORKFLOW_NAME
+from agentloop import AgentClient, AgentSpec
 from agentloop.shared.definition.lanes import lane_queue
-from agentloop.shared.runs.result import AgentRunResult
-from agentloop.shared.runs.run import run_input
-from agentloop.shared.runs.search_attributes import start_search_attributes
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import connect
 from benchmarks.fleet.mock_provider import MockProvider
@@ -78,11 +74,12 @@ class Outcome:
 
 async def start_run(client: Client, queue: str, spec: AgentSpec, tenant: str, priority: int | None,
                     fair: bool) -> Any:
-    """One run, as ``AgentClient.start`` starts it, with its Priority when ``fair``."""
-    return await client.start_workflow(
-        WORKFLOW_NAME, run_input(spec, "go"), id=f"fleet-{uuid.uuid4().hex[:12]}", task_queue=queue,
-        result_type=AgentRunResult, search_attributes=start_search_attributes(spec),
-        priority=Priority(priority_key=priority, fairness_key=tenant) if fair else Priority.default)
+    """One run started by ``AgentClient.start``: when ``fair``, with its tenant
+    (the fairness key) and ``AgentSpec.priority``; otherwise with neither."""
+    agents = AgentClient(client, task_queue=queue)
+    if fair:
+        return await agents.start(spec.model_copy(update={"priority": priority}), "go", tenant=tenant)
+    return await agents.start(spec, "go")
 
 
 async def timed(client: Client, queue: str, spec: AgentSpec, tenant: str, priority: int | None, fair: bool,
