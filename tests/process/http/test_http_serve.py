@@ -90,7 +90,7 @@ def test_serve_refuses_other_hosts_without_a_token(env) -> None:
         "set AGENTLOOP_API_TOKENS=name:scope:secret,... to serve other hosts")
     bad = agentloop("serve", env={**env, "AGENTLOOP_API_TOKENS": "ops:write:short"}, timeout=60)
     assert bad.returncode == 2
-    assert "token 'ops' has scope 'write'; a scope is read or act" in bad.stderr
+    assert "token 'ops' has scope 'write'; a scope is read, act or admin" in bad.stderr
 
 
 def test_a_port_in_use_is_a_sentence_and_the_default_is_not_8000(env) -> None:
