@@ -51,7 +51,7 @@ async def test_worker_cli_and_client_over_mtls_with_an_api_key(
         )
         try:
             assert worker.stderr is not None
-            started = await read_until(worker.stderr, "write_file\n")
+            started = await read_until(worker.stderr, "-llm-<lane>'\n")  # the end of the start line
             run = await agentloop_async("run", "look", "--model", "scripted:demo", "--workspace", str(workspace),
                                   "--run-id", run_id, env={**env, "TEMPORAL_API_KEY": "key-run"})
             show = await agentloop_async("show", run_id, env={**env, "TEMPORAL_API_KEY": "key-ops"})
