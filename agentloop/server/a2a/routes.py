@@ -23,7 +23,8 @@ from agentloop.server.deps import server_state
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.server.settings import Scope
 
-router = APIRouter(tags=["a2a"], responses=problem_responses(401, 403, 404))
+# Described by each agent's card, not by the JSON API's OpenAPI document.
+router = APIRouter(tags=["a2a"], responses=problem_responses(401, 403, 404), include_in_schema=False)
 
 #: JSON-RPC methods that only read (a ``read`` token may call them); every other one acts.
 STREAM_METHODS = frozenset({"SendStreamingMessage", "SubscribeToTask", "message/stream", "tasks/resubscribe"})
