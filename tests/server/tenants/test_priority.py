@@ -56,7 +56,9 @@ async def test_priority_and_tenant_reach_every_activity_and_sub_agent(
     # Every activity and the child leave their priority unset, which Temporal
     # reads as "the run's" (``temporalio.common.Priority``); the child's own
     # history shows what it got: the run's priority and tenant.
-    assert sorted({name for name, _ in scheduled}) == ["AgentRunWorkflow", "call_model", "execute_tool"]
+    # (quota_ledger: a tenant's run asks its tenant's quota before its first step.)
+    assert sorted({name for name, _ in scheduled}) == ["AgentRunWorkflow", "call_model", "execute_tool",
+                                                       "quota_ledger"]
     assert all(p.priority_key == 0 and not p.fairness_key for _, p in scheduled), scheduled
     child_id = f"{handle.run_id}-sub-call_0_1"
     child_started, child_scheduled = await priorities(temporal_client, child_id)
