@@ -32,7 +32,7 @@ from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream, frame, resume_offset
 from agentloop.shared.base.errors import DecisionRejected, UserError
 from agentloop.shared.base.messages import Message
-from agentloop.shared.base.priority import tenant_problem
+from agentloop.shared.base.priority import checked_tenant
 from agentloop.shared.definition.approvals import ApprovalDecision, DecisionAccepted, ToolOutput
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.events import ApprovalResolved
@@ -61,9 +61,7 @@ class StartRun(BaseModel):
     @field_validator("tenant")
     @classmethod
     def _check_tenant(cls, value: str | None) -> str | None:
-        if problem := tenant_problem(value):
-            raise ValueError(problem)
-        return value
+        return checked_tenant(value)
 
 
 class Started(BaseModel):

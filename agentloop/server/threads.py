@@ -9,7 +9,7 @@ from agentloop.server.access.auth import Caller
 from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec, resolve_tenant
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.shared.base.errors import DecisionRejected
-from agentloop.shared.base.priority import tenant_problem
+from agentloop.shared.base.priority import checked_tenant
 from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
 from agentloop.shared.runs.threads import (
     MAX_MESSAGE_CHARS,
@@ -38,9 +38,7 @@ class SendBody(BaseModel):
     @field_validator("tenant")
     @classmethod
     def _check_tenant(cls, value: str | None) -> str | None:
-        if problem := tenant_problem(value):
-            raise ValueError(problem)
-        return value
+        return checked_tenant(value)
 
 
 class Sent(BaseModel):

@@ -111,3 +111,14 @@ def with_tenant(input: _T, tenant: str | None) -> _T:
     if problem:
         raise UserError(f"{problem}: {tenant!r}" if isinstance(tenant, str) and len(tenant) <= 100 else problem)
     return input.model_copy(update={"tenant": tenant})
+
+
+def checked_tenant(value: str | None) -> str | None:
+    """``value`` when it is a tenant name or None (a field validator's body).
+
+    Raises:
+        ValueError: With :func:`tenant_problem`'s sentence.
+    """
+    if problem := tenant_problem(value):
+        raise ValueError(problem)
+    return value
