@@ -20,33 +20,43 @@ registry; a Worker's own plugin takes precedence over its client's.
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import temporalio.client
-from temporalio.contrib.pydantic import PydanticPayloadConverter, pydantic_data_converter
-from temporalio.converter import DataConverter, DefaultPayloadConverter, PayloadCodec
+from temporalio.contrib.pydantic import PydanticPayloadConverter
+from temporalio.converter import PayloadCodec
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig
 
-from agentloop.shared.base.encryption import codec_from_env, with_codec
+from agentloop.shared.base.encryption import with_codec
 from agentloop.shared.base.errors import UserError
-from agentloop.shared.definition.lanes import check_lane, lane_queue
 from agentloop.shared.runs.result import AgentRunFailed
-from agentloop.workers.config import WORKER_ROLES, lanes_from_env, provider_keys_in
+from agentloop.workers.config import lanes_from_env
+from agentloop.workers.plugin_config import (
+    check_role,
+    check_tools_environment,
+    data_converter,
+    plugin_codec,
+    tool_task_queue,
+    workflow_runner,
+)
+from agentloop.workers.registrations import role_activities, with_workflows
+from agentloop.workers.siblings import TOOLS_WORKER_OPTIONS, check_lanes, run_with, sibling_workers
 
 if TYPE_CHECKING:
     from agentloop.activities.agent_activities import AgentActivities
     from agentloop.activities.providers.models import ModelResolver
     from agentloop.tools.registry import ToolRegistry
 
-log = logging.getLogger("agentloop.workers.plugin")
+# The helpers live in plugin_config, registrations and siblings; these names stay importable from here.
+__all__ = [
+    "HEARTBEAT_THROTTLE", "PLUGIN_NAME", "SDK_DEFAULT_HEARTBEAT_THROTTLE", "TOOLS_WORKER_OPTIONS", "AgentLoopPlugin",
+    "check_lanes", "check_role", "check_tools_environment", "data_converter", "plugin_codec", "tool_task_queue",
+    "workflow_runner",
+]
 
 #: The plugin's name, as Temporal reports it.
 PLUGIN_NAME = "agentloop.AgentLoopPlugin"
@@ -59,124 +69,6 @@ HEARTBEAT_THROTTLE = timedelta(seconds=1)
 #: The SDK's default ``max_heartbeat_throttle_interval``: a Worker that has
 #: it was not given one, and gets :data:`HEARTBEAT_THROTTLE`.
 SDK_DEFAULT_HEARTBEAT_THROTTLE = timedelta(seconds=60)
-
-#: Options of the user's Worker that its role ``all`` sibling on the tools
-#: queue takes over (the rest are about workflows, or are the SDK's defaults).
-TOOLS_WORKER_OPTIONS = (
-    "interceptors",
-    "identity",
-    "max_concurrent_activities",
-    "max_concurrent_activity_task_polls",
-    "max_activities_per_second",
-    "max_task_queue_activities_per_second",
-    "max_heartbeat_throttle_interval",
-    "default_heartbeat_throttle_interval",
-    "graceful_shutdown_timeout",
-    "debug_mode",
-    "on_fatal_error",
-    "activity_task_poller_behavior",
-    # The same Worker Deployment Version: a pinned run's tool calls go to its own version's tools.
-    "deployment_config",
-)
-
-
-def tool_task_queue(task_queue: str) -> str:
-    """The queue a run on ``task_queue`` sends its tool activities to."""
-    from agentloop.shared.base.contracts import TOOL_QUEUE_SUFFIX
-
-    return task_queue + TOOL_QUEUE_SUFFIX
-
-
-def check_role(role: str) -> str:
-    """``role``, checked.
-
-    Raises:
-        UserError: Not one of :data:`~agentloop.workers.config.WORKER_ROLES`.
-    """
-    if role not in WORKER_ROLES:
-        raise UserError(f"worker role {role!r} is not one of {', '.join(WORKER_ROLES)} "
-                        "(--role or AGENTLOOP_WORKER_ROLE)")
-    return role
-
-
-def check_tools_environment(environ: dict[str, str] | None = None) -> None:
-    """Refuse to run tools in a process that holds provider keys.
-
-    Dropping them from ``os.environ`` would not do: ``/proc/<pid>/environ``
-    keeps showing what the process started with.
-
-    Raises:
-        UserError: One of :data:`~agentloop.workers.config.PROVIDER_KEY_VARIABLES` is set.
-    """
-    present = provider_keys_in(environ)
-    if present:
-        raise UserError(
-            f"a tools worker must not hold provider keys, but {', '.join(present)} "
-            f"{'is' if len(present) == 1 else 'are'} set in its environment; start it without them "
-            f"(e.g. env -u {' -u '.join(present)} agentloop worker --role tools), and give the keys "
-            "to the models worker only"
-        )
-
-
-def data_converter(converter: DataConverter | None) -> DataConverter:
-    """The data converter agentloop needs, from the one a client or replayer has.
-
-    Temporal's default becomes ``pydantic_data_converter``; a converter with
-    the default payload converter and a codec or failure converter of its own
-    keeps them, with the pydantic payload converter; one whose payload
-    converter is pydantic's (or a subclass) is kept as it is.
-
-    Raises:
-        UserError: The converter has a payload converter of its own that is
-            not pydantic's: agentloop's models would not survive it.
-    """
-    if converter is None or converter is DataConverter.default:
-        return pydantic_data_converter
-    payload_class = converter.payload_converter_class
-    if payload_class is DefaultPayloadConverter:
-        return dataclasses.replace(converter, payload_converter_class=PydanticPayloadConverter)
-    if issubclass(payload_class, PydanticPayloadConverter):
-        return converter
-    raise UserError(
-        f"agentloop needs temporalio.contrib.pydantic.pydantic_data_converter, but this client's data "
-        f"converter uses the payload converter {payload_class.__module__}.{payload_class.__qualname__}; "
-        "leave data_converter unset (AgentLoopPlugin sets it), pass pydantic_data_converter, or make "
-        "your payload_converter_class subclass temporalio.contrib.pydantic.PydanticPayloadConverter"
-    )
-
-
-def plugin_codec(codec: PayloadCodec | bool | None) -> PayloadCodec | None:
-    """The codec of ``AgentLoopPlugin(codec=...)``: the one given, the
-    environment's (None), or none (False).
-
-    Raises:
-        UserError: ``True``, or malformed keys in the environment.
-    """
-    if codec is None:
-        return codec_from_env()
-    if codec is False:
-        return None
-    if not isinstance(codec, PayloadCodec):
-        raise UserError(f"AgentLoopPlugin(codec=...) takes a temporalio.converter.PayloadCodec, None (from "
-                        f"AGENTLOOP_ENCRYPTION_KEYS) or False (none), not {codec!r}")
-    return codec
-
-
-def workflow_runner(runner: WorkflowRunner | None = None) -> WorkflowRunner:
-    """``runner`` (a new ``SandboxedWorkflowRunner`` when None) with the
-    ``agentloop`` package passed through the sandbox.
-
-    Passed through, agentloop is imported once, outside the sandbox: its
-    workflow code is deterministic and keeps no module state, and one class
-    identity for its pydantic models is what the data converter needs. A
-    user's own sandbox restrictions are kept; a runner that is not sandboxed
-    is returned as it is.
-    """
-    if runner is None:
-        runner = SandboxedWorkflowRunner()
-    if isinstance(runner, SandboxedWorkflowRunner):
-        return dataclasses.replace(runner, restrictions=runner.restrictions.with_passthrough_modules("agentloop"))
-    return runner
 
 
 class AgentLoopPlugin(SimplePlugin):
@@ -363,29 +255,9 @@ class AgentLoopPlugin(SimplePlugin):
             from agentloop.activities.shell_sandbox import sandbox
 
             sandbox.describe()  # fail now, not at the first shell command
-        from agentloop.activities.quotas import quota_ledger
-        from agentloop.activities.versioning import current_deployment_version
-        from agentloop.workflows.agent_run import AgentRunWorkflow
-        from agentloop.workflows.eval_run import AgentEvalWorkflow
-        from agentloop.workflows.quota_ledger import QuotaLedgerWorkflow
-        from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
-
-        acts = self.agent_activities
         if self.role in ("all", "models"):
-            workflows = list(config.get("workflows", []))
-            workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow, AgentEvalWorkflow, QuotaLedgerWorkflow)
-                          if w not in workflows]
-            config["workflows"] = workflows
-        by_role: dict[str, list[Callable[..., Any]]] = {
-            "all": [acts.call_model, acts.resolve_tools, acts.resolve_tools_here, acts.execute_tool,
-                    acts.execute_tool_here, acts.resolve_guardrails, acts.run_guardrail, acts.load_context,
-                    acts.run_tool_hooks, current_deployment_version, acts.eval_score, quota_ledger],
-            # The *_here local activities refuse on models (no tools here), and replays read them from history.
-            "models": [acts.call_model, acts.resolve_tools_here, acts.execute_tool_here, acts.resolve_guardrails,
-                       acts.run_guardrail, current_deployment_version, acts.eval_score, quota_ledger],
-            "tools": [acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
-        }
-        config["activities"] = [*config.get("activities", []), *by_role[self.role]]
+            config["workflows"] = with_workflows(config.get("workflows"))
+        config["activities"] = [*config.get("activities", []), *role_activities(self.agent_activities, self.role)]
         config["interceptors"] = [*config.get("interceptors", []), *self._telemetry_interceptors(config)]
         throttle = config.get("max_heartbeat_throttle_interval", SDK_DEFAULT_HEARTBEAT_THROTTLE)
         if throttle == SDK_DEFAULT_HEARTBEAT_THROTTLE:
@@ -409,16 +281,8 @@ class AgentLoopPlugin(SimplePlugin):
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """See :class:`temporalio.worker.Plugin`."""
-        from agentloop.workflows.agent_run import AgentRunWorkflow
-        from agentloop.workflows.eval_run import AgentEvalWorkflow
-        from agentloop.workflows.quota_ledger import QuotaLedgerWorkflow
-        from agentloop.workflows.schedule_feed import ScheduleFeedWorkflow
-
         config = super().configure_replayer(config)
-        workflows = list(config.get("workflows", []))
-        workflows += [w for w in (AgentRunWorkflow, ScheduleFeedWorkflow, AgentEvalWorkflow, QuotaLedgerWorkflow)
-                      if w not in workflows]
-        config["workflows"] = workflows
+        config["workflows"] = with_workflows(config.get("workflows"))
         return config
 
     async def run_worker(self, worker: Worker, next: Callable[[Worker], Awaitable[None]]) -> None:
@@ -438,7 +302,7 @@ class AgentLoopPlugin(SimplePlugin):
                 return
             self._running.add(id(worker))
             try:
-                await _run_with(worker, next, self._sibling_workers(worker))
+                await run_with(worker, next, self._sibling_workers(worker))
             finally:
                 self._running.discard(id(worker))
         finally:
@@ -447,59 +311,6 @@ class AgentLoopPlugin(SimplePlugin):
                 await self._activities.mcp.aclose()  # the MCP sessions kept open between calls
 
     def _sibling_workers(self, worker: Worker) -> list[Worker]:
-        """The Temporal workers beside ``worker``: its tools queue's (role
-        ``all``) and its lanes', with the worker's activity options and a
-        client without plugins (the user's other plugins configure the
-        user's worker)."""
-        active = worker.config(active_config=True)
-        client_config = worker.client.config(active_config=True)  # a copy
-        client_config["plugins"] = []
-        client = temporalio.client.Client(**client_config)
-        options = {key: active[key] for key in TOOLS_WORKER_OPTIONS if key in active}  # type: ignore[literal-required]
-        acts = self.agent_activities
-        siblings = [Worker(client, task_queue=lane_queue(worker.task_queue, lane), activities=[acts.call_model],
-                           **options) for lane in self.lanes]
-        if self.role == "all":
-            siblings.append(Worker(
-                client,
-                task_queue=tool_task_queue(worker.task_queue),
-                activities=[acts.resolve_tools, acts.execute_tool, acts.load_context, acts.run_tool_hooks],
-                **options,
-            ))
-        return siblings
-
-
-async def _run_with(worker: Worker, next: Callable[[Worker], Awaitable[None]], siblings: list[Worker]) -> None:
-    """Run ``worker`` (through the rest of its plugin chain) and its
-    ``siblings`` together: they stop once ``worker`` has stopped, and a
-    fatal error of one stops ``worker`` too and is raised."""
-    runs = [asyncio.create_task(s.run(), name=f"agentloop worker {s.task_queue}") for s in siblings]
-    stopping: list[asyncio.Task[None]] = []
-
-    def sibling_ended(task: asyncio.Task[None]) -> None:
-        if not task.cancelled() and task.exception() is not None and worker.is_running:
-            log.error("the worker %s failed; stopping the worker on %s", task.get_name(), worker.task_queue)
-            stopping.append(asyncio.ensure_future(worker.shutdown()))
-
-    for run in runs:
-        run.add_done_callback(sibling_ended)
-    try:
-        await next(worker)
-    finally:
-        await asyncio.gather(*(s.shutdown() for s in siblings), return_exceptions=True)
-        await asyncio.gather(*runs, *stopping, return_exceptions=True)
-    for run in runs:
-        if not run.cancelled() and run.exception() is not None:
-            raise run.exception()  # type: ignore[misc]
-
-
-def check_lanes(lanes: Sequence[str]) -> list[str]:
-    """``lanes``, each checked.
-
-    Raises:
-        UserError: One is not a lane name.
-    """
-    try:
-        return [check_lane(lane) for lane in lanes]
-    except ValueError as exc:
-        raise UserError(f"AgentLoopPlugin(lanes=...): {exc}") from None
+        """The Temporal workers beside ``worker``: its lanes' and, for role
+        ``all``, its tools queue's (:func:`~agentloop.workers.siblings.sibling_workers`)."""
+        return sibling_workers(worker, self.agent_activities, role=self.role, lanes=self.lanes)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentloop.cli.common import table
 from agentloop.cli.options import run_id
+from agentloop.shared.base.text import clip
 
 if TYPE_CHECKING:
     from agentloop.shared.runs.diff import Row, RunDiff, Segment
@@ -105,7 +106,7 @@ def _where(row: Row) -> str:
 
 def _short(text: str, limit: int = SAME_CHARS) -> str:
     line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return clip(line, limit)
 
 
 def row_line(row: Row, color: bool) -> str:

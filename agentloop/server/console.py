@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import html
+from collections.abc import Awaitable, Callable
 from functools import cache
 from importlib import resources
 from string import Template
+from typing import NamedTuple
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request
@@ -99,46 +101,39 @@ def _page(request: Request, page: str, title: str, ident: str = "", workflow_id:
     return HTMLResponse(text, headers=PAGE_HEADERS)
 
 
-@router.get("/", response_class=HTMLResponse)
-async def runs_page(request: Request) -> HTMLResponse:
-    """The runs list (``?filter=waiting`` shows the runs waiting on someone)."""
-    return _page(request, "runs", "Runs · agentloop")
+class ConsolePage(NamedTuple):
+    """A page of the console: a shell that ``static/console.js`` fills."""
+
+    path: str  #: the route; its one path parameter, if any, is the page's id
+    page: str  #: what the script shows (the shell's ``data-page``)
+    title: str  #: the window's title; ``{}`` stands for the id
+    workflow_prefix: str = ""  #: before the id, the workflow the Temporal UI link names
 
 
-@router.get("/runs/{run_id}", response_class=HTMLResponse)
-async def run_page(run_id: str, request: Request) -> HTMLResponse:
-    """One run: its conversation live, approvals, usage, cost and sub-agents."""
-    return _page(request, "run", f"Run {run_id} · agentloop", run_id)
+#: The console's pages, each served by :func:`_page`.
+PAGES = (
+    ConsolePage("/", "runs", "Runs"),  # the runs list (``?filter=waiting``: the runs waiting on someone)
+    ConsolePage("/runs/{run_id}", "run", "Run {}"),  # its conversation live, approvals, usage, cost, sub-agents
+    ConsolePage("/threads/{thread_id}", "thread", "Thread {}"),  # the same, and a box for the next message
+    ConsolePage("/evals", "evals", "Evals"),
+    ConsolePage("/evals/{eval_id}", "eval", "Eval {}"),  # its cases, pass or fail and why, both runs, their diff
+    ConsolePage("/diff", "diff", "Compare runs"),  # two runs side by side (``?a=RUN&b=RUN``; docs/diff.md)
+    ConsolePage("/quotas/{tenant}", "quota", "Quota of {}", QUOTA_WORKFLOW_PREFIX),  # limits, spent, reserved
+)
 
 
-@router.get("/threads/{thread_id}", response_class=HTMLResponse)
-async def thread_page(thread_id: str, request: Request) -> HTMLResponse:
-    """One thread: its conversation live, and a box to send the next message."""
-    return _page(request, "thread", f"Thread {thread_id} · agentloop", thread_id)
+def _page_route(page: ConsolePage) -> Callable[[Request], Awaitable[HTMLResponse]]:
+    async def serve(request: Request) -> HTMLResponse:
+        ident = next(iter(request.path_params.values()), "")
+        title = f"{page.title.format(ident)} · agentloop"
+        return _page(request, page.page, title, ident, page.workflow_prefix + ident if ident else "")
+
+    return serve
 
 
-@router.get("/evals", response_class=HTMLResponse)
-async def evals_page(request: Request) -> HTMLResponse:
-    """The evals list."""
-    return _page(request, "evals", "Evals · agentloop")
-
-
-@router.get("/evals/{eval_id}", response_class=HTMLResponse)
-async def eval_page(eval_id: str, request: Request) -> HTMLResponse:
-    """One eval: its cases with pass or fail and reasons, links to both runs and their diff."""
-    return _page(request, "eval", f"Eval {eval_id} · agentloop", eval_id)
-
-
-@router.get("/diff", response_class=HTMLResponse)
-async def diff_page(request: Request) -> HTMLResponse:
-    """Two runs side by side (``?a=RUN&b=RUN``; docs/diff.md), from ``GET /v1/diff``."""
-    return _page(request, "diff", "Compare runs · agentloop")
-
-
-@router.get("/quotas/{tenant}", response_class=HTMLResponse)
-async def quota_page(tenant: str, request: Request) -> HTMLResponse:
-    """A tenant's spend quota: limits, window, spent, reserved, the runs holding reservations."""
-    return _page(request, "quota", f"Quota of {tenant} · agentloop", tenant, QUOTA_WORKFLOW_PREFIX + tenant)
+for _console_page in PAGES:
+    router.add_api_route(_console_page.path, _page_route(_console_page), methods=["GET"],
+                         response_class=HTMLResponse, name=f"{_console_page.page}_page")
 
 
 @router.get("/assets/{name}")

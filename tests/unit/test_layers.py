@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 
@@ -43,103 +45,70 @@ def test_the_import_contracts_hold_in_a_copy(tmp_path: Path) -> None:
     assert " kept, 0 broken." in done.stdout, done.stdout
 
 
-def test_a_workflow_importing_an_activity_breaks_a_contract(tmp_path: Path) -> None:
+def broken(tmp_path: Path, module: str, added: str) -> str:
+    """lint-imports' output (white space folded) on a copy of the package in
+    which ``module`` (a path under ``agentloop/``) ends with ``added``; it must fail."""
     tree = installed_layout(tmp_path)
-    state = tree / "agentloop" / "workflows" / "decisions" / "next_step.py"
-    state.write_text(state.read_text() + "\nfrom agentloop.activities.builtin_tools import workspace  # noqa\n")
+    path = tree / "agentloop" / module
+    path.write_text(path.read_text() + added)
     done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "Workflows import only the shared data and themselves BROKEN" in done.stdout, done.stdout
-    assert ("agentloop.workflows.decisions.next_step -> agentloop.activities.builtin_tools.workspace"
-            in " ".join(done.stdout.split())), done.stdout
+    assert done.returncode != 0, done.stdout
+    return " ".join(done.stdout.split())
 
 
-def test_a_pure_decision_importing_a_workflow_effect_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    budgets = tree / "agentloop" / "workflows" / "decisions" / "budgets.py"
-    budgets.write_text(budgets.read_text() + "\nfrom agentloop.workflows.effects import recorder  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "Workflows: definitions, then effects, then pure decisions BROKEN" in done.stdout, done.stdout
-    assert "agentloop.workflows.decisions.budgets -> agentloop.workflows.effects.recorder" in done.stdout, done.stdout
+def top_level(statement: str) -> str:
+    return f"\n{statement}  # noqa\n"
 
 
-def test_a_function_level_import_knot_inside_the_workflows_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    recorder = tree / "agentloop" / "workflows" / "effects" / "recorder.py"
-    recorder.write_text(recorder.read_text() + "\n\ndef _knot():\n"
-                        "    from agentloop.workflows.effects import tool_calls  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "No cycles inside the workflows BROKEN" in done.stdout, done.stdout
+def in_function(statement: str) -> str:
+    return f"\n\ndef _late():\n    {statement}  # noqa\n"
 
 
-def test_shared_data_importing_the_client_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    messages = tree / "agentloop" / "shared" / "base" / "messages.py"
-    messages.write_text(messages.read_text() + "\nimport agentloop.client.agent_client  # noqa\n")
-    done = lint_imports(tree)
-    assert "Shared data imports no other side BROKEN" in done.stdout, done.stdout
+#: Each: the module changed, what is added to it, and what lint-imports must then say.
+BREAKS = [
+    pytest.param("workflows/decisions/next_step.py",
+                 top_level("from agentloop.activities.builtin_tools import workspace"),
+                 ["Workflows import only the shared data and themselves BROKEN",
+                  "agentloop.workflows.decisions.next_step -> agentloop.activities.builtin_tools.workspace"],
+                 id="a workflow importing an activity"),
+    pytest.param("workflows/decisions/budgets.py", top_level("from agentloop.workflows.effects import recorder"),
+                 ["Workflows: definitions, then effects, then pure decisions BROKEN",
+                  "agentloop.workflows.decisions.budgets -> agentloop.workflows.effects.recorder"],
+                 id="a pure decision importing a workflow effect"),
+    pytest.param("workflows/effects/recorder.py", in_function("from agentloop.workflows.effects import tool_calls"),
+                 ["No cycles inside the workflows BROKEN"],
+                 id="a function-level import knot inside the workflows"),
+    pytest.param("shared/base/messages.py", top_level("import agentloop.client.agent_client"),
+                 ["Shared data imports no other side BROKEN"],
+                 id="shared data importing the client"),
+    pytest.param("activities/providers/openai_model.py",
+                 top_level("from agentloop.activities.builtin_tools import workspace"),
+                 ["Providers never import tool code BROKEN", "Tool code never imports the providers KEPT"],
+                 id="a provider importing tool code"),
+    pytest.param("activities/shell_sandbox/sandbox_init.py",
+                 top_level("from agentloop.activities.providers import models"),
+                 ["Tool code never imports the providers BROKEN", "Providers never import tool code KEPT"],
+                 id="tool code importing a provider"),
+    pytest.param("tools/isolation.py", top_level("from agentloop.tools import registry"),
+                 ["The tool API is layered, with no cycle inside BROKEN"],
+                 id="a cycle inside the tool API"),
+    pytest.param("activities/hooks.py", in_function("from agentloop.activities import agent_activities"),
+                 ["No cycles inside the activities or the tool API BROKEN"],
+                 id="a function-level import back inside the activities"),
+    pytest.param("shared/base/messages.py", in_function("from agentloop.shared.runs import report"),
+                 ["Shared data: runs above the definition above the base BROKEN",
+                  "agentloop.shared.base.messages -> agentloop.shared.runs.report"],
+                 id="a base module importing a run module"),
+    pytest.param("shared/definition/pricing.py", in_function("from agentloop.shared.definition import spec"),
+                 ["No cycles inside a layer of the shared data BROKEN"],
+                 id="a cycle inside a shared layer"),
+]
 
 
-def test_a_provider_importing_tool_code_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    adapter = tree / "agentloop" / "activities" / "providers" / "openai_model.py"
-    adapter.write_text(adapter.read_text() + "\nfrom agentloop.activities.builtin_tools import workspace  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "Providers never import tool code BROKEN" in done.stdout, done.stdout
-    assert "Tool code never imports the providers KEPT" in done.stdout, done.stdout
-
-
-def test_tool_code_importing_a_provider_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    sandbox = tree / "agentloop" / "activities" / "shell_sandbox" / "sandbox_init.py"
-    sandbox.write_text(sandbox.read_text() + "\nfrom agentloop.activities.providers import models  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "Tool code never imports the providers BROKEN" in done.stdout, done.stdout
-    assert "Providers never import tool code KEPT" in done.stdout, done.stdout
-
-
-def test_a_cycle_inside_the_tool_api_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    isolation = tree / "agentloop" / "tools" / "isolation.py"
-    isolation.write_text(isolation.read_text() + "\nfrom agentloop.tools import registry  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "The tool API is layered, with no cycle inside BROKEN" in done.stdout, done.stdout
-
-
-def test_a_function_level_import_back_inside_the_activities_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    hooks = tree / "agentloop" / "activities" / "hooks.py"
-    hooks.write_text(hooks.read_text() + "\n\ndef _back():\n"
-                     "    from agentloop.activities import agent_activities  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "No cycles inside the activities or the tool API BROKEN" in done.stdout, done.stdout
-
-
-def test_a_base_module_importing_a_run_module_breaks_the_shared_layers(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    messages = tree / "agentloop" / "shared" / "base" / "messages.py"
-    messages.write_text(messages.read_text() + "\n\ndef _late():\n"
-                        "    from agentloop.shared.runs import report  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "Shared data: runs above the definition above the base BROKEN" in done.stdout, done.stdout
-    assert "agentloop.shared.base.messages -> agentloop.shared.runs.report" in done.stdout, done.stdout
-
-
-def test_a_cycle_inside_a_shared_layer_breaks_a_contract(tmp_path: Path) -> None:
-    tree = installed_layout(tmp_path)
-    pricing = tree / "agentloop" / "shared" / "definition" / "pricing.py"
-    pricing.write_text(pricing.read_text() + "\n\ndef _late():\n"
-                       "    from agentloop.shared.definition import spec  # noqa\n")
-    done = lint_imports(tree)
-    assert done.returncode != 0
-    assert "No cycles inside a layer of the shared data BROKEN" in done.stdout, done.stdout
+@pytest.mark.parametrize(("module", "added", "said"), BREAKS)
+def test_breaking_a_contract_is_caught(tmp_path: Path, module: str, added: str, said: list[str]) -> None:
+    output = broken(tmp_path, module, added)
+    assert [s for s in said if s not in output] == [], output
 
 
 def test_the_public_surface_is_all_and_nothing_else_is_reached_through_the_package() -> None:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from agentloop.shared.base.messages import Message, TextPart, ThinkingPart, ToolCallPart, ToolResultPart
+from agentloop.shared.base.text import clip
 from agentloop.shared.definition.approvals import PendingAction, PendingApproval
 from agentloop.shared.runs.events import (
     AgentEvent,
@@ -28,7 +29,7 @@ from agentloop.shared.runs.events import (
 def short(text: str, limit: int = 200) -> str:
     """``text`` on one line, cut to ``limit`` characters."""
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return clip(text, limit)
 
 
 def args_json(arguments: dict[str, Any], limit: int = 160) -> str:

@@ -7,9 +7,12 @@ what to change. ``AgentRunFailed``, what a client sees for a run that ended
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from agentloop.shared.base.text import cut
+
+_V = TypeVar("_V")
 
 
 class AgentLoopError(Exception):
@@ -138,3 +141,15 @@ def build_request(model: type[Any], **fields: Any) -> Any:
         raise DecisionRejected(
             f"invalid {model.__name__} request: {describe_validation_error(exc)}; nothing was sent"
         ) from None
+
+
+def checked(value: _V, problem: Callable[[_V], str | None]) -> _V:
+    """``value``, when ``problem`` finds nothing wrong with it (the body of a
+    field validator over a ``*_problem`` function: tenant, priority, lane).
+
+    Raises:
+        ValueError: With ``problem``'s sentence.
+    """
+    if found := problem(value):
+        raise ValueError(found)
+    return value

@@ -16,9 +16,10 @@ from typing import TypeVar
 from pydantic import BaseModel
 from temporalio.common import Priority
 
-from agentloop.shared.base.errors import UserError
+from agentloop.shared.base.errors import UserError, checked
 
 _T = TypeVar("_T", bound=BaseModel)
+_V = TypeVar("_V")
 
 #: Priority levels: 1 (first) to 5 (last), the Temporal server's default
 #: range (``matching.priorityLevels``). A run without one gets the server's
@@ -113,12 +114,19 @@ def with_tenant(input: _T, tenant: str | None) -> _T:
     return input.model_copy(update={"tenant": tenant})
 
 
-def checked_tenant(value: str | None) -> str | None:
+def checked_tenant(value: _V) -> _V:
     """``value`` when it is a tenant name or None (a field validator's body).
 
     Raises:
         ValueError: With :func:`tenant_problem`'s sentence.
     """
-    if problem := tenant_problem(value):
-        raise ValueError(problem)
-    return value
+    return checked(value, tenant_problem)
+
+
+def checked_priority(value: _V) -> _V:
+    """``value`` when it is a run priority or None (a field validator's body).
+
+    Raises:
+        ValueError: With :func:`priority_problem`'s sentence.
+    """
+    return checked(value, priority_problem)

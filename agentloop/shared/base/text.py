@@ -8,12 +8,14 @@ learns how much there was, and it reads the same after a head or between a
 head and a tail); it opens with ``…``, so it stands out from the text around
 it; and it is short, so a small limit still keeps most of its text.
 
+A one-line preview too short for the mark ends in ``…`` alone (:func:`clip`).
+
 Pure and deterministic: workflows cut with it too.
 """
 
 from __future__ import annotations
 
-__all__ = ["cut", "cut_mark", "cut_marked"]
+__all__ = ["ELLIPSIS", "clip", "cut", "cut_mark", "cut_marked"]
 
 
 def cut_mark(count: int, hint: str | None = None) -> str:
@@ -56,3 +58,14 @@ def cut_marked(
 def cut(text: str, limit: int, *, hint: str | None = None, tail: bool = False, length: int | None = None) -> str:
     """``text`` cut to at most ``limit`` characters (see :func:`cut_marked`)."""
     return cut_marked(text, limit, hint=hint, tail=tail, length=length)[0]
+
+
+#: What ends a text :func:`clip` shortened (the CLI's and reports' one-line previews).
+ELLIPSIS = "…"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` when it fits in ``limit`` characters, else its first
+    ``limit - 1`` and :data:`ELLIPSIS`: a one-line preview, where
+    :func:`cut`'s mark saying how much was cut would not fit."""
+    return text if len(text) <= limit else text[: limit - 1] + ELLIPSIS

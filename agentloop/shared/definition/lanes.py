@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+from agentloop.shared.base.errors import checked
+
 #: What goes between the run's queue and the lane in a lane's queue name.
 LANE_QUEUE_INFIX = "-llm-"
 
@@ -32,16 +34,27 @@ LANE_WAIT_NOTICE_MS = 100.0
 LANE_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 
 
+def lane_problem(lane: str) -> str | None:
+    """Why ``lane`` is not a lane name (:data:`LANE_NAME`), or None."""
+    if LANE_NAME.match(lane):
+        return None
+    return (f"lane {lane!r} is not a lane name: use 1 to 63 lower-case letters, digits, '.', '_' "
+            "or '-', starting with a letter or digit (e.g. 'openai', 'gpt-mini', 'proxy.eu')")
+
+
+def spec_lane_problem(lane: str | None) -> str | None:
+    """Why ``lane`` cannot be ``AgentSpec.lane``, or None: a lane name,
+    None (the provider's lane) and :data:`NO_LANE` can."""
+    return None if lane is None or lane == NO_LANE else lane_problem(lane)
+
+
 def check_lane(lane: str) -> str:
     """``lane``, checked.
 
     Raises:
         ValueError: Not a lane name (:data:`LANE_NAME`).
     """
-    if not LANE_NAME.match(lane):
-        raise ValueError(f"lane {lane!r} is not a lane name: use 1 to 63 lower-case letters, digits, '.', '_' "
-                         "or '-', starting with a letter or digit (e.g. 'openai', 'gpt-mini', 'proxy.eu')")
-    return lane
+    return checked(lane, lane_problem)
 
 
 def lane_of(model: str, lane: str | None = None) -> str | None:

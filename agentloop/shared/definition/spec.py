@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
-import posixpath
 from typing import Any, Literal
 
 from pydantic import (
@@ -16,19 +14,32 @@ from pydantic import (
     field_validator,
     model_validator,
 )
-from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from agentloop.shared.base.limits import TOOL_NAME_PATTERN, TOOL_OUTPUT_LIMIT
+from agentloop.shared.base.errors import checked
+from agentloop.shared.base.limits import TOOL_OUTPUT_LIMIT
 from agentloop.shared.base.model_settings import ThinkingConfig, check_tool_choice
-from agentloop.shared.base.priority import priority_problem
+from agentloop.shared.base.priority import checked_priority
 from agentloop.shared.definition.activity_io import ToolDefinition
 from agentloop.shared.definition.activity_tools import ActivityTool
 from agentloop.shared.definition.approvals import DefaultPermission, PermissionRule
 from agentloop.shared.definition.context_providers import ContextLayer, compose_system_prompt
 from agentloop.shared.definition.context_window import ContextPolicy
-from agentloop.shared.definition.lanes import NO_LANE, check_lane
+from agentloop.shared.definition.lanes import spec_lane_problem
 from agentloop.shared.definition.output import OutputSpec, output_spec
 from agentloop.shared.definition.pricing import Budget, price_for, validate_budget
+from agentloop.shared.definition.spec_checks import (
+    parse_model,
+    spec_workspace_problem,
+    thinking_problem,
+    tool_names_problem,
+    with_field_suggestions,
+    worker_names_problem,
+)
+
+# Importable from here as before the checks moved to spec_checks.
+from agentloop.shared.definition.spec_checks import KNOWN_PROVIDERS as KNOWN_PROVIDERS  # isort: skip
+from agentloop.shared.definition.spec_checks import SYSTEM_FILESYSTEMS as SYSTEM_FILESYSTEMS  # isort: skip
+from agentloop.shared.definition.spec_checks import system_workspace_problem as system_workspace_problem  # isort: skip
 
 #: What the model is asked before a run completes, with
 #: ``verify_before_completing``.
@@ -37,25 +48,6 @@ DEFAULT_VERIFICATION_PROMPT = (
     "missing or wrong, fix it now (use tools if needed). If everything is done, reply with "
     "your final answer again."
 )
-
-def with_field_suggestions(exc: ValidationError, model: type[BaseModel]) -> ValidationError:
-    """``exc`` with "did you mean FIELD?" after each unknown top-level key of
-    ``model`` that is close to one of its fields (``max_step``); ``exc``
-    itself when none is."""
-    found = exc.errors()
-    details: list[InitErrorDetails] = []
-    changed = False
-    for error in found:
-        message = error["msg"]
-        loc = error["loc"]
-        if error["type"] == "extra_forbidden" and len(loc) == 1 and isinstance(loc[0], str):
-            close = difflib.get_close_matches(loc[0], list(model.model_fields), n=1)
-            if close:
-                message, changed = f"{message}; did you mean {close[0]}?", True
-        details.append({"type": PydanticCustomError(error["type"], "{message}", {"message": message}),
-                        "loc": loc, "input": error["input"]})
-    return ValidationError.from_exception_data(exc.title, details) if changed else exc
-
 
 #: What a thread does with a message that arrives while it is busy (names as
 #: in LangGraph's server): answer it after the current turn (``enqueue``),
@@ -80,50 +72,6 @@ def upgrade_policy(spec: AgentSpec, *, thread: bool) -> UpgradePolicy:
     if spec.upgrade is not None:
         return spec.upgrade
     return "at_turn_boundary" if thread else "pinned"
-
-#: What a sub-agent's name (its tool's name) may be.
-
-#: Providers a model string may name, as ``provider:model``.
-KNOWN_PROVIDERS = ("openai", "anthropic", "scripted")
-
-
-def parse_model(model: str) -> tuple[str, str]:
-    """Split ``provider:model`` into its two halves, with a clear error.
-
-    Raises:
-        ValueError: The string has no provider prefix or names an unknown one.
-    """
-    provider, sep, name = model.partition(":")
-    if not sep or not provider or not name:
-        raise ValueError(
-            f"model {model!r} must be 'provider:model', e.g. 'openai:gpt-4.1-mini' or "
-            f"'anthropic:claude-sonnet-4-5'; providers: {', '.join(KNOWN_PROVIDERS)}"
-        )
-    if provider not in KNOWN_PROVIDERS:
-        raise ValueError(
-            f"unknown model provider {provider!r} in {model!r}; use one of "
-            f"{', '.join(KNOWN_PROVIDERS)} (any OpenAI-compatible server works as "
-            "'openai:<model>' with OPENAI_BASE_URL set on the worker)"
-        )
-    return provider, name
-
-
-#: Kernel filesystems no workspace may be in: their files are the host's
-#: processes, devices and settings, not a project's.
-SYSTEM_FILESYSTEMS = ("/proc", "/sys", "/dev")
-
-
-def system_workspace_problem(path: str) -> str | None:
-    """Why ``path`` cannot be a workspace (it is in ``/proc``, ``/sys`` or
-    ``/dev``), or None. Lexical: the worker checks the resolved path again."""
-    if not path.startswith("/"):
-        return None  # relative to the worker's directory: checked there, resolved
-    normalized = posixpath.normpath(path)
-    for root in SYSTEM_FILESYSTEMS:
-        if normalized == root or normalized.startswith(root + "/"):
-            return (f"workspace {path} is in {root}, a kernel filesystem, not a project directory; use a "
-                    "directory of your project")
-    return None
 
 
 class AgentSpec(BaseModel):
@@ -311,7 +259,7 @@ class AgentSpec(BaseModel):
     @field_validator("lane")
     @classmethod
     def _lane(cls, value: str | None) -> str | None:
-        return value if value is None or value == NO_LANE else check_lane(value)
+        return checked(value, spec_lane_problem)
 
     @field_validator("output", mode="before")
     @classmethod
@@ -329,18 +277,12 @@ class AgentSpec(BaseModel):
     @field_validator("priority", mode="before")
     @classmethod
     def _check_priority(cls, value: Any) -> Any:
-        problem = priority_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return checked_priority(value)
 
     @field_validator("workspace")
     @classmethod
     def _check_workspace(cls, value: str | None) -> str | None:
-        problem = system_workspace_problem(value) if value else None
-        if problem:
-            raise ValueError(problem)
-        return value
+        return checked(value, spec_workspace_problem)
 
     @field_validator("model")
     @classmethod
@@ -362,45 +304,14 @@ class AgentSpec(BaseModel):
         return compose_system_prompt([base, *self.system_layers])
 
     @model_validator(mode="after")
-    def _check_client_tools(self) -> AgentSpec:
-        names = [t.name for t in self.client_tools]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"client_tools declares {', '.join(duplicates)} more than once")
-        clash = sorted(set(names) & set(self.tools))
-        if clash:
-            raise ValueError(
-                f"{', '.join(clash)} is both a worker tool (tools) and a client tool (client_tools); "
-                "keep it in one list"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _check_activity_tools(self) -> AgentSpec:
-        names = [t.name for t in self.activity_tools]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"activity_tools declares {', '.join(duplicates)} more than once")
-        clash = sorted(set(names) & (set(self.tools) | {t.name for t in self.client_tools} | set(self.sub_agents)))
-        if clash:
-            raise ValueError(f"{', '.join(clash)} is both an activity tool (activity_tools) and a tool or sub-agent "
-                             "(tools, client_tools or sub_agents); keep it in one list")
+    def _check_tool_names(self) -> AgentSpec:
+        if problem := tool_names_problem(self.tools, [t.name for t in self.client_tools],
+                                         [t.name for t in self.activity_tools], list(self.sub_agents)):
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="after")
     def _check_sub_agents(self) -> AgentSpec:
-        for name in self.sub_agents:
-            if not TOOL_NAME_PATTERN.match(name):
-                raise ValueError(
-                    f"sub-agent name {name!r} is not allowed: the model calls it as a tool, so use "
-                    "1-64 letters, digits, '_' or '-'"
-                )
-        clash = sorted(set(self.sub_agents) & (set(self.tools) | {t.name for t in self.client_tools}))
-        if clash:
-            raise ValueError(
-                f"{', '.join(clash)} is both a sub-agent (sub_agents) and a tool (tools or client_tools); "
-                "the model calls sub-agents as tools, so give them different names"
-            )
         if self.budget.cost_limit_usd is not None:
             for name, sub in self.sub_agents.items():
                 prices = Budget(prices={**self.budget.prices, **sub.spec.budget.prices})
@@ -419,25 +330,15 @@ class AgentSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_thinking(self) -> AgentSpec:
-        if self.thinking is None:
-            return self
-        if self.temperature is not None:
-            raise ValueError("thinking and temperature cannot be set together (reasoning models take the default "
-                             "temperature); unset one of them")
-        if self.provider == "anthropic" and self.tool_choice not in ("auto", "none"):
-            raise ValueError(f"Anthropic's extended thinking takes tool_choice 'auto' or 'none' only, not "
-                             f"{self.tool_choice!r}; unset thinking or tool_choice")
+        if self.thinking is not None and (problem := thinking_problem(
+                temperature=self.temperature, provider=self.provider, tool_choice=self.tool_choice)):
+            raise ValueError(problem)
         return self
 
     @field_validator("guardrails", "tool_hooks", "context_providers")
     @classmethod
     def _check_worker_names(cls, value: list[str], info: ValidationInfo) -> list[str]:
-        duplicates = sorted({n for n in value if value.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"{info.field_name} names {', '.join(duplicates)} more than once")
-        if any(not n.strip() for n in value):
-            raise ValueError(f"{info.field_name} holds an empty name; name ones registered on the worker")
-        return value
+        return checked(value, lambda names: worker_names_problem(info.field_name, names))
 
     @property
     def provider(self) -> str:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from agentloop.shared.base.text import clip
 from agentloop.shared.definition.fingerprint import (
     NOT_DEFINITION,
     POLICY_FIELDS,
@@ -93,7 +94,7 @@ def part_of(field: str) -> DefinitionPart:
 def short_json(value: Any, limit: int = VALUE_CHARS) -> str:
     """``value`` as canonical JSON (sorted keys), at most ``limit`` characters."""
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 def definition_diff(a: AgentSpec, b: AgentSpec) -> DefinitionDiff:

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentloop.shared.base.text import clip
+
 if TYPE_CHECKING:
     from agentloop.shared.evals.cases import EvalCase
 
@@ -132,7 +134,7 @@ def _field(value: Any, path: str | None) -> Any:
 
 def _short(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clip(text, limit)
 
 
 def _output_equals(check: OutputEquals, case: EvalCase, got: Candidate) -> CheckResult:

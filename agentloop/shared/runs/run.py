@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agentloop.shared.base.contracts import MAX_INPUT_BYTES
 from agentloop.shared.base.errors import RUN_FAILED_ERROR_TYPE, UserError, describe_validation_error
 from agentloop.shared.base.messages import Message, ToolCallPart
-from agentloop.shared.base.priority import tenant_problem
+from agentloop.shared.base.priority import checked_tenant
 from agentloop.shared.base.usage import Usage
 from agentloop.shared.definition.approvals import ApprovalDecision, PendingAction, PendingApproval, ToolOutput
 from agentloop.shared.definition.fingerprint import AgentDefinition
@@ -153,10 +153,7 @@ class AgentRunInput(BaseModel):
     @field_validator("tenant", mode="before")
     @classmethod
     def _check_tenant(cls, value: Any) -> Any:
-        problem = tenant_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
+        return checked_tenant(value)
 
     @model_validator(mode="after")
     def _check_depth(self) -> AgentRunInput:

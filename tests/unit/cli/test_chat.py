@@ -79,7 +79,7 @@ def test_recap_shows_the_last_things_said() -> None:
         "  you: first question",
         "  agent called read_file",
         "  agent: first answer",
-        "  you: " + ("second " + "long " * 60)[:157] + "...",
+        "  you: " + ("second " + "long " * 60)[:159] + "…",
         "  agent: Let me look. (called list_dir, x)",
         "  agent: second answer",
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentloop.shared.base.text import cut, cut_mark, cut_marked
+from agentloop.shared.base.text import clip, cut, cut_mark, cut_marked
 
 
 def test_a_text_within_the_limit_is_kept_whole() -> None:
@@ -51,3 +51,9 @@ def test_a_start_of_a_longer_text_is_marked_with_the_whole_length() -> None:
     assert cut("short", 40, length=5) == "short"
     with pytest.raises(ValueError, match="no tail"):
         cut("x" * 50, 40, tail=True, length=100)
+
+
+def test_clip_ends_a_shortened_preview_with_an_ellipsis_within_the_limit() -> None:
+    assert clip("twelve chars", 12) == "twelve chars"
+    assert clip("thirteen char", 12) == "thirteen ch…"
+    assert len(clip("x" * 500, 160)) == 160
