@@ -1,0 +1,70 @@
+"""Trying ``agentloop serve``'s doors as an attacker would, on a real uvicorn
+server and a real dev server: what a token may not reach through ids of
+workflows that are not runs (a tenant's quota ledger), malformed JSON-RPC,
+bodies sent in chunks past the cap."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from agentloop import AgentClient
+from agentloop.server import ServerSettings, parse_tokens
+from agentloop.shared.runs.quotas import QuotaLimits, ledger_id
+from agentloop.testing import reply, script
+from tests.helpers import agents
+from tests.helpers.http_api import serve
+from tests.helpers.mcp_client import client as mcp_client
+from tests.helpers.mcp_client import task_request
+
+ADMIN, OPS, DASH = "admin-secret-0123456789", "ops-secret-0123456789", "dash-secret-0123456789"
+TOKENS = parse_tokens(f"root:admin:{ADMIN},ops:act:{OPS},dash:read:{DASH}")
+
+
+def bearer(secret: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {secret}"}
+
+
+async def test_an_act_token_cannot_reach_a_tenants_quota_ledger_as_a_run(
+    agent_client: AgentClient, worker: Callable[..., Any], task_queue: str
+) -> None:
+    """The ledger holds a tenant's quota, which only ``admin`` sets; cancelled,
+    the tenant's runs would reserve from no ledger, i.e. without limit."""
+    tenant = f"att-{task_queue}"
+    ledger = ledger_id(tenant)
+    settings = ServerSettings(tokens=TOKENS, agents={"helper": agents.spec(script(reply("hi")), name="helper")})
+    async with worker(), serve(agent_client, settings) as api:
+        await agent_client.quotas.set(tenant, QuotaLimits(usd=1, at_limit="fail"))
+        http = api.http
+        for path in ("cancel", "stop"):
+            refused = await http.post(f"/v1/runs/{ledger}/{path}", json={}, headers=bearer(OPS))
+            assert refused.status_code == 404, refused.text
+            assert "not a run" in refused.json()["detail"]
+        for path in ("", "/report", "/messages", "/export", "/events"):
+            read = await http.get(f"/v1/runs/{ledger}{path}", headers=bearer(DASH))
+            assert read.status_code == 404, (path, read.text)
+        decided = await http.post(f"/v1/runs/{ledger}/approvals", json={"call_id": "c", "decision": "approve"},
+                                  headers=bearer(OPS))
+        assert decided.status_code == 404, decided.text
+        sent = await http.post(f"/v1/threads/{ledger}/messages", json={"spec": "helper", "text": "hi"},
+                               headers=bearer(OPS))
+        assert sent.status_code in (404, 409), sent.text
+        steered = await http.post(f"/v1/threads/{ledger}/steer", json={"text": "hi"}, headers=bearer(OPS))
+        assert steered.status_code == 404, steered.text
+        compared = await http.get("/v1/diff", params={"a": ledger, "b": ledger}, headers=bearer(DASH))
+        assert compared.status_code == 404, compared.text
+
+        async with mcp_client(f"{api.url}/mcp", OPS) as mcp:
+            for method in ("tasks/get", "tasks/cancel"):
+                with pytest.raises(MCPError, match="not a run"):
+                    await task_request(mcp.session, method, ledger)
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "CancelTask", "params": {"id": ledger}}
+        a2a = await http.post("/a2a/helper", json=rpc, headers={**bearer(OPS), "A2A-Version": "1.0"})
+        assert a2a.status_code == 200 and "error" in a2a.json(), a2a.text
+
+        description = await agent_client.temporal.get_workflow_handle(ledger).describe()
+        assert description.status is not None and description.status.name == "RUNNING"
+        assert (await agent_client.quotas.get(tenant)) is not None
