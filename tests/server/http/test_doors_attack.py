@@ -14,11 +14,14 @@ from mcp.shared.exceptions import MCPError
 from agentloop import AgentClient
 from agentloop.server import ServerSettings, parse_tokens
 from agentloop.shared.runs.quotas import QuotaLimits, ledger_id
-from agentloop.testing import reply, script
+from agentloop.testing import calls, reply, script
 from tests.helpers import agents
+from tests.helpers.agents import ASKING_TOOLS, awaiting, write
 from tests.helpers.http_api import serve
 from tests.helpers.mcp_client import client as mcp_client
 from tests.helpers.mcp_client import task_request
+from tests.helpers.polling import eventually
+from tests.helpers.runs import wait_state
 
 ADMIN, OPS, DASH = "admin-secret-0123456789", "ops-secret-0123456789", "dash-secret-0123456789"
 TOKENS = parse_tokens(f"root:admin:{ADMIN},ops:act:{OPS},dash:read:{DASH}")
@@ -68,3 +71,52 @@ async def test_an_act_token_cannot_reach_a_tenants_quota_ledger_as_a_run(
         description = await agent_client.temporal.get_workflow_handle(ledger).describe()
         assert description.status is not None and description.status.name == "RUNNING"
         assert (await agent_client.quotas.get(tenant)) is not None
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+
+
+async def test_malformed_json_rpc_is_a_sentence_and_mcp_holds_a_stream_slot(
+    agent_client: AgentClient, worker: Callable[..., Any]
+) -> None:
+    """A2A: a ``method`` that is not a string, or a body nested past the
+    parser's depth, is a JSON-RPC error (not a 500). MCP: GET offers no
+    stream (405, not a connection held open for nothing), and each POST
+    holds a stream slot like every SSE stream (--max-streams-per-token)."""
+    model = script(calls(write("out.txt", "x")), reply("written"))
+    settings = ServerSettings(tokens=TOKENS, max_streams_per_caller=1,
+                              agents={"helper": agents.spec(model, name="helper", default_permission="auto",
+                                                            tools=ASKING_TOOLS)})
+    async with worker(), serve(agent_client, settings) as api:
+        http = api.http
+        for method in (["SendMessage"], {"a": 1}, 7):
+            body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {}}
+            refused = await http.post("/a2a/helper", json=body, headers=bearer(DASH))
+            assert refused.status_code == 403, refused.text  # not a read method: act needed
+            answered = await http.post("/a2a/helper", json=body, headers=bearer(OPS))
+            assert answered.status_code == 200 and "error" in answered.json(), answered.text
+        deep = b"[" * 50_000 + b"]" * 50_000
+        nested = await http.post("/a2a/helper", content=deep, headers={**bearer(OPS), "Content-Type": "application/json"})
+        assert nested.status_code == 200 and "too deeply" in nested.json()["error"]["message"], nested.text
+        for path in ("/v1/runs", "/mcp"):
+            parsed = await http.post(path, content=deep, headers={**bearer(OPS), **MCP_HEADERS,
+                                                                   "Content-Type": "application/json"})
+            assert parsed.status_code == 400, (path, parsed.text)
+
+        got = await http.get("/mcp", headers={**bearer(DASH), **MCP_HEADERS})
+        assert got.status_code == 405 and got.headers["allow"] == "POST", got.text
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {}}
+        assert (await http.post("/mcp", json=ping, headers={**bearer(DASH), **MCP_HEADERS})).status_code == 200
+        started = await http.post("/v1/runs", json={"spec": "helper", "input": "write"}, headers=bearer(OPS))
+        run_id = started.json()["run_id"]
+        await wait_state(agent_client.get_handle(run_id), awaiting(), "the write to wait")
+        async with http.stream("GET", f"/v1/runs/{run_id}/events", headers=bearer(DASH)) as events:
+            assert events.status_code == 200
+            full = await http.post("/mcp", json=ping, headers={**bearer(DASH), **MCP_HEADERS})
+            assert full.status_code == 429 and full.headers["retry-after"], full.text
+
+        async def pinged() -> bool:
+            return (await http.post("/mcp", json=ping, headers={**bearer(DASH), **MCP_HEADERS})).status_code == 200
+
+        await eventually(pinged, "the slot to come back once the events stream closed")
+        await agent_client.get_handle(run_id).cancel()
