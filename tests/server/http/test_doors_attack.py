@@ -96,7 +96,8 @@ async def test_malformed_json_rpc_is_a_sentence_and_mcp_holds_a_stream_slot(
             answered = await http.post("/a2a/helper", json=body, headers=bearer(OPS))
             assert answered.status_code == 200 and "error" in answered.json(), answered.text
         deep = b"[" * 50_000 + b"]" * 50_000
-        nested = await http.post("/a2a/helper", content=deep, headers={**bearer(OPS), "Content-Type": "application/json"})
+        as_json = {**bearer(OPS), "Content-Type": "application/json"}
+        nested = await http.post("/a2a/helper", content=deep, headers=as_json)
         assert nested.status_code == 200 and "too deeply" in nested.json()["error"]["message"], nested.text
         for path in ("/v1/runs", "/mcp"):
             parsed = await http.post(path, content=deep, headers={**bearer(OPS), **MCP_HEADERS,
