@@ -59,6 +59,14 @@ FAIRNESS = {
     "matching.enableFairness": "true",
 }
 
+#: Dynamic config every server agentloop starts gets: its HTTP API answers
+#: loopback names only. Without it, a web page whose own name resolves to
+#: 127.0.0.1 (DNS rebinding) could start a run there with the shell allowed,
+#: through a plain JSON POST (docs/security.md).
+LOOPBACK_HTTP_API = {
+    "frontend.httpAllowedHosts": '["127.0.0.1", "localhost", "[::1]"]',
+}
+
 #: Dynamic config that makes the dev server cache search attributes as a
 #: production server does. The dev server re-reads them from its database on
 #: every use (so attributes added while it runs show at once), which charges
@@ -227,7 +235,7 @@ class DevServer:
         namespace: Namespace to create.
         log_file: Where the server's output goes; discarded when None.
         dynamic_config: More ``--dynamic-config-value`` settings, over
-            :data:`FAST_POLLING`, :data:`UPDATE_ADMISSION` and :data:`FAIRNESS`
+            :data:`FAST_POLLING`, :data:`UPDATE_ADMISSION`, :data:`FAIRNESS` and :data:`LOOPBACK_HTTP_API`
             (e.g. :data:`PRODUCTION_LIKE` for benchmarks).
         ui_codec_endpoint: The remote codec endpoint the web UI's users get
             (``agentloop codec-server``'s URL), so it shows encrypted payloads
@@ -254,7 +262,8 @@ class DevServer:
         self.ui_port = ui_port or free_port()
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
-        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **(dynamic_config or {})}
+        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **LOOPBACK_HTTP_API,
+                               **(dynamic_config or {})}
         self.http_port: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0

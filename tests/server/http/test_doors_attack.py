@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
 from mcp.shared.exceptions import MCPError
+from temporalio.service import RPCError
 
 from agentloop import AgentClient
 from agentloop.server import ServerSettings, parse_tokens
@@ -121,3 +123,24 @@ async def test_malformed_json_rpc_is_a_sentence_and_mcp_holds_a_stream_slot(
 
         await eventually(pinged, "the slot to come back once the events stream closed")
         await agent_client.get_handle(run_id).cancel()
+
+
+async def test_the_dev_servers_http_api_answers_loopback_names_only(dev_server: Any, temporal_client: Any) -> None:
+    """A page whose own name resolves to 127.0.0.1 (DNS rebinding) sends its
+    name as ``Host``: the HTTP API of the Temporal server agentloop starts
+    refuses it, so such a page can neither list runs nor start one."""
+    namespace = temporal_client.namespace
+    base = f"http://127.0.0.1:{dev_server.http_port}/api/v1/namespaces/{namespace}/workflows"
+    start = {"workflowType": {"name": "AgentRunWorkflow"}, "taskQueue": {"name": "rebound"}}
+    async with httpx.AsyncClient(timeout=30) as http:
+        evil = f"evil.example:{dev_server.http_port}"
+        rebound = {"Host": evil, "Origin": f"http://{evil}"}
+        listed = await http.get(base, headers=rebound)
+        assert listed.status_code == 403 and "Host not allowed" in listed.text
+        started = await http.post(f"{base}/rebound-{dev_server.http_port}", json=start, headers=rebound)
+        assert started.status_code == 403, started.text
+        for host in ("127.0.0.1", "localhost"):
+            own = await http.get(base, headers={"Host": f"{host}:{dev_server.http_port}"}, params={"pageSize": 1})
+            assert own.status_code == 200, own.text
+    with pytest.raises(RPCError):
+        await temporal_client.get_workflow_handle(f"rebound-{dev_server.http_port}").describe()
