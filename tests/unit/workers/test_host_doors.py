@@ -1,12 +1,14 @@
-"""The metrics endpoint's ``Host`` check: a page that rebinds its own name
-to the worker's address reads nothing; Prometheus (by IP address, or by a
-listed name) scrapes as before."""
+"""The ``Host`` checks of the worker's listeners: the metrics endpoint (a
+page that rebinds its own name to the worker's address reads nothing;
+Prometheus, by IP address or a listed name, scrapes as before) and the
+door of ``agentloop dev``'s Temporal UI (loopback names only)."""
 
 from __future__ import annotations
 
 import httpx
 import pytest
 
+from agentloop.workers import ui_door
 from agentloop.workers.metrics import (
     AgentMetrics,
     MetricsServer,
@@ -47,3 +49,15 @@ def test_a_rebound_name_reads_no_metrics_from_the_endpoint() -> None:
         assert "AGENTLOOP_METRICS_ALLOWED_HOSTS" in rebound.text
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:8233", "localhost:8233", "LOCALHOST", "[::1]:8233", "127.0.0.1"])
+def test_the_ui_door_lets_loopback_names_in(host: str) -> None:
+    assert ui_door.host_refusal(host) is None
+
+
+@pytest.mark.parametrize("host", [None, "", "evil.example:8233", "127.0.0.1.nip.io:8233", "localhost.evil.example",
+                                  "[::1].evil.example", "10.0.0.5:8233"])
+def test_the_ui_door_refuses_other_names_with_a_sentence(host: str | None) -> None:
+    refused = ui_door.host_refusal(host)
+    assert refused is not None and "DNS rebinding" in refused
