@@ -45,6 +45,10 @@ async def test_an_agent_calls_a_remote_a2a_agent(agent_client: AgentClient, work
         result = await agent_client.run(caller, "ask the oracle")
         assert result.final_text == f"{name}:remote says 42"
         run_id = result.run_id
+        # The remote's token stays on the worker: not in the caller's history, nor in its events.
+        history = await agent_client.get_handle(run_id).workflow_handle.fetch_history()
+        assert TOKEN.encode() not in b"".join(e.SerializeToString() for e in history.events)
+        assert not [e async for e in agent_client.events(run_id) if TOKEN in e.model_dump_json()]
         # The remote run is keyed by the caller's run and call: sending the same call again is the same task.
         again, is_error = await a2a_tools.call(name, {"message": "what is the answer?"}, f"{run_id}:call_0_0")
         assert (again, is_error) == ("remote says 42", False)
