@@ -74,6 +74,17 @@ async def test_an_act_token_cannot_reach_a_tenants_quota_ledger_as_a_run(
         assert description.status is not None and description.status.name == "RUNNING"
         assert (await agent_client.quotas.get(tenant)) is not None
 
+        # Nor can a run take a ledger's id before the ledger exists (its tenant's quota could not be set).
+        other = ledger_id(f"{tenant}-next")
+        for body in ({"spec": "helper", "input": "hi", "run_id": other}, {"spec": "helper", "input": "hi",
+                                                                         "thread_id": other}):
+            squat = await http.post("/v1/runs", json=body, headers=bearer(OPS))
+            assert squat.status_code == 400 and "quota ledgers" in squat.json()["detail"], squat.text
+        sent = await http.post(f"/v1/threads/{other}/messages", json={"spec": "helper", "text": "hi"},
+                               headers=bearer(OPS))
+        assert sent.status_code == 400 and "quota ledgers" in sent.json()["detail"], sent.text
+        await agent_client.quotas.set(f"{tenant}-next", QuotaLimits(usd=1, at_limit="fail"))
+
 
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
 
