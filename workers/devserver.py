@@ -59,6 +59,14 @@ FAIRNESS = {
     "matching.enableFairness": "true",
 }
 
+#: Dynamic config every server agentloop starts gets: its HTTP API answers
+#: loopback names only. Without it, a web page whose own name resolves to
+#: 127.0.0.1 (DNS rebinding) could start a run there with the shell allowed,
+#: through a plain JSON POST (docs/security.md).
+LOOPBACK_HTTP_API = {
+    "frontend.httpAllowedHosts": '["127.0.0.1", "localhost", "[::1]"]',
+}
+
 #: Dynamic config that makes the dev server cache search attributes as a
 #: production server does. The dev server re-reads them from its database on
 #: every use (so attributes added while it runs show at once), which charges
@@ -227,7 +235,7 @@ class DevServer:
         namespace: Namespace to create.
         log_file: Where the server's output goes; discarded when None.
         dynamic_config: More ``--dynamic-config-value`` settings, over
-            :data:`FAST_POLLING`, :data:`UPDATE_ADMISSION` and :data:`FAIRNESS`
+            :data:`FAST_POLLING`, :data:`UPDATE_ADMISSION`, :data:`FAIRNESS` and :data:`LOOPBACK_HTTP_API`
             (e.g. :data:`PRODUCTION_LIKE` for benchmarks).
         ui_codec_endpoint: The remote codec endpoint the web UI's users get
             (``agentloop codec-server``'s URL), so it shows encrypted payloads
@@ -254,8 +262,11 @@ class DevServer:
         self.ui_port = ui_port or free_port()
         self.namespace = namespace
         self.log_file = Path(log_file) if log_file else None
-        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **(dynamic_config or {})}
+        self.dynamic_config = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **LOOPBACK_HTTP_API,
+                               **(dynamic_config or {})}
         self.http_port: int | None = None
+        self.ui_upstream_port: int | None = None
+        self._ui_door: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
 
@@ -294,7 +305,9 @@ class DevServer:
             "--log-level", "warn",
         ]
         if self.ui:
-            cmd += ["--ui-port", str(self.ui_port)]
+            # The UI listens on a private port; ``ui_port`` is its door's (a Host check, workers/ui_door.py).
+            self.ui_upstream_port = free_port()
+            cmd += ["--ui-port", str(self.ui_upstream_port)]
             if self.ui_codec_endpoint:
                 cmd += ["--ui-codec-endpoint", self.ui_codec_endpoint]
         else:
@@ -365,9 +378,22 @@ class DevServer:
                 time.sleep(0.05)
                 continue
             self._check_alive()
+            self._open_ui_door()
             return self
         self.stop()
         raise UserError(f"the Temporal dev server did not start within {timeout:.0f}s")
+
+    def _open_ui_door(self) -> None:
+        if not self.ui or self.ui_upstream_port is None:
+            return
+        from agentloop.workers.ui_door import UiDoor
+
+        try:
+            self._ui_door = UiDoor(self.ui_port, self.ui_upstream_port).start()
+        except OSError as err:
+            self.stop()
+            raise UserError(f"cannot serve the Temporal UI on 127.0.0.1:{self.ui_port} ({err.strerror}): choose "
+                            "another port (--ui-port N, or --ui-port 0 for a free one)") from None
 
     def _check_ports(self) -> None:
         ports = [("gRPC", self.port, "--port")] + ([("web UI", self.ui_port, "--ui-port")] if self.ui else [])
@@ -426,7 +452,10 @@ class DevServer:
         raise UserError(f"the Temporal dev server did not become ready: {last}")
 
     def stop(self) -> None:
-        """Stop the server (SIGTERM, then SIGKILL after 10 s)."""
+        """Stop the server (SIGTERM, then SIGKILL after 10 s) and its UI's door."""
+        door, self._ui_door = self._ui_door, None
+        if door is not None:
+            door.stop()
         proc, self._proc = self._proc, None
         if proc is None or proc.poll() is not None:
             return

@@ -6,12 +6,13 @@ Needs ``prometheus-client`` (``pip install 'agentloop[telemetry]'``).
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
 import threading
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -173,18 +174,23 @@ def free_local_port() -> int:
 class MetricsServer:
     """``GET /metrics`` on ``host:port``: :class:`AgentMetrics` and, when
     ``temporal_url`` is given (the Prometheus endpoint of Temporal's
-    runtime), Temporal's metrics after them.
+    runtime), Temporal's metrics after them. A request whose ``Host`` is a
+    name not allowed (:func:`metrics_host_refusal`) is 403.
 
     Raises:
         UserError: The port cannot be bound.
     """
 
     def __init__(self, metrics: AgentMetrics, port: int, *, host: str = "0.0.0.0",
-                 temporal_url: str | None = None) -> None:
+                 temporal_url: str | None = None, allowed_hosts: Iterable[str] | None = None) -> None:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
+                refused = metrics_host_refusal(self.headers.get("Host"), server.allowed_hosts)
+                if refused is not None:
+                    self.send_error(403, "Host not allowed", refused)
+                    return
                 if self.path.split("?")[0] not in ("/metrics", "/"):
                     self.send_error(404, "only /metrics is served here")
                     return
@@ -199,6 +205,7 @@ class MetricsServer:
                 pass
 
         self.metrics, self.temporal_url = metrics, temporal_url
+        self.allowed_hosts = metrics_allowed_hosts() if allowed_hosts is None else frozenset(allowed_hosts)
         try:
             self.httpd = ThreadingHTTPServer((host, port), Handler)
         except OSError as err:
@@ -224,3 +231,39 @@ class MetricsServer:
     def stop(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+#: Host names, besides IP addresses, ``localhost`` and this machine's name,
+#: that the metrics endpoint answers to (comma-separated).
+METRICS_HOSTS_ENV = "AGENTLOOP_METRICS_ALLOWED_HOSTS"
+
+
+def metrics_allowed_hosts(environ: Mapping[str, str] | None = None) -> frozenset[str]:
+    """The names of ``AGENTLOOP_METRICS_ALLOWED_HOSTS``, with ``localhost``
+    and this machine's host name (a pod's, in Kubernetes)."""
+    env = os.environ if environ is None else environ
+    named = {h.strip().lower() for h in env.get(METRICS_HOSTS_ENV, "").split(",") if h.strip()}
+    return frozenset(named | {"localhost", socket.gethostname().lower()})
+
+
+def metrics_host_refusal(host: str | None, allowed: Iterable[str]) -> str | None:
+    """Why a scrape with this ``Host`` header is refused, or None.
+
+    A web page can read this endpoint only by DNS rebinding: its own name
+    resolved to the worker's address, so its requests carry that name as
+    ``Host``. An IP address (what Prometheus's Kubernetes discovery scrapes)
+    and no ``Host`` at all are never such a page; a name must be allowed.
+    """
+    if not host:
+        return None
+    name = host.strip().lower()
+    name = name[1:].partition("]")[0] if name.startswith("[") else name.rpartition(":")[0] if ":" in name else name
+    try:
+        ipaddress.ip_address(name)
+        return None
+    except ValueError:
+        pass
+    if name in allowed:
+        return None
+    return (f"this metrics endpoint answers to IP addresses, localhost and {', '.join(sorted(allowed))}, not "
+            f"Host {host[:100]!r}; a scraper that names it otherwise: list the name in {METRICS_HOSTS_ENV}")

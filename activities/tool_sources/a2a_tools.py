@@ -23,6 +23,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 from temporalio import activity
@@ -76,10 +77,32 @@ async def _client(url: str, token: str | None) -> tuple[Any, httpx.AsyncClient]:
 
     http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"} if token else {}, timeout=60)
     try:
-        return await create_client(url, ClientConfig(httpx_client=http, streaming=False)), http
+        client: Any = await create_client(url, ClientConfig(httpx_client=http, streaming=False))
+        elsewhere = foreign_interfaces(url, [i.url for i in client._card.supported_interfaces])
+        if elsewhere:
+            await client.close()
+            raise UserError(f"the A2A card of {url[:200]!r} sends calls to {', '.join(elsewhere)[:300]}, not to "
+                            f"{origin(url)}: this worker sends messages (and the agent's token of {TOKENS_ENV}) "
+                            f"to the origin listed in {AGENTS_ENV} only; list the agent at the URL it serves")
+        return client, http
     except BaseException:
         await http.aclose()
         raise
+
+
+def origin(url: str) -> str:
+    """``scheme://host:port`` of ``url`` (the port made explicit)."""
+    parts = urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme, 0)
+    return f"{parts.scheme}://{(parts.hostname or '').lower()}:{port}"
+
+
+def foreign_interfaces(url: str, interfaces: list[str]) -> list[str]:
+    """The interface URLs of a card fetched from ``url`` whose origin is not
+    ``url``'s: a card is the remote's to write, and may name any address (a
+    cloud metadata service, the Temporal server) for the worker to POST to,
+    with the remote's token."""
+    return [i for i in interfaces if origin(i) != origin(url)]
 
 
 def _refused(url: str) -> UserError:

@@ -245,6 +245,9 @@ class OpenApiOperation(Tool):
                 continue
             value = self._encoded(p, arguments[p["name"]])
             if p["in"] == "path":
+                if str(value) in (".", ".."):  # the URL would drop a segment: another path than the operation's
+                    raise InvalidToolArguments(f"{self.name}: path parameter {p['name']!r} cannot be {value!r}: "
+                                               f"it would leave the operation's path {self.path}")
                 path = path.replace("{" + p["name"] + "}", _quote(str(value)))
             elif p["in"] == "query":
                 query[p["name"]] = value

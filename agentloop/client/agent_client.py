@@ -32,6 +32,7 @@ from agentloop.shared.definition.fingerprint import agent_definition, definition
 from agentloop.shared.definition.output import output_spec as output_spec_of
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.events import AgentEvent
+from agentloop.shared.runs.quotas import QUOTA_WORKFLOW_PREFIX
 from agentloop.shared.runs.result import AgentRunResult
 from agentloop.shared.runs.run import AgentRunInput, run_input, with_output
 from agentloop.shared.runs.search_attributes import (
@@ -327,6 +328,9 @@ class AgentClient:
         """Start a run's workflow; an id in use or unregistered search
         attributes are a sentence saying what to do."""
         spec = input.spec
+        if run_id.startswith(QUOTA_WORKFLOW_PREFIX):  # a tenant's ledger: a run there would keep its quota out
+            raise UserError(f"run id {run_id[:200]!r} is refused: ids starting with {QUOTA_WORKFLOW_PREFIX!r} are "
+                            "the tenants' quota ledgers'; choose another id")
         if input.tenant is not None and AGENT_TENANT not in attributes:
             attributes = TypedSearchAttributes([*attributes, SearchAttributePair(AGENT_TENANT, input.tenant)])
         try:

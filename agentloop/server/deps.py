@@ -15,6 +15,7 @@ from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.sse import StreamSlots
+from agentloop.shared.base.contracts import WORKFLOW_NAME
 from agentloop.shared.definition.spec import AgentSpec
 
 if TYPE_CHECKING:
@@ -91,15 +92,32 @@ async def describe_or_404(state: ServerState, run_id: str) -> Any:
     """The run's Temporal description.
 
     Raises:
-        Problem: 404 when no run has this id.
+        Problem: 404 when no run has this id, or the workflow of this id is
+            not a run (a tenant's quota ledger, an eval, a user's own workflow:
+            the run routes' scopes are not theirs, see :func:`not_a_run`).
     """
     try:
-        return await state.client.temporal.get_workflow_handle(run_id).describe()
+        description = await state.client.temporal.get_workflow_handle(run_id).describe()
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
             raise Problem(404, "Unknown run", f"no run {run_id[:200]!r} in namespace "
                           f"{state.client.temporal.namespace!r}: list runs with GET /v1/runs") from None
         raise
+    refused = not_a_run(run_id, description.workflow_type)
+    if refused is not None:
+        raise Problem(404, "Unknown run", refused)
+    return description
+
+
+def not_a_run(run_id: str, workflow_type: str | None) -> str | None:
+    """Why the workflow ``run_id`` of ``workflow_type`` is not served as a
+    run, or None for a run. The namespace holds other workflows too: a
+    tenant's quota ledger (an ``act`` token that could cancel it would lift
+    the quota only ``admin`` sets), evals, the user's own."""
+    if workflow_type == WORKFLOW_NAME:
+        return None
+    return (f"{run_id[:200]!r} is not a run (its workflow is a {str(workflow_type)[:80]!r}): the run routes "
+            "serve agent runs only")
 
 
 async def running_or_409(state: ServerState, run_id: str) -> None:

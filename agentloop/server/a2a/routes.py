@@ -70,6 +70,23 @@ def _admit(request: Request, agent: str, needed: Scope) -> Caller:
     return caller
 
 
+def rpc_method(body: bytes) -> tuple[str | None, tuple[int, str] | None]:
+    """The JSON-RPC method a body names (None when it names none: then it
+    needs ``act``), and the JSON-RPC error of a body that cannot be read, if
+    so: nested past the parser's depth, or a method that is not a string
+    (other bad JSON is the dispatcher's to answer)."""
+    try:
+        parsed = json.loads(body or b"null")
+    except RecursionError:
+        return None, (-32700, "Parse error: the body nests arrays or objects too deeply")
+    except ValueError:
+        return None, None
+    method = parsed.get("method") if isinstance(parsed, dict) else None
+    if method is not None and not isinstance(method, str):
+        return None, (-32600, f"Invalid request: the method must be a string, not {type(method).__name__}")
+    return method, None
+
+
 @router.get("/a2a/{agent}/.well-known/agent-card.json")
 async def card(agent: str, request: Request) -> Any:
     """The agent's A2A card: its skills, streaming, bearer auth when the server has tokens."""
@@ -85,13 +102,12 @@ async def rpc(agent: str, request: Request) -> Any:
     """A2A JSON-RPC: ``SendMessage``, ``SendStreamingMessage`` (SSE), ``GetTask``,
     ``CancelTask``, ``SubscribeToTask`` (SSE), and the v0.3 names
     (``message/send``, ``message/stream``, ``tasks/get``, ``tasks/cancel``, ``tasks/resubscribe``)."""
-    try:
-        body = json.loads(await request.body() or b"null")
-    except ValueError:
-        body = None
-    method = body.get("method") if isinstance(body, dict) else None
+    method, unreadable = rpc_method(await request.body())
     needed: Scope = "read" if method in READ_METHODS else "act"
     caller = request.state.a2a_caller = _admit(request, agent, needed)
+    if unreadable is not None:
+        code, message = unreadable
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}})
     request.state.a2a_agent = agent
     release = server_state(request).streams.take(caller.name) if method in STREAM_METHODS else None
     try:

@@ -83,12 +83,23 @@ class McpDoor:
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         request = Request(scope, receive)
         try:
-            authorize(self.settings, request, "read")
+            caller = authorize(self.settings, request, "read")
+            if request.method == "GET":
+                # Stateless: the server never sends on its own, so it offers no
+                # stream to GET (the transport's 405), rather than one held open for nothing.
+                raise Problem(405, "No stream to GET", "this MCP server is stateless and sends nothing "
+                              "unasked: POST JSON-RPC requests to /mcp", headers={"Allow": "POST"})
+            # Each response (an inline call streams until its run ends) holds a
+            # stream slot, as every SSE stream of the server does (--max-streams).
+            release = request.app.state.agentloop.streams.take(caller.name) if self.manager else None
         except Problem as problem:
             await problem_response(problem, request)(scope, receive, send)
             return
-        if self.manager is None:
+        if self.manager is None or release is None:
             await problem_response(Problem(503, "Not serving", "the MCP door is not running (the app's lifespan "
                                            "has not started)"), request)(scope, receive, send)
             return
-        await self.manager.handle_request(scope, receive, send)
+        try:
+            await self.manager.handle_request(scope, receive, send)
+        finally:
+            release()

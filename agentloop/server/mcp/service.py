@@ -25,6 +25,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.server.access.auth import Caller
+from agentloop.server.deps import not_a_run
 from agentloop.server.mcp import mapping
 from agentloop.server.settings import Scope, ServerSettings
 from agentloop.shared.base.errors import DecisionRejected, UserError
@@ -159,6 +160,9 @@ class AgentTools:
             if err.status == RPCStatusCode.NOT_FOUND:
                 raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: no run {task_id[:200]!r}") from None
             raise MCPError(INTERNAL_ERROR, f"Temporal did not answer: {err.message}") from None
+        refused = not_a_run(task_id, description.workflow_type)
+        if refused is not None:
+            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {refused}")
         if caller.agents is not None:
             allowed = set(caller.agents) | {self.settings.agents[a].name for a in caller.agents
                                              if a in self.settings.agents}

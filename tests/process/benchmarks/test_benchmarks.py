@@ -24,7 +24,14 @@ from temporalio.worker import Worker
 
 from agentloop import AgentClient
 from agentloop.testing import register_scripted_model
-from agentloop.workers.devserver import FAIRNESS, FAST_POLLING, PRODUCTION_LIKE, UPDATE_ADMISSION, DevServer
+from agentloop.workers.devserver import (
+    FAIRNESS,
+    FAST_POLLING,
+    LOOPBACK_HTTP_API,
+    PRODUCTION_LIKE,
+    UPDATE_ADMISSION,
+    DevServer,
+)
 from agentloop.workers.worker import connect
 from agentloop.workflows.agent_run import AgentRunWorkflow
 from agentloop.workflows.effects.recorder import RunRecorder
@@ -69,7 +76,7 @@ def test_the_peer_benchmark_measures_floor_and_agentloop_plain_and_encrypted_and
 def test_a_server_given_dynamic_config_keeps_the_fast_polling_the_update_admission_limit_and_fairness() -> None:
     command = DevServer(dynamic_config=PRODUCTION_LIKE).command()
     settings = [command[i + 1] for i, arg in enumerate(command) if arg == "--dynamic-config-value"]
-    expected = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **PRODUCTION_LIKE}
+    expected = {**FAST_POLLING, **UPDATE_ADMISSION, **FAIRNESS, **LOOPBACK_HTTP_API, **PRODUCTION_LIKE}
     assert settings == [f"{k}={v}" for k, v in expected.items()]
     assert "system.forceSearchAttributesCacheRefreshOnRead=false" in settings
 

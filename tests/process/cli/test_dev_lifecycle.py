@@ -399,6 +399,19 @@ async def test_serve_beside_dev_links_dev_s_temporal_ui_and_stops_quietly(tmp_pa
         assert dev.stdout is not None
         banner = await read_until(dev.stdout, "agentloop list --status awaiting_approval")
         ui = re.search(r"Temporal UI: +(\S+)", banner).group(1)
+        # Its UI answers loopback names only: a page rebound to 127.0.0.1 reads and starts nothing.
+        rebound = {"Host": f"evil.example:{ui.rstrip('/').rsplit(':', 1)[1]}"}
+        start = {"workflowType": {"name": "AgentRunWorkflow"}, "taskQueue": {"name": "rebound"}}
+        async with httpx.AsyncClient(base_url=ui, timeout=30) as browser:
+            assert (await browser.get("/api/v1/namespaces/default/workflows")).status_code == 200
+            csrf = {"X-CSRF-TOKEN": browser.cookies.get("_csrf") or ""}
+            listed = await browser.get("/api/v1/namespaces/default/workflows", headers=rebound)
+            assert listed.status_code == 403 and "DNS rebinding" in listed.text, listed.text
+            started = await browser.post("/api/v1/namespaces/default/workflows/rebound", json=start,
+                                         headers={**rebound, **csrf})
+            assert started.status_code == 403, started.text
+            described = await browser.get("/api/v1/namespaces/default/workflows/rebound")
+            assert described.status_code == 404, described.text
         for stop_signal in (signal.SIGTERM, signal.SIGINT):
             serve = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "agentloop.cli", "serve", "--port", "0", cwd=ROOT, env=env,

@@ -1022,6 +1022,7 @@ REACH_CASES = (
                       "&& echo reached", "reached"),
     ("agentloop serve", "curl -sS -m 5 -o /dev/null http://127.0.0.1:{serve}/v1/runs && echo reached", "reached"),
     ("codec server", "(exec 3<>/dev/tcp/127.0.0.1/{codec}) && echo reached", "reached"),
+    ("worker metrics", "curl -sS -m 5 -o /dev/null http://127.0.0.1:{metrics}/metrics && echo reached", "reached"),
     ("temporal binary", "./temporal workflow list --address 127.0.0.1:{grpc} --limit 1 && echo reached", "reached"),
     ("path socket", "/usr/bin/python3 -c \"import socket; s = socket.socket(socket.AF_UNIX); s.connect('{sock}'); "
                     "print('reached')\"", "reached"),
@@ -1042,7 +1043,7 @@ EXPECTED_REACH = {
     "none": {**_DENIED, "path socket": "got through"},
     "namespace, network on": {**_DENIED, "temporal gRPC": "got through", "temporal HTTP": "got through",
                               "agentloop serve": "got through", "codec server": "got through",
-                              "temporal binary": "got through"},
+                              "worker metrics": "got through", "temporal binary": "got through"},
 }
 
 
@@ -1077,9 +1078,11 @@ async def start_listening(*argv: str, env: dict[str, str], said: str) -> tuple[s
 @pytest.fixture
 async def fleet(tmp_path: Path, dev_server: DevServer, task_queue: str) -> Iterator[dict[str, object]]:
     """The services a run must not reach: the test server's gRPC and HTTP
-    ports, a token-less ``agentloop serve``, a codec server, and a path
-    socket in /run."""
+    ports, a token-less ``agentloop serve``, a codec server, a worker's
+    metrics endpoint, and a path socket in /run."""
     import socket as sockets
+
+    from agentloop.workers.metrics import AgentMetrics, MetricsServer
 
     env = clean_env(tmp_path, TEMPORAL_ADDRESS=dev_server.address, AGENTLOOP_TASK_QUEUE=task_queue,
                     AGENTLOOP_ENCRYPTION_KEYS="k1:" + base64.b64encode(b"k" * 32).decode())
@@ -1089,10 +1092,12 @@ async def fleet(tmp_path: Path, dev_server: DevServer, task_queue: str) -> Itera
     listener = sockets.socket(sockets.AF_UNIX)
     listener.bind(sock_path)
     listener.listen(8)
+    metrics = MetricsServer(AgentMetrics(), 0).start()
     try:
         yield {"grpc": dev_server.port, "http": dev_server.http_port, "serve": serve_port, "codec": codec_port,
-               "sock": sock_path, "serve_proc": serve}
+               "metrics": metrics.port, "sock": sock_path, "serve_proc": serve}
     finally:
+        metrics.stop()
         listener.close()
         os.unlink(sock_path)
         for proc in (serve, codec):
@@ -1119,7 +1124,7 @@ async def test_the_fleet_is_out_of_reach_in_every_mode(
             got[name] = "got through" if sign in shown.splitlines() else "denied"
     assert got == EXPECTED_REACH[mode]
     # Not vacuous: from the worker itself (outside the sandbox) every service answers.
-    for port in ("grpc", "http", "serve", "codec"):
+    for port in ("grpc", "http", "serve", "codec", "metrics"):
         with socket.create_connection(("127.0.0.1", fleet[port]), timeout=5):
             pass
     with socket.socket(socket.AF_UNIX) as probe:

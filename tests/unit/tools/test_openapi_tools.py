@@ -32,3 +32,22 @@ def test_configuration_errors_are_sentences(tmp_path: Path) -> None:
     assert register_openapi_from_env(registry, {"AGENTLOOP_OPENAPI": str(tmp_path / "apis.json")})[0] == \
         "pets__listPets"
     assert "pets__getPet" in registry
+
+
+async def test_a_path_parameter_cannot_leave_the_operations_path(tmp_path: Path) -> None:
+    """``.`` and ``..`` as a path parameter would make the URL another path of
+    the API (``/repos/../admin``, normalised to ``/admin``), called with the
+    worker's credentials: refused before any request (the base URL answers
+    nothing, so a request would be a connection error instead)."""
+    from agentloop.tools.registry import InvalidToolArguments
+    from agentloop.tools.tool_context import ToolContext
+
+    document = {"openapi": "3.0.0", "info": {"title": "t", "version": "1"}, "paths": {"/repos/{owner}/{repo}/issues": {
+        "delete": {"operationId": "dropIssues", "parameters": [
+            {"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in ("owner", "repo")],
+            "responses": {"204": {"description": "gone"}}}}}}
+    (tmp_path / "api.json").write_text(json.dumps(document))
+    [tool] = openapi_tools("gh", {"spec": str(tmp_path / "api.json"), "base_url": "http://127.0.0.1:9"})
+    for owner, repo in ((".", "r"), ("o", ".."), ("..", "..")):
+        with pytest.raises(InvalidToolArguments, match="would leave the operation's path"):
+            await tool.run({"owner": owner, "repo": repo}, ToolContext(workspace=tmp_path))
