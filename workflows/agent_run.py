@@ -135,6 +135,7 @@ class AgentRunWorkflow(LlmSteps):
             workflow.patched(TYPED_OUTPUT_PATCH)  # typed answers: decided by agentloop.workflows.decisions.output
         if self._input.eval is not None and workflow.patched(EVAL_PATCH):
             self._tools.eval = self._input.eval  # a case of an eval: its tool policies (docs/evals.md)
+            self._recorder.tally_eval = True  # its result carries what the eval's checks need, whatever its size
         try:
             return await self._loop(spec)
         except asyncio.CancelledError:

@@ -76,6 +76,31 @@ class EvalPlan(BaseModel):
         return self.tools.get(tool, self.policy)
 
 
+class EvalTally(BaseModel):
+    """What a case run's checks need of its report, in a compact form
+    (``AgentRunResult.eval_tally``): a report over ``RESULT_REPORT_LIMIT``
+    leaves its steps out of the run's result, this does not.
+
+    Attributes:
+        tools: The tools the run called, in order.
+        recorded: Calls answered from the recording.
+        live: Calls run live.
+        refused: Calls refused by a policy.
+    """
+
+    tools: list[str] = Field(default_factory=list)
+    recorded: int = 0
+    live: int = 0
+    refused: int = 0
+
+
+def tally_of(calls: list[Any]) -> EvalTally:
+    """The tally of a case run's tool call reports (``ToolCallReport``), in order."""
+    answers = [getattr(c, "eval_answer", None) for c in calls]
+    return EvalTally(tools=[c.tool_name for c in calls], recorded=answers.count("recorded"),
+                     live=answers.count("live"), refused=answers.count("refused"))
+
+
 def canonical_json(value: Any) -> str:
     """One spelling of a JSON value: sorted keys, no spaces."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
