@@ -769,6 +769,39 @@ async def record_eval_run(client, registry: ToolRegistry, ws: str) -> None:
     write_history(HERE / "eval_run-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
 
 
+def eval_thread_script(request):  # noqa: ANN001, ANN201
+    """Lists the workspace for the latest question, then answers with the
+    number of questions it has seen (so the answer needs the earlier turns)."""
+    users = [m.text for m in request.messages if m.role == "user"]
+    if request.messages[-1].role == "user":
+        return calls(call("list_dir", {"path": "."}))
+    return reply(f"answered {len(users)} questions")
+
+
+# An eval of a thread's second turn (AgentEvalWorkflow, the case carrying
+# the thread's first turn in EvalCase.messages): the case run starts with
+# the thread's messages before the turn, answers list_dir from the recording,
+# and its result carries the eval tally. eval_thread.json is the eval,
+# eval_thread-case.json its case run.
+async def record_eval_thread(client, registry: ToolRegistry, ws: str) -> None:
+    from agentloop.client.evals import cases_from_runs, start_eval
+
+    register_scripted_model("record-eval_thread", eval_thread_script)
+    agents = AgentClient(client, task_queue=RECORD_QUEUE[0])
+    spec = AgentSpec(model="scripted:record-eval_thread", workspace=ws, tools=["list_dir"])
+    first = await agents.start(spec, "scenario eval_thread", thread_id="replay-eval_thread-recorded")
+    await first.result()
+    await (await agents.send("replay-eval_thread-recorded", "and again?")).result()
+    cases = await cases_from_runs(agents, ["replay-eval_thread-recorded~2"])
+    handle = await start_eval(agents, cases, eval_id="replay-eval_thread")
+    report = await handle.result()
+    (case,) = report.cases
+    assert case.passed and case.turn == 2 and case.candidate.recorded == 1, case
+    write_history(HERE / "eval_thread.json", await handle.fetch_history())
+    write_history(HERE / "eval_thread-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
+    await first.stop("recorded")
+
+
 # A run of a tenant with a quota of one step per 2-second window (patch
 # agentloop-quota-1): it reserves before each step, waits for the window to
 # turn (waiting_for_quota) and gives back what it did not use; and the
@@ -805,6 +838,7 @@ async def record_quota(client, registry: ToolRegistry, ws: str) -> None:
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
     "eval_run": record_eval_run,
+    "eval_thread": record_eval_thread,  # and eval_thread-case
     "quota_run": record_quota,  # and quota_ledger, quota_ledger-2
     "schedule_feed_start": record_schedule_feed,
     "tools_moved": record_tools_moved,

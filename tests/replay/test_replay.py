@@ -77,6 +77,9 @@ def test_histories_are_committed() -> None:
         # An eval (AgentEvalWorkflow) and its case run (patch agentloop-eval-1): tools answered from the
         # recording, an approval by the recorded decision, a call the recording lacks refused.
         "eval_run", "eval_run-case",
+        # An eval of a thread's second turn: its case run starts with the thread's first turn, and its
+        # result carries the eval tally.
+        "eval_thread", "eval_thread-case",
         # Model calls on the scripted model's provider lane (patch agentloop-lean-3).
         "lanes",
         # A run of a tenant with a quota (patch agentloop-quota-1) that waited for the window to turn,
@@ -186,6 +189,17 @@ def test_the_eval_case_run_answers_from_the_recording_without_running_a_tool() -
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert scheduled == ["call_model", "call_model"]  # no execute_tool: read and write came from the recording
+
+
+def test_the_eval_of_a_thread_turn_starts_its_case_run_with_the_earlier_turn() -> None:
+    events = load(HISTORIES / "eval_thread-case.json").events
+    started = json.loads(events[0].workflow_execution_started_event_attributes.input.payloads[0].data)
+    roles = [m["role"] for m in started["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]  # turn 1, then turn 2's message
+    assert started["messages"][-1]["content"][0]["text"] == "and again?"
+    completed = events[-1].workflow_execution_completed_event_attributes
+    tally = json.loads(completed.result.payloads[0].data)["eval_tally"]
+    assert tally == {"tools": ["list_dir"], "recorded": 1, "live": 0, "refused": 0}
 
 
 def test_the_quota_histories_hold_the_reservations() -> None:
