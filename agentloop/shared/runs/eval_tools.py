@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.definition.approvals import ApprovalDecision
+from agentloop.shared.definition.approvals import ApprovalDecision, ToolGate
 
 #: How a tool call is answered during an eval.
 ToolPolicy = Literal["recorded", "live", "live-read-only", "refuse"]
@@ -172,3 +172,12 @@ def eval_approval(call: ToolCallPart, plan: EvalPlan, *, by: str = "eval") -> Ap
             return ApprovalDecision(call_id=call.id, decision=recorded.decision, result=recorded.result,
                                     reason=recorded.reason, by=f"{by} (recorded decision)")
     return None
+
+
+def gates_that_wait(gates: list[ToolGate], *, eval_run: bool) -> list[ToolGate]:
+    """The step's gates that wait for a person or the client. In an eval's
+    case run no approval waits: the recorded decision or the tool policy
+    answers it, so the run never shows ``awaiting_approval``."""
+    if not eval_run:
+        return gates
+    return [g.model_copy(update={"approval": None}) if g.approval is not None else g for g in gates]

@@ -106,6 +106,32 @@ async def test_live_read_only_refuses_a_write_tool(agent_client: AgentClient, wo
     assert not outcome.passed and "called write_note" in "; ".join(outcome.reasons)
 
 
+async def test_an_approval_in_a_case_run_is_answered_without_the_run_awaiting_it(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    from tests.helpers.polling import eventually
+
+    ran = tools(registry)
+    spec = agents.spec(script_every_step(answer), tools=["lookup", "write_note"], default_permission="auto",
+                       system_prompt="First write a note, then answer.")
+    async with worker():
+        recorded = await agent_client.start(spec, "question")
+        pending = await eventually(lambda: _approvals(recorded), "the write waits for approval")
+        await recorded.approve(pending[0].call_id, by="ops")
+        await recorded.result()
+        cases = await cases_from_runs(agent_client, [recorded.run_id])
+        assert [(d.tool, d.decision) for d in cases[0].decisions] == [("write_note", "approve")]
+        report = await (await start_eval(agent_client, cases)).result()
+        (outcome,) = report.cases
+        events = [e async for e in agent_client.get_handle(outcome.run_id).events()]
+    assert outcome.passed and outcome.candidate.recorded == 2, outcome.reasons
+    assert ran["write_note"] == 1  # approved by the recorded decision, answered from the recording
+    kinds = [e.type for e in events]
+    assert "agent.tool.approval.requested" in kinds and "agent.tool.approval.resolved" in kinds
+    statuses = [e.status for e in events if e.type == "agent.run.status.changed"]
+    assert "awaiting_approval" not in statuses, statuses
+
+
 def verdict_of(case, candidate):
     """A user's check (``function:tests.server.evals.test_evals:verdict_of``)."""
     return candidate.final_text.endswith("question"), f"answer was {candidate.final_text!r}"
@@ -199,3 +225,7 @@ async def console_shows_the_eval(url: str, secret: str, eval_id: str, case: dict
         await expect(row.locator("a.diff-link")).to_have_attribute("href", diff)
         await expect(page.locator(".pass-rate")).to_have_text("1/1 (100%)")
         await browser.close()
+
+
+async def _approvals(handle):  # noqa: ANN001, ANN202
+    return (await handle.pending()).approvals
