@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -32,7 +32,10 @@ from agentloop.shared.evals.report import (
     EvalProgress,
     EvalReport,
 )
+from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.run import AgentRunInput
 from agentloop.shared.runs.search_attributes import AGENT_STATUS, AGENT_THREAD
+from agentloop.shared.runs.snapshots import AgentSnapshot
 
 
 def new_eval_id() -> str:
@@ -116,6 +119,35 @@ def case_runs(cases: Sequence[EvalCase], *, spec: AgentSpec | None = None,
     return runs, ordered
 
 
+async def snapshot_from_history(client: AgentClient, run_id: str) -> AgentSnapshot | None:
+    """A completed run's snapshot read from its history's first and last
+    events (its input and its result), without asking a worker to replay it
+    as the ``export`` query does; None for a run its history does not answer
+    alone (not completed, a thread, continued as new, restored or forked, or
+    a result that left its messages or its report's steps out): export it."""
+    history = await client.temporal.get_workflow_handle(run_id).fetch_history()
+    if len(history.events) < 2:
+        return None
+    first, last = history.events[0], history.events[-1]
+    if not (first.HasField("workflow_execution_started_event_attributes")
+            and last.HasField("workflow_execution_completed_event_attributes")):
+        return None
+    converter = client.temporal.data_converter
+    try:
+        [raw_input] = await converter.decode(first.workflow_execution_started_event_attributes.input.payloads)
+        [raw_result] = await converter.decode(last.workflow_execution_completed_event_attributes.result.payloads)
+        run_input, result = AgentRunInput.model_validate(raw_input), AgentRunResult.model_validate(raw_result)
+    except (ValueError, TypeError):  # not this version's input or result: the worker knows
+        return None
+    if (run_input.carry or run_input.thread or run_input.origin or result.messages_omitted
+            or result.report_steps_omitted or result.status != "completed"):
+        return None
+    ended = result.report.completed_at or datetime.now(UTC)
+    return AgentSnapshot(run_id=run_id, status=result.status, exported_at=ended, spec=run_input.spec,
+                         messages=[*run_input.messages, *result.messages], input_count=len(run_input.messages),
+                         report=result.report, usage=result.usage)
+
+
 def run_and_turn(run_id: str) -> tuple[str, int | None]:
     """A run id, or ``<thread id>~<turn>`` (a thread's turn, as the A2A door
     names it): the run and the turn (None: every completed turn of a thread).
@@ -149,7 +181,9 @@ async def cases_from_runs(client: AgentClient, run_ids: Sequence[str], *, turn: 
     async def one(run_id: str, its_turn: int | None) -> list[EvalCase]:
         async with gate:
             try:
-                snapshot = await client.get_handle(run_id).export()
+                snapshot = await snapshot_from_history(client, run_id)
+                if snapshot is None:
+                    snapshot = await client.get_handle(run_id).export()
             except RPCError as err:
                 raise UserError(f"run {run_id} cannot be exported: {err.message}") from None
         return cases_from_snapshot(snapshot, its_turn if its_turn is not None else turn)

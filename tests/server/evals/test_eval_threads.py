@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 
 from agentloop import AgentClient, EvalCase, Overrides, cases_from_runs, read_dataset, start_eval
+from agentloop.client.evals import snapshot_from_history
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
 from agentloop.shared.evals.cases import dataset_line
@@ -76,6 +77,7 @@ async def test_a_threads_third_turn_is_a_case_that_starts_with_turns_one_and_two
         assert [c.turn for c in every] == [1, 2, 3] and [len(c.messages) for c in every] == [0, 4, 8]
         assert read_dataset([dataset_line(case)]) == [EvalCase.model_validate_json(dataset_line(case))]
         assert read_dataset([dataset_line(case)])[0].messages == case.messages
+        assert await snapshot_from_history(agent_client, "eval-thread-three") is None  # a thread: exported
         with pytest.raises(UserError, match="thread eval-thread-three holds no turn 7"):
             await cases_from_runs(agent_client, ["eval-thread-three~7"])
 
@@ -114,6 +116,7 @@ async def test_a_case_run_too_large_for_its_result_still_counts_its_tools(
     spec = agents.spec(script_every_step(four_dumps), tools=["dump"], tool_output_limit=30_000)
     async with worker():
         recorded = await agent_client.run(spec, "dump four parts")
+        assert await snapshot_from_history(agent_client, recorded.run_id) is None  # its messages left its result
         cases = await cases_from_runs(agent_client, [recorded.run_id])
         report = await (await start_eval(agent_client, cases, checks=[SameTools(order=True)])).result()
         (outcome,) = report.cases

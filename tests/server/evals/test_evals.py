@@ -9,8 +9,9 @@ from collections import Counter
 import junitparser
 
 from agentloop import AgentClient
-from agentloop.client.evals import Overrides, cases_from_runs, start_eval
+from agentloop.client.evals import Overrides, cases_from_runs, snapshot_from_history, start_eval
 from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.evals.cases import case_from_snapshot
 from agentloop.shared.evals.checks import SameTools
 from agentloop.shared.evals.output import junit_xml
 from agentloop.testing import call, calls, last_tool_results, reply, script_every_step, step_of
@@ -66,6 +67,9 @@ async def test_an_unchanged_spec_passes_and_a_changed_prompt_fails_the_tool_chec
         assert ran["lookup"] == 3 and all(r.final_text.startswith("facts about") for r in recorded)
         cases = await cases_from_runs(agent_client, [r.run_id for r in recorded])
         assert [c.tools for c in cases] == [["lookup"]] * 3
+        # Read from each run's history (its input and result), without a worker: the cases its export gives.
+        assert all([await snapshot_from_history(agent_client, r.run_id) for r in recorded])
+        assert cases == [case_from_snapshot(await agent_client.get_handle(r.run_id).export()) for r in recorded]
 
         same = await (await start_eval(agent_client, cases, concurrency=2)).result()
         assert same.totals.pass_rate == 1.0, [o.reasons for o in same.cases]
