@@ -123,7 +123,7 @@ def add_case_options(p: argparse.ArgumentParser) -> None:
     """Where the cases come from."""
     from agentloop.cli.options import positive
 
-    p.add_argument("--query", help="the completed runs this Temporal list filter finds, e.g. "
+    p.add_argument("--query", help="the completed runs (and threads) this Temporal list filter finds, e.g. "
                                    "'AgentName=\"support\" AND StartTime > \"2026-11-01T00:00:00Z\"'")
     p.add_argument("--runs", nargs="+", metavar="RUN",
                    help="recorded runs by id; a thread gives a case per completed turn, THREAD~N turn N only")
