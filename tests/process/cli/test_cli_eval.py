@@ -22,14 +22,17 @@ def answer(request):
     return reply(" | ".join(r.content for r in last_tool_results(request)))
 
 
-async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
-    agent_client: AgentClient, worker, registry: ToolRegistry, env: dict[str, str], tmp_path: Path
-) -> None:
+def lookup_tool(registry: ToolRegistry) -> None:
     @registry.tool(read_only=True)
     async def lookup(q: str) -> str:
         """Look it up."""
         return f"facts about {q}"
 
+
+async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
+    agent_client: AgentClient, worker, registry: ToolRegistry, env: dict[str, str], tmp_path: Path
+) -> None:
+    lookup_tool(registry)
     spec = agents.spec(script_every_step(answer), tools=["lookup"], name="cli-eval-agent")
     suite, junit = tmp_path / "suite.jsonl", tmp_path / "eval.xml"
     async with worker():
@@ -66,10 +69,7 @@ async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
 async def test_save_a_threads_later_turn_by_query_and_a_missing_turn_is_a_sentence(
     agent_client: AgentClient, worker, registry: ToolRegistry, env: dict[str, str], tmp_path: Path
 ) -> None:
-    @registry.tool(read_only=True)
-    async def lookup(q: str) -> str:
-        """Look it up."""
-        return f"facts about {q}"
+    lookup_tool(registry)
 
     def per_turn(request):
         if request.messages[-1].role == "user":

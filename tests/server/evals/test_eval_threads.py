@@ -16,6 +16,7 @@ from agentloop.shared.evals.checks import OutputEquals, SameTools
 from agentloop.testing import call, calls, last_tool_results, reply, script_every_step
 from agentloop.tools.registry import ToolRegistry
 from tests.helpers import agents
+from tests.server.evals.test_evals import tools
 
 #: Every request the thread's model got: (system prompt, user texts, last message's role).
 SEEN: list[tuple[str, list[str], str]] = []
@@ -31,24 +32,6 @@ def answer(request: ModelRequest) -> ModelResponse:
         return calls(call("search" if "search" in request.system_prompt else "lookup", {"q": users[-1]}))
     results = " | ".join(r.content for r in last_tool_results(request))
     return reply(f"{results} (question {len(users)})")
-
-
-def tools(registry: ToolRegistry) -> Counter[str]:
-    ran: Counter[str] = Counter()
-
-    @registry.tool(read_only=True)
-    async def lookup(q: str) -> str:
-        """Look a question up."""
-        ran["lookup"] += 1
-        return f"facts about {q}"
-
-    @registry.tool(read_only=True)
-    async def search(q: str) -> str:
-        """Search the web."""
-        ran["search"] += 1
-        return f"results for {q}"
-
-    return ran
 
 
 async def test_a_threads_third_turn_is_a_case_that_starts_with_turns_one_and_two(
