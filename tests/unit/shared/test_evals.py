@@ -237,3 +237,20 @@ def test_outcomes_totals_table_and_junit() -> None:
     assert "1/2 passed (50%)" in report_table(report)
     xml = junit_xml(report)
     assert '<testcase classname="e" name="d"><properties>' in xml and 'type="EvalCaseFailed"' in xml
+
+
+def test_a_threads_turn_by_id_and_an_eval_runs_approvals_never_wait() -> None:
+    from agentloop.client.evals import run_and_turn
+    from agentloop.shared.definition.approvals import PendingApproval, ToolGate
+    from agentloop.shared.runs.eval_tools import gates_that_wait
+
+    assert run_and_turn("run-1") == ("run-1", None) and run_and_turn("support~42~3") == ("support~42", 3)
+    for bad in ("th~0", "th~x", "~3"):
+        with pytest.raises(UserError, match="give RUN or THREAD~TURN"):
+            run_and_turn(bad)
+    asked = ToolGate(call=tool_call("write"), approval=PendingApproval(call_id="c1", tool_name="write", step=1,
+                                                                         asked_at=datetime.now(UTC)))
+    plain = ToolGate(call=tool_call("lookup"))
+    assert gates_that_wait([asked, plain], eval_run=False) == [asked, plain]
+    waiting = gates_that_wait([asked, plain], eval_run=True)
+    assert [g.approval for g in waiting] == [None, None] and waiting[0].call == asked.call
