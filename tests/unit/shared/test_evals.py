@@ -254,3 +254,16 @@ def test_a_threads_turn_by_id_and_an_eval_runs_approvals_never_wait() -> None:
     assert gates_that_wait([asked, plain], eval_run=False) == [asked, plain]
     waiting = gates_that_wait([asked, plain], eval_run=True)
     assert [g.approval for g in waiting] == [None, None] and waiting[0].call == asked.call
+
+
+def test_a_judge_reads_the_conversation_before_a_later_turn() -> None:
+    from agentloop.activities.evals import judge_text
+    from agentloop.shared.evals.report import EvalScoreInput
+
+    got = Candidate(run_id="r", status="completed", final_text="new answer")
+    case = EvalCase(id="t", input="third?", messages=[Message.user("first?"), Message.assistant("one")],
+                    expected_text="old answer")
+    text = judge_text(EvalScoreInput(case=case, candidate=got, checks=[]))
+    assert text.startswith("Conversation before the input:\nuser: first?\nassistant: one\n\nInput:\nthird?")
+    assert text.endswith("Recorded answer:\nold answer\n\nAnswer to grade:\nnew answer")
+    assert judge_text(EvalScoreInput(case=CASE, candidate=got, checks=[])).startswith("Input:\nq")
