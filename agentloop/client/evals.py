@@ -137,7 +137,7 @@ async def snapshot_from_history(client: AgentClient, run_id: str) -> AgentSnapsh
         [raw_input] = await converter.decode(first.workflow_execution_started_event_attributes.input.payloads)
         [raw_result] = await converter.decode(last.workflow_execution_completed_event_attributes.result.payloads)
         run_input, result = AgentRunInput.model_validate(raw_input), AgentRunResult.model_validate(raw_result)
-    except (ValueError, TypeError):  # not this version's input or result: the worker knows
+    except Exception:  # not this version's input or result, or a codec this client lacks: the worker knows
         return None
     if (run_input.carry or run_input.thread or run_input.origin or result.messages_omitted
             or result.report_steps_omitted or result.status != "completed"):
