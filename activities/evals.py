@@ -35,10 +35,17 @@ class JudgeVerdict(BaseModel):
     reason: str = ""
 
 
+#: Most earlier messages of a thread a judge reads before a later turn's input.
+JUDGE_EARLIER_MESSAGES = 20
+
+
 def judge_text(input: EvalScoreInput) -> str:
-    """What the judge reads: the case's input, the recorded answer, the candidate's."""
+    """What the judge reads: the conversation before a thread's turn (its
+    last messages with text), the case's input, the recorded answer, the candidate's."""
     case, got = input.case, input.candidate
-    parts = ["Input:\n" + "\n".join(m.text for m in case.input)]
+    earlier = [f"{m.role}: {m.text}" for m in case.messages if m.text][-JUDGE_EARLIER_MESSAGES:]
+    parts = ["Conversation before the input:\n" + "\n".join(earlier)] if earlier else []
+    parts.append("Input:\n" + "\n".join(m.text for m in case.input))
     if case.expected_text:
         parts.append("Recorded answer:\n" + case.expected_text)
     parts.append("Answer to grade:\n" + (got.final_text or json.dumps(got.output, default=str)))

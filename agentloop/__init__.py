@@ -15,6 +15,7 @@ Client and Worker and runs agents inside its workflows with
 # from crashing at interpreter exit (see agentloop/workers/teardown.py).
 import agentloop.workers.teardown  # noqa: F401  (isort: skip)
 from agentloop.client.agent_client import AgentClient
+from agentloop.client.evals import Overrides, cases_from_query, cases_from_runs, eval_report, list_evals, start_eval
 from agentloop.client.handle import AgentRunHandle
 from agentloop.shared.base.encryption import EncryptionCodec
 from agentloop.shared.base.errors import AgentLoopError, DecisionRejected, ToolError, UserError
@@ -27,6 +28,10 @@ from agentloop.shared.definition.context_window import ContextPolicy
 from agentloop.shared.definition.guardrails import GuardrailResult
 from agentloop.shared.definition.pricing import Budget, ModelPrice
 from agentloop.shared.definition.spec import AgentSpec, SubAgent
+from agentloop.shared.evals.cases import EvalCase, read_dataset
+from agentloop.shared.evals.checks import Candidate, parse_check
+from agentloop.shared.evals.output import junit_xml, report_table
+from agentloop.shared.evals.report import EvalReport
 from agentloop.shared.runs.diff import RunDiff, diff_runs
 from agentloop.shared.runs.events import AgentEvent
 from agentloop.shared.runs.report import AgentRunReport
@@ -60,12 +65,15 @@ __all__ = [
     "AgentSpec",
     "ApprovalDecision",
     "Budget",
+    "Candidate",
     "ContextLayer",
     "ContextPolicy",
     "ContextRequest",
     "DecisionRejected",
     "EncryptionCodec",
     "EndRun",
+    "EvalCase",
+    "EvalReport",
     "Fallback",
     "GuardrailContext",
     "GuardrailResult",
@@ -74,6 +82,7 @@ __all__ = [
     "Message",
     "ModelPrice",
     "Override",
+    "Overrides",
     "PermissionRule",
     "RunDiff",
     "Skip",
@@ -88,11 +97,20 @@ __all__ = [
     "UserError",
     "activity_as_tool",
     "before_tool_call",
+    "cases_from_query",
+    "cases_from_runs",
     "context_provider",
     "default_registry",
     "diff_runs",
+    "eval_report",
     "guardrail",
+    "junit_xml",
+    "list_evals",
     "llm_judge",
     "on_tool_error",
+    "parse_check",
+    "read_dataset",
+    "report_table",
+    "start_eval",
     "tool",
 ]

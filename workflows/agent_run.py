@@ -73,6 +73,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.effects.tool_calls import StepGates, ToolRunner
     from agentloop.workflows.llm_step import LlmSteps
     from agentloop.workflows.patches import (
+        EVAL_APPROVAL_PATCH,
         EVAL_PATCH,
         QUOTA_PATCH,
         RESTORED_COMPLETED_PATCH,
@@ -135,6 +136,8 @@ class AgentRunWorkflow(LlmSteps):
             workflow.patched(TYPED_OUTPUT_PATCH)  # typed answers: decided by agentloop.workflows.decisions.output
         if self._input.eval is not None and workflow.patched(EVAL_PATCH):
             self._tools.eval = self._input.eval  # a case of an eval: its tool policies (docs/evals.md)
+            self._recorder.tally_eval = True  # its result carries what the eval's checks need, whatever its size
+            self._eval_approvals = workflow.patched(EVAL_APPROVAL_PATCH)  # its approvals never wait
         try:
             return await self._loop(spec)
         except asyncio.CancelledError:

@@ -98,7 +98,8 @@ class AgentEvalWorkflow:
         error = None
         try:
             result = await workflow.execute_child_workflow(
-                WORKFLOW_NAME, AgentRunInput(spec=spec, messages=case.input, eval=plan), id=run_id,
+                # A case at a later turn of a thread starts with the thread's messages before it.
+                WORKFLOW_NAME, AgentRunInput(spec=spec, messages=[*case.messages, *case.input], eval=plan), id=run_id,
                 task_queue=input.task_queue or workflow.info().task_queue, result_type=AgentRunResult,
                 search_attributes=attributes, static_summary=f"eval {input.eval_id}: case {case.id}")
         except ChildWorkflowError as err:

@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.definition.guardrails import GuardrailStage, messages_to_check
     from agentloop.shared.definition.lanes import lane_of, lane_wait
     from agentloop.shared.definition.spec import AgentSpec
+    from agentloop.shared.runs.eval_tools import gates_that_wait
     from agentloop.shared.runs.events import (
         ApprovalRequested,
         MessageCompleted,
@@ -80,6 +81,8 @@ class LlmSteps(RunHandlers):
     _keeper: ContextKeeper
     _context: RunContext | None
     _guards: GuardrailRunner | None
+    #: An eval's case run whose approvals are answered before they wait (patch agentloop-eval-approval-1).
+    _eval_approvals = False
 
     # One LLM step ------------------------------------------------------------------------
 
@@ -167,7 +170,7 @@ class LlmSteps(RunHandlers):
     def _gated(self, gates: list[ToolGate], report: StepReport) -> StepGates:
         """The step's calls that ask someone start waiting; say so."""
         self._state.under_way = PendingStep(gates=gates, report=report)
-        self._state.wait_for(gates)
+        self._state.wait_for(gates_that_wait(gates, eval_run=self._eval_approvals))
         for gate in gates:
             if gate.approval is not None:
                 self._recorder.emit(ApprovalRequested, approval=gate.approval)

@@ -115,6 +115,11 @@ UPGRADE_PATCH = "agentloop-upgrade-1"
 #: approvals by the recorded decisions. Recorded only in such runs.
 EVAL_PATCH = "agentloop-eval-1"
 
+#: Patch marker of an eval's case runs whose approvals never wait: answered
+#: before the run's status is set, so it never shows ``awaiting_approval``
+#: (``gates_that_wait``). Recorded only in eval case runs.
+EVAL_APPROVAL_PATCH = "agentloop-eval-approval-1"
+
 #: Patch marker of runs with a tenant, which reserve from the tenant's spend
 #: quota before their LLM steps (``agentloop.workflows.effects.quotas``).
 #: Recorded only in runs with a tenant.

@@ -12,7 +12,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -22,7 +22,7 @@ from temporalio.service import RPCError
 from agentloop.client.agent_client import AgentClient
 from agentloop.shared.base.errors import UserError, describe_validation_error
 from agentloop.shared.definition.spec import AgentSpec
-from agentloop.shared.evals.cases import EvalCase, case_from_snapshot, unique_ids
+from agentloop.shared.evals.cases import EvalCase, cases_from_snapshot, unique_ids
 from agentloop.shared.evals.report import (
     EVAL_WORKFLOW_NAME,
     MAX_CASES,
@@ -32,6 +32,10 @@ from agentloop.shared.evals.report import (
     EvalProgress,
     EvalReport,
 )
+from agentloop.shared.runs.result import AgentRunResult
+from agentloop.shared.runs.run import AgentRunInput
+from agentloop.shared.runs.search_attributes import AGENT_STATUS, AGENT_THREAD
+from agentloop.shared.runs.snapshots import AgentSnapshot
 
 
 def new_eval_id() -> str:
@@ -115,33 +119,88 @@ def case_runs(cases: Sequence[EvalCase], *, spec: AgentSpec | None = None,
     return runs, ordered
 
 
-async def cases_from_runs(client: AgentClient, run_ids: Sequence[str], *, at_once: int = 10) -> list[EvalCase]:
-    """The cases of recorded runs, in order (each exported with the
-    ``export`` query, ``at_once`` at a time).
+async def snapshot_from_history(client: AgentClient, run_id: str) -> AgentSnapshot | None:
+    """A completed run's snapshot read from its history's first and last
+    events (its input and its result), without asking a worker to replay it
+    as the ``export`` query does; None for a run its history does not answer
+    alone (not completed, a thread, continued as new, restored or forked, or
+    a result that left its messages or its report's steps out): export it."""
+    history = await client.temporal.get_workflow_handle(run_id).fetch_history()
+    if len(history.events) < 2:
+        return None
+    first, last = history.events[0], history.events[-1]
+    if not (first.HasField("workflow_execution_started_event_attributes")
+            and last.HasField("workflow_execution_completed_event_attributes")):
+        return None
+    converter = client.temporal.data_converter
+    try:
+        [raw_input] = await converter.decode(first.workflow_execution_started_event_attributes.input.payloads)
+        [raw_result] = await converter.decode(last.workflow_execution_completed_event_attributes.result.payloads)
+        run_input, result = AgentRunInput.model_validate(raw_input), AgentRunResult.model_validate(raw_result)
+    except Exception:  # not this version's input or result, or a codec this client lacks: the worker knows
+        return None
+    if (run_input.carry or run_input.thread or run_input.origin or result.messages_omitted
+            or result.report_steps_omitted or result.status != "completed"):
+        return None
+    ended = result.report.completed_at or datetime.now(UTC)
+    return AgentSnapshot(run_id=run_id, status=result.status, exported_at=ended, spec=run_input.spec,
+                         messages=[*run_input.messages, *result.messages], input_count=len(run_input.messages),
+                         report=result.report, usage=result.usage)
+
+
+def run_and_turn(run_id: str) -> tuple[str, int | None]:
+    """A run id, or ``<thread id>~<turn>`` (a thread's turn, as the A2A door
+    names it): the run and the turn (None: every completed turn of a thread).
 
     Raises:
-        UserError: A run does not exist or cannot be exported.
+        UserError: What follows ``~`` is not a turn number.
+    """
+    head, tilde, tail = run_id.rpartition("~")
+    if not tilde:
+        return run_id, None
+    if not head or not tail.isdigit() or int(tail) < 1:
+        raise UserError(f"{run_id!r}: give RUN or THREAD~TURN (a turn number from 1), e.g. support-42~3")
+    return head, int(tail)
+
+
+async def cases_from_runs(client: AgentClient, run_ids: Sequence[str], *, turn: int | None = None,
+                          at_once: int = 10) -> list[EvalCase]:
+    """The cases of recorded runs, in order (each exported with the
+    ``export`` query, ``at_once`` at a time). A thread gives one case per
+    completed turn, each starting with the thread's messages before it;
+    ``<thread id>~<n>`` (or ``turn``) takes turn ``n`` only.
+
+    Raises:
+        UserError: A run does not exist or cannot be exported, or has no such turn.
     """
     import asyncio
 
     gate = asyncio.Semaphore(at_once)
+    wanted = [run_and_turn(run_id) for run_id in run_ids]
 
-    async def one(run_id: str) -> EvalCase:
+    async def one(run_id: str, its_turn: int | None) -> list[EvalCase]:
         async with gate:
             try:
-                snapshot = await client.get_handle(run_id).export()
+                snapshot = await snapshot_from_history(client, run_id)
+                if snapshot is None:
+                    snapshot = await client.get_handle(run_id).export()
             except RPCError as err:
                 raise UserError(f"run {run_id} cannot be exported: {err.message}") from None
-        return case_from_snapshot(snapshot)
+        return cases_from_snapshot(snapshot, its_turn if its_turn is not None else turn)
 
-    return list(await asyncio.gather(*(one(run_id) for run_id in run_ids)))
+    found = await asyncio.gather(*(one(run_id, its_turn) for run_id, its_turn in wanted))
+    return [case for cases in found for case in cases]
 
 
-async def cases_from_query(client: AgentClient, query: str, *, limit: int = 100) -> list[EvalCase]:
-    """The cases of the completed runs a visibility query finds (newest
-    first, at most ``limit``); runs of earlier evals are left out."""
-    runs = await client.list_runs(status="completed", query=f"({query}) AND AgentEval IS NULL", limit=limit)
-    return await cases_from_runs(client, [r.run_id for r in runs])
+async def cases_from_query(client: AgentClient, query: str, *, limit: int = 100,
+                           turn: int | None = None) -> list[EvalCase]:
+    """The cases of the completed runs and threads (idle, or stopped) a visibility query
+    finds (newest first, at most ``limit`` runs; a thread gives a case per
+    completed turn, or turn ``turn`` only); runs of earlier evals are left out."""
+    threads = f'({AGENT_THREAD.name} IS NOT NULL AND {AGENT_STATUS.name} IN ("idle", "stopped"))'
+    runs = await client.list_runs(
+        query=f'({query}) AND AgentEval IS NULL AND ({AGENT_STATUS.name}="completed" OR {threads})', limit=limit)
+    return await cases_from_runs(client, [r.run_id for r in runs], turn=turn)
 
 
 async def start_eval(

@@ -4,8 +4,10 @@ same spec against them with tools answered from the recording, at the same
 concurrency, on one dev server and one in-process worker.
 
 Prints the wall time of the N runs and of the eval (the case runs, the
-checks and the report; reading the cases with the ``export`` query is timed
-apart), their ratio, the history each case adds (the eval workflow's own
+checks and the report; reading the cases is timed apart, both as
+``cases_from_runs`` reads them (a completed run from its history's input and
+result) and with the ``export`` query of each run, the way it read them
+before, ten at a time), their ratio, the history each case adds (the eval workflow's own
 history per case, and a case run's history against its recorded run's),
 the pass rate (which must be 100%: an unchanged spec passes every case; the
 benchmark exits 1 otherwise) and the tool executions during the eval (must
@@ -30,6 +32,7 @@ from temporalio.client import Client
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.client.evals import cases_from_runs, start_eval
+from agentloop.shared.evals.cases import EvalCase, case_from_snapshot
 from agentloop.shared.evals.report import EvalReport
 from agentloop.testing import call, calls, register_scripted_model, reply, step_of
 from agentloop.tools.registry import ToolRegistry
@@ -65,6 +68,17 @@ async def _runs(agents: AgentClient, spec: AgentSpec, count: int, concurrency: i
     return time.perf_counter() - started, list(ids)
 
 
+async def _export_all(agents: AgentClient, ids: list[str], at_once: int = 10) -> list[EvalCase]:
+    """The cases as read before: the ``export`` query of each run (a worker replays it)."""
+    gate = asyncio.Semaphore(at_once)
+
+    async def one(run_id: str) -> EvalCase:
+        async with gate:
+            return case_from_snapshot(await agents.get_handle(run_id).export())
+
+    return list(await asyncio.gather(*(one(run_id) for run_id in ids)))
+
+
 async def main(count: int, concurrency: int, reps: int) -> int:
     registry = ToolRegistry()
 
@@ -81,7 +95,7 @@ async def main(count: int, concurrency: int, reps: int) -> int:
         client = await connect(server.address)
         queue = f"eval-cost-{uuid.uuid4().hex[:8]}"
         agents = AgentClient(client, task_queue=queue)
-        run_times, eval_times = [], []
+        run_times, eval_times, read_times, export_times = [], [], [], []
         report: EvalReport | None = None
         async with build_worker(client, task_queue=queue, registry=registry):
             await _runs(agents, spec, min(concurrency, count), concurrency)  # warm up
@@ -89,8 +103,14 @@ async def main(count: int, concurrency: int, reps: int) -> int:
                 seconds, ids = await _runs(agents, spec, count, concurrency)
                 run_times.append(seconds)
                 started = time.perf_counter()
+                exported = await _export_all(agents, ids)
+                export_times.append(time.perf_counter() - started)
+                started = time.perf_counter()
                 cases = await cases_from_runs(agents, ids)
-                export_seconds = time.perf_counter() - started
+                read_times.append(time.perf_counter() - started)
+                if cases != exported:
+                    print("FAILED: the cases read from histories differ from the exported ones", file=sys.stderr)
+                    return 1
                 before = EXECUTIONS["measure"]
                 started = time.perf_counter()
                 handle = await start_eval(agents, cases, concurrency=concurrency)
@@ -103,11 +123,14 @@ async def main(count: int, concurrency: int, reps: int) -> int:
             case_bytes = [await _history_bytes(client, o.run_id) for o in sample]
             recorded_bytes = [await _history_bytes(client, o.recorded_run_id or "") for o in sample]
     runs_s, eval_s = statistics.median(run_times), statistics.median(eval_times)
+    read_s, export_s = statistics.median(read_times), statistics.median(export_times)
     extra_case = statistics.mean(c - r for c, r in zip(case_bytes, recorded_bytes, strict=True))
     print(f"{count} runs of {STEPS} steps at concurrency {concurrency}, {reps} rep(s), medians:")
     print(f"  runs themselves         {runs_s:8.2f} s")
     print(f"  eval (recorded tools)   {eval_s:8.2f} s   ratio eval/runs {eval_s / runs_s:.2f}x")
-    print(f"  reading the cases       {export_seconds:8.2f} s   (export query of each recorded run, last rep)")
+    print(f"  reading the cases       {read_s:8.2f} s   (cases_from_runs)   with it: {(eval_s + read_s) / runs_s:.2f}x")
+    print(f"  ... by export queries   {export_s:8.2f} s   (as before)         with it: "
+          f"{(eval_s + export_s) / runs_s:.2f}x")
     print(f"  eval workflow history   {eval_bytes / count / 1024:8.2f} KiB per case ({eval_bytes / 1024:.1f} KiB)")
     case_kib, recorded_kib = statistics.mean(case_bytes) / 1024, statistics.mean(recorded_bytes) / 1024
     print(f"  case run vs recorded    {extra_case / 1024:+8.2f} KiB per case "

@@ -750,23 +750,62 @@ def eval_script(request):  # noqa: ANN001, ANN201
 # run answers the read from the recording, the write's approval by the
 # recorded decision and the write from the recording, and refuses a call the
 # recording lacks. eval_run.json is the eval, eval_run-case.json its case run.
-async def record_eval_run(client, registry: ToolRegistry, ws: str) -> None:
+async def record_eval_run(client, registry: ToolRegistry, ws: str, name: str = "eval_run") -> None:
     from agentloop.client.evals import Overrides, cases_from_runs, start_eval
 
-    register_scripted_model("record-eval_run", eval_script)
+    register_scripted_model(f"record-{name}", eval_script)
     agents = AgentClient(client, task_queue=RECORD_QUEUE[0])
-    spec = AgentSpec(model="scripted:record-eval_run", workspace=ws, tools=["read_file", "write_file", "list_dir"])
-    recorded = await agents.start(spec, "scenario eval_run", run_id="replay-eval_run-recorded")
+    spec = AgentSpec(model=f"scripted:record-{name}", workspace=ws, tools=["read_file", "write_file", "list_dir"])
+    recorded = await agents.start(spec, f"scenario {name}", run_id=f"replay-{name}-recorded")
     await wait_pending(recorded, 1)
     await recorded.approve("call_0_1", by="ops")
     await recorded.result()
     cases = await cases_from_runs(agents, [recorded.run_id])
-    handle = await start_eval(agents, cases, overrides=Overrides(system_prompt="eval"), eval_id="replay-eval_run")
+    handle = await start_eval(agents, cases, overrides=Overrides(system_prompt="eval"), eval_id=f"replay-{name}")
     report = await handle.result()
     (case,) = report.cases
     assert (case.candidate.recorded, case.candidate.refused, case.candidate.live) == (2, 1, 0), case
-    write_history(HERE / "eval_run.json", await handle.fetch_history())
-    write_history(HERE / "eval_run-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
+    write_history(HERE / f"{name}.json", await handle.fetch_history())
+    write_history(HERE / f"{name}-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
+
+
+# The same eval since patch agentloop-eval-approval-1: the case run's approval
+# is answered before the run's status is set (no awaiting_approval).
+async def record_eval_approval(client, registry: ToolRegistry, ws: str) -> None:
+    await record_eval_run(client, registry, ws, name="eval_approval")
+
+
+def eval_thread_script(request):  # noqa: ANN001, ANN201
+    """Lists the workspace for the latest question, then answers with the
+    number of questions it has seen (so the answer needs the earlier turns)."""
+    users = [m.text for m in request.messages if m.role == "user"]
+    if request.messages[-1].role == "user":
+        return calls(call("list_dir", {"path": "."}))
+    return reply(f"answered {len(users)} questions")
+
+
+# An eval of a thread's second turn (AgentEvalWorkflow, the case carrying
+# the thread's first turn in EvalCase.messages): the case run starts with
+# the thread's messages before the turn, answers list_dir from the recording,
+# and its result carries the eval tally. eval_thread.json is the eval,
+# eval_thread-case.json its case run.
+async def record_eval_thread(client, registry: ToolRegistry, ws: str) -> None:
+    from agentloop.client.evals import cases_from_runs, start_eval
+
+    register_scripted_model("record-eval_thread", eval_thread_script)
+    agents = AgentClient(client, task_queue=RECORD_QUEUE[0])
+    spec = AgentSpec(model="scripted:record-eval_thread", workspace=ws, tools=["list_dir"])
+    first = await agents.start(spec, "scenario eval_thread", thread_id="replay-eval_thread-recorded")
+    await first.result()
+    await (await agents.send("replay-eval_thread-recorded", "and again?")).result()
+    cases = await cases_from_runs(agents, ["replay-eval_thread-recorded~2"])
+    handle = await start_eval(agents, cases, eval_id="replay-eval_thread")
+    report = await handle.result()
+    (case,) = report.cases
+    assert case.passed and case.turn == 2 and case.candidate.recorded == 1, case
+    write_history(HERE / "eval_thread.json", await handle.fetch_history())
+    write_history(HERE / "eval_thread-case.json", await client.get_workflow_handle(case.run_id).fetch_history())
+    await first.stop("recorded")
 
 
 # A run of a tenant with a quota of one step per 2-second window (patch
@@ -805,6 +844,8 @@ async def record_quota(client, registry: ToolRegistry, ws: str) -> None:
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
     "eval_run": record_eval_run,
+    "eval_thread": record_eval_thread,  # and eval_thread-case
+    "eval_approval": record_eval_approval,  # and eval_approval-case
     "quota_run": record_quota,  # and quota_ledger, quota_ledger-2
     "schedule_feed_start": record_schedule_feed,
     "tools_moved": record_tools_moved,

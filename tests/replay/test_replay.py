@@ -77,6 +77,12 @@ def test_histories_are_committed() -> None:
         # An eval (AgentEvalWorkflow) and its case run (patch agentloop-eval-1): tools answered from the
         # recording, an approval by the recorded decision, a call the recording lacks refused.
         "eval_run", "eval_run-case",
+        # An eval of a thread's second turn: its case run starts with the thread's first turn, and its
+        # result carries the eval tally.
+        "eval_thread", "eval_thread-case",
+        # The eval_run scenario since patch agentloop-eval-approval-1: the case run's approval is answered
+        # before the run's status is set.
+        "eval_approval", "eval_approval-case",
         # Model calls on the scripted model's provider lane (patch agentloop-lean-3).
         "lanes",
         # A run of a tenant with a quota (patch agentloop-quota-1) that waited for the window to turn,
@@ -186,6 +192,34 @@ def test_the_eval_case_run_answers_from_the_recording_without_running_a_tool() -
     scheduled = [e.activity_task_scheduled_event_attributes.activity_type.name for e in events
                  if e.HasField("activity_task_scheduled_event_attributes")]
     assert scheduled == ["call_model", "call_model"]  # no execute_tool: read and write came from the recording
+
+
+def test_the_eval_of_a_thread_turn_starts_its_case_run_with_the_earlier_turn() -> None:
+    events = load(HISTORIES / "eval_thread-case.json").events
+    started = json.loads(events[0].workflow_execution_started_event_attributes.input.payloads[0].data)
+    roles = [m["role"] for m in started["messages"]]
+    assert roles == ["user", "assistant", "tool", "assistant", "user"]  # turn 1, then turn 2's message
+    assert started["messages"][-1]["content"][0]["text"] == "and again?"
+    completed = events[-1].workflow_execution_completed_event_attributes
+    tally = json.loads(completed.result.payloads[0].data)["eval_tally"]
+    assert tally == {"tools": ["list_dir"], "recorded": 1, "live": 0, "refused": 0}
+
+
+def statuses_indexed(events: list) -> list[str]:
+    """The AgentStatus values a history upserted, in order."""
+    return [json.loads(e.upsert_workflow_search_attributes_event_attributes.search_attributes
+                       .indexed_fields["AgentStatus"].data)
+            for e in events if e.HasField("upsert_workflow_search_attributes_event_attributes")
+            and "AgentStatus" in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields]
+
+
+def test_an_eval_case_runs_approval_no_longer_shows_awaiting_approval() -> None:
+    from agentloop.workflows.patches import EVAL_APPROVAL_PATCH
+
+    before = load(HISTORIES / "eval_run-case.json").events
+    after = load(HISTORIES / "eval_approval-case.json").events
+    assert "awaiting_approval" in statuses_indexed(before) and EVAL_APPROVAL_PATCH not in patch_ids(before)
+    assert "awaiting_approval" not in statuses_indexed(after) and EVAL_APPROVAL_PATCH in patch_ids(after)
 
 
 def test_the_quota_histories_hold_the_reservations() -> None:

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.shared.base import contracts
     from agentloop.shared.base.messages import ToolResultPart
     from agentloop.shared.base.text import cut
+    from agentloop.shared.runs.eval_tools import tally_of
     from agentloop.shared.runs.events import (
         EVENTS_TOPIC,
         RunCancelled,
@@ -80,6 +81,8 @@ class RunRecorder:
         self._name = self._model = ""
         self._held: Any = None
         self._idle: bool | None = None
+        #: An eval's case run: its result carries an ``EvalTally`` (docs/evals.md).
+        self.tally_eval = False
 
     def now(self) -> Any:
         """The run's time: ``workflow.now()``, or the time held by :meth:`hold_clock`."""
@@ -222,6 +225,8 @@ class RunRecorder:
             report_steps_omitted=steps_omitted,
             usage=state.usage,
             report=report,
+            eval_tally=tally_of([c for step in state.report.steps for c in step.tool_calls])
+            if self.tally_eval else None,
         )
 
     def completed(self, *, omit_long: bool) -> AgentRunResult:

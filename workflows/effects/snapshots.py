@@ -138,4 +138,5 @@ def export_snapshot(state: LoopState, input: AgentRunInput, run_id: str, tools: 
         decisions={k: v for k, v in state.decisions.items() if k in ids},
         outputs={k: v for k, v in state.outputs.items() if k in ids},
         origin=origin,
+        turns=list(state.thread.turns) if state.thread is not None else [],
     )

@@ -26,7 +26,7 @@ async def read_cases(client: AgentClient, args: argparse.Namespace) -> list[Eval
     from temporalio.service import RPCError, RPCStatusCode
 
     from agentloop.client.evals import cases_from_query, cases_from_runs
-    from agentloop.shared.evals.cases import case_from_snapshot, read_dataset
+    from agentloop.shared.evals.cases import cases_from_snapshot, read_dataset
 
     if not (args.query or args.runs or args.snapshot or getattr(args, "dataset", None)):
         raise UserError("name the cases: --query 'AgentName=\"...\"', --runs RUN..., --snapshot FILE... "
@@ -34,15 +34,15 @@ async def read_cases(client: AgentClient, args: argparse.Namespace) -> list[Eval
     cases: list[EvalCase] = []
     if args.query:
         try:
-            cases += await cases_from_query(client, args.query, limit=args.limit)
+            cases += await cases_from_query(client, args.query, limit=args.limit, turn=args.turn)
         except RPCError as err:
             if err.status == RPCStatusCode.INVALID_ARGUMENT:
                 raise UserError(f"the server rejected --query {args.query!r}: {err.message}") from None
             raise
     if args.runs:
-        cases += await cases_from_runs(client, args.runs)
+        cases += await cases_from_runs(client, args.runs, turn=args.turn)
     for path in args.snapshot or []:
-        cases.append(case_from_snapshot(_snapshot_file(path)))
+        cases += cases_from_snapshot(_snapshot_file(path), args.turn)
     dataset = getattr(args, "dataset", None)
     if dataset:
         file = Path(dataset)
@@ -123,8 +123,11 @@ def add_case_options(p: argparse.ArgumentParser) -> None:
     """Where the cases come from."""
     from agentloop.cli.options import positive
 
-    p.add_argument("--query", help="the completed runs this Temporal list filter finds, e.g. "
+    p.add_argument("--query", help="the completed runs (and threads) this Temporal list filter finds, e.g. "
                                    "'AgentName=\"support\" AND StartTime > \"2026-11-01T00:00:00Z\"'")
-    p.add_argument("--runs", nargs="+", metavar="RUN", help="recorded runs by id")
+    p.add_argument("--runs", nargs="+", metavar="RUN",
+                   help="recorded runs by id; a thread gives a case per completed turn, THREAD~N turn N only")
     p.add_argument("--snapshot", nargs="+", metavar="FILE", help="snapshot files (`agentloop export RUN`)")
+    p.add_argument("--turn", type=positive, metavar="N",
+                   help="of each thread, only turn N (its case starts with the thread's messages before it)")
     p.add_argument("--limit", type=positive, default=100, help="most runs --query takes (default: 100)")

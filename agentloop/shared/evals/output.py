@@ -53,6 +53,8 @@ def junit_xml(report: EvalReport) -> str:
         ET.SubElement(props, "property", name="run_id", value=o.run_id)
         if o.recorded_run_id:
             ET.SubElement(props, "property", name="recorded_run_id", value=o.recorded_run_id)
+        if o.turn is not None:
+            ET.SubElement(props, "property", name="turn", value=str(o.turn))
         if not o.passed:
             failure = ET.SubElement(case, "failure", message="; ".join(o.reasons)[:2000], type="EvalCaseFailed")
             failure.text = "\n".join(o.reasons)

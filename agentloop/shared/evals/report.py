@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.evals.cases import EvalCase
 from agentloop.shared.evals.checks import Candidate, Check, CheckResult
-from agentloop.shared.runs.eval_tools import FallbackPolicy, ToolPolicy
+from agentloop.shared.runs.eval_tools import FallbackPolicy, ToolPolicy, tally_of
 from agentloop.shared.runs.result import AgentRunResult
 
 #: Most cases one eval holds (its input and its children's results are in
@@ -83,6 +83,7 @@ class CaseOutcome(BaseModel):
     case_id: str
     run_id: str
     recorded_run_id: str | None = None
+    turn: int | None = None
     passed: bool
     reasons: list[str] = Field(default_factory=list)
     checks: list[CheckResult] = Field(default_factory=list)
@@ -172,7 +173,8 @@ def outcome_of(case: EvalCase, candidate: Candidate, results: list[CheckResult])
         reasons.insert(0, f"the run {candidate.status}" + (f": {candidate.error}" if candidate.error else ""))
     recorded = case.recorded
     return CaseOutcome(
-        case_id=case.id, run_id=candidate.run_id, recorded_run_id=case.recorded_run_id, passed=not reasons,
+        case_id=case.id, run_id=candidate.run_id, recorded_run_id=case.recorded_run_id, turn=case.turn,
+        passed=not reasons,
         reasons=reasons, checks=results, candidate=candidate,
         recorded_cost_usd=recorded.cost_usd if recorded else None,
         recorded_tokens=recorded.tokens if recorded else 0, recorded_steps=recorded.steps if recorded else 0,
@@ -186,14 +188,13 @@ def candidate_of(run_id: str, result: AgentRunResult | None, error: str | None =
     if result is None:
         return Candidate(run_id=run_id, status="failed", error=error)
     report = result.report
-    calls = [c for step in report.steps for c in step.tool_calls]
-    tools = [c.tool_name for c in calls]
-    if not tools and result.messages:
-        tools = [c.name for m in result.messages for c in m.tool_calls]
+    tally = result.eval_tally
+    if tally is None:  # a case run of an earlier version: from its report's steps
+        tally = tally_of([c for step in report.steps for c in step.tool_calls])
+        if not tally.tools and result.messages:
+            tally.tools = [c.name for m in result.messages for c in m.tool_calls]
     return Candidate(
         run_id=run_id, status=result.status, error=result.error, final_text=result.final_text, output=result.output,
-        tools=tools, cost_usd=report.total_cost_usd, tokens=report.total_usage.total_tokens,
-        steps=report.step_count, recorded=sum(1 for c in calls if c.eval_answer == "recorded"),
-        live=sum(1 for c in calls if c.eval_answer == "live"),
-        refused=sum(1 for c in calls if c.eval_answer == "refused"),
+        tools=tally.tools, cost_usd=report.total_cost_usd, tokens=report.total_usage.total_tokens,
+        steps=report.step_count, recorded=tally.recorded, live=tally.live, refused=tally.refused,
     )

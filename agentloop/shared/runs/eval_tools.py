@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentloop.shared.base.messages import ToolCallPart, ToolResultPart
-from agentloop.shared.definition.approvals import ApprovalDecision
+from agentloop.shared.definition.approvals import ApprovalDecision, ToolGate
 
 #: How a tool call is answered during an eval.
 ToolPolicy = Literal["recorded", "live", "live-read-only", "refuse"]
@@ -74,6 +74,31 @@ class EvalPlan(BaseModel):
 
     def policy_of(self, tool: str) -> ToolPolicy:
         return self.tools.get(tool, self.policy)
+
+
+class EvalTally(BaseModel):
+    """What a case run's checks need of its report, in a compact form
+    (``AgentRunResult.eval_tally``): a report over ``RESULT_REPORT_LIMIT``
+    leaves its steps out of the run's result, this does not.
+
+    Attributes:
+        tools: The tools the run called, in order.
+        recorded: Calls answered from the recording.
+        live: Calls run live.
+        refused: Calls refused by a policy.
+    """
+
+    tools: list[str] = Field(default_factory=list)
+    recorded: int = 0
+    live: int = 0
+    refused: int = 0
+
+
+def tally_of(calls: list[Any]) -> EvalTally:
+    """The tally of a case run's tool call reports (``ToolCallReport``), in order."""
+    answers = [getattr(c, "eval_answer", None) for c in calls]
+    return EvalTally(tools=[c.tool_name for c in calls], recorded=answers.count("recorded"),
+                     live=answers.count("live"), refused=answers.count("refused"))
 
 
 def canonical_json(value: Any) -> str:
@@ -147,3 +172,12 @@ def eval_approval(call: ToolCallPart, plan: EvalPlan, *, by: str = "eval") -> Ap
             return ApprovalDecision(call_id=call.id, decision=recorded.decision, result=recorded.result,
                                     reason=recorded.reason, by=f"{by} (recorded decision)")
     return None
+
+
+def gates_that_wait(gates: list[ToolGate], *, eval_run: bool) -> list[ToolGate]:
+    """The step's gates that wait for a person or the client. In an eval's
+    case run no approval waits: the recorded decision or the tool policy
+    answers it, so the run never shows ``awaiting_approval``."""
+    if not eval_run:
+        return gates
+    return [g.model_copy(update={"approval": None}) if g.approval is not None else g for g in gates]

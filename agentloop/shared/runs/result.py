@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field, model_validator
 from agentloop.shared.base.errors import AgentLoopError
 from agentloop.shared.base.messages import Message
 from agentloop.shared.base.usage import Usage
+from agentloop.shared.runs.eval_tools import EvalTally
 from agentloop.shared.runs.report import AgentRunReport, RunReason, RunStatus, RunWarning
 
 
@@ -41,6 +42,8 @@ class AgentRunResult(BaseModel):
         report: The full run report.
         warnings: What the run went on despite (``report.warnings``): tools
             removed or added since the snapshot it was restored or forked from.
+        eval_tally: An eval's case run only: the tools it called and how
+            they were answered, kept when the report's steps are left out.
     """
 
     run_id: str
@@ -55,6 +58,7 @@ class AgentRunResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     report: AgentRunReport
     warnings: list[RunWarning] = Field(default_factory=list)
+    eval_tally: EvalTally | None = None
 
     @model_validator(mode="after")
     def _report_warnings(self) -> AgentRunResult:

@@ -34,12 +34,13 @@ from agentloop.shared.definition.spec import AgentSpec
 from agentloop.shared.runs.report import AgentRunReport, RunOriginReport, RunStatus, RunWarning
 from agentloop.shared.runs.run import AgentRunInput, RunOrigin
 from agentloop.shared.runs.state import PendingStep
+from agentloop.shared.runs.threads import TurnResult
 
 #: What every snapshot's ``format`` field says.
 SNAPSHOT_FORMAT: Final = "agentloop.snapshot"
 
 #: The version this code writes; it reads every ``1.x``.
-SNAPSHOT_VERSION = "1.0"
+SNAPSHOT_VERSION = "1.1"
 
 #: Statuses of a run that has ended: its snapshot waits for nothing.
 ENDED_STATUSES = ("completed", "failed", "cancelled", "stopped")
@@ -61,6 +62,9 @@ class AgentSnapshot(BaseModel):
         thread_id: The thread the run belongs to, if any (a run restored or
             forked from it is a thread too, with its own id).
         turn: The thread's turn under way or last (0: not a thread).
+        turns: A thread's recent turns (``TurnResult``, oldest first): where
+            each began and ended in ``messages``, and how it ended (an eval
+            takes a case at a later turn from them; since version 1.1).
         status: The run's status when it was taken.
         exported_at: When (the run's workflow time).
         spec: The agent's spec.
@@ -105,6 +109,7 @@ class AgentSnapshot(BaseModel):
     decisions: dict[str, ApprovalDecision] = Field(default_factory=dict)
     outputs: dict[str, ToolOutput] = Field(default_factory=dict)
     origin: RunOriginReport | None = None
+    turns: list[TurnResult] = Field(default_factory=list)
 
     @property
     def steps(self) -> int:

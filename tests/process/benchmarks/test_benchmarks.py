@@ -447,4 +447,5 @@ def test_the_eval_cost_benchmark_times_the_runs_and_their_eval_and_checks_every_
     out = done.stdout
     assert re.search(r"eval \(recorded tools\)\s+\d+\.\d\d s\s+ratio eval/runs \d+\.\d\dx", out), out
     assert re.search(r"eval workflow history\s+\d+\.\d\d KiB per case", out), out
+    assert re.search(r"reading the cases\s+\d+\.\d\d s\s+\(cases_from_runs\)\s+with it: \d+\.\d\dx", out), out
     assert re.search(r"pass rate\s+100%\s+tool executions during the eval: 0\n", out), out

@@ -22,14 +22,17 @@ def answer(request):
     return reply(" | ".join(r.content for r in last_tool_results(request)))
 
 
-async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
-    agent_client: AgentClient, worker, registry: ToolRegistry, env: dict[str, str], tmp_path: Path
-) -> None:
+def lookup_tool(registry: ToolRegistry) -> None:
     @registry.tool(read_only=True)
     async def lookup(q: str) -> str:
         """Look it up."""
         return f"facts about {q}"
 
+
+async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
+    agent_client: AgentClient, worker, registry: ToolRegistry, env: dict[str, str], tmp_path: Path
+) -> None:
+    lookup_tool(registry)
     spec = agents.spec(script_every_step(answer), tools=["lookup"], name="cli-eval-agent")
     suite, junit = tmp_path / "suite.jsonl", tmp_path / "eval.xml"
     async with worker():
@@ -61,3 +64,30 @@ async def test_save_then_run_from_the_dataset_with_junit_and_a_min_pass_rate(
 
         bad = await agentloop_async("eval", "run", "--dataset", str(tmp_path / "nope.jsonl"), env=env)
         assert bad.code == 2 and "no such file" in bad.err and "Traceback" not in bad.err
+
+
+async def test_save_a_threads_later_turn_by_query_and_a_missing_turn_is_a_sentence(
+    agent_client: AgentClient, worker, registry: ToolRegistry, env: dict[str, str], tmp_path: Path
+) -> None:
+    lookup_tool(registry)
+
+    def per_turn(request):
+        if request.messages[-1].role == "user":
+            return calls(call("lookup", {"q": request.messages[-1].text}))
+        return reply(" | ".join(r.content for r in last_tool_results(request)))
+
+    spec = agents.spec(script_every_step(per_turn), tools=["lookup"], name="cli-eval-thread")
+    suite = tmp_path / "turns.jsonl"
+    async with worker():
+        await (await agent_client.start(spec, "one", thread_id="cli-eval-thread")).result()
+        await (await agent_client.send("cli-eval-thread", "two")).result()
+        saved = await agentloop_async("eval", "save", "--query", 'AgentName="cli-eval-thread"', "--turn", "2",
+                                      "-o", str(suite), env=env)
+        assert saved.code == 0, saved.err
+        (line,) = [json.loads(text) for text in suite.read_text().splitlines()]
+        assert (line["id"], line["turn"], line["expected_text"]) == ("cli-eval-thread.turn-2", 2, "facts about two")
+        assert [m["role"] for m in line["messages"]] == ["user", "assistant", "tool", "assistant"]
+
+        missing = await agentloop_async("eval", "run", "--runs", "cli-eval-thread~5", env=env)
+        assert missing.code == 2 and "thread cli-eval-thread holds no turn 5 (turns kept: 1, 2)" in missing.err
+        assert "Traceback" not in missing.err

@@ -9,8 +9,9 @@ from collections import Counter
 import junitparser
 
 from agentloop import AgentClient
-from agentloop.client.evals import Overrides, cases_from_runs, start_eval
+from agentloop.client.evals import Overrides, cases_from_runs, snapshot_from_history, start_eval
 from agentloop.shared.definition.activity_io import ModelRequest, ModelResponse
+from agentloop.shared.evals.cases import case_from_snapshot
 from agentloop.shared.evals.checks import SameTools
 from agentloop.shared.evals.output import junit_xml
 from agentloop.testing import call, calls, last_tool_results, reply, script_every_step, step_of
@@ -66,6 +67,9 @@ async def test_an_unchanged_spec_passes_and_a_changed_prompt_fails_the_tool_chec
         assert ran["lookup"] == 3 and all(r.final_text.startswith("facts about") for r in recorded)
         cases = await cases_from_runs(agent_client, [r.run_id for r in recorded])
         assert [c.tools for c in cases] == [["lookup"]] * 3
+        # Read from each run's history (its input and result), without a worker: the cases its export gives.
+        assert all([await snapshot_from_history(agent_client, r.run_id) for r in recorded])
+        assert cases == [case_from_snapshot(await agent_client.get_handle(r.run_id).export()) for r in recorded]
 
         same = await (await start_eval(agent_client, cases, concurrency=2)).result()
         assert same.totals.pass_rate == 1.0, [o.reasons for o in same.cases]
@@ -104,6 +108,32 @@ async def test_live_read_only_refuses_a_write_tool(agent_client: AgentClient, wo
     assert ran["write_note"] == 0 and ran["lookup"] == 2  # the recording and the eval's live read
     assert (outcome.candidate.refused, outcome.candidate.live) == (1, 1)
     assert not outcome.passed and "called write_note" in "; ".join(outcome.reasons)
+
+
+async def test_an_approval_in_a_case_run_is_answered_without_the_run_awaiting_it(
+    agent_client: AgentClient, worker, registry: ToolRegistry
+) -> None:
+    from tests.helpers.polling import eventually
+
+    ran = tools(registry)
+    spec = agents.spec(script_every_step(answer), tools=["lookup", "write_note"], default_permission="auto",
+                       system_prompt="First write a note, then answer.")
+    async with worker():
+        recorded = await agent_client.start(spec, "question")
+        pending = await eventually(lambda: _approvals(recorded), "the write waits for approval")
+        await recorded.approve(pending[0].call_id, by="ops")
+        await recorded.result()
+        cases = await cases_from_runs(agent_client, [recorded.run_id])
+        assert [(d.tool, d.decision) for d in cases[0].decisions] == [("write_note", "approve")]
+        report = await (await start_eval(agent_client, cases)).result()
+        (outcome,) = report.cases
+        events = [e async for e in agent_client.get_handle(outcome.run_id).events()]
+    assert outcome.passed and outcome.candidate.recorded == 2, outcome.reasons
+    assert ran["write_note"] == 1  # approved by the recorded decision, answered from the recording
+    kinds = [e.type for e in events]
+    assert "agent.tool.approval.requested" in kinds and "agent.tool.approval.resolved" in kinds
+    statuses = [e.status for e in events if e.type == "agent.run.status.changed"]
+    assert "awaiting_approval" not in statuses, statuses
 
 
 def verdict_of(case, candidate):
@@ -199,3 +229,7 @@ async def console_shows_the_eval(url: str, secret: str, eval_id: str, case: dict
         await expect(row.locator("a.diff-link")).to_have_attribute("href", diff)
         await expect(page.locator(".pass-rate")).to_have_text("1/1 (100%)")
         await browser.close()
+
+
+async def _approvals(handle):  # noqa: ANN001, ANN202
+    return (await handle.pending()).approvals

@@ -113,6 +113,75 @@ def test_a_case_from_a_snapshot_and_back_through_a_dataset_line() -> None:
     assert read_dataset([dataset_line(case)]) == [case]
 
 
+def thread_snapshot() -> AgentSnapshot:
+    """A thread of three turns: the second looked something up, the third is running."""
+    from agentloop.shared.base.usage import Usage
+    from agentloop.shared.runs.threads import TurnResult
+
+    looked = Message.assistant("", [ToolCallPart(id="t2", name="lookup", arguments={"q": "b"})])
+    messages = [Message.user("one"), Message.assistant("first"),
+                Message.user("two"), looked,
+                Message(role="tool", content=[ToolResultPart(id="t2", name="lookup", content="B")]),
+                Message.assistant("second"), Message.user("three")]
+    turns = [TurnResult(turn=1, status="completed", final_text="first", steps=1, first_message=0, end_message=2),
+             TurnResult(turn=2, status="completed", final_text="second", steps=2, first_message=2, end_message=6,
+                        usage=Usage(input_tokens=10, output_tokens=5)),
+             TurnResult(turn=3, first_message=6)]
+    return AgentSnapshot(run_id="th/1", thread_id="th/1", turn=3, status="running", exported_at=datetime.now(UTC),
+                         spec=AgentSpec(model="scripted:x"), input_count=1, messages=messages,
+                         report=AgentRunReport(id="th/1", model="scripted:x", started_at=datetime.now(UTC)),
+                         turns=turns)
+
+
+def test_a_case_at_a_threads_later_turn_starts_with_the_messages_before_it() -> None:
+    from agentloop.shared.evals.cases import case_at_turn, cases_from_snapshot
+
+    snap = thread_snapshot()
+    second = case_at_turn(snap, 2)
+    assert (second.id, second.turn, second.recorded_run_id) == ("th-1.turn-2", 2, "th/1")
+    assert [m.text for m in second.messages] == ["one", "first"] and [m.text for m in second.input] == ["two"]
+    assert second.tools == ["lookup"] and [c.content for c in second.recorded_calls] == ["B"]
+    assert second.expected_text == "second" and second.recorded == RecordedStats(cost_usd=0.0, tokens=15, steps=2)
+    first = case_at_turn(snap, 1)
+    assert first.messages == [] and [m.text for m in first.input] == ["one"] and first.tools == []
+    # Every completed turn (the running one is not a case); a dataset line keeps the earlier messages.
+    assert [c.turn for c in cases_from_snapshot(snap)] == [1, 2]
+    assert read_dataset([dataset_line(second)]) == [second]
+    with pytest.raises(UserError, match="thread th/1, turn 3 is running: only a completed turn is a case"):
+        case_at_turn(snap, 3)
+    with pytest.raises(UserError, match=r"thread th/1 holds no turn 9 \(turns kept: 1, 2, 3\)"):
+        cases_from_snapshot(snap, 9)
+    moved = snap.model_copy(update={"messages": snap.messages[1:]})
+    with pytest.raises(UserError, match="turn 2: its messages are no longer in the thread's conversation"):
+        case_at_turn(moved, 2)
+    # A run is one case; it has no turn 2. A thread's snapshot without turns (before 1.1): its first turn.
+    assert [c.turn for c in cases_from_snapshot(snapshot())] == [None]
+    with pytest.raises(UserError, match="is not a thread"):
+        cases_from_snapshot(snapshot(), 2)
+    old = snap.model_copy(update={"turns": []})
+    assert [(c.id, [m.text for m in c.input]) for c in cases_from_snapshot(old)] == [("th-1", ["one"])]
+
+
+def test_a_case_runs_tally_stands_in_for_its_omitted_steps() -> None:
+    from agentloop.shared.base.usage import Usage
+    from agentloop.shared.evals.report import candidate_of
+    from agentloop.shared.runs.eval_tools import EvalTally, tally_of
+    from agentloop.shared.runs.result import AgentRunResult
+
+    calls = [ToolCallReport(call_id="a", tool_name="lookup", eval_answer="recorded"),
+             ToolCallReport(call_id="b", tool_name="write", eval_answer="refused")]
+    assert tally_of(calls) == EvalTally(tools=["lookup", "write"], recorded=1, refused=1)
+    report = AgentRunReport(id="r", model="scripted:x", started_at=datetime.now(UTC), step_count=2)
+    result = AgentRunResult(run_id="r", status="completed", reason="done", usage=Usage(), report=report,
+                            report_steps_omitted=True, eval_tally=tally_of(calls))
+    got = candidate_of("r", result)
+    assert (got.tools, got.recorded, got.live, got.refused, got.steps) == (["lookup", "write"], 1, 0, 1, 2)
+    # A case run of an earlier version has no tally: its report's steps count.
+    full = report.model_copy(update={"steps": [StepReport(index=0, type="initial", tool_calls=calls)]})
+    older = candidate_of("r", result.model_copy(update={"eval_tally": None, "report": full}))
+    assert (older.tools, older.recorded, older.refused) == (["lookup", "write"], 1, 1)
+
+
 def test_a_dataset_line_may_be_short_and_name_its_checks_and_bad_lines_are_sentences() -> None:
     (case,) = read_dataset(['# a comment', '', '{"id": "greet", "input": "hi", "checks": [{"kind": "contains", '
                             '"text": "hello"}]}'])
@@ -168,3 +237,33 @@ def test_outcomes_totals_table_and_junit() -> None:
     assert "1/2 passed (50%)" in report_table(report)
     xml = junit_xml(report)
     assert '<testcase classname="e" name="d"><properties>' in xml and 'type="EvalCaseFailed"' in xml
+
+
+def test_a_threads_turn_by_id_and_an_eval_runs_approvals_never_wait() -> None:
+    from agentloop.client.evals import run_and_turn
+    from agentloop.shared.definition.approvals import PendingApproval, ToolGate
+    from agentloop.shared.runs.eval_tools import gates_that_wait
+
+    assert run_and_turn("run-1") == ("run-1", None) and run_and_turn("support~42~3") == ("support~42", 3)
+    for bad in ("th~0", "th~x", "~3"):
+        with pytest.raises(UserError, match="give RUN or THREAD~TURN"):
+            run_and_turn(bad)
+    asked = ToolGate(call=tool_call("write"), approval=PendingApproval(call_id="c1", tool_name="write", step=1,
+                                                                         asked_at=datetime.now(UTC)))
+    plain = ToolGate(call=tool_call("lookup"))
+    assert gates_that_wait([asked, plain], eval_run=False) == [asked, plain]
+    waiting = gates_that_wait([asked, plain], eval_run=True)
+    assert [g.approval for g in waiting] == [None, None] and waiting[0].call == asked.call
+
+
+def test_a_judge_reads_the_conversation_before_a_later_turn() -> None:
+    from agentloop.activities.evals import judge_text
+    from agentloop.shared.evals.report import EvalScoreInput
+
+    got = Candidate(run_id="r", status="completed", final_text="new answer")
+    case = EvalCase(id="t", input="third?", messages=[Message.user("first?"), Message.assistant("one")],
+                    expected_text="old answer")
+    text = judge_text(EvalScoreInput(case=case, candidate=got, checks=[]))
+    assert text.startswith("Conversation before the input:\nuser: first?\nassistant: one\n\nInput:\nthird?")
+    assert text.endswith("Recorded answer:\nold answer\n\nAnswer to grade:\nnew answer")
+    assert judge_text(EvalScoreInput(case=CASE, candidate=got, checks=[])).startswith("Input:\nq")
