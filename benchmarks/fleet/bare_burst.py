@@ -96,11 +96,13 @@ class BareRun:
         return [first, *times]
 
 
-async def serve(address: str, queue: str) -> None:
-    """A worker process: the workflows on ``queue``, the activities on its lane."""
+async def serve(address: str, queue: str, max_cached: str = "1000") -> None:
+    """A worker process: the workflows on ``queue`` (``max_cached`` of them
+    cached; 0: no sticky queue), the activities on its lane."""
     client = await Client.connect(address)
     runner = UnsandboxedWorkflowRunner()
-    async with Worker(client, task_queue=queue, workflows=[BareRun], workflow_runner=runner), \
+    async with Worker(client, task_queue=queue, workflows=[BareRun], workflow_runner=runner,
+                      max_cached_workflows=int(max_cached)), \
             Worker(client, task_queue=f"{queue}-lane", activities=[bare_call]):
         print(READY, flush=True)
         await asyncio.Event().wait()
@@ -112,8 +114,8 @@ class Outcome:
 
     name: str
     seconds: dict[str, list[float]] = field(default_factory=dict)  # by group: run times of completed runs
-    # by group: per run, seconds from its start to its first workflow task, and its activity's lane wait
-    waits: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    # by group: per run, seconds its start call took, from its start to its first workflow task, its lane wait
+    waits: dict[str, list[tuple[float, float, float]]] = field(default_factory=dict)
     failed: int = 0
     arrivals: list[tuple[float, float | None, bool]] = field(default_factory=list)
     began: float = 0.0  # wall clock
@@ -138,21 +140,24 @@ async def timed(client: Client, queue: str, base_url: str, key: str, priority: i
     await asyncio.sleep(delay)
     began, wall = time.monotonic(), time.time()
     try:
-        first, scheduled, started = await client.execute_workflow(
+        handle = await client.start_workflow(
             BareRun.run, args=[base_url, f"{queue}-lane"], id=f"bare-{uuid.uuid4()}",
-                                      task_queue=queue, priority=Priority(priority_key=priority, fairness_key=key))
+            task_queue=queue, priority=Priority(priority_key=priority, fairness_key=key))
+        start_call = time.monotonic() - began
+        first, scheduled, started = await handle.result()
     except Exception:  # a run that failed: counted, not timed
         out.failed += 1
         return
     out.seconds.setdefault(group, []).append(time.monotonic() - began)
-    out.waits.setdefault(group, []).append((first - wall, started - scheduled))
+    out.waits.setdefault(group, []).append((start_call, first - wall, started - scheduled))
 
 
 async def scenario(name: str, address: str, client: Client, provider: MockProvider,
                    args: argparse.Namespace, log: Path) -> Outcome:
     queue = f"bare-{name.replace(' ', '-')}-{uuid.uuid4().hex[:6]}"
     await set_lane(client, queue, args.lane_rps or args.rate, args.b_weight, args.run_queue_weight)
-    workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.fleet.bare_burst", "--worker", address, queue],
+    command = ["--worker", address, queue, str(args.max_cached_workflows)]
+    workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.fleet.bare_burst", *command],
                                 cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT)
                for _ in range(args.workers)]
     out = Outcome(name)
@@ -192,15 +197,16 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
-def summary(out: Outcome, alone: Outcome | None, rate: float) -> dict[str, Any]:
+def summary(out: Outcome, alone: Outcome | None, rate: float, lane_rps: float) -> dict[str, Any]:
     row: dict[str, Any] = {"scenario": out.name, "failed": out.failed,
-                           **arrival_summary(out.arrivals, out.began, rate)}
+                           **arrival_summary(out.arrivals, out.began, rate, lane_rps)}
     ok = sorted(a for a, _, admitted in out.arrivals if admitted)
     row["throughput"] = round((len(ok) - 1) / (ok[-1] - ok[0]) / rate, 2) if len(ok) > 1 else None
     for group, waits in sorted(out.waits.items()):
         row[f"{group} p50 s"] = round(pct(out.seconds[group], 50), 2)
-        row[f"{group} p50 to first wf task s"] = round(pct([w for w, _ in waits], 50), 2)
-        row[f"{group} p50 lane wait s"] = round(pct([w for _, w in waits], 50), 2)
+        row[f"{group} p50 start call s"] = round(pct([w for w, _, _ in waits], 50), 2)
+        row[f"{group} p50 to first wf task s"] = round(pct([w for _, w, _ in waits], 50), 2)
+        row[f"{group} p50 lane wait s"] = round(pct([w for _, _, w in waits], 50), 2)
     b, base = out.seconds.get("B", []), (alone.seconds.get("B", []) if alone else [])
     if base and b:
         row["B p50 / alone"] = round(pct(b, 50) / pct(base, 50), 2)
@@ -232,7 +238,7 @@ async def main(args: argparse.Namespace) -> None:
           f"middle ({args.a / args.rate / 2:g}s); provider {args.rate:g} req/s (bucket of 1 s); lane limit "
           f"{args.lane_rps or args.rate:g} req/s; B's weight {args.b_weight:g}; {args.workers} workers")
     for out in outcomes.values():
-        print(json.dumps(summary(out, outcomes["B alone"], args.rate)))
+        print(json.dumps(summary(out, outcomes["B alone"], args.rate, args.lane_rps or args.rate)))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -250,7 +256,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--run-queue-weight", action="store_true",
                    help="set B's weight on the workflows' queue as well as on the lane")
     p.add_argument("--log", default="/tmp/bare_burst_workers.log", help="the workers' output")
-    p.add_argument("--worker", nargs=2, metavar=("ADDRESS", "QUEUE"), help=argparse.SUPPRESS)
+    p.add_argument("--max-cached-workflows", type=int, default=1000,
+                   help="the workers' workflow cache (default 1000; 0: no sticky queues, every workflow task "
+                        "on the fair normal queue)")
+    p.add_argument("--worker", nargs=3, metavar=("ADDRESS", "QUEUE", "MAX_CACHED"), help=argparse.SUPPRESS)
     return p
 
 

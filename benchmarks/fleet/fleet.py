@@ -224,7 +224,8 @@ async def main(args: argparse.Namespace) -> None:
             print(f"429s with lanes on, seconds after the load began: {outcomes['on'].throttled_at}")
             for name in ("B alone", "on"):
                 out = outcomes[name]
-                print(f"{name}: provider {json.dumps(arrival_summary(out.arrivals, out.began_wall, args.rate))}")
+                seen = arrival_summary(out.arrivals, out.began_wall, args.rate, args.lane_rps or args.rate)
+                print(f"{name}: provider {json.dumps(seen)}")
                 queue = out.queue
                 for group, ids in sorted(out.ids.items()):
                     parts = await median_breakdown(client, ids[:40], queue)

@@ -175,12 +175,17 @@ def most_in_a_second(times: list[float]) -> int:
     return best
 
 
-def arrival_summary(arrivals: list[tuple[float, float | None, bool]], began: float, rate: float) -> dict[str, Any]:
+def arrival_summary(arrivals: list[tuple[float, float | None, bool]], began: float, rate: float,
+                    lane_rps: float | None = None) -> dict[str, Any]:
     """What the provider saw (:attr:`MockProvider.arrivals`), to tell where a
     burst came from: its 429s (and when, in seconds after ``began``); the 429s
     the same bucket would have sent had each stamped request arrived when the
     server dispatched it (``429s at dispatch``); the most requests dispatched,
-    and arrived, in any one second; the lag from dispatch to arrival."""
+    and arrived, in any one second; the lag from dispatch to arrival; with
+    ``lane_rps``, the dispatches past what the server's own limiter allows
+    (``over the lane's limit``: a GCRA of ``lane_rps`` with a one-second
+    burst, i.e. a bucket of ``lane_rps + 1``; the dispatch times are the
+    history service's, a few milliseconds after matching's)."""
     def pct(values: list[float], q: float) -> float:
         ordered = sorted(values) or [float("nan")]
         return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
@@ -191,6 +196,7 @@ def arrival_summary(arrivals: list[tuple[float, float | None, bool]], began: flo
     return {"requests": len(arrivals), "stamped": len(dispatched), "429s": len(refused),
             "429 %": round(100 * len(refused) / max(1, len(arrivals)), 2),
             "429s at dispatch": bucket_rejections(dispatched, rate),
+            **({"over the lane's limit": bucket_rejections(dispatched, lane_rps, lane_rps + 1)} if lane_rps else {}),
             "most dispatched in 1s": most_in_a_second(dispatched),
             "most arrived in 1s": most_in_a_second([a for a, _, _ in arrivals]),
             "lag p50 ms": round(pct(lags, 50)), "lag p99 ms": round(pct(lags, 99)),

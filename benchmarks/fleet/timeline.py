@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from temporalio.api.enums.v1 import EventType
+from temporalio.api.enums.v1 import EventType, TaskQueueKind
 from temporalio.client import Client
 
 
@@ -19,7 +19,8 @@ def _seconds(event: object) -> float:
 
 async def breakdown(client: Client, workflow_id: str) -> dict[str, float]:
     """Seconds, summed over the workflow's history: ``wft wait`` (workflow task
-    scheduled to started), ``wft work`` (started to completed), ``wait <queue>``
+    scheduled to started; also split into ``wft wait run``, on the run's
+    queue, and ``wft wait sticky``, on a worker's sticky queue), ``wft work`` (started to completed), ``wait <queue>``
     (activity scheduled to its last attempt's start, by task queue; retries'
     backoff included), ``work <queue>`` (last attempt's start to its end), and
     ``span`` (execution started to closed)."""
@@ -32,8 +33,14 @@ async def breakdown(client: Client, workflow_id: str) -> dict[str, float]:
         first = t if first is None else first
         last = t
         times[event.event_id] = t
-        if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
-            sums["wft wait"] += t - times[event.workflow_task_started_event_attributes.scheduled_event_id]
+        if kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+            kind_of_queue = event.workflow_task_scheduled_event_attributes.task_queue.kind
+            sticky = kind_of_queue == TaskQueueKind.TASK_QUEUE_KIND_STICKY
+            queues[event.event_id] = "sticky" if sticky else "run"
+        elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
+            scheduled = event.workflow_task_started_event_attributes.scheduled_event_id
+            sums["wft wait"] += t - times[scheduled]
+            sums[f"wft wait {queues.get(scheduled, 'run')}"] += t - times[scheduled]
         elif kind in (EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
                       EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT):
             attrs = (event.workflow_task_completed_event_attributes
