@@ -20,7 +20,11 @@ Priority and fairness go on the workflow (``AgentClient.start(..., tenant=)``
 and ``AgentSpec.priority`` become its ``temporalio.common.Priority``), which
 its activities inherit; the dev server runs with the dynamic config
 fairness needs (:data:`FAIRNESS_CONFIG`). Prints one table; compare the
-rows of one run (the machine's load moves absolute figures).
+rows of one run (the machine's load moves absolute figures). Then, to tell
+where 429s and waits come from: what the provider saw (the workers run
+``traced_worker.py``, which stamps each request with its dispatch time:
+``mock_provider.arrival_summary``) and the median parts of each group's
+run times from their histories (``timeline.py``).
 
     python -m benchmarks.fleet.fleet [--a 300 --b 20 --priority 10 --rate 20]
 """
