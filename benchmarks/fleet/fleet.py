@@ -20,7 +20,11 @@ Priority and fairness go on the workflow (``AgentClient.start(..., tenant=)``
 and ``AgentSpec.priority`` become its ``temporalio.common.Priority``), which
 its activities inherit; the dev server runs with the dynamic config
 fairness needs (:data:`FAIRNESS_CONFIG`). Prints one table; compare the
-rows of one run (the machine's load moves absolute figures).
+rows of one run (the machine's load moves absolute figures). Then, to tell
+where 429s and waits come from: what the provider saw (the workers run
+``traced_worker.py``, which stamps each request with its dispatch time:
+``mock_provider.arrival_summary``) and the median parts of each group's
+run times from their histories (``timeline.py``).
 
     python -m benchmarks.fleet.fleet [--a 300 --b 20 --priority 10 --rate 20]
 """
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import statistics
 import subprocess
@@ -49,7 +54,8 @@ from agentloop import AgentClient, AgentSpec
 from agentloop.shared.definition.lanes import lane_queue
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import connect
-from benchmarks.fleet.mock_provider import MockProvider
+from benchmarks.fleet.mock_provider import MockProvider, arrival_summary
+from benchmarks.fleet.timeline import median_breakdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,6 +69,7 @@ class Outcome:
     """What one scenario gave."""
 
     name: str
+    queue: str = ""
     seconds: dict[str, list[float]] = field(default_factory=dict)  # by group: run times of completed runs
     failed: int = 0
     requests: int = 0
@@ -70,6 +77,9 @@ class Outcome:
     throughput: float = 0.0
     wall: float = 0.0
     throttled_at: list[float] = field(default_factory=list)  # seconds after the load began
+    ids: dict[str, list[str]] = field(default_factory=dict)  # by group: workflow ids of completed runs
+    arrivals: list[tuple[float, float | None, bool]] = field(default_factory=list)  # the provider's
+    began_wall: float = 0.0
 
 
 async def start_run(client: Client, queue: str, spec: AgentSpec, tenant: str, priority: int | None,
@@ -96,12 +106,13 @@ async def timed(client: Client, queue: str, spec: AgentSpec, tenant: str, priori
         out.failed += 1
         return
     out.seconds.setdefault(group, []).append(time.monotonic() - began)
+    out.ids.setdefault(group, []).append(handle.run_id)
 
 
 def spawn_workers(server: DevServer, queue: str, provider: MockProvider, count: int, log: Path) -> list[Any]:
     env = dict(os.environ, TEMPORAL_ADDRESS=server.address, AGENTLOOP_TASK_QUEUE=queue, OPENAI_API_KEY="fleet",
                OPENAI_BASE_URL=provider.base_url, AGENTLOOP_LANES="openai")
-    return [subprocess.Popen([sys.executable, "-m", "agentloop.cli", "worker"], cwd=ROOT, env=env,
+    return [subprocess.Popen([sys.executable, "-m", "benchmarks.fleet.traced_worker", "worker"], cwd=ROOT, env=env,
                              stdout=log.open("ab"), stderr=subprocess.STDOUT) for _ in range(count)]
 
 
@@ -113,15 +124,22 @@ async def wait_polling(log: Path, count: int, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def set_lane_limit(client: Client, queue: str, rps: float, b_weight: float) -> None:
+async def set_lane_limit(client: Client, queue: str, rps: float, b_weight: float, every_queue: bool = False) -> None:
     """``agentloop lanes set openai --rps RPS`` for runs on ``queue`` (and
-    ``--fairness-key-weight B=W`` when B's weight is not 1)."""
+    ``--fairness-key-weight B=W`` when B's weight is not 1); with
+    ``every_queue``, B's weight on the run queue's workflow and activity
+    tasks too (``temporal task-queue config set --task-queue-type ...``)."""
     weights = {"B": b_weight} if b_weight != 1 else {}
     await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
         namespace=client.namespace, identity="fleet-benchmark", task_queue=lane_queue(queue, "openai"),
         task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, set_fairness_weight_overrides=weights,
         update_queue_rate_limit=UpdateTaskQueueConfigRequest.RateLimitUpdate(
             rate_limit=RateLimit(requests_per_second=rps), reason="the provider's rate")))
+    if every_queue and weights:
+        for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
+            await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
+                namespace=client.namespace, identity="fleet-benchmark", task_queue=queue,
+                task_queue_type=kind, set_fairness_weight_overrides=weights))
 
 
 async def scenario(name: str, server: DevServer, client: Client, provider: MockProvider,
@@ -129,17 +147,17 @@ async def scenario(name: str, server: DevServer, client: Client, provider: MockP
     lanes = name != "off"
     queue = f"fleet-{name.replace(' ', '-')}-{uuid.uuid4().hex[:6]}"
     if lanes:
-        await set_lane_limit(client, queue, args.lane_rps or args.rate, args.b_weight)
+        await set_lane_limit(client, queue, args.lane_rps or args.rate, args.b_weight, args.weight_every_queue)
     log = tmp / f"{queue}.log"
     log.touch()
     workers = spawn_workers(server, queue, provider, args.workers, log)
-    out = Outcome(name)
+    out = Outcome(name, queue=queue)
     try:
         await wait_polling(log, args.workers)
         spec = AgentSpec(model="openai:gpt-fleet", max_steps=1, stream_deltas=False,
                          lane=None if lanes else "", llm_max_attempts=args.attempts)
         provider.reset()
-        began = time.monotonic()
+        began, out.began_wall = time.monotonic(), time.time()
         middle = args.a / args.rate / 2
         tasks = []
         if name != "B alone":
@@ -160,6 +178,7 @@ async def scenario(name: str, server: DevServer, client: Client, provider: MockP
     out.requests = len(provider.ok_times) + provider.throttled
     out.throttled, out.throughput = provider.throttled, provider.throughput()
     out.throttled_at = [round(t - began, 1) for t in provider.throttled_times]
+    out.arrivals = list(provider.arrivals)
     return out
 
 
@@ -179,7 +198,7 @@ def report(outcomes: dict[str, Outcome], args: argparse.Namespace) -> None:
     header = ["mode", "requests", "429s", "429 %", "failed", "throughput", "B p50", "B p95", "B p50/alone",
               "P1 p50", "A p50", "P1/A", "wall"]
     rows = [header]
-    for name in ("off", "on"):
+    for name in [n for n in ("off", "on") if n in outcomes]:
         o = outcomes[name]
         b, p1, a = o.seconds.get("B", []), o.seconds.get("P1", []), o.seconds.get("A", [])
         rows.append([name, str(o.requests), str(o.throttled), f"{100 * o.throttled / max(1, o.requests):.1f}%",
@@ -201,12 +220,20 @@ async def main(args: argparse.Namespace) -> None:
             await server.wait_ready()
             client = await connect(server.address)
             outcomes = {}
-            for name in ("B alone", "off", "on"):
+            for name in ("B alone", "on") if args.skip_off else ("B alone", "off", "on"):
                 outcomes[name] = await scenario(name, server, client, provider, args, Path(tmp))
                 print(f"{name}: done in {outcomes[name].wall:.1f}s, {outcomes[name].failed} failed", file=sys.stderr)
             report(outcomes, args)
             print(f"mean of A's run times (on): {statistics.mean(outcomes['on'].seconds.get('A', [0])):.2f}s")
             print(f"429s with lanes on, seconds after the load began: {outcomes['on'].throttled_at}")
+            for name in ("B alone", "on"):
+                out = outcomes[name]
+                seen = arrival_summary(out.arrivals, out.began_wall, args.rate, args.lane_rps or args.rate)
+                print(f"{name}: provider {json.dumps(seen)}")
+                queue = out.queue
+                for group, ids in sorted(out.ids.items()):
+                    parts = await median_breakdown(client, ids[:40], queue)
+                    print(f"{name}: {group} medians (s) {json.dumps(parts)}")
     finally:
         provider.shutdown()
         provider.server_close()
@@ -226,6 +253,9 @@ def parser() -> argparse.ArgumentParser:
                    help="the lane's limit with lanes on (default: --rate, the provider's rate)")
     p.add_argument("--b-weight", type=float, default=1.0,
                    help="tenant B's fairness weight on the lane, with lanes on (default 1: as A's)")
+    p.add_argument("--weight-every-queue", action="store_true",
+                   help="set B's weight on the run queue (workflow and activity tasks) as well as on the lane")
+    p.add_argument("--skip-off", action="store_true", help="leave out the 'off' scenario (today's behaviour)")
     p.add_argument("--attempts", type=int, default=5, help="AgentSpec.llm_max_attempts (default 5)")
     return p
 

@@ -49,7 +49,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
             return
-        wait = self.server.admit()
+        dispatched = self.headers.get("x-dispatched-at")
+        wait = self.server.admit(float(dispatched) if dispatched else None)
         if wait is not None:
             self._send(429, {"error": {"message": "Rate limit reached for requests", "type": "requests",
                                        "code": "rate_limit_exceeded"}},
@@ -99,6 +100,8 @@ class MockProvider(ThreadingHTTPServer):
         self.ok_times: list[float] = []
         self.throttled_times: list[float] = []
         self.throttled = 0
+        # (wall-clock arrival, the sender's x-dispatched-at header or None, admitted) per request
+        self.arrivals: list[tuple[float, float | None, bool]] = []
 
     @property
     def base_url(self) -> str:
@@ -108,13 +111,19 @@ class MockProvider(ThreadingHTTPServer):
         threading.Thread(target=self.serve_forever, name="mock provider", daemon=True).start()
         return self
 
-    def admit(self) -> float | None:
-        """None when a request may go on now; else the seconds until one may."""
+    def admit(self, dispatched: float | None = None) -> float | None:
+        """None when a request may go on now; else the seconds until one may.
+
+        ``dispatched`` is when the sender says the request was handed out
+        (``x-dispatched-at``, Unix seconds), kept with its arrival.
+        """
         now = time.monotonic()
         with self._lock:
             self._tokens = min(self.rate, self._tokens + (now - self._refilled) * self.rate)
             self._refilled = now
-            if self._tokens < 1:
+            admitted = self._tokens >= 1
+            self.arrivals.append((time.time(), dispatched, admitted))
+            if not admitted:
                 self.throttled += 1
                 self.throttled_times.append(now)
                 return (1 - self._tokens) / self.rate
@@ -129,6 +138,7 @@ class MockProvider(ThreadingHTTPServer):
         with self._lock:
             self._tokens, self._refilled = self.rate, time.monotonic()
             self.ok_times, self.throttled_times, self.throttled = [], [], 0
+            self.arrivals = []
 
     def throughput(self) -> float:
         """Answers a second, from the first answer to the last."""
@@ -137,3 +147,57 @@ class MockProvider(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         pass  # a client that hung up is not the provider's concern
+
+
+def bucket_rejections(times: list[float], rate: float, capacity: float | None = None) -> int:
+    """How many of the requests at ``times`` (seconds) a token bucket of
+    ``rate`` a second holding ``capacity`` (default: one second's) would refuse,
+    as :meth:`MockProvider.admit` does; the bucket starts full."""
+    capacity = rate if capacity is None else capacity
+    tokens, last, refused = capacity, None, 0
+    for t in sorted(times):
+        tokens = capacity if last is None else min(capacity, tokens + (t - last) * rate)
+        last = t
+        if tokens < 1:
+            refused += 1
+        else:
+            tokens -= 1
+    return refused
+
+
+def most_in_a_second(times: list[float]) -> int:
+    """The most of ``times`` (seconds) that fall within any one second."""
+    ordered, best, first = sorted(times), 0, 0
+    for last, t in enumerate(ordered):
+        while t - ordered[first] >= 1.0:
+            first += 1
+        best = max(best, last - first + 1)
+    return best
+
+
+def arrival_summary(arrivals: list[tuple[float, float | None, bool]], began: float, rate: float,
+                    lane_rps: float | None = None) -> dict[str, Any]:
+    """What the provider saw (:attr:`MockProvider.arrivals`), to tell where a
+    burst came from: its 429s (and when, in seconds after ``began``); the 429s
+    the same bucket would have sent had each stamped request arrived when the
+    server dispatched it (``429s at dispatch``); the most requests dispatched,
+    and arrived, in any one second; the lag from dispatch to arrival; with
+    ``lane_rps``, the dispatches past what the server's own limiter allows
+    (``over the lane's limit``: a GCRA of ``lane_rps`` with a one-second
+    burst, i.e. a bucket of ``lane_rps + 1``; the dispatch times are the
+    history service's, a few milliseconds after matching's)."""
+    def pct(values: list[float], q: float) -> float:
+        ordered = sorted(values) or [float("nan")]
+        return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
+
+    dispatched = [d for _, d, _ in arrivals if d is not None]
+    lags = [1000 * (a - d) for a, d, _ in arrivals if d is not None]
+    refused = [round(a - began, 1) for a, _, ok in arrivals if not ok]
+    return {"requests": len(arrivals), "stamped": len(dispatched), "429s": len(refused),
+            "429 %": round(100 * len(refused) / max(1, len(arrivals)), 2),
+            "429s at dispatch": bucket_rejections(dispatched, rate),
+            **({"over the lane's limit": bucket_rejections(dispatched, lane_rps, lane_rps + 1)} if lane_rps else {}),
+            "most dispatched in 1s": most_in_a_second(dispatched),
+            "most arrived in 1s": most_in_a_second([a for a, _, _ in arrivals]),
+            "lag p50 ms": round(pct(lags, 50)), "lag p99 ms": round(pct(lags, 99)),
+            "lag max ms": round(max(lags or [0])), "429 at s": refused}

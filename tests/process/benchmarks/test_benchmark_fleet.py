@@ -1,5 +1,7 @@
 """benchmarks/fleet at tiny sizes: its provider keeps its rate with 429 and
-``retry-after``, and the benchmark prints its table from measured runs."""
+``retry-after``, the benchmark prints its table from measured runs, and the
+bare baseline (a plain Temporal workflow on the same lane) reports where
+each request was dispatched and when it arrived."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from benchmarks.fleet.mock_provider import MockProvider
+from benchmarks.fleet.mock_provider import MockProvider, bucket_rejections
 from tests.helpers.paths import ROOT
 
 
@@ -49,3 +51,25 @@ def test_the_benchmark_prints_its_table_at_tiny_sizes() -> None:
         assert int(cells[0]) >= 6 + 2 + 1  # every run asked the provider at least once
     assert rows["on"][3] == "0"  # no run failed with lanes on
     assert any(line.startswith("B alone: p50 ") for line in lines)
+
+
+def test_a_limiter_with_a_one_second_burst_lets_one_more_through_than_a_one_second_bucket() -> None:
+    # The server's queue limiter (a GCRA with a one-second burst) lets rps + 1
+    # tasks go at once after a pause; the provider's bucket holds rps.
+    assert bucket_rejections([0.0] * 21, rate=20) == 1
+    assert bucket_rejections([0.0] * 20, rate=20) == 0
+    assert bucket_rejections([0.0] * 20 + [i / 19 for i in range(1, 100)], rate=20) == 0  # then 19 a second
+    assert bucket_rejections([0.0] * 20 + [i / 21 for i in range(1, 100)], rate=20) > 0  # 21 a second
+
+
+def test_the_bare_baseline_stamps_every_request_with_its_dispatch_time() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.fleet.bare_burst", "--a", "6", "--b", "2",
+                           "--priority", "1", "--rate", "20"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {row["scenario"]: row for row in (json.loads(line) for line in done.stdout.splitlines()
+                                              if line.startswith("{"))}
+    assert sorted(rows) == ["B alone", "burst"]
+    assert rows["burst"]["failed"] == 0 and rows["burst"]["requests"] >= 6 + 2 + 1
+    assert rows["burst"]["stamped"] == rows["burst"]["requests"]
+    assert rows["burst"]["lag p50 ms"] >= 0 and "429s at dispatch" in rows["burst"]
