@@ -11,6 +11,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.server.access.auth import Caller, authorize
+from agentloop.server.access.visibility import Found, NotYours, find_run, unscoped
 from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
@@ -87,38 +88,58 @@ def resolve_spec(state: ServerState, spec: AgentSpec | str, caller: Caller | Non
     return spec
 
 
-async def describe_or_404(state: ServerState, run_id: str) -> Any:
-    """The run's Temporal description.
+def unknown_run(state: ServerState, run_id: str) -> Problem:
+    """The 404 of a run id that is unknown, or that the caller may not see (the same sentence)."""
+    return Problem(404, "Unknown run", f"no run {run_id[:200]!r} in namespace "
+                   f"{state.client.temporal.namespace!r}: list runs with GET /v1/runs")
+
+
+async def describe_or_404(state: ServerState, run_id: str, caller: Caller) -> Any:
+    """The run's Temporal description, if ``caller`` may see the run
+    (:mod:`agentloop.server.access.visibility`).
 
     Raises:
-        Problem: 404 when no run has this id.
+        Problem: 404 when no run has this id, or it is a run the caller may
+            not see (another tenant's, another agent's): the same answer.
     """
-    try:
-        return await state.client.temporal.get_workflow_handle(run_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise Problem(404, "Unknown run", f"no run {run_id[:200]!r} in namespace "
-                          f"{state.client.temporal.namespace!r}: list runs with GET /v1/runs") from None
-        raise
+    found = await find_run(state.client, state.settings, caller, run_id)
+    if not isinstance(found, Found):
+        raise unknown_run(state, run_id)
+    return found.description
 
 
-async def running_or_409(state: ServerState, run_id: str) -> None:
+async def may_send(state: ServerState, caller: Caller, thread_id: str) -> bool:
+    """Whether ``caller`` may send to thread ``thread_id``: False for a run
+    it may not see (answer as for an unknown thread, or an id in use where
+    a spec would start it); True when no such run exists yet."""
+    if unscoped(caller):
+        return True
+    return not isinstance(await find_run(state.client, state.settings, caller, thread_id), NotYours)
+
+
+def thread_id_in_use(thread_id: str) -> Problem:
+    """The 409 of a thread id a scoped token would start, taken by a run it may not see."""
+    return Problem(409, "Thread id in use", f"thread id {thread_id[:200]!r} is in use; choose another thread id")
+
+
+async def running_or_409(state: ServerState, run_id: str, caller: Caller) -> None:
     """Raises:
-        Problem: 404 for an unknown run, 409 for one that has ended."""
-    description = await describe_or_404(state, run_id)
+        Problem: 404 for an unknown run (or one ``caller`` may not see), 409 for one that has ended."""
+    description = await describe_or_404(state, run_id, caller)
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = description.status.name.lower() if description.status else "closed"
         raise Problem(409, "Run ended", f"run {run_id[:200]!r} has ended ({status}); it takes no more requests")
 
 
-async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandle], Awaitable[T]]) -> T:
-    """Ask run ``run_id`` a query (its state, report, messages...).
+async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandle], Awaitable[T]],
+              caller: Caller) -> T:
+    """Ask run ``run_id`` a query (its state, report, messages...), if ``caller`` may see it.
 
     Raises:
-        Problem: 404 for an unknown run, 503 when no worker answers for it,
-            502 when its workflow failed to answer.
+        Problem: 404 for an unknown run (or one ``caller`` may not see), 503
+            when no worker answers for it, 502 when its workflow failed to answer.
     """
-    await describe_or_404(state, run_id)
+    await describe_or_404(state, run_id, caller)
     try:
         return await question(state.client.get_handle(run_id))
     except WorkflowQueryFailedError as err:
