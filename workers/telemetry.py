@@ -197,10 +197,10 @@ class Telemetry:
                 price = getattr(arg, "price", None)
                 cost = cost_of(usage, price) if price is not None else None
                 self.metrics.model_call(model, usage.input_tokens, usage.output_tokens, cost, seconds)
-                self._lane_waited(result, cost)
+                self._lane_waited(result, cost, getattr(arg, "tenant", None))
             return result
 
-    def _lane_waited(self, result: Any, cost: float | None) -> None:
+    def _lane_waited(self, result: Any, cost: float | None, tenant: str | None = None) -> None:
         """A model call in a provider lane: its wait there, and its tenant's spend."""
         from temporalio import activity
 
@@ -211,8 +211,10 @@ class Telemetry:
         wait = getattr(result, "queue_wait_ms", None)
         if lane is None or wait is None or self.metrics is None:
             return
-        tenant = (info.priority.fairness_key or "") if info.priority is not None else ""
-        self.metrics.lane_waited(lane, wait / 1000, tenant, cost)
+        # The run's tenant, from the model call's input: an inherited priority reads as unset here.
+        if tenant is None and info.priority is not None:
+            tenant = info.priority.fairness_key
+        self.metrics.lane_waited(lane, wait / 1000, tenant or "", cost)
 
     def quota_reported(self, call: Any) -> None:
         """A run reported its usage to its tenant's ledger (handed over by

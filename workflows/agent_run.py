@@ -75,6 +75,7 @@ with workflow.unsafe.imports_passed_through():
     from agentloop.workflows.patches import (
         EVAL_APPROVAL_PATCH,
         EVAL_PATCH,
+        QUOTA_CANCEL_PATCH,
         QUOTA_PATCH,
         RESTORED_COMPLETED_PATCH,
         TYPED_OUTPUT_PATCH,
@@ -142,6 +143,8 @@ class AgentRunWorkflow(LlmSteps):
             return await self._loop(spec)
         except asyncio.CancelledError:
             self._recorder.cancelled()
+            if self._quota is not None and self._quota.holds() and workflow.patched(QUOTA_CANCEL_PATCH):
+                await self._quota.release()  # what the cancelled run reserved goes back to its tenant now
             raise
 
     async def _loop(self, spec: AgentSpec) -> AgentRunResult:

@@ -213,7 +213,8 @@ class LlmSteps(RunHandlers):
     async def _call_model(self, spec: AgentSpec, report: StepReport) -> CallModelResult | ContextTooLong | FailRun:
         step, started = self._state.step + 1, self._recorder.now()
         input = calls.model_step_input(self._run_id, spec, self._state, self._model_context,
-                                       by_reference=self._features.by_reference, seed=self._features.lean)
+                                       by_reference=self._features.by_reference, seed=self._features.lean,
+                                       tenant=self._input.tenant if self._input is not None else None)
         try:
             result = await calls.call_model(input, calls.model_call_options(spec, self._features.model_queue(spec)),
                                           f"LLM step {step}")

@@ -125,6 +125,12 @@ EVAL_APPROVAL_PATCH = "agentloop-eval-approval-1"
 #: Recorded only in runs with a tenant.
 QUOTA_PATCH = "agentloop-quota-1"
 
+#: Patch marker of a cancelled run of a tenant that gives back what it
+#: reserved from the tenant's quota before it ends (before it, a cancelled
+#: run's reservation came back only when the window turned). Recorded only
+#: in cancelled runs that hold a reservation.
+QUOTA_CANCEL_PATCH = "agentloop-quota-cancel-1"
+
 
 @dataclass(frozen=True)
 class Features:

@@ -21,6 +21,7 @@ from agentloop.shared.runs.search_attributes import (
     AGENT_PENDING_TOOLS,
     AGENT_ROOT_RUN,
     AGENT_STATUS,
+    AGENT_TENANT,
 )
 
 
@@ -60,6 +61,7 @@ class RunSummary(BaseModel):
         closed_at: When it ended, if it has.
         parent_run_id: For a sub-agent's run, the run that delegated to it.
         root_run_id: For a sub-agent's run, the top run of its tree.
+        tenant: The run's tenant (``AgentTenant``), if it has one.
     """
 
     run_id: str
@@ -71,6 +73,7 @@ class RunSummary(BaseModel):
     closed_at: datetime | None = None
     parent_run_id: str | None = None
     root_run_id: str | None = None
+    tenant: str | None = None
 
 
 _TEMPORAL_STATUS: dict[Any, str] = {
@@ -118,6 +121,7 @@ def summary_of(execution: Any) -> RunSummary:
         closed_at=execution.close_time,
         parent_run_id=attrs.get(AGENT_PARENT_RUN),
         root_run_id=attrs.get(AGENT_ROOT_RUN),
+        tenant=attrs.get(AGENT_TENANT),
     )
 
 

@@ -11,11 +11,11 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from agentloop.server.access.auth import Caller, authorize
+from agentloop.server.access.visibility import Found, NotARun, NotYours, find_run, unscoped
 from agentloop.server.problems import Problem
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.sse import StreamSlots
-from agentloop.shared.base.contracts import WORKFLOW_NAME
 from agentloop.shared.definition.spec import AgentSpec
 
 if TYPE_CHECKING:
@@ -88,55 +88,62 @@ def resolve_spec(state: ServerState, spec: AgentSpec | str, caller: Caller | Non
     return spec
 
 
-async def describe_or_404(state: ServerState, run_id: str) -> Any:
-    """The run's Temporal description.
+def unknown_run(state: ServerState, run_id: str) -> Problem:
+    """The 404 of a run id that is unknown, or that the caller may not see (the same sentence)."""
+    return Problem(404, "Unknown run", f"no run {run_id[:200]!r} in namespace "
+                   f"{state.client.temporal.namespace!r}: list runs with GET /v1/runs")
+
+
+async def describe_or_404(state: ServerState, run_id: str, caller: Caller) -> Any:
+    """The run's Temporal description, if ``caller`` may see the run
+    (:mod:`agentloop.server.access.visibility`).
 
     Raises:
-        Problem: 404 when no run has this id, or the workflow of this id is
-            not a run (a tenant's quota ledger, an eval, a user's own workflow:
-            the run routes' scopes are not theirs, see :func:`not_a_run`).
+        Problem: 404 when no run has this id, or it is a run the caller may
+            not see (another tenant's, another agent's): the same answer; or
+            the workflow of this id is not a run (a tenant's quota ledger, an
+            eval, a user's own workflow: the run routes' scopes are not theirs).
     """
-    try:
-        description = await state.client.temporal.get_workflow_handle(run_id).describe()
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise Problem(404, "Unknown run", f"no run {run_id[:200]!r} in namespace "
-                          f"{state.client.temporal.namespace!r}: list runs with GET /v1/runs") from None
-        raise
-    refused = not_a_run(run_id, description.workflow_type)
-    if refused is not None:
-        raise Problem(404, "Unknown run", refused)
-    return description
+    found = await find_run(state.client, state.settings, caller, run_id)
+    if isinstance(found, NotARun):
+        raise Problem(404, "Unknown run", found.reason)
+    if not isinstance(found, Found):
+        raise unknown_run(state, run_id)
+    return found.description
 
 
-def not_a_run(run_id: str, workflow_type: str | None) -> str | None:
-    """Why the workflow ``run_id`` of ``workflow_type`` is not served as a
-    run, or None for a run. The namespace holds other workflows too: a
-    tenant's quota ledger (an ``act`` token that could cancel it would lift
-    the quota only ``admin`` sets), evals, the user's own."""
-    if workflow_type == WORKFLOW_NAME:
-        return None
-    return (f"{run_id[:200]!r} is not a run (its workflow is a {str(workflow_type)[:80]!r}): the run routes "
-            "serve agent runs only")
+async def may_send(state: ServerState, caller: Caller, thread_id: str) -> bool:
+    """Whether ``caller`` may send to thread ``thread_id``: False for a run
+    it may not see (answer as for an unknown thread, or an id in use where
+    a spec would start it); True when no such run exists yet."""
+    if unscoped(caller):
+        return True
+    return not isinstance(await find_run(state.client, state.settings, caller, thread_id), NotYours | NotARun)
 
 
-async def running_or_409(state: ServerState, run_id: str) -> None:
+def thread_id_in_use(thread_id: str) -> Problem:
+    """The 409 of a thread id a scoped token would start, taken by a run it may not see."""
+    return Problem(409, "Thread id in use", f"thread id {thread_id[:200]!r} is in use; choose another thread id")
+
+
+async def running_or_409(state: ServerState, run_id: str, caller: Caller) -> None:
     """Raises:
-        Problem: 404 for an unknown run, 409 for one that has ended."""
-    description = await describe_or_404(state, run_id)
+        Problem: 404 for an unknown run (or one ``caller`` may not see), 409 for one that has ended."""
+    description = await describe_or_404(state, run_id, caller)
     if description.status != WorkflowExecutionStatus.RUNNING:
         status = description.status.name.lower() if description.status else "closed"
         raise Problem(409, "Run ended", f"run {run_id[:200]!r} has ended ({status}); it takes no more requests")
 
 
-async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandle], Awaitable[T]]) -> T:
-    """Ask run ``run_id`` a query (its state, report, messages...).
+async def ask(state: ServerState, run_id: str, question: Callable[[AgentRunHandle], Awaitable[T]],
+              caller: Caller) -> T:
+    """Ask run ``run_id`` a query (its state, report, messages...), if ``caller`` may see it.
 
     Raises:
-        Problem: 404 for an unknown run, 503 when no worker answers for it,
-            502 when its workflow failed to answer.
+        Problem: 404 for an unknown run (or one ``caller`` may not see), 503
+            when no worker answers for it, 502 when its workflow failed to answer.
     """
-    await describe_or_404(state, run_id)
+    await describe_or_404(state, run_id, caller)
     try:
         return await question(state.client.get_handle(run_id))
     except WorkflowQueryFailedError as err:

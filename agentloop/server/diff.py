@@ -2,9 +2,9 @@
 (:mod:`agentloop.shared.runs.diff`, docs/diff.md), what ``agentloop diff``
 prints as ``--json`` and what the console's ``/diff`` page shows.
 
-It reads both runs (scope ``read``); a token limited to some agents
-(``...:agents=a|b``) may compare runs of those agents only, and is refused
-(403) when either run is another agent's."""
+It reads both runs (scope ``read``) as every read route does: a token with a
+tenant or an agent list compares runs it may see only, and a run it may not
+see is an unknown run (404; :mod:`agentloop.server.access.visibility`)."""
 
 from __future__ import annotations
 
@@ -20,31 +20,17 @@ from agentloop.shared.runs.snapshots import AgentSnapshot
 router = APIRouter(tags=["runs"], responses=problem_responses(401, 403, 422))
 
 
-def allowed_names(state: ServerState, caller: Caller) -> set[str] | None:
-    """The agent names the caller may read runs of (None: any): the agents its
-    token names, by the name they are registered under and their spec's name."""
-    if caller.agents is None:
-        return None
-    agents = state.settings.agents
-    return set(caller.agents) | {agents[name].name for name in caller.agents if name in agents}
-
-
 async def snapshot_for(state: ServerState, caller: Caller, run_id: str) -> AgentSnapshot:
     """Run ``run_id``'s snapshot, if the caller may read it.
 
     Raises:
-        Problem: 404 unknown run, 503 no worker answers, 409 it cannot be
-            exported, 403 the run is an agent the caller's token does not name.
+        Problem: 404 unknown run (or one the caller may not see: another
+            tenant's, another agent's), 503 no worker answers, 409 it cannot be exported.
     """
     try:
-        snapshot = await ask(state, run_id, lambda handle: handle.export())
+        return await ask(state, run_id, lambda handle: handle.export(), caller)
     except UserError as err:
         raise Problem(409, "Cannot export", str(err)) from None
-    allowed = allowed_names(state, caller)
-    if allowed is not None and snapshot.spec.name not in allowed:
-        raise Problem(403, "Agent not allowed", f"token {caller.name!r} may read runs of "
-                      f"{', '.join(sorted(caller.agents or ()))} only; run {run_id[:200]!r} is another agent's")
-    return snapshot
 
 
 @router.get("/diff", response_model=RunDiff, responses=problem_responses(404, 409, 503))

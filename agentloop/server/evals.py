@@ -32,9 +32,15 @@ class EvalPage(BaseModel):
     progress: EvalProgress | None = None
 
 
+def _no_eval(eval_id: str) -> Problem:
+    return Problem(404, "No such eval", f"no eval has the id {eval_id[:80]!r}")
+
+
 @router.get("/evals", response_model=EvalList)
 async def evals_list(state: ServerState = State, caller: Caller = Reader) -> EvalList:
-    """Evals, newest first."""
+    """Evals, newest first (none for a token with a tenant: evals belong to no tenant)."""
+    if caller.tenant is not None:
+        return EvalList(evals=[])
     try:
         return EvalList(evals=await list_evals(state.client))
     except RPCError as err:
@@ -45,11 +51,13 @@ async def evals_list(state: ServerState = State, caller: Caller = Reader) -> Eva
 async def eval_page(eval_id: str = Path(max_length=200), state: ServerState = State,
                     caller: Caller = Reader) -> EvalPage:
     """An eval's cases with pass or fail and reasons, their runs, the totals."""
+    if caller.tenant is not None:  # evals belong to no tenant: one is unknown to a tenant's token
+        raise _no_eval(eval_id)
     try:
         status, answer = await eval_report(state.client, eval_id)
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            raise Problem(404, "No such eval", f"no eval has the id {eval_id[:80]!r}") from None
+            raise _no_eval(eval_id) from None
         raise Problem(503, "Temporal is unavailable", f"the eval cannot be read: {err.message}") from None
     if isinstance(answer, EvalReport):
         return EvalPage(eval_id=eval_id, status=status, report=answer)

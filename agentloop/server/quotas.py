@@ -1,5 +1,6 @@
 """``/v1/quotas/{tenant}``: a tenant's spend quota (scope ``read`` to read
-it, ``admin`` to set it)."""
+it, ``admin`` to set it). A token with a tenant reads (and, with ``admin``,
+sets) its own tenant's quota only; another tenant's reads as no quota."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ _TENANT = r"^[^\s/\\]{1,200}$"
 async def get_quota(tenant: str = Path(pattern=_TENANT), caller: Caller = Reader,
                     state: ServerState = State) -> QuotaView:
     """The tenant's limits, window, spend and the runs holding reservations."""
-    found = await state.client.quotas.get(tenant)
+    # A tenant's token reads its own tenant's quota only; another's is answered as none.
+    found = await state.client.quotas.get(tenant) if caller.tenant in (None, tenant) else None
     if found is None:
         raise Problem(404, "No quota", f"tenant {tenant!r} has no quota (PUT /v1/quotas/{tenant} sets one)")
     return found
@@ -31,6 +33,9 @@ async def get_quota(tenant: str = Path(pattern=_TENANT), caller: Caller = Reader
 async def set_quota(tenant: str = Path(pattern=_TENANT), limits: QuotaLimits = Body(...), caller: Caller = Admin,
                     state: ServerState = State) -> QuotaView:
     """Set the tenant's limits (its ledger starts when it had none)."""
+    if caller.tenant not in (None, tenant):
+        raise Problem(403, "Tenant not allowed", f"token {caller.name!r} sets the quota of tenant "
+                      f"{caller.tenant!r} only; it asked for {tenant[:80]!r}")
     try:
         return await state.client.quotas.set(tenant, limits)
     except UserError as err:

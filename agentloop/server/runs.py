@@ -14,6 +14,7 @@ from temporalio.service import RPCError
 
 from agentloop.client.runs import RunSummary
 from agentloop.server.access.auth import Caller
+from agentloop.server.access.visibility import RunFacts, allowed_agents, list_clause, listed, unscoped
 from agentloop.server.agui.routes import run_stream
 from agentloop.server.deps import (
     Actor,
@@ -127,7 +128,9 @@ async def start_run(body: StartRun, response: Response, state: ServerState = Sta
         handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id,
                                           tenant=resolve_tenant(caller, body.tenant))
     except RunIdInUse as err:
-        raise Problem(409, "Run id in use", str(err)) from None
+        # A scoped token learns no more of a run it may not see than that its id is taken.
+        said = str(err) if unscoped(caller) else f"run id {err.run_id!r} is in use; choose another run id"
+        raise Problem(409, "Run id in use", said) from None
     response.headers["Location"] = f"/v1/runs/{handle.run_id}"
     return Started(run_id=handle.run_id, workspace=spec.workspace or state.settings.default_workspace)
 
@@ -161,10 +164,14 @@ async def list_runs(
 ) -> RunList:
     """Runs, newest first, found by their search attributes (``AgentStatus``,
     ``AgentName``, ``AgentThread``); a run continued as new is listed once."""
-    extra = f'AgentThread="{thread}"' if thread else None
+    agents = allowed_agents(state.settings, caller)
+    scoped = list_clause(caller, agents)
+    extra = " AND ".join(c for c in (f'AgentThread="{thread}"' if thread else None, scoped) if c) or None
     try:
         runs, token = await state.client.list_runs_page(status=status, name=name, query=extra, limit=limit,
                                                         page_token=_page_token(page_token))
+        if scoped:
+            runs = listed(caller, agents, ((RunFacts(r.tenant, r.agent_name), r) for r in runs))
     except RPCError as err:
         if page_token:
             raise _bad_page_token() from None
@@ -175,13 +182,13 @@ async def list_runs(
 @router.get("/runs/{run_id}", response_model=RunState, responses=problem_responses(404, 503))
 async def run_state(run_id: str, state: ServerState = State, caller: Caller = Reader) -> RunState:
     """What the run is doing: status, step, pending calls, usage."""
-    return await ask(state, run_id, lambda handle: handle.state())
+    return await ask(state, run_id, lambda handle: handle.state(), caller)
 
 
 @router.get("/runs/{run_id}/report", response_model=AgentRunReport, responses=problem_responses(404, 503))
 async def run_report(run_id: str, state: ServerState = State, caller: Caller = Reader) -> AgentRunReport:
     """The run report up to now: steps, tool calls (with each decision's ``decided_by``), usage, cost."""
-    return await ask(state, run_id, lambda handle: handle.report())
+    return await ask(state, run_id, lambda handle: handle.report(), caller)
 
 
 @router.get("/runs/{run_id}/messages", response_model=MessagesPage, responses=problem_responses(404, 503))
@@ -190,7 +197,7 @@ async def run_messages(
     state: ServerState = State, caller: Caller = Reader,
 ) -> MessagesPage:
     """The conversation, a page at a time (``?offset=&limit=``)."""
-    messages = await ask(state, run_id, lambda handle: handle.messages())
+    messages = await ask(state, run_id, lambda handle: handle.messages(), caller)
     page = messages[offset:offset + limit]
     end = offset + len(page)
     return MessagesPage(messages=page, offset=offset, total=len(messages),
@@ -200,7 +207,7 @@ async def run_messages(
 @router.get("/runs/{run_id}/export", response_model=AgentSnapshot, responses=problem_responses(404, 503))
 async def run_export(run_id: str, state: ServerState = State, caller: Caller = Reader) -> Any:
     """The run as a versioned snapshot (what ``agentloop export`` writes)."""
-    await describe_or_404(state, run_id)
+    await describe_or_404(state, run_id, caller)
     try:
         snapshot = await state.client.get_handle(run_id).export()
     except UserError as err:
@@ -234,7 +241,7 @@ async def run_events(
     starts at offset N. The stream ends after the run's terminal event.
     ``?protocol=ag-ui`` gives AG-UI events instead."""
     offset = resume_offset(request, from_)
-    await describe_or_404(state, run_id)
+    await describe_or_404(state, run_id, caller)
     if protocol == "ag-ui":
         return event_stream(run_stream(state, run_id, offset), state.streams.take(caller.name))
     return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))
@@ -275,7 +282,7 @@ async def decide(run_id: str, body: Decide, state: ServerState = State, caller: 
     """Decide a waiting call, as the token's name (the decision's ``by``).
     A decision is single-use: deciding the same call again is 409, naming
     who decided it and when."""
-    await describe_or_404(state, run_id)
+    await describe_or_404(state, run_id, caller)
     handle = state.client.get_handle(run_id)
     decision = ApprovalDecision(call_id=body.call_id, decision=body.decision, reason=body.reason,
                                 result=body.result, by=caller.name)
@@ -297,7 +304,7 @@ async def decide(run_id: str, body: Decide, state: ServerState = State, caller: 
 async def submit_tool_outputs(run_id: str, body: SubmitOutputs, state: ServerState = State,
                               caller: Caller = Actor) -> Any:
     """Answer every call the run waits for (``requires_action``), by call id."""
-    await describe_or_404(state, run_id)
+    await describe_or_404(state, run_id, caller)
     await fits_or_413(state, body.tool_outputs, "the tool outputs")
     try:
         accepted = await state.client.get_handle(run_id).submit_tool_outputs(body.tool_outputs)
@@ -310,7 +317,7 @@ async def submit_tool_outputs(run_id: str, body: SubmitOutputs, state: ServerSta
 async def stop_run(run_id: str, body: StopRun | None = Body(default=None), state: ServerState = State,
                    caller: Caller = Actor) -> Requested:
     """End the run ``stopped`` once its current step is done."""
-    await running_or_409(state, run_id)
+    await running_or_409(state, run_id, caller)
     reason = body.reason if body and body.reason else f"stopped by {caller.name}"
     await state.client.get_handle(run_id).stop(reason)
     return Requested(run_id=run_id, requested="stop")
@@ -320,6 +327,6 @@ async def stop_run(run_id: str, body: StopRun | None = Body(default=None), state
              responses=problem_responses(404, 409))
 async def cancel_run(run_id: str, state: ServerState = State, caller: Caller = Actor) -> Requested:
     """Cancel the run: running LLM calls and tools are cancelled; it ends ``cancelled``."""
-    await running_or_409(state, run_id)
+    await running_or_409(state, run_id, caller)
     await state.client.get_handle(run_id).cancel()
     return Requested(run_id=run_id, requested="cancel")

@@ -6,7 +6,16 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field, field_validator
 
 from agentloop.server.access.auth import Caller
-from agentloop.server.deps import Actor, ServerState, State, describe_or_404, resolve_spec, resolve_tenant
+from agentloop.server.deps import (
+    Actor,
+    ServerState,
+    State,
+    describe_or_404,
+    may_send,
+    resolve_spec,
+    resolve_tenant,
+    thread_id_in_use,
+)
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.shared.base.errors import DecisionRejected
 from agentloop.shared.base.priority import checked_tenant
@@ -64,6 +73,11 @@ async def send_message(thread_id: str, body: SendBody, state: ServerState = Stat
     with the thread's double-texting strategy (or ``strategy``). A thread
     that does not exist is started when ``spec`` is given."""
     spec = resolve_spec(state, body.spec, caller) if body.spec is not None else None
+    if not await may_send(state, caller, thread_id):
+        if spec is not None:
+            raise thread_id_in_use(thread_id)
+        raise Problem(404, "Unknown thread", f"{ThreadNotFound(thread_id)} (or send `spec` with the message to "
+                      "start it)")
     try:
         handle = await state.client.send(thread_id, body.text, spec, strategy=body.strategy, by=caller.name,
                                          tenant=resolve_tenant(caller, body.tenant) if spec is not None else None)
@@ -80,7 +94,7 @@ async def send_message(thread_id: str, body: SendBody, state: ServerState = Stat
 async def steer(thread_id: str, body: SteerBody, state: ServerState = State, caller: Caller = Actor) -> SteerAccepted:
     """Add a user message the model sees before its next LLM step, without
     ending the turn under way."""
-    await describe_or_404(state, thread_id)
+    await describe_or_404(state, thread_id, caller)
     try:
         return await state.client.get_handle(thread_id).steer(body.text, by=caller.name)
     except DecisionRejected as err:

@@ -841,12 +841,33 @@ async def record_quota(client, registry: ToolRegistry, ws: str) -> None:
     await client.get_workflow_handle(quotas.ledger_id(tenant)).terminate("recorded")
 
 
+# A cancelled run of a tenant with a quota (patch agentloop-quota-cancel-1): it
+# reserved a chunk before its step, waits for an approval, is cancelled and
+# gives the reservation back before it ends.
+async def record_quota_cancel(client, registry: ToolRegistry, ws: str) -> None:
+    from agentloop.shared.runs import quotas
+    from agentloop.shared.runs.quotas import QuotaLimits
+
+    register_scripted_model("record-quota_cancel", [calls(call("write_file", {"file_path": "q.txt", "content": "q"}))])
+    agents = AgentClient(client, task_queue=RECORD_QUEUE[0])
+    tenant = f"replay-{uuid.uuid4().hex[:6]}"
+    await agents.quotas.set(tenant, QuotaLimits(tokens=10_000, window_seconds=3600, chunk_tokens=1_000))
+    spec = AgentSpec(model="scripted:record-quota_cancel", workspace=ws, tools=["write_file"])
+    handle = await agents.start(spec, "scenario quota_cancel", run_id="replay-quota_cancel", tenant=tenant)
+    await drive_cancel_while_waiting(handle)
+    with contextlib.suppress(AgentRunFailed):
+        await handle.result()
+    write_history(HERE / "quota_cancel.json", await handle.workflow_handle.fetch_history())
+    await client.get_workflow_handle(quotas.ledger_id(tenant)).terminate("recorded")
+
+
 #: Histories recorded on workers and queues of their own (not in SCENARIOS).
 OWN_WORKERS = {
     "eval_run": record_eval_run,
     "eval_thread": record_eval_thread,  # and eval_thread-case
     "eval_approval": record_eval_approval,  # and eval_approval-case
     "quota_run": record_quota,  # and quota_ledger, quota_ledger-2
+    "quota_cancel": record_quota_cancel,
     "schedule_feed_start": record_schedule_feed,
     "tools_moved": record_tools_moved,
     "resolve_split": record_resolve_split,

@@ -88,6 +88,8 @@ def test_histories_are_committed() -> None:
         # A run of a tenant with a quota (patch agentloop-quota-1) that waited for the window to turn,
         # and its tenant's ledger, continued as new once.
         "quota_run", "quota_ledger", "quota_ledger-2",
+        # A cancelled run of a tenant that gives its reservation back as it ends (patch agentloop-quota-cancel-1).
+        "quota_cancel",
         # A tenant's run at priority 2 (Priority with the tenant as fairness key), a tool call and two
         # sub-agents, one inheriting its Priority, one at a priority of its own.
         "tenant_priority", "tenant_priority-sub-1", "tenant_priority-sub-2",
@@ -238,3 +240,13 @@ def test_the_quota_histories_hold_the_reservations() -> None:
     first, second = (load(HISTORIES / f"{n}.json").events for n in ("quota_ledger", "quota_ledger-2"))
     assert first[-1].HasField("workflow_execution_continued_as_new_event_attributes")
     assert second[0].workflow_execution_started_event_attributes.input.payloads
+
+
+def test_a_cancelled_runs_history_gives_its_reservation_back() -> None:
+    from agentloop.workflows.patches import QUOTA_CANCEL_PATCH
+
+    events = load(HISTORIES / "quota_cancel.json").events
+    assert QUOTA_CANCEL_PATCH in patch_ids(events)
+    # The release signal to the tenant's ledger, then the cancelled end.
+    assert events[-1].HasField("workflow_execution_canceled_event_attributes")
+    assert any(e.HasField("signal_external_workflow_execution_initiated_event_attributes") for e in events)

@@ -134,7 +134,7 @@ def typed_request(spec: AgentSpec) -> tuple[OutputFormat | None, str]:
 
 def model_step_input(
     run_id: str, spec: AgentSpec, state: LoopState, context: ModelContext, *, by_reference: bool,
-    seed: bool = False,
+    seed: bool = False, tenant: str | None = None,
 ) -> CallModelInput:
     """The input of an LLM step's ``call_model``. By reference (every run
     since patch ``agentloop-long-runs-1``), it names the transcript by length
@@ -157,7 +157,8 @@ def model_step_input(
     return CallModelInput(run_id=run_id, step=state.step, model=spec.model, request=request,
                           stream_deltas=spec.stream_deltas, stream_batch_seconds=spec.stream_batch_seconds,
                           transcript=transcript, price=price_for(spec.model, spec.budget),
-                          seed=transcript_seed(state, context) if by_reference and seed else None)
+                          seed=transcript_seed(state, context) if by_reference and seed else None,
+                          tenant=tenant)
 
 
 async def call_model(input: CallModelInput, options: ActivityConfig, summary: str) -> CallModelResult:

@@ -90,14 +90,20 @@ class QuotaKeeper:
             self.state.quota_wait = None
         self.recorder.index()
 
+    def holds(self) -> bool:
+        """Whether the run holds a reservation to give back (it reserved, and has not released)."""
+        quota = self.state.quota
+        return quota is not None and not quota.unlimited and quota.seq > 0
+
     async def release(self) -> None:
         """The run ends: report what it used since it last asked; the rest
         goes back. A signal to the ledger, straight from the workflow (no
         activity, no answer to wait for: a release repeated, or of a run the
         ledger no longer holds, changes nothing)."""
-        quota = self.state.quota
-        if quota is None or quota.unlimited or quota.seq == 0:
+        if not self.holds():
             return
+        quota = self.state.quota
+        assert quota is not None
         used = self.used()
         request = ReleaseRequest(run_id=self.run_id, used=quotas.since_reported(quota, used))
         self.state.quota = quota.model_copy(update={"reported": used, "left": Amount(), "unlimited": True})

@@ -38,7 +38,8 @@ from agentloop.server.a2a.mapping import (
     task_state,
 )
 from agentloop.server.access.auth import Caller
-from agentloop.server.deps import ServerState
+from agentloop.server.access.visibility import Found, find_run, unscoped
+from agentloop.server.deps import ServerState, may_send
 from agentloop.server.streams.hub import IDLE
 from agentloop.shared.base.errors import DecisionRejected, UserError
 from agentloop.shared.definition.approvals import ToolOutput
@@ -74,7 +75,11 @@ class RunTasks(RequestHandler):
 
     # --- reading a task ---------------------------------------------------
 
-    async def _run_state(self, ref: TaskRef, spec: AgentSpec) -> RunState:
+    async def _run_state(self, ref: TaskRef, spec: AgentSpec, caller: Caller) -> RunState:
+        if not unscoped(caller):  # another tenant's run is answered as an unknown task
+            found = await find_run(self.state.client, self.state.settings, caller, ref.run_id)
+            if not isinstance(found, Found):
+                raise TaskNotFoundError(f"no task {ref.task_id[:200]!r}")
         try:
             state = await self.state.client.get_handle(ref.run_id).state()
         except (RPCError, WorkflowQueryFailedError, UserError) as err:
@@ -90,8 +95,8 @@ class RunTasks(RequestHandler):
             return None
         return await self.state.client.get_handle(ref.run_id).turn_state(ref.turn)
 
-    async def _task(self, ref: TaskRef, spec: AgentSpec) -> pb.Task:
-        state = await self._run_state(ref, spec)
+    async def _task(self, ref: TaskRef, spec: AgentSpec, caller: Caller) -> pb.Task:
+        state = await self._run_state(ref, spec, caller)
         turn = await self._turn(ref, state)
         name = task_state(state, ref.turn, turn)
         data: Any = None
@@ -120,6 +125,9 @@ class RunTasks(RequestHandler):
             raise InvalidParamsError("the message has no text: send a text part (or a data part)")
         client = self.state.client
         if message.context_id:
+            if not await may_send(self.state, caller, message.context_id):
+                raise InvalidRequestError(f"contextId {message.context_id[:200]!r} is in use; choose another "
+                                          "(or leave it out to start a new conversation)")
             try:
                 handle = await client.send(message.context_id, text, spec, by=caller.name, tenant=caller.tenant)
             except (ThreadBusy, MessageRefused, UserError) as err:
@@ -140,7 +148,7 @@ class RunTasks(RequestHandler):
 
     async def _answer(self, ref: TaskRef, spec: AgentSpec, caller: Caller, texts: list[str],
                       data: list[Any]) -> tuple[TaskStream, int]:
-        state = await self._run_state(ref, spec)
+        state = await self._run_state(ref, spec, caller)
         if task_state(state, ref.turn, await self._turn(ref, state)) != "input-required":
             raise InvalidRequestError(f"task {ref.task_id!r} does not wait for input; to go on with the "
                                       "conversation, send a message with its contextId and no taskId")
@@ -193,15 +201,16 @@ class RunTasks(RequestHandler):
 
     async def on_message_send(self, params: pb.SendMessageRequest, context: ServerCallContext) -> pb.Task:
         stream, offset = await self._begin(params, context)
-        _, spec, _ = self._who(context)
+        _, spec, caller = self._who(context)
         if not params.configuration.return_immediately:
             async for update in self._follow(stream, offset):
                 if isinstance(update, pb.TaskStatusUpdateEvent) and update.status.state == STATES["input-required"]:
                     break
-        return await self._task(stream.ref, spec)
+        return await self._task(stream.ref, spec, caller)
 
     async def on_get_task(self, params: pb.GetTaskRequest, context: ServerCallContext) -> pb.Task:
-        return await self._task(parse_task_id(params.id), self._who(context)[1])
+        _, spec, caller = self._who(context)
+        return await self._task(parse_task_id(params.id), spec, caller)
 
     async def on_cancel_task(self, params: pb.CancelTaskRequest, context: ServerCallContext) -> pb.Task:
         """Workflow cancel: the run (the whole thread) ends ``cancelled``."""
@@ -209,7 +218,7 @@ class RunTasks(RequestHandler):
         if caller.scope != "act":
             raise InvalidRequestError(f"token {caller.name!r} has scope read; cancelling needs act")
         ref = parse_task_id(params.id)
-        task = await self._task(ref, spec)
+        task = await self._task(ref, spec, caller)
         if task.status.state in {STATES[s] for s in TERMINAL}:
             raise TaskNotCancelableError(f"task {ref.task_id!r} has ended")
         workflow = self.state.client.temporal.get_workflow_handle(ref.run_id)
@@ -218,14 +227,15 @@ class RunTasks(RequestHandler):
             if (await workflow.describe()).status != WorkflowExecutionStatus.RUNNING:
                 break
             await asyncio.sleep(0.1)
-        return await self._task(ref, spec)
+        return await self._task(ref, spec, caller)
 
     async def on_subscribe_to_task(self, params: pb.SubscribeToTaskRequest,
                                    context: ServerCallContext) -> AsyncGenerator[Any]:
         """The task now, then its updates: its past replayed (the answer so
         far, approval requests still waiting), then live."""
         ref = parse_task_id(params.id)
-        task = await self._task(ref, self._who(context)[1])
+        _, spec, caller = self._who(context)
+        task = await self._task(ref, spec, caller)
         yield task
         if task.status.state in {STATES[s] for s in TERMINAL}:
             return

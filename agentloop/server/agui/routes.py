@@ -35,7 +35,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentloop.server.access.auth import Caller
 from agentloop.server.agui.mapping import AguiTranslator
-from agentloop.server.deps import Actor, ServerState, State, describe_or_404, fits_or_413, resolve_spec
+from agentloop.server.deps import (
+    Actor,
+    ServerState,
+    State,
+    describe_or_404,
+    fits_or_413,
+    may_send,
+    resolve_spec,
+    thread_id_in_use,
+)
 from agentloop.server.problems import Problem
 from agentloop.server.streams.hub import IDLE
 from agentloop.server.streams.sse import event_stream
@@ -179,7 +188,7 @@ async def resume(state: ServerState, thread_id: str, entries: list[ResumeEntry],
             does not have or that cannot be answered so, 422 for a payload
             that does not fit its interrupt.
     """
-    await describe_or_404(state, thread_id)
+    await describe_or_404(state, thread_id, caller)
     offset = await _interrupt_offset(state, thread_id, {e.interrupt_id for e in entries})
     handle = state.client.get_handle(thread_id)
     pending = await handle.pending()
@@ -241,8 +250,10 @@ async def run_agent(agent: str, body: RunAgentInput, request: Request, state: Se
         return event_stream(_frames(state, thread_id, offset, translator, one_run=True),
                             state.streams.take(caller.name))
     text = user_text(body)
+    if not await may_send(state, caller, thread_id):
+        raise thread_id_in_use(thread_id)
     try:
-        handle = await state.client.send(thread_id, text, spec, by=caller.name)
+        handle = await state.client.send(thread_id, text, spec, by=caller.name, tenant=caller.tenant)
     except ThreadBusy as err:
         raise Problem(409, "Thread busy", str(err)) from None
     except MessageRefused as err:

@@ -22,10 +22,10 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from agentloop.server.access.auth import Caller
-from agentloop.server.deps import not_a_run
+from agentloop.server.access.visibility import Found, NotARun, find_run
 from agentloop.server.mcp import mapping
 from agentloop.server.settings import Scope, ServerSettings
 from agentloop.shared.base.errors import DecisionRejected, UserError
@@ -150,26 +150,19 @@ class AgentTools:
         """The run of a task and its Temporal description, if the caller may see it.
 
         Raises:
-            MCPError: -32602 for an unknown task, -32003 for a run of an agent the token may not use.
+            MCPError: -32602 for an unknown task, or one of a run the token may not
+                see (another tenant's, another agent's; :mod:`agentloop.server.access.visibility`).
         """
         require_client_extension(ctx, mapping.TASKS)  # -32021 for a client that did not declare Tasks
-        handle = self.client.get_handle(task_id)
         try:
-            description = await handle.workflow_handle.describe()
+            found = await find_run(self.client, self.settings, caller, task_id)
         except RPCError as err:
-            if err.status == RPCStatusCode.NOT_FOUND:
-                raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: no run {task_id[:200]!r}") from None
             raise MCPError(INTERNAL_ERROR, f"Temporal did not answer: {err.message}") from None
-        refused = not_a_run(task_id, description.workflow_type)
-        if refused is not None:
-            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {refused}")
-        if caller.agents is not None:
-            allowed = set(caller.agents) | {self.settings.agents[a].name for a in caller.agents
-                                             if a in self.settings.agents}
-            names = (description.search_attributes or {}).get("AgentName") or []
-            if not names or names[0] not in allowed:
-                raise MCPError(FORBIDDEN, f"token {caller.name!r} may use only {', '.join(caller.agents)}; "
-                               f"task {task_id[:200]!r} is a run of another agent")
+        if isinstance(found, NotARun):
+            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: {found.reason}")
+        if not isinstance(found, Found):  # another tenant's or agent's run: answered as an unknown one
+            raise MCPError(INVALID_PARAMS, f"Failed to retrieve task: no run {task_id[:200]!r}")
+        handle, description = self.client.get_handle(task_id), found.description
         return handle, description
 
     async def get_task(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:

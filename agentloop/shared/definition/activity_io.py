@@ -201,6 +201,9 @@ class CallModelInput(_Compact):
         price: The model's price as the run counts it (its budget's
             prices, else the built-in table), for the worker's cost
             metric; None when unknown.
+        tenant: The run's tenant, for the worker's lane-wait metric label
+            (an inherited Temporal priority reads as unset inside the
+            activity); None: no tenant, or a run from before it was sent.
     """
 
     run_id: str
@@ -213,6 +216,7 @@ class CallModelInput(_Compact):
     compaction: CompactionRef | None = None
     seed: TranscriptSeed | None = None
     price: ModelPrice | None = None
+    tenant: str | None = None
 
 
 class CallModelResult(BaseModel):

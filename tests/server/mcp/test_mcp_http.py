@@ -118,7 +118,7 @@ async def test_cancel_and_tokens(agent_client: AgentClient, worker) -> None:
             task = await start_task(mcp.session, "writer", "write")
             await poll(mcp.session, task.task_id, status_is("input_required"), "the approval")
             async with client(url, NARROW) as narrow:
-                with pytest.raises(MCPError, match="run of another agent"):
+                with pytest.raises(MCPError, match="Failed to retrieve task: no run"):  # as an unknown task
                     await task_request(narrow.session, "tasks/get", task.task_id)
             async with client(url, OPS, tasks=False) as undeclared:
                 with pytest.raises(MCPError) as missing:
