@@ -22,6 +22,7 @@ machine's load hits both alike). On a CPU-bound machine throughput follows
 CPU a run, so the server's CPU is where the lane's cost shows. Usage::
 
     python -m benchmarks.loop.lanes_cost [--reps 8] [--concurrency 20] [--burst-steps 5] [--partitions N]
+        [--variants one-lane,autoscaling]
 """
 
 from __future__ import annotations
@@ -94,6 +95,32 @@ def agentloop_no_lane_system() -> System:
     return System('agentloop, lane=""', base.connect, base.worker, start)
 
 
+def agentloop_variant(variant: str) -> System:
+    """agentloop on its lane with another worker setup: ``one-lane`` (the
+    worker polls the ``openai`` lane alone, not every built-in provider's) or
+    ``autoscaling`` (its workers' activity pollers autoscale)."""
+    from temporalio.worker import PollerBehaviorAutoscaling
+
+    from benchmarks.loop.agent_runs import bench_plugin
+
+    base = agentloop_system()
+
+    def worker(client: Client, queue: str, mock_url: str) -> Worker:
+        plugin = bench_plugin()
+        options: dict[str, Any] = {}
+        if variant == "one-lane":
+            plugin.lanes = ("openai",)
+        else:
+            options["activity_task_poller_behavior"] = PollerBehaviorAutoscaling()
+        return Worker(client, task_queue=queue, plugins=[plugin], **options)
+
+    return System(f"agentloop, {variant}", base.connect, worker, base.start)
+
+
+#: The worker setups ``--variants`` may add.
+VARIANTS = ("one-lane", "autoscaling")
+
+
 @dataclass
 class Bursts:
     """One system's bursts: runs/s, and CPU ms a run of the server and of this process."""
@@ -146,8 +173,10 @@ def table(got: dict[str, Bursts]) -> list[str]:
     return lines
 
 
-async def main(reps: int, concurrency: int, burst_steps: int, partitions: int | None) -> None:
-    systems = [floor_system(), floor_on_queue_system(), agentloop_system(), agentloop_no_lane_system()]
+async def main(reps: int, concurrency: int, burst_steps: int, partitions: int | None,
+               variants: list[str]) -> None:
+    systems = [floor_system(), floor_on_queue_system(), agentloop_system(), agentloop_no_lane_system(),
+               *(agentloop_variant(variant) for variant in variants)]
     dynamic = ({} if partitions is None else
                {"matching.numTaskqueueReadPartitions": str(partitions),
                 "matching.numTaskqueueWritePartitions": str(partitions)})
@@ -169,9 +198,14 @@ if __name__ == "__main__":
     parser.add_argument("--burst-steps", type=int, default=5, help="tool steps of each of those runs")
     parser.add_argument("--partitions", type=int, default=None,
                         help="the dev server's task queue partitions (read and write); its default when not given")
+    parser.add_argument("--variants", default="", help=f"more agentloop setups, comma-separated: {', '.join(VARIANTS)}")
     args = parser.parse_args()
+    variants = [name.strip() for name in args.variants.split(",") if name.strip()]
+    for name in variants:
+        if name not in VARIANTS:
+            parser.error(f"--variants: {name!r} is not one of {', '.join(VARIANTS)}")
     for flag, value in (("--reps", args.reps), ("--concurrency", args.concurrency),
                         ("--burst-steps", args.burst_steps), ("--partitions", args.partitions or 1)):
         if value < 1:
             parser.error(f"{flag} must be at least 1, not {value}")
-    asyncio.run(main(args.reps, args.concurrency, args.burst_steps, args.partitions))
+    asyncio.run(main(args.reps, args.concurrency, args.burst_steps, args.partitions, variants))
