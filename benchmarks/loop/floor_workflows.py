@@ -205,17 +205,35 @@ class ChatFloor:
 
     @workflow.run
     async def run(self, steps: int) -> str:
-        timeout = timedelta(seconds=30)
-        messages: list[dict] = [{"role": "system", "content": PEER_SYSTEM_PROMPT},
-                                {"role": "user", "content": PEER_PROMPT}]
-        for _ in range(steps + 1):
-            answer = await workflow.execute_activity("bench_chat_model", args=[peer_model_name(steps), messages],
-                                                     start_to_close_timeout=timeout)
-            messages.append(answer)
-            if not answer.get("tool_calls"):
-                return answer.get("content") or ""
-            for tool_call in answer["tool_calls"]:
-                text = json.loads(tool_call["function"]["arguments"])["text"]
-                result = await workflow.execute_activity("bench_chat_tool", text, start_to_close_timeout=timeout)
-                messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": result})
-        raise ApplicationError("the model did not stop within steps + 1 calls", non_retryable=True)
+        return await chat_loop(steps, None)
+
+
+@workflow.defn(name="BenchPeersChatFloorOnQueue")
+class ChatFloorOnQueue:
+    """:class:`ChatFloor` with its model calls on a queue of their own (as
+    agentloop's provider lanes put them), served by a second worker; the
+    tool calls stay on the run's queue."""
+
+    @workflow.run
+    async def run(self, steps: int, model_queue: str) -> str:
+        return await chat_loop(steps, model_queue)
+
+
+async def chat_loop(steps: int, model_queue: str | None) -> str:
+    """The chat floors' loop: the model asked with the whole message list
+    (on ``model_queue``, or the run's own queue when None) and each ``echo``
+    call it asks for run, until it answers without a tool call."""
+    timeout = timedelta(seconds=30)
+    messages: list[dict] = [{"role": "system", "content": PEER_SYSTEM_PROMPT},
+                            {"role": "user", "content": PEER_PROMPT}]
+    for _ in range(steps + 1):
+        answer = await workflow.execute_activity("bench_chat_model", args=[peer_model_name(steps), messages],
+                                                 start_to_close_timeout=timeout, task_queue=model_queue)
+        messages.append(answer)
+        if not answer.get("tool_calls"):
+            return answer.get("content") or ""
+        for tool_call in answer["tool_calls"]:
+            text = json.loads(tool_call["function"]["arguments"])["text"]
+            result = await workflow.execute_activity("bench_chat_tool", text, start_to_close_timeout=timeout)
+            messages.append({"role": "tool", "tool_call_id": tool_call["id"], "content": result})
+    raise ApplicationError("the model did not stop within steps + 1 calls", non_retryable=True)
