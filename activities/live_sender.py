@@ -32,8 +32,12 @@ log = logging.getLogger("agentloop.stream")
 QUEUE_SIZE: Final = 10_000
 #: Deltas in one post, at most.
 POST_MOST: Final = 500
-#: How long a run nobody follows on the gateway, or a gateway that failed, is left alone.
+#: How long a gateway that failed is left alone, and at most a run nobody
+#: follows on it (first FIRST_MUTE_SECONDS, doubling while nobody follows:
+#: a client that asks for a run's events just after starting it soon gets
+#: them live, and a run nobody follows costs about a post a second).
 MUTE_SECONDS: Final = 1.0
+FIRST_MUTE_SECONDS: Final = 0.05
 #: How long a gateway that refused the secret or the body is left alone.
 REFUSED_SECONDS: Final = 60.0
 TIMEOUT: Final = httpx.Timeout(1.0, connect=0.5)
@@ -47,7 +51,7 @@ class LiveSender:
         self._token = token
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
-        self._muted: dict[str, float] = {}
+        self._muted: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
         self._down_until = 0.0
         self._said: set[str] = set()
         self.sent = self.dropped = self.posts = 0
@@ -56,7 +60,7 @@ class LiveSender:
         """Queue one piece (a dict of ``LivePiece``'s fields); never blocks or raises."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if now < self._down_until or self._muted.get(piece["run_id"], 0.0) > now:
+        if now < self._down_until or self._muted.get(piece["run_id"], (0.0, 0.0))[0] > now:
             return
         try:
             self._queue.put_nowait(piece)
@@ -91,9 +95,12 @@ class LiveSender:
         self.posts += 1
         if answer.status_code == 200:
             self.sent += len(batch)
-            self._mute(answer.json().get("unfollowed", []), loop.time())
+            unfollowed = answer.json().get("unfollowed", [])
+            for run_id in {piece["run_id"] for piece in batch} - set(unfollowed):
+                self._muted.pop(run_id, None)
+            self._mute(unfollowed, loop.time())
         elif answer.status_code == 404 and "unfollowed" in answer.text:
-            self._mute([piece["run_id"] for piece in batch], loop.time())
+            self._mute(list({piece["run_id"] for piece in batch}), loop.time())
         else:
             self._down_until = loop.time() + REFUSED_SECONDS
             self._say(f"refused{answer.status_code}", f"the gateway at {self.url} refused live deltas "
@@ -101,9 +108,10 @@ class LiveSender:
 
     def _mute(self, run_ids: list[str], now: float) -> None:
         for run_id in run_ids:
-            self._muted[run_id] = now + MUTE_SECONDS
+            span = min(self._muted.get(run_id, (0.0, FIRST_MUTE_SECONDS / 2))[1] * 2, MUTE_SECONDS)
+            self._muted[run_id] = (now + span, span)
         if len(self._muted) > 10_000:
-            self._muted = {r: t for r, t in self._muted.items() if t > now}
+            self._muted = {r: m for r, m in self._muted.items() if m[0] > now - 60}
 
     def _say(self, what: str, message: str) -> None:
         if what not in self._said:  # once per kind of trouble

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 IDLE: Final = object()
 #: Rendered frames :meth:`RunHub.rendered` keeps, across runs.
 RENDERED_KEPT = 4096
+#: Live deltas of a run nobody follows yet are kept this long (a client that
+#: starts a run, then asks for its events, is shown its first delta live),
+#: for at most EARLY_RUNS runs and EARLY_PIECES pieces each.
+EARLY_SECONDS, EARLY_RUNS, EARLY_PIECES = 5.0, 1000, 1000
 
 
 class RunFeed:
@@ -135,6 +139,7 @@ class RunHub:
                  wait: bool = False, live: bool = False) -> None:
         self.client, self.poll_interval, self.linger, self.wait = client, poll_interval, linger, wait
         self.live = live
+        self._early: OrderedDict[str, tuple[float, list[tuple[Any, int]]]] = OrderedDict()
         self.feeds: dict[str, RunFeed] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._rendered: OrderedDict[tuple[str, int, Any, str, int], str] = OrderedDict()
@@ -161,6 +166,9 @@ class RunHub:
         if feed is None or (feed.done and feed.error is not None) or (feed.done and offset < feed.start):
             start = 0 if self.live else offset
             feed = self.feeds[run_id] = RunFeed(self.client, run_id, start, self.poll_interval, self.wait, self.live)
+            early = self._early.pop(run_id, None)
+            if early is not None and asyncio.get_running_loop().time() - early[0] < EARLY_SECONDS:
+                feed.add_live(early[1])
             if self._sweeper is None or self._sweeper.done():
                 self._sweeper = asyncio.create_task(self._sweep())
         return feed
@@ -169,10 +177,21 @@ class RunHub:
         """Hand live deltas of ``run_id`` to its feed; False when no feed
         reads the run here (nobody follows it: the worker may stop sending)."""
         feed = self.feeds.get(run_id)
+        if feed is None and self.live:
+            self._keep_early(run_id, events)
         if feed is None or feed.record is None or feed.done:
             return False
         feed.add_live(events)
         return True
+
+    def _keep_early(self, run_id: str, events: list[tuple[Any, int]]) -> None:
+        now = asyncio.get_running_loop().time()
+        since, kept = self._early.pop(run_id, (now, []))
+        if now - since >= EARLY_SECONDS:
+            since, kept = now, []
+        self._early[run_id] = (since, (kept + events)[:EARLY_PIECES])
+        while len(self._early) > EARLY_RUNS:
+            self._early.popitem(last=False)
 
     async def subscribe(self, run_id: str, from_offset: int = 0, *, idle: float | None = None,
                         live: bool = False, catch_up: bool = True) -> AsyncIterator[Any]:
@@ -220,7 +239,7 @@ class RunHub:
     async def _merged(self, feed: RunFeed, from_offset: int, idle: float | None,
                       catch_up: bool) -> AsyncIterator[Any]:
         assert feed.record is not None
-        view, index = LiveView(), bisect.bisect_left(feed.keys, from_offset)
+        view, index = LiveView(), bisect.bisect_left(feed.keys, from_offset) if from_offset else 0
         behind = feed.record.unfinished(from_offset) if from_offset > 0 and catch_up else set()
         while True:
             while index < len(feed.items):
