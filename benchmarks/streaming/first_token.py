@@ -34,6 +34,10 @@ The modes:
 Over SSE, each chunk's latency too ("SSE added"), and the CPU-seconds of
 this process (worker, gateway and readers) per run streamed.
 
+With ``--gateway-process``, each gateway is ``agentloop serve`` in a
+process of its own, so that it does not share this process's event loop
+and interpreter lock with the worker (as in a deployment).
+
 Then, with ``--follow`` runs (30) held in their LLM step and one gateway
 reader (``RunHub``) each, the CPU of the Temporal server and of this process
 (worker and gateway) over ``--cpu-seconds``, polling against waiting, and
@@ -53,8 +57,11 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import secrets
 import statistics
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -83,6 +90,7 @@ from agentloop.testing import reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
+from benchmarks.streaming.sse_fanout import Gateway, _env
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
 #: name: (the publisher's leading edge, readers wait, live deltas)
@@ -171,9 +179,21 @@ async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode) -> None:
 
 
 @contextlib.asynccontextmanager
-async def gateway(agents: AgentClient, wait: bool, live: bool = False) -> Any:
+async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: str | None = None) -> Any:
     """An ``agentloop serve`` app in this process, on a free port (taking
-    live deltas with :data:`LIVE_TOKEN`, with ``live``)."""
+    live deltas with :data:`LIVE_TOKEN`, with ``live``); with ``process``
+    (the Temporal address), ``agentloop serve`` in a process of its own."""
+    if process is not None:
+        extra = {"AGENTLOOP_WAIT_FOR_EVENTS": "1" if wait else "0", LIVE_TOKEN_ENV: LIVE_TOKEN if live else ""}
+        env = _env(TEMPORAL_ADDRESS=process, AGENTLOOP_TASK_QUEUE=agents.task_queue, **extra)
+        served = start_gateway_with(env)
+        try:
+            async with httpx.AsyncClient(base_url=served.url, timeout=60) as http:
+                yield http
+        finally:
+            served.proc.terminate()
+            served.proc.wait(10)
+        return
     app = create_app(agents, ServerSettings(wait_for_events=wait, live_token=LIVE_TOKEN if live else None))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     sock = listening_socket("127.0.0.1", 0)
@@ -186,6 +206,18 @@ async def gateway(agents: AgentClient, wait: bool, live: bool = False) -> Any:
     finally:
         server.should_exit = True
         await task
+
+
+def start_gateway_with(env: dict[str, str]) -> Gateway:
+    """``agentloop serve`` on a free port, in a process of its own, with ``env``."""
+    proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "serve", "--port", "0"], env=env,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert proc.stderr is not None
+    while line := proc.stderr.readline().decode():
+        if found := re.match(r"agentloop serve: (http://\S+)/ ", line):
+            threading.Thread(target=proc.stderr.read, daemon=True).start()  # drain
+            return Gateway(proc, found.group(1))
+    raise RuntimeError(f"agentloop serve ended before serving (exit {proc.wait()})")
 
 
 def _live_env(url: str | None) -> None:
@@ -315,11 +347,13 @@ async def main(args: argparse.Namespace) -> None:
             queue = f"bench-first-token-{uuid.uuid4().hex[:8]}"
             agents = AgentClient(client, task_queue=queue)
             floor_queue = queue + "-floor"
+            apart = server.address if args.gateway_process else None
             async with build_worker(client, task_queue=queue, registry=ToolRegistry(), models=models), \
                     Worker(client, task_queue=floor_queue, workflows=[Floor], activities=[mark],
                            workflow_runner=UnsandboxedWorkflowRunner()), \
-                    gateway(agents, False) as polling_http, gateway(agents, True) as waiting_http, \
-                    gateway(agents, False, live=True) as live_http:
+                    gateway(agents, False, process=apart) as polling_http, \
+                    gateway(agents, True, process=apart) as waiting_http, \
+                    gateway(agents, False, live=True, process=apart) as live_http:
                 https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http}
                 for warm in (True, *([False] * args.runs)):
                     f = await floor_run(client, floor_queue)
@@ -354,4 +388,7 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between chunks")
     parser.add_argument("--follow", type=int, default=30, help="runs followed for the CPU measure (0: skip it)")
     parser.add_argument("--cpu-seconds", type=float, default=10.0, help="length of each CPU window")
+    parser.add_argument("--gateway-process", action="store_true",
+                        help="run each gateway as `agentloop serve` in a process of its own (not in this one, "
+                             "with the worker)")
     asyncio.run(main(parser.parse_args()))

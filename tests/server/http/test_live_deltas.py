@@ -25,7 +25,7 @@ from agentloop.shared.base.errors import UserError
 from agentloop.shared.runs.events import MessageDelta
 from agentloop.testing import reply, script
 from tests.helpers import agents
-from tests.helpers.http_api import serve
+from tests.helpers.http_api import serve, sse_events
 from tests.helpers.servers.provider_servers import (
     OpenAIServer,
     openai_completion,
@@ -215,6 +215,22 @@ async def test_a_retried_attempt_resets_what_streamed_live(
     assert client.types.count("thread.message.reset") == 1 and client.live_deltas >= 1
     assert shown(client, f"{run_id}:msg:0") == text
     assert client.ids == list(range(len(client.ids)))
+
+
+async def test_an_agui_client_gets_live_text_once(agent_client: AgentClient, worker, live_worker_env) -> None:
+    model = script(reply(LONG_TEXT), delta_seconds=0.3)
+    settings = live_settings(agents={"chat": agents.spec(model, stream_batch_seconds=0.02)})
+    body = {"threadId": "live-agui", "runId": "a", "messages": [{"id": "u1", "role": "user", "content": "go"}],
+            "tools": [], "context": []}
+    async with serve(agent_client, settings) as api, worker():
+        live_worker_env(api.url)
+        async with api.http.stream("POST", "/v1/ag-ui/chat", json=body) as response:
+            events = [item async for item in sse_events(response)]
+    content = [(i, d["delta"]) for i, d in events if d["type"] == "TEXT_MESSAGE_CONTENT"]
+    assert "".join(text for _, text in content) == LONG_TEXT
+    assert any(i is None for i, _ in content)  # some came live
+    ids = [int(i) for i, _ in events if i is not None]
+    assert ids == sorted(set(ids)) and events[-1][1]["type"] == "RUN_FINISHED"
 
 
 async def test_a_gateway_that_is_down_costs_the_run_nothing(
