@@ -57,11 +57,8 @@ import asyncio
 import contextlib
 import json
 import os
-import re
 import secrets
 import statistics
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -90,7 +87,7 @@ from agentloop.testing import reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
-from benchmarks.streaming.sse_fanout import Gateway, _env
+from benchmarks.streaming.sse_fanout import _env, start_gateway_with
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
 #: name: (the publisher's leading edge, readers wait, live deltas)
@@ -206,18 +203,6 @@ async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: 
     finally:
         server.should_exit = True
         await task
-
-
-def start_gateway_with(env: dict[str, str]) -> Gateway:
-    """``agentloop serve`` on a free port, in a process of its own, with ``env``."""
-    proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "serve", "--port", "0"], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert proc.stderr is not None
-    while line := proc.stderr.readline().decode():
-        if found := re.match(r"agentloop serve: (http://\S+)/ ", line):
-            threading.Thread(target=proc.stderr.read, daemon=True).start()  # drain
-            return Gateway(proc, found.group(1))
-    raise RuntimeError(f"agentloop serve ended before serving (exit {proc.wait()})")
 
 
 def _live_env(url: str | None) -> None:

@@ -115,6 +115,16 @@ class RunFeed:
         except TimeoutError:
             return False
 
+    async def more(self, idle: float | None) -> Any:
+        """After the events read so far: None when the feed has ended (it
+        raises what reading the run failed with, if it did), :data:`IDLE`
+        after ``idle`` seconds of nothing, else True (more came)."""
+        if self.done:
+            if self.error is not None:
+                raise self.error
+            return None
+        return True if await self.wait(idle) else IDLE
+
     async def close(self) -> None:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -225,11 +235,10 @@ class RunHub:
                     yield event
                     if is_terminal(event):
                         return
-                if feed.done:
-                    if feed.error is not None:
-                        raise feed.error
+                waited = await feed.more(idle)
+                if waited is None:
                     return
-                if not await feed.wait(idle):
+                if waited is IDLE:
                     yield IDLE
         finally:
             feed.subscribers -= 1
@@ -254,11 +263,10 @@ class RunHub:
                     yield item
                 if not live and is_terminal(event):
                     return
-            if feed.done:
-                if feed.error is not None:
-                    raise feed.error
+            waited = await feed.more(idle)
+            if waited is None:
                 return
-            if not await feed.wait(idle):
+            if waited is IDLE:
                 yield IDLE
 
     async def _gap(self, run_id: str, start: int, end: int) -> AsyncIterator[Any]:
