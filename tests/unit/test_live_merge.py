@@ -97,3 +97,16 @@ def test_a_record_keeps_a_retried_attempt_from_its_reset_on() -> None:
     record.add(reset(2), 0)
     record.add(delta("Hi", attempt=2), 0)
     assert record.messages[MID].attempt == 2 and texts(record.messages[MID].pieces) == "Hi"
+
+
+def test_a_live_delta_later_than_its_completed_message_is_not_shown_or_kept() -> None:
+    view, record = LiveView(), LiveRecord()
+    view.live(delta("Hel"), 0)
+    record.add(delta("Hel"), 0)
+    completed = MessageCompleted(run_id="r", time=T, seq=6, message_id=MID,
+                                 message={"role": "assistant", "content": [{"type": "text", "text": "Hello"}]})
+    assert view.history(completed) == [completed]
+    record.completed(completed)
+    assert view.live(delta("lo"), 3) == []  # the completed message brought it
+    record.add(delta("lo"), 3)
+    assert texts(record.messages[MID].pieces) == "Hel" and record.unfinished(7) == set()

@@ -72,14 +72,16 @@ class LiveView:
     shown: dict[Key, int] = field(default_factory=dict)
     resets: set[tuple[str, int]] = field(default_factory=set)
     attempts: dict[str, int] = field(default_factory=dict)
+    completed: set[str] = field(default_factory=set)
 
     def live(self, event: Any, at: int) -> list[Any]:
         """What to show of a live delta (at position ``at``) or reset."""
         if isinstance(event, MessageReset):
             return self._reset(event, live=True)
         mid, attempt = event.message_id, event.attempt
-        if attempt < self.attempts.get(mid, 1) or (attempt > 1 and (mid, attempt) not in self.resets):
-            return []  # an attempt replaced, or one whose reset was not shown: the history brings it
+        if mid in self.completed or attempt < self.attempts.get(mid, 1) or \
+                (attempt > 1 and (mid, attempt) not in self.resets):
+            return []  # late, an attempt replaced, or one whose reset was not shown: the history brings it
         shown = self.shown.get(key(event), 0)
         end = at + len(event.delta.text)
         if at > shown or end <= shown:
@@ -91,6 +93,8 @@ class LiveView:
         """What to show of a history event (``at``: a text delta's position)."""
         if isinstance(event, MessageReset):
             return self._reset(event, live=False)
+        if isinstance(event, MessageCompleted):
+            self.completed.add(event.message_id)  # a live delta later than this is not shown
         if not isinstance(event, MessageDelta) or event.delta.kind not in LIVE_KINDS or at is None:
             return [event]
         self.attempts[event.message_id] = max(event.attempt, self.attempts.get(event.message_id, 1))
@@ -133,7 +137,9 @@ class LiveRecord:
         """Record a live delta or reset (only what extends the text without a gap)."""
         mid = event.message_id
         message = self.messages.get(mid)
-        if message is None or event.attempt > message.attempt or message.completed_seq is not None:
+        if message is not None and message.completed_seq is not None:
+            return  # late: the message is complete
+        if message is None or event.attempt > message.attempt:
             if isinstance(event, MessageDelta) and event.attempt > 1 and (message is None or
                                                                           message.attempt < event.attempt):
                 return  # an attempt's deltas count only after its reset
