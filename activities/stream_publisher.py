@@ -31,6 +31,7 @@ from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
+from agentloop.activities.live_sender import LiveSender, live_sender
 from agentloop.shared.definition.activity_io import StreamDelta
 from agentloop.shared.runs.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
 
@@ -85,6 +86,10 @@ class DeltaPublisher:
         self._last_arrival: float | None = None  # loop time of the last delta added
         self._started = False  # a batch was sent (or is being sent)
         self._at_once = False  # the batch waiting began after a quiet spell
+        # Live deltas (docs/events.md): each text and thinking delta also goes
+        # to the gateway at once, with where it starts in this attempt's text.
+        self._live: LiveSender | None = live_sender()
+        self._live_at: dict[str, int] = {}
 
     #: Whether a delta after a quiet spell (the first of a message, too) goes
     #: out at once; False waits a whole window for every batch (the batching
@@ -93,6 +98,7 @@ class DeltaPublisher:
 
     async def __aenter__(self) -> DeltaPublisher:
         if self.attempt > 1:
+            self._send_live("reset", self.reset_reason)
             self._pending.append((_now(), None, []))
             self._at_once = self.leading
             self._start()
@@ -118,6 +124,8 @@ class DeltaPublisher:
             # The workflow announces finished calls with their parsed
             # arguments, and usage with the completed message.
             return
+        if self._live is not None and delta.kind in ("text", "thinking") and delta.text:
+            self._send_live(delta.kind, delta.text)
         now = asyncio.get_running_loop().time()
         quiet = self._last_arrival is None or now - self._last_arrival >= self.batch_seconds
         self._last_arrival = now
@@ -135,6 +143,19 @@ class DeltaPublisher:
             self._at_once = self.leading and quiet and (not first or delta.kind in ("text", "thinking"))
         self._pending.append((_now(), delta, [delta.text]))
         self._start()
+
+    def _send_live(self, kind: str, text: str | None) -> None:
+        if self._live is None:
+            return
+        at = self._live_at.get(kind, 0)
+        piece = {"run_id": self.run_id, "message_id": self.message_id, "step": self.step,
+                 "attempt": self.attempt, "kind": kind, "at": at}
+        if kind == "reset":
+            piece["reason"] = text
+        else:
+            piece["text"] = text
+            self._live_at[kind] = at + len(text or "")
+        self._live.offer(piece)
 
     def _start(self) -> None:
         self._wake.set()

@@ -18,6 +18,7 @@ from agentloop.server.deps import ServerState
 from agentloop.server.mcp.door import MCP_PATH, McpDoor
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
+from agentloop.server.streams.live_door import live_router
 from agentloop.server.streams.sse import StreamSlots
 
 if TYPE_CHECKING:
@@ -35,7 +36,8 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
             environment when None (:meth:`ServerSettings.from_env`).
     """
     settings = settings or ServerSettings.from_env()
-    hub = RunHub(client, poll_interval=settings.poll_interval, wait=settings.wait_for_events)
+    hub = RunHub(client, poll_interval=settings.poll_interval, wait=settings.wait_for_events,
+                 live=settings.live_token is not None)
     mcp = McpDoor(client, settings, lambda: server_doors(settings))
 
     @contextlib.asynccontextmanager
@@ -64,6 +66,7 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     app.include_router(agui.router, prefix=f"/{API_VERSION}")
     app.include_router(quotas.router, prefix=f"/{API_VERSION}")
     app.include_router(a2a.router)
+    app.include_router(live_router(hub, settings.live_token))
     app.include_router(console.router)
     app.add_route(MCP_PATH, mcp, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app; docs/agent-protocols.md
     # Outermost, so that CORS preflights too answer only to allowed hosts.

@@ -30,6 +30,7 @@ from agentloop.server.deps import (
 )
 from agentloop.server.problems import Problem, problem_responses
 from agentloop.server.streams.hub import IDLE
+from agentloop.server.streams.live import Seen
 from agentloop.server.streams.sse import event_stream, frame, resume_offset
 from agentloop.shared.base.errors import DecisionRejected, UserError
 from agentloop.shared.base.messages import Message
@@ -216,8 +217,14 @@ async def run_export(run_id: str, state: ServerState = State, caller: Caller = R
 
 
 async def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
-    async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds):
-        yield event if event is IDLE else state.hub.rendered(event, "native", _native_frame)
+    async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds,
+                                           live=state.hub.live):
+        if event is IDLE:
+            yield event
+        elif isinstance(event, Seen):  # shown live already: its id alone (docs/events.md)
+            yield f"id: {event.seq}\n\n"
+        else:
+            yield state.hub.rendered(event, "native", _native_frame)
 
 
 def _native_frame(event: Any) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from agentloop.shared.base.contracts import LIVE_TOKEN_ENV
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.definition.spec import AgentSpec
@@ -149,6 +150,14 @@ class ServerSettings:
     wait_for_events: bool = False
     temporal_ui: str | None = None
     default_workspace: str | None = None
+    #: The secret workers post live deltas with (``AGENTLOOP_LIVE_TOKEN``;
+    #: docs/events.md); None: live deltas are off.
+    live_token: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.live_token is not None and any(t.secret == self.live_token for t in self.tokens):
+            raise UserError(f"{LIVE_TOKEN_ENV} must not be one of {TOKENS_ENV}: the live token may only post "
+                            "deltas, and an API token must not post them; generate a secret of its own")
 
     @property
     def inline_specs(self) -> bool:
@@ -164,6 +173,7 @@ class ServerSettings:
         from ``AGENTLOOP_WAIT_FOR_EVENTS`` ("1"); ``fields`` set the rest."""
         env = os.environ if environ is None else environ
         fields.setdefault("wait_for_events", env.get(WAIT_ENV, "").strip().lower() in ("1", "true", "yes"))
+        fields.setdefault("live_token", env.get(LIVE_TOKEN_ENV, "").strip() or None)
         return cls(
             tokens=parse_tokens(env.get(TOKENS_ENV)),
             cors_origins=[o.strip() for o in env.get(CORS_ENV, "").split(",") if o.strip()],

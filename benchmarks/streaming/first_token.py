@@ -25,7 +25,18 @@ The modes:
 * ``first at once``: option 1, the publisher's leading edge (default now);
 * ``first at once + wait``: option 1 and option 2, the reader caught up
   waits in the workflow (``events(wait=True)``, the gateway's
-  ``AGENTLOOP_WAIT_FOR_EVENTS=1``) instead of polling.
+  ``AGENTLOOP_WAIT_FOR_EVENTS=1``) instead of polling;
+* ``live``: option 1 and option 3, live deltas: the worker posts each text
+  delta to the gateway at once (``AGENTLOOP_LIVE_URL``/``_TOKEN``), which
+  merges them into its SSE streams; ``events()`` reads the history as in
+  option 1, so only the SSE columns change.
+
+Over SSE, each chunk's latency too ("SSE added"), and the CPU-seconds of
+this process (worker, gateway and readers) per run streamed.
+
+With ``--gateway-process``, each gateway is ``agentloop serve`` in a
+process of its own, so that it does not share this process's event loop
+and interpreter lock with the worker (as in a deployment).
 
 Then, with ``--follow`` runs (30) held in their LLM step and one gateway
 reader (``RunHub``) each, the CPU of the Temporal server and of this process
@@ -46,6 +57,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import statistics
 import threading
 import time
@@ -69,14 +81,19 @@ from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.cli.servers.serve import listening_socket
 from agentloop.server import ServerSettings, create_app
 from agentloop.server.streams.hub import RunHub
+from agentloop.shared.base.contracts import LIVE_TOKEN_ENV, LIVE_URL_ENV
 from agentloop.shared.runs.events import MessageDelta
 from agentloop.testing import reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
+from benchmarks.streaming.sse_fanout import _env, start_gateway_with
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
-MODES = {"today": (False, False), "first at once": (True, False), "first at once + wait": (True, True)}
+#: name: (the publisher's leading edge, readers wait, live deltas)
+MODES = {"today": (False, False, False), "first at once": (True, False, False),
+         "first at once + wait": (True, True, False), "live": (True, False, True)}
+LIVE_TOKEN = secrets.token_urlsafe(24)
 
 
 # ---------------------------------------------------------------- the floor
@@ -109,6 +126,9 @@ class Mode:
     ttft_sse: list[float] = field(default_factory=list)
     at_worker: list[float] = field(default_factory=list)  # start to the first delta reaching the publisher
     latencies: list[float] = field(default_factory=list)
+    sse_latencies: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # this process's CPU-seconds per run over SSE
+    opened: list[tuple[float, float]] = field(default_factory=list)  # POST answered, SSE headers, ms
     history: list[dict[str, int]] = field(default_factory=list)
 
 
@@ -136,26 +156,42 @@ async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mod
 
 
 async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode) -> None:
-    began = time.time()
+    began, cpu = time.time(), time.process_time()
     started = await http.post("/v1/runs", json={"spec": spec.model_dump(mode="json", exclude_defaults=True),
                                                 "input": "go"})
     run_id = started.json()["run_id"]
-    first = None
+    first, posted = None, (time.time() - began) * 1000
     async with http.stream("GET", f"/v1/runs/{run_id}/events") as response:
+        mode.opened.append((posted, (time.time() - began) * 1000))
         async for line in response.aiter_lines():
             if line.startswith("data:"):
-                event = json.loads(line[5:])
-                if first is None and event["type"] == "thread.message.delta" and event["delta"]["kind"] == "text":
-                    first = (time.time() - began) * 1000
+                event, received = json.loads(line[5:]), time.time()
+                if event["type"] == "thread.message.delta" and event["delta"]["kind"] == "text":
+                    first = first if first is not None else (received - began) * 1000
+                    mode.sse_latencies.extend(_latencies(event["delta"]["text"], received))
                 if event["type"].startswith("thread.run.") and event["type"] != "thread.run.requires_action":
                     break
     mode.ttft_sse.append(first if first is not None else float("nan"))
+    mode.cpu.append(time.process_time() - cpu)
 
 
 @contextlib.asynccontextmanager
-async def gateway(agents: AgentClient, wait: bool) -> Any:
-    """An ``agentloop serve`` app in this process, on a free port."""
-    app = create_app(agents, ServerSettings(wait_for_events=wait))
+async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: str | None = None) -> Any:
+    """An ``agentloop serve`` app in this process, on a free port (taking
+    live deltas with :data:`LIVE_TOKEN`, with ``live``); with ``process``
+    (the Temporal address), ``agentloop serve`` in a process of its own."""
+    if process is not None:
+        extra = {"AGENTLOOP_WAIT_FOR_EVENTS": "1" if wait else "0", LIVE_TOKEN_ENV: LIVE_TOKEN if live else ""}
+        env = _env(TEMPORAL_ADDRESS=process, AGENTLOOP_TASK_QUEUE=agents.task_queue, **extra)
+        served = start_gateway_with(env)
+        try:
+            async with httpx.AsyncClient(base_url=served.url, timeout=60) as http:
+                yield http
+        finally:
+            served.proc.terminate()
+            served.proc.wait(10)
+        return
+    app = create_app(agents, ServerSettings(wait_for_events=wait, live_token=LIVE_TOKEN if live else None))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     sock = listening_socket("127.0.0.1", 0)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -167,6 +203,15 @@ async def gateway(agents: AgentClient, wait: bool) -> Any:
     finally:
         server.should_exit = True
         await task
+
+
+def _live_env(url: str | None) -> None:
+    """Point this process's worker at the live gateway (``url``), or not (None)."""
+    if url is None:
+        os.environ.pop(LIVE_URL_ENV, None)
+        os.environ.pop(LIVE_TOKEN_ENV, None)
+    else:
+        os.environ[LIVE_URL_ENV], os.environ[LIVE_TOKEN_ENV] = url, LIVE_TOKEN
 
 
 # ---------------------------------------------------------------- CPU while following
@@ -233,8 +278,8 @@ def report(floor: list[float], direct_ttft: list[float], direct_lat: list[float]
           f"chunk latency p50 {d50:.2f} ms, p95 {d95:.2f} ms")
     print()
     header = (f"{'mode':<22} {'TTFT events':>11} {'- floor':>8} {'TTFT SSE':>9} {'- floor':>8} "
-              f"{'at worker':>9} {'added p50':>9} {'added p95':>9} {'hist KB':>8} {'events':>7} {'WFTs':>5} "
-              f"{'signals':>7} {'updates':>7}")
+              f"{'at worker':>9} {'added p50':>9} {'added p95':>9} {'SSE p50':>8} {'SSE p95':>8} "
+              f"{'hist KB':>8} {'events':>7} {'WFTs':>5} {'signals':>7} {'updates':>7} {'CPU s':>6}")
     print(header)
     print("-" * len(header))
     for name, m in modes.items():
@@ -242,12 +287,16 @@ def report(floor: list[float], direct_ttft: list[float], direct_lat: list[float]
         te, ts = statistics.median(m.ttft_events), statistics.median(m.ttft_sse)
         print(f"{name:<22} {te:>11.1f} {te - f50:>+8.1f} {ts:>9.1f} {ts - f50:>+8.1f} "
               f"{statistics.median(m.at_worker):>9.1f} {pct(m.latencies, 50) - d50:>+9.1f} "
-              f"{pct(m.latencies, 95) - d95:>+9.1f} {h['bytes'] / 1024:>8.1f} "
-              f"{h['events']:>7.0f} {h['tasks']:>5.0f} {h['signals']:>7.0f} {h['updates']:>7.0f}")
-    print("at worker: start to the first delta reaching the worker's publisher (its `time`), ms")
+              f"{pct(m.latencies, 95) - d95:>+9.1f} {pct(m.sse_latencies, 50) - d50:>+8.1f} "
+              f"{pct(m.sse_latencies, 95) - d95:>+8.1f} {h['bytes'] / 1024:>8.1f} "
+              f"{h['events']:>7.0f} {h['tasks']:>5.0f} {h['signals']:>7.0f} {h['updates']:>7.0f} "
+              f"{statistics.median(m.cpu):>6.3f}")
+    print("at worker: start to the first delta reaching the worker's publisher (its `time`), ms; added: over "
+          "events(), SSE: over the gateway's SSE, each against direct; CPU s: this process per run over SSE")
     print("\nTTFT runs (events; SSE), ms:")
     for name, m in modes.items():
-        print(f"  {name:<22} {' '.join(f'{v:.0f}' for v in m.ttft_events)}; {' '.join(f'{v:.0f}' for v in m.ttft_sse)}")
+        print(f"  {name:<22} {' '.join(f'{v:.0f}' for v in m.ttft_events)}; {' '.join(f'{v:.0f}' for v in m.ttft_sse)}"
+              f"; POST answered, SSE open: {' '.join(f'{a:.0f}/{b:.0f}' for a, b in m.opened)}")
     if cpu:
         print(f"\nCPU-seconds over {args.cpu_seconds:g} s ({args.follow} runs held in their LLM step, one gateway "
               "reader each):")
@@ -283,11 +332,14 @@ async def main(args: argparse.Namespace) -> None:
             queue = f"bench-first-token-{uuid.uuid4().hex[:8]}"
             agents = AgentClient(client, task_queue=queue)
             floor_queue = queue + "-floor"
+            apart = server.address if args.gateway_process else None
             async with build_worker(client, task_queue=queue, registry=ToolRegistry(), models=models), \
                     Worker(client, task_queue=floor_queue, workflows=[Floor], activities=[mark],
                            workflow_runner=UnsandboxedWorkflowRunner()), \
-                    gateway(agents, False) as polling_http, gateway(agents, True) as waiting_http:
-                https = {False: polling_http, True: waiting_http}
+                    gateway(agents, False, process=apart) as polling_http, \
+                    gateway(agents, True, process=apart) as waiting_http, \
+                    gateway(agents, False, live=True, process=apart) as live_http:
+                https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http}
                 for warm in (True, *([False] * args.runs)):
                     f = await floor_run(client, floor_queue)
                     lat = await direct_run(provider.base_url)
@@ -295,12 +347,14 @@ async def main(args: argparse.Namespace) -> None:
                         floor.append(f)
                         direct_ttft.append(lat[0] if lat else float("nan"))
                         direct_lat.extend(lat)
-                    for name, (leading, wait) in MODES.items():
+                    for name, (leading, wait, live) in MODES.items():
                         DeltaPublisher.leading = leading
+                        _live_env(str(live_http.base_url) if live else None)
                         mode = modes[name] if not warm else Mode()
                         await events_run(agents, spec, wait, mode)
-                        await sse_run(https[wait], spec, mode)
+                        await sse_run(https[(wait, live)], spec, mode)
                 DeltaPublisher.leading = True
+                _live_env(None)
                 if args.follow:
                     cpu = await follow_cpu(agents, server.pid, args.follow, args.cpu_seconds, release)
     finally:
@@ -319,4 +373,7 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between chunks")
     parser.add_argument("--follow", type=int, default=30, help="runs followed for the CPU measure (0: skip it)")
     parser.add_argument("--cpu-seconds", type=float, default=10.0, help="length of each CPU window")
+    parser.add_argument("--gateway-process", action="store_true",
+                        help="run each gateway as `agentloop serve` in a process of its own (not in this one, "
+                             "with the worker)")
     asyncio.run(main(parser.parse_args()))

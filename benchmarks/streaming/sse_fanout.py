@@ -134,7 +134,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def start_gateway(address: str, queue: str, home: str) -> Gateway:
-    env = _env(TEMPORAL_ADDRESS=address, AGENTLOOP_TASK_QUEUE=queue, AGENTLOOP_HOME=home)
+    return start_gateway_with(_env(TEMPORAL_ADDRESS=address, AGENTLOOP_TASK_QUEUE=queue, AGENTLOOP_HOME=home))
+
+
+def start_gateway_with(env: dict[str, str]) -> Gateway:
+    """``agentloop serve`` on a free port, in a process of its own, with ``env``."""
     proc = subprocess.Popen([sys.executable, "-m", "agentloop.cli", "serve", "--port", "0"], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     assert proc.stderr is not None

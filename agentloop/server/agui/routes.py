@@ -47,6 +47,7 @@ from agentloop.server.deps import (
 )
 from agentloop.server.problems import Problem
 from agentloop.server.streams.hub import IDLE
+from agentloop.server.streams.live import Seen
 from agentloop.server.streams.sse import event_stream
 from agentloop.shared.base.errors import DecisionRejected, describe_validation_error
 from agentloop.shared.definition.approvals import ApprovalDecision, ToolOutput
@@ -106,9 +107,13 @@ async def _frames(state: ServerState, run_id: str, offset: int, translator: Agui
     that turn's start; with ``one_run``, until the first AG-UI run ends."""
     started = turn is None
     try:
-        async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds):
+        async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds,
+                                               live=state.hub.live, catch_up=False):
             if event is IDLE:
                 yield IDLE
+                continue
+            if isinstance(event, Seen):  # shown live already: its id alone
+                yield f"id: {event.seq}\n\n"
                 continue
             if not started:
                 started = event.type == "agent.turn.started" and event.turn == turn

@@ -18,7 +18,8 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from agentloop.shared.runs.events import is_terminal
+from agentloop.server.streams.live import LIVE_KINDS, LiveRecord, LiveView, key
+from agentloop.shared.runs.events import MessageCompleted, MessageDelta, is_terminal
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -27,6 +28,10 @@ if TYPE_CHECKING:
 IDLE: Final = object()
 #: Rendered frames :meth:`RunHub.rendered` keeps, across runs.
 RENDERED_KEPT = 4096
+#: Live deltas of a run nobody follows yet are kept this long (a client that
+#: starts a run, then asks for its events, is shown its first delta live),
+#: for at most EARLY_RUNS runs and EARLY_PIECES pieces each.
+EARLY_SECONDS, EARLY_RUNS, EARLY_PIECES = 5.0, 1000, 1000
 
 
 class RunFeed:
@@ -34,10 +39,18 @@ class RunFeed:
     events it has read."""
 
     def __init__(self, client: AgentClient, run_id: str, start: int, poll_interval: float,
-                 wait: bool = False) -> None:
+                 wait: bool = False, live: bool = False) -> None:
         self.run_id, self.start = run_id, start
         self.events: list[Any] = []
         self.seqs: list[int] = []
+        # With live deltas (docs/events.md): the history's events and the live
+        # ones in the order they came, as (event, position, live), and a sort
+        # key each (a history event's offset; a live one's, that of the history
+        # event before it plus a half), the live record, and the text positions.
+        self.record = LiveRecord() if live else None
+        self.items: list[tuple[Any, int | None, bool]] = []
+        self.keys: list[float] = []
+        self._at: dict[tuple[str, int, str], int] = {}
         self.done = False
         self.error: BaseException | None = None
         self.subscribers = 0
@@ -53,6 +66,8 @@ class RunFeed:
                                                    wait=self._wait):
                 self.events.append(event)
                 self.seqs.append(event.seq if event.seq is not None else len(self.seqs) + self.start)
+                if self.record is not None:
+                    self._merge(event, self.seqs[-1])
                 self.reads += 1
                 self._notify()
         except asyncio.CancelledError:
@@ -62,6 +77,26 @@ class RunFeed:
         finally:
             self.done = True
             self._notify()
+
+    def _merge(self, event: Any, seq: int) -> None:
+        at = None
+        if isinstance(event, MessageDelta) and event.delta.kind in LIVE_KINDS:
+            at = self._at.get(key(event), 0)
+            self._at[key(event)] = at + len(event.delta.text)
+        elif isinstance(event, MessageCompleted) and self.record is not None:
+            self.record.completed(event)
+        self.items.append((event, at, False))
+        self.keys.append(seq)
+
+    def add_live(self, events: list[tuple[Any, int]]) -> None:
+        """Live deltas (and resets) with their positions, for the subscribers
+        that merge them (:meth:`RunHub.subscribe` with ``live``)."""
+        assert self.record is not None
+        for event, at in events:
+            self.record.add(event, at)
+            self.items.append((event, at, True))
+            self.keys.append((self.keys[-1] if self.keys else self.start - 1) + 0.5)
+        self._notify()
 
     def _notify(self) -> None:
         wake, self._wake = self._wake, asyncio.Event()
@@ -80,6 +115,16 @@ class RunFeed:
         except TimeoutError:
             return False
 
+    async def more(self, idle: float | None) -> Any:
+        """After the events read so far: None when the feed has ended (it
+        raises what reading the run failed with, if it did), :data:`IDLE`
+        after ``idle`` seconds of nothing, else True (more came)."""
+        if self.done:
+            if self.error is not None:
+                raise self.error
+            return None
+        return True if await self.wait(idle) else IDLE
+
     async def close(self) -> None:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -95,14 +140,19 @@ class RunHub:
         linger: How long a feed with no subscriber is kept.
         wait: Whether a feed caught up waits in the workflow (the long-poll
             update, one in flight per run) instead of polling.
+        live: Whether workers post live deltas to this gateway: a feed then
+            reads its run from offset 0 (so it knows where each delta's text
+            starts) and keeps the live deltas with the history's.
     """
 
     def __init__(self, client: AgentClient, *, poll_interval: float = 0.05, linger: float = 30.0,
-                 wait: bool = False) -> None:
+                 wait: bool = False, live: bool = False) -> None:
         self.client, self.poll_interval, self.linger, self.wait = client, poll_interval, linger, wait
+        self.live = live
+        self._early: OrderedDict[str, tuple[float, list[tuple[Any, int]]]] = OrderedDict()
         self.feeds: dict[str, RunFeed] = {}
         self._sweeper: asyncio.Task[None] | None = None
-        self._rendered: OrderedDict[tuple[str, int, Any, str], str] = OrderedDict()
+        self._rendered: OrderedDict[tuple[str, int, Any, str, int], str] = OrderedDict()
 
     def rendered(self, event: Any, kind: str, render: Callable[[Any], str]) -> str:
         """``render(event)``, computed once for all the subscribers of a run
@@ -110,8 +160,10 @@ class RunHub:
         serialized once, not once per client."""
         if event.seq is None:
             return render(event)
-        # The time tells a run from an earlier one that had its id.
-        key = (event.run_id, event.seq, event.time, kind)
+        # The time tells a run from an earlier one that had its id; a delta's
+        # length, a history delta from its part not shown live (live deltas).
+        delta = getattr(event, "delta", None)
+        key = (event.run_id, event.seq, event.time, kind, len(delta.text) if delta is not None else -1)
         text = self._rendered.get(key)
         if text is None:
             text = self._rendered[key] = render(event)
@@ -122,20 +174,54 @@ class RunHub:
     def _feed(self, run_id: str, offset: int) -> RunFeed:
         feed = self.feeds.get(run_id)
         if feed is None or (feed.done and feed.error is not None) or (feed.done and offset < feed.start):
-            feed = self.feeds[run_id] = RunFeed(self.client, run_id, offset, self.poll_interval, self.wait)
+            start = 0 if self.live else offset
+            feed = self.feeds[run_id] = RunFeed(self.client, run_id, start, self.poll_interval, self.wait, self.live)
+            early = self._early.pop(run_id, None)
+            if early is not None and asyncio.get_running_loop().time() - early[0] < EARLY_SECONDS:
+                feed.add_live(early[1])
             if self._sweeper is None or self._sweeper.done():
                 self._sweeper = asyncio.create_task(self._sweep())
         return feed
 
-    async def subscribe(self, run_id: str, from_offset: int = 0, *, idle: float | None = None) -> AsyncIterator[Any]:
+    def post_live(self, run_id: str, events: list[tuple[Any, int]]) -> bool:
+        """Hand live deltas of ``run_id`` to its feed; False when no feed
+        reads the run here (nobody follows it: the worker may stop sending)."""
+        feed = self.feeds.get(run_id)
+        if feed is None and self.live:
+            self._keep_early(run_id, events)
+        if feed is None or feed.record is None or feed.done:
+            return False
+        feed.add_live(events)
+        return True
+
+    def _keep_early(self, run_id: str, events: list[tuple[Any, int]]) -> None:
+        now = asyncio.get_running_loop().time()
+        since, kept = self._early.pop(run_id, (now, []))
+        if now - since >= EARLY_SECONDS:
+            since, kept = now, []
+        self._early[run_id] = (since, (kept + events)[:EARLY_PIECES])
+        while len(self._early) > EARLY_RUNS:
+            self._early.popitem(last=False)
+
+    async def subscribe(self, run_id: str, from_offset: int = 0, *, idle: float | None = None,
+                        live: bool = False, catch_up: bool = True) -> AsyncIterator[Any]:
         """The events of ``run_id`` from ``from_offset`` on, live, ending
         after its terminal event; :data:`IDLE` after each ``idle`` seconds
         without one. Raises what reading the run raised (e.g. ``UserError``
-        for an unknown run)."""
+        for an unknown run). With ``live`` (on a hub with ``live``), the
+        live deltas too, merged (:class:`~agentloop.server.streams.live.LiveView`):
+        deltas without a ``seq``, and :class:`~agentloop.server.streams.live.Seen`
+        for a history event shown live already; with ``catch_up``, a
+        subscriber from an offset past 0 first gets each message it may
+        have been shown live in part reset and again whole."""
         feed = self._feed(run_id, from_offset)
         feed.subscribers += 1
         feed.idle_since = None
         try:
+            if live and feed.record is not None:
+                async for item in self._merged(feed, from_offset, idle, catch_up):
+                    yield item
+                return
             if from_offset < feed.start:
                 async for event in self._gap(run_id, from_offset, feed.start):
                     yield event
@@ -149,16 +235,39 @@ class RunHub:
                     yield event
                     if is_terminal(event):
                         return
-                if feed.done:
-                    if feed.error is not None:
-                        raise feed.error
+                waited = await feed.more(idle)
+                if waited is None:
                     return
-                if not await feed.wait(idle):
+                if waited is IDLE:
                     yield IDLE
         finally:
             feed.subscribers -= 1
             if feed.subscribers == 0:
                 feed.idle_since = asyncio.get_running_loop().time()
+
+    async def _merged(self, feed: RunFeed, from_offset: int, idle: float | None,
+                      catch_up: bool) -> AsyncIterator[Any]:
+        assert feed.record is not None
+        view, index = LiveView(), bisect.bisect_left(feed.keys, from_offset) if from_offset else 0
+        behind = feed.record.unfinished(from_offset) if from_offset > 0 and catch_up else set()
+        while True:
+            while index < len(feed.items):
+                event, at, live = feed.items[index]
+                index += 1
+                mid = getattr(event, "message_id", None)
+                if mid in behind and event.type != "thread.message.created":
+                    behind.discard(mid)  # a client resuming mid-message: it again, whole, first
+                    for item in feed.record.catch_up(view, mid):
+                        yield item
+                for item in view.live(event, at or 0) if live else view.history(event, at):
+                    yield item
+                if not live and is_terminal(event):
+                    return
+            waited = await feed.more(idle)
+            if waited is None:
+                return
+            if waited is IDLE:
+                yield IDLE
 
     async def _gap(self, run_id: str, start: int, end: int) -> AsyncIterator[Any]:
         async for event in self.client.events(run_id, start, poll_interval=self.poll_interval):

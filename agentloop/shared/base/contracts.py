@@ -84,3 +84,10 @@ EVENTS_TOPIC = "events"
 #: (``workflow.extern_functions()``): the recorder hands it each event it
 #: publishes, outside replays (agentloop.workers.telemetry).
 OBSERVE_EXTERN = "__agentloop_observe"
+
+#: Live deltas (docs/events.md): the gateway's door a worker posts each
+#: streamed delta to, the worker's setting naming the gateway, and the secret
+#: both hold (never in a workflow's input, history or events).
+LIVE_PATH = "/internal/live"
+LIVE_URL_ENV = "AGENTLOOP_LIVE_URL"
+LIVE_TOKEN_ENV = "AGENTLOOP_LIVE_TOKEN"

@@ -1,0 +1,144 @@
+"""Sends each streamed delta to the gateway at once (live deltas, docs/events.md).
+
+With ``AGENTLOOP_LIVE_URL`` and ``AGENTLOOP_LIVE_TOKEN`` in the worker's
+environment, :class:`~agentloop.activities.stream_publisher.DeltaPublisher`
+hands every text and thinking delta (and a retried attempt's reset) to this
+process's :class:`LiveSender` as well as to the run's history. The sender
+posts them from a background task, with no batch window: what queued while
+a post was on its way goes in the next one. It never blocks or fails a
+model call: the queue is bounded (a delta that finds it full is dropped;
+the history still brings its text), posts time out within a second, and a
+gateway that is down, refuses, or follows nobody of a run is left alone for
+a while (:data:`MUTE_SECONDS`), logged once. The secret is sent in the
+``Authorization`` header only, never logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import weakref
+from typing import Any, Final
+
+import httpx
+
+from agentloop.shared.base.contracts import LIVE_PATH, LIVE_TOKEN_ENV, LIVE_URL_ENV
+
+log = logging.getLogger("agentloop.stream")
+
+#: Deltas waiting to be posted, at most; past it a delta is dropped.
+QUEUE_SIZE: Final = 10_000
+#: Deltas in one post, at most.
+POST_MOST: Final = 500
+#: How long a gateway that failed is left alone, and at most a run nobody
+#: follows on it (first FIRST_MUTE_SECONDS, doubling while nobody follows:
+#: a client that asks for a run's events just after starting it soon gets
+#: them live, and a run nobody follows costs about a post a second).
+MUTE_SECONDS: Final = 1.0
+FIRST_MUTE_SECONDS: Final = 0.05
+#: How long a gateway that refused the secret or the body is left alone.
+REFUSED_SECONDS: Final = 60.0
+TIMEOUT: Final = httpx.Timeout(1.0, connect=0.5)
+
+
+class LiveSender:
+    """Posts live pieces to ``url`` + ``/internal/live`` with ``token``."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url = url.rstrip("/") + LIVE_PATH
+        self._token = token
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
+        self._task: asyncio.Task[None] | None = None
+        self._muted: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
+        self._down_until = 0.0
+        self._said: set[str] = set()
+        self.sent = self.dropped = self.posts = 0
+
+    def offer(self, piece: dict[str, Any]) -> None:
+        """Queue one piece (a dict of ``LivePiece``'s fields); never blocks or raises."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        if now < self._down_until or self._muted.get(piece["run_id"], (0.0, 0.0))[0] > now:
+            return
+        try:
+            self._queue.put_nowait(piece)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            self._say("full", "live deltas dropped: the gateway takes them slower than they come")
+            return
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._run(), name="agentloop-live-sender")
+
+    async def _run(self) -> None:
+        limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
+        async with httpx.AsyncClient(timeout=TIMEOUT, limits=limits, headers={
+                "authorization": f"Bearer {self._token}", "content-type": "application/json"}) as http:
+            while True:
+                batch = [await self._queue.get()]
+                while len(batch) < POST_MOST and not self._queue.empty():
+                    batch.append(self._queue.get_nowait())
+                await self._post(http, batch)
+
+    async def _post(self, http: httpx.AsyncClient, batch: list[dict[str, Any]]) -> None:
+        loop = asyncio.get_running_loop()
+        if loop.time() < self._down_until:
+            return
+        try:
+            answer = await http.post(self.url, content=json.dumps({"deltas": batch}))
+        except (httpx.HTTPError, OSError) as err:
+            self._down_until = loop.time() + MUTE_SECONDS
+            self._say("down", f"live deltas not sent to {self.url} ({type(err).__name__}); "
+                              "retrying each second, the runs' history brings them meanwhile")
+            return
+        self.posts += 1
+        if answer.status_code == 200:
+            self.sent += len(batch)
+            unfollowed = answer.json().get("unfollowed", [])
+            for run_id in {piece["run_id"] for piece in batch} - set(unfollowed):
+                self._muted.pop(run_id, None)
+            self._mute(unfollowed, loop.time())
+        elif answer.status_code == 404 and "unfollowed" in answer.text:
+            self._mute(list({piece["run_id"] for piece in batch}), loop.time())
+        else:
+            self._down_until = loop.time() + REFUSED_SECONDS
+            self._say(f"refused{answer.status_code}", f"the gateway at {self.url} refused live deltas "
+                      f"({answer.status_code}: {_detail(answer)}); trying again in {REFUSED_SECONDS:.0f} s")
+
+    def _mute(self, run_ids: list[str], now: float) -> None:
+        for run_id in run_ids:
+            span = min(self._muted.get(run_id, (0.0, FIRST_MUTE_SECONDS / 2))[1] * 2, MUTE_SECONDS)
+            self._muted[run_id] = (now + span, span)
+        if len(self._muted) > 10_000:
+            self._muted = {r: m for r, m in self._muted.items() if m[0] > now - 60}
+
+    def _say(self, what: str, message: str) -> None:
+        if what not in self._said:  # once per kind of trouble
+            self._said.add(what)
+            log.warning(message)
+
+
+def _detail(answer: httpx.Response) -> str:
+    try:
+        return str(answer.json().get("detail", ""))[:300]
+    except ValueError:
+        return answer.text[:300]
+
+
+_senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str], LiveSender]] = \
+    weakref.WeakKeyDictionary()
+
+
+def live_sender(environ: dict[str, str] | None = None) -> LiveSender | None:
+    """This event loop's sender to the gateway the environment names, or
+    None when ``AGENTLOOP_LIVE_URL`` or ``AGENTLOOP_LIVE_TOKEN`` is unset."""
+    env = os.environ if environ is None else environ
+    url, token = env.get(LIVE_URL_ENV, "").strip(), env.get(LIVE_TOKEN_ENV, "").strip()
+    if not url or not token:
+        return None
+    senders = _senders.setdefault(asyncio.get_running_loop(), {})
+    sender = senders.get((url, token))
+    if sender is None:
+        sender = senders[(url, token)] = LiveSender(url, token)
+    return sender
