@@ -403,7 +403,10 @@ async def test_serve_beside_dev_links_dev_s_temporal_ui_and_stops_quietly(tmp_pa
         rebound = {"Host": f"evil.example:{ui.rstrip('/').rsplit(':', 1)[1]}"}
         start = {"workflowType": {"name": "AgentRunWorkflow"}, "taskQueue": {"name": "rebound"}}
         async with httpx.AsyncClient(base_url=ui, timeout=30) as browser:
-            assert (await browser.get("/api/v1/namespaces/default/workflows")).status_code == 200
+            # The UI answers 503 until it has connected to the server, which may come after the banner.
+            async def ui_lists() -> bool:
+                return (await browser.get("/api/v1/namespaces/default/workflows")).status_code == 200
+            await eventually(ui_lists, "the Temporal UI to list workflows through its door")
             csrf = {"X-CSRF-TOKEN": browser.cookies.get("_csrf") or ""}
             listed = await browser.get("/api/v1/namespaces/default/workflows", headers=rebound)
             assert listed.status_code == 403 and "DNS rebinding" in listed.text, listed.text
