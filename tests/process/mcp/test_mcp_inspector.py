@@ -3,7 +3,8 @@ mode, a client we did not write, on the TypeScript SDK) against ``/mcp`` of
 a real server: it lists the tools and calls one, with a bearer token.
 
 ``tests/mcp_inspector`` holds the Node project (``package-lock.json``);
-``.ci/run`` installs it with ``npm ci``. Without its ``node_modules`` (or
+``.ci/run`` installs it with ``npm install`` (``npm ci`` refuses the lock:
+vite names an optional package the registry does not have). Without its ``node_modules`` (or
 without Node) this test skips with the command to run, and fails when
 ``AGENTLOOP_REQUIRE_MCP_INSPECTOR=1`` (``.ci/run`` sets it). Nothing is
 downloaded at test time."""
@@ -33,7 +34,7 @@ def require_inspector() -> None:
     if shutil.which("node") is None:
         missing("Node is not installed, so the MCP Inspector test cannot run: apt-get install -y nodejs npm", REQUIRE)
     elif not CLI.exists():
-        missing("the MCP Inspector is not installed: npm ci --prefix tests/mcp_inspector", REQUIRE)
+        missing("the MCP Inspector is not installed: npm install --prefix tests/mcp_inspector", REQUIRE)
 
 
 async def inspector(url: str, *args: str) -> Any:
