@@ -43,13 +43,12 @@ from typing import Any
 
 from temporalio import activity, workflow
 from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import RateLimit
-from temporalio.api.workflowservice.v1 import UpdateTaskQueueConfigRequest
 from temporalio.client import Client
 from temporalio.common import Priority, RetryPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
+from benchmarks.fleet.load import add_load_arguments, pct, set_lane
 from benchmarks.fleet.mock_provider import MockProvider, arrival_summary
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -121,20 +120,6 @@ class Outcome:
     began: float = 0.0  # wall clock
 
 
-async def set_lane(client: Client, queue: str, rps: float, b_weight: float, run_queue_weight: bool) -> None:
-    """The lane's limit and B's weight on it; B's weight on the workflows' queue too when asked."""
-    weights = {"B": b_weight} if b_weight != 1 else {}
-    await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
-        namespace=client.namespace, identity="bare-burst", task_queue=f"{queue}-lane",
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, set_fairness_weight_overrides=weights,
-        update_queue_rate_limit=UpdateTaskQueueConfigRequest.RateLimitUpdate(
-            rate_limit=RateLimit(requests_per_second=rps), reason="the provider's rate")))
-    if run_queue_weight and weights:
-        await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
-            namespace=client.namespace, identity="bare-burst", task_queue=queue,
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, set_fairness_weight_overrides=weights))
-
-
 async def timed(client: Client, queue: str, base_url: str, key: str, priority: int | None, delay: float,
                 out: Outcome, group: str) -> None:
     await asyncio.sleep(delay)
@@ -155,7 +140,8 @@ async def timed(client: Client, queue: str, base_url: str, key: str, priority: i
 async def scenario(name: str, address: str, client: Client, provider: MockProvider,
                    args: argparse.Namespace, log: Path) -> Outcome:
     queue = f"bare-{name.replace(' ', '-')}-{uuid.uuid4().hex[:6]}"
-    await set_lane(client, queue, args.lane_rps or args.rate, args.b_weight, args.run_queue_weight)
+    await set_lane(client, "bare-burst", f"{queue}-lane", args.lane_rps or args.rate, args.b_weight, queue,
+                   [TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW] if args.run_queue_weight else [])
     command = ["--worker", address, queue, str(args.max_cached_workflows)]
     workers = [subprocess.Popen([sys.executable, "-m", "benchmarks.fleet.bare_burst", *command],
                                 cwd=ROOT, stdout=log.open("ab"), stderr=subprocess.STDOUT)
@@ -188,13 +174,6 @@ async def scenario(name: str, address: str, client: Client, provider: MockProvid
     args._scenarios_done += 1
     out.arrivals = list(provider.arrivals)
     return out
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def summary(out: Outcome, alone: Outcome | None, rate: float, lane_rps: float) -> dict[str, Any]:
@@ -244,13 +223,7 @@ async def main(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--a", type=int, default=300, help="key A's workflows, started at once (default 300)")
-    p.add_argument("--b", type=int, default=20, help="key B's workflows (default 20)")
-    p.add_argument("--b-after", type=float, default=2.0, help="seconds before B starts (default 2)")
-    p.add_argument("--priority", type=int, default=10, help="priority-1 workflows in A's backlog (default 10)")
-    p.add_argument("--rate", type=float, default=20.0, help="the provider's requests a second (default 20)")
-    p.add_argument("--service", type=float, default=0.05, help="seconds the provider takes to answer")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    add_load_arguments(p, "workflows")
     p.add_argument("--lane-rps", type=float, default=None, help="the lane's limit (default: --rate)")
     p.add_argument("--b-weight", type=float, default=1.0, help="key B's fairness weight on the lane (default 1)")
     p.add_argument("--run-queue-weight", action="store_true",

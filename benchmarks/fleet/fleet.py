@@ -46,14 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import RateLimit
-from temporalio.api.workflowservice.v1 import UpdateTaskQueueConfigRequest
 from temporalio.client import Client
 
 from agentloop import AgentClient, AgentSpec
 from agentloop.shared.definition.lanes import lane_queue
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import connect
+from benchmarks.fleet.load import add_load_arguments, pct, set_lane
 from benchmarks.fleet.mock_provider import MockProvider, arrival_summary
 from benchmarks.fleet.timeline import median_breakdown
 
@@ -62,6 +61,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The dev server's dynamic config for priority and fairness in matching.
 FAIRNESS_CONFIG = {"matching.useNewMatcher": "true", "matching.enableFairness": "true",
                    "matching.numTaskqueueReadPartitions": "1", "matching.numTaskqueueWritePartitions": "1"}
+
+#: With --weight-every-queue, B's weight on the run queue's workflow and activity tasks too.
+EVERY_TASK_TYPE = (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY)
 
 
 @dataclass
@@ -124,30 +126,13 @@ async def wait_polling(log: Path, count: int, timeout: float = 60.0) -> None:
         await asyncio.sleep(0.2)
 
 
-async def set_lane_limit(client: Client, queue: str, rps: float, b_weight: float, every_queue: bool = False) -> None:
-    """``agentloop lanes set openai --rps RPS`` for runs on ``queue`` (and
-    ``--fairness-key-weight B=W`` when B's weight is not 1); with
-    ``every_queue``, B's weight on the run queue's workflow and activity
-    tasks too (``temporal task-queue config set --task-queue-type ...``)."""
-    weights = {"B": b_weight} if b_weight != 1 else {}
-    await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
-        namespace=client.namespace, identity="fleet-benchmark", task_queue=lane_queue(queue, "openai"),
-        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY, set_fairness_weight_overrides=weights,
-        update_queue_rate_limit=UpdateTaskQueueConfigRequest.RateLimitUpdate(
-            rate_limit=RateLimit(requests_per_second=rps), reason="the provider's rate")))
-    if every_queue and weights:
-        for kind in (TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW, TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY):
-            await client.workflow_service.update_task_queue_config(UpdateTaskQueueConfigRequest(
-                namespace=client.namespace, identity="fleet-benchmark", task_queue=queue,
-                task_queue_type=kind, set_fairness_weight_overrides=weights))
-
-
 async def scenario(name: str, server: DevServer, client: Client, provider: MockProvider,
                    args: argparse.Namespace, tmp: Path) -> Outcome:
     lanes = name != "off"
     queue = f"fleet-{name.replace(' ', '-')}-{uuid.uuid4().hex[:6]}"
     if lanes:
-        await set_lane_limit(client, queue, args.lane_rps or args.rate, args.b_weight, args.weight_every_queue)
+        await set_lane(client, "fleet-benchmark", lane_queue(queue, "openai"), args.lane_rps or args.rate,
+                       args.b_weight, queue, EVERY_TASK_TYPE if args.weight_every_queue else ())
     log = tmp / f"{queue}.log"
     log.touch()
     workers = spawn_workers(server, queue, provider, args.workers, log)
@@ -180,13 +165,6 @@ async def scenario(name: str, server: DevServer, client: Client, provider: MockP
     out.throttled_at = [round(t - began, 1) for t in provider.throttled_times]
     out.arrivals = list(provider.arrivals)
     return out
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
 
 
 def report(outcomes: dict[str, Outcome], args: argparse.Namespace) -> None:
@@ -242,13 +220,7 @@ async def main(args: argparse.Namespace) -> None:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--a", type=int, default=300, help="tenant A's runs, started at once (default 300)")
-    p.add_argument("--b", type=int, default=20, help="tenant B's runs (default 20)")
-    p.add_argument("--b-after", type=float, default=2.0, help="seconds before B starts (default 2)")
-    p.add_argument("--priority", type=int, default=10, help="priority-1 runs in A's backlog (default 10)")
-    p.add_argument("--rate", type=float, default=20.0, help="the provider's requests a second (default 20)")
-    p.add_argument("--service", type=float, default=0.05, help="seconds the provider takes to answer")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    add_load_arguments(p, "runs")
     p.add_argument("--lane-rps", type=float, default=None,
                    help="the lane's limit with lanes on (default: --rate, the provider's rate)")
     p.add_argument("--b-weight", type=float, default=1.0,

@@ -18,6 +18,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from benchmarks.fleet.load import pct
+
 COMPLETION_ID = "chatcmpl-fleet"
 
 
@@ -186,10 +188,6 @@ def arrival_summary(arrivals: list[tuple[float, float | None, bool]], began: flo
     (``over the lane's limit``: a GCRA of ``lane_rps`` with a one-second
     burst, i.e. a bucket of ``lane_rps + 1``; the dispatch times are the
     history service's, a few milliseconds after matching's)."""
-    def pct(values: list[float], q: float) -> float:
-        ordered = sorted(values) or [float("nan")]
-        return ordered[min(len(ordered) - 1, round(q / 100 * (len(ordered) - 1)))]
-
     dispatched = [d for _, d, _ in arrivals if d is not None]
     lags = [1000 * (a - d) for a, d, _ in arrivals if d is not None]
     refused = [round(a - began, 1) for a, _, ok in arrivals if not ok]
