@@ -11,7 +11,10 @@ rotating):
 * floor, model on its own queue: the same loop with its model calls on a
   second queue served by a second worker (what a lane is, in bare Temporal);
 * agentloop: ``AgentRunWorkflow``, its model calls on the ``openai`` lane;
-* agentloop, lane="": the same with its model calls on the run's queue.
+* agentloop, lane="": the same with its model calls on the run's queue;
+* with ``--variants live``: agentloop with live deltas on, posted to an
+  ``agentloop serve`` gateway that nobody follows runs on (issue 56's
+  "throughput unchanged").
 
 Each repetition starts ``--concurrency`` runs of ``--burst-steps`` steps at
 once per system and records runs/s, and the CPU the Temporal server and
@@ -22,7 +25,7 @@ machine's load hits both alike). On a CPU-bound machine throughput follows
 CPU a run, so the server's CPU is where the lane's cost shows. Usage::
 
     python -m benchmarks.loop.lanes_cost [--reps 8] [--concurrency 20] [--burst-steps 5] [--partitions N]
-        [--variants one-lane,autoscaling]
+        [--variants one-lane,autoscaling,live]
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import gc
 import os
 import statistics
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -117,8 +120,53 @@ def agentloop_variant(variant: str) -> System:
     return System(f"agentloop, {variant}", base.connect, worker, base.start)
 
 
+#: The name of the ``live`` variant's system, and the environment its bursts run in.
+LIVE_SYSTEM = "agentloop, live"
+LIVE_ENV: dict[str, str] = {}
+
+
+def agentloop_live_system() -> System:
+    """agentloop on its lane with live deltas on (docs/live-deltas.md): an
+    ``agentloop serve`` gateway in a process of its own takes the worker's
+    deltas, and nobody follows the runs, as for most runs in production."""
+    import atexit
+    import secrets
+
+    from agentloop.shared.base.contracts import LIVE_TOKEN_ENV, LIVE_URL_ENV
+    from benchmarks.streaming.sse_fanout import start_gateway_with
+
+    base = agentloop_system()
+
+    async def connect(address: str, mock_url: str) -> Client:
+        token = secrets.token_hex(16)
+        gateway = start_gateway_with({**os.environ, "TEMPORAL_ADDRESS": address, LIVE_TOKEN_ENV: token})
+        atexit.register(gateway.proc.terminate)
+        LIVE_ENV.update({LIVE_URL_ENV: gateway.url, LIVE_TOKEN_ENV: token})
+        return await base.connect(address, mock_url)
+
+    return System(LIVE_SYSTEM, connect, base.worker, base.start)
+
+
+@contextlib.contextmanager
+def environment(system: System) -> Iterator[None]:
+    """The live variant's bursts run with the gateway in the environment, the others' without."""
+    os.environ.update(LIVE_ENV if system.name == LIVE_SYSTEM else {})
+    try:
+        yield
+    finally:
+        for name in LIVE_ENV:
+            os.environ.pop(name, None)
+
+
+def live_senders() -> list[Any]:
+    """This event loop's live senders (the live variant's, when it ran)."""
+    from agentloop.activities.live_sender import _senders
+
+    return list((_senders.get(asyncio.get_running_loop()) or {}).values())
+
+
 #: The worker setups ``--variants`` may add.
-VARIANTS = ("one-lane", "autoscaling")
+VARIANTS = ("one-lane", "autoscaling", "live")
 
 
 @dataclass
@@ -147,7 +195,8 @@ async def measure(systems: list[System], server: DevServer, mock_url: str, reps:
             for system, client, queue in live[rep % len(live):] + live[:rep % len(live)]:
                 gc.collect()
                 server_before, worker_before = process_cpu_seconds(server.pid), time.process_time()
-                got[system.name].rate.append(await burst(system, client, queue, concurrency, burst_steps))
+                with environment(system):
+                    got[system.name].rate.append(await burst(system, client, queue, concurrency, burst_steps))
                 got[system.name].server_ms.append(
                     (process_cpu_seconds(server.pid) - server_before) * 1000 / concurrency)
                 got[system.name].worker_ms.append((time.process_time() - worker_before) * 1000 / concurrency)
@@ -176,7 +225,7 @@ def table(got: dict[str, Bursts]) -> list[str]:
 async def main(reps: int, concurrency: int, burst_steps: int, partitions: int | None,
                variants: list[str]) -> None:
     systems = [floor_system(), floor_on_queue_system(), agentloop_system(), agentloop_no_lane_system(),
-               *(agentloop_variant(variant) for variant in variants)]
+               *(agentloop_live_system() if variant == "live" else agentloop_variant(variant) for variant in variants)]
     dynamic = ({} if partitions is None else
                {"matching.numTaskqueueReadPartitions": str(partitions),
                 "matching.numTaskqueueWritePartitions": str(partitions)})
@@ -189,6 +238,10 @@ async def main(reps: int, concurrency: int, burst_steps: int, partitions: int | 
           f"systems interleaved; load average {load:.1f} at the start")
     for line in table(got):
         print(line)
+    if "live" in variants:
+        for sender in live_senders():
+            print(f"live sender: {sender.posts} posts to the gateway, {sender.sent} deltas in the ones it took "
+                  f"(a run nobody follows is refused and muted), {sender.dropped} dropped")
 
 
 if __name__ == "__main__":
