@@ -140,6 +140,26 @@ async def test_mcp_progress_after_a_retried_attempt_says_the_text_starts_again(
     assert "".join(progress[resets[0] + 1:]) == text  # after the reset, the new attempt's text once
 
 
+async def test_an_a2a_stream_after_a_retried_attempt_has_the_new_attempt_s_text_once(
+        agent_client: AgentClient, worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "The answer is forty-two, as computed."
+    chunks = openai_completion_chunks(openai_completion(content=text), pieces=6)
+    spec = AgentSpec(model="openai:gpt-test", name="flaky", heartbeat_timeout_seconds=5, stream_batch_seconds=0.02)
+    with OpenAIServer() as provider:
+        provider.enqueue(replace(openai_stream(chunks[:4], break_stream=True), chunk_interval=0.05),
+                         replace(openai_stream(chunks), chunk_interval=0.05))
+        async with serve(agent_client, live_settings(agents={"flaky": spec})) as api, \
+                worker(models=openai_models(provider)):
+            point_worker(monkeypatch, api.url)
+            a2a = await a2a_client(api.url, "flaky")
+            updates = [u async for u in a2a.send_message(message("?"))]
+            await a2a.close()
+    chunks_sent = [u.artifact_update for u in updates if u.HasField("artifact_update")]
+    emptied = [c for c in chunks_sent if not c.append and not "".join(p.text for p in c.artifact.parts)]
+    assert len(emptied) == 1  # the reset: the artifact emptied once, then the new attempt's text
+    assert chunks_text(updates) == text and updates[-1].status_update.status.state == pb.TASK_STATE_COMPLETED
+
+
 async def test_an_a2a_stream_brings_a_delta_before_the_history(
         agent_client: AgentClient, worker, held_history: Held, monkeypatch: pytest.MonkeyPatch) -> None:
     model = held_history
