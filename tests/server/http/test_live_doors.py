@@ -8,6 +8,8 @@ attempt (MCP) and a resubscribe mid-message (A2A)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
@@ -64,12 +66,19 @@ class Held:
 PIECES = ("The first part, ", "the second part, ", "the third, ", "the fourth, ", "and the last.")
 
 
-@pytest.fixture
-def held_history(monkeypatch: pytest.MonkeyPatch) -> Held:
-    """A held model whose run's history batches wait their whole window (the
-    spec's 10 s): within the test's 5 s only a live delta reaches a client."""
+@contextlib.asynccontextmanager
+async def held_live(agent_client: AgentClient, worker: Any, monkeypatch: pytest.MonkeyPatch,
+                    model: Held) -> AsyncIterator[Any]:
+    """A live ``agentloop serve`` app whose agent ``held`` runs ``model``, and
+    a worker posting to it; the history's batches wait their whole window
+    (10 s, no leading edge), so that within a test's 5 s only a live delta
+    reaches a client."""
     monkeypatch.setattr(stream_publisher.DeltaPublisher, "leading", False)
-    return Held()
+    spec = AgentSpec(model="openai:gpt-test", name="held", stream_batch_seconds=10)
+    models = ModelResolver({"openai": lambda _provider, _name: model})
+    async with serve(agent_client, live_settings(agents={"held": spec})) as api, worker(models=models):
+        point_worker(monkeypatch, api.url)
+        yield api
 
 
 def point_worker(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
@@ -90,9 +99,8 @@ def chunks_text(updates: list[Any]) -> str:
 
 
 async def test_an_mcp_progress_notification_brings_a_delta_before_the_history(
-        agent_client: AgentClient, worker, held_history: Held, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = held_history
-    spec = AgentSpec(model="openai:gpt-test", name="held", stream_batch_seconds=10)
+        agent_client: AgentClient, worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Held()
     progress: list[str] = []
     first = asyncio.Event()
 
@@ -101,10 +109,8 @@ async def test_an_mcp_progress_notification_brings_a_delta_before_the_history(
         if message == "Hel":
             first.set()
 
-    models = ModelResolver({"openai": lambda _provider, _name: model})
-    async with serve(agent_client, live_settings(agents={"held": spec})) as api, worker(models=models), \
+    async with held_live(agent_client, worker, monkeypatch, model) as api, \
             mcp_client(f"{api.url}/mcp", tasks=False) as mcp:
-        point_worker(monkeypatch, api.url)
         call = asyncio.create_task(mcp.call_tool("held", {"message": "hi"}, progress_callback=noted))
         try:
             await asyncio.wait_for(first.wait(), 5)
@@ -161,12 +167,9 @@ async def test_an_a2a_stream_after_a_retried_attempt_has_the_new_attempt_s_text_
 
 
 async def test_an_a2a_stream_brings_a_delta_before_the_history(
-        agent_client: AgentClient, worker, held_history: Held, monkeypatch: pytest.MonkeyPatch) -> None:
-    model = held_history
-    spec = AgentSpec(model="openai:gpt-test", name="held", stream_batch_seconds=10)
-    models = ModelResolver({"openai": lambda _provider, _name: model})
-    async with serve(agent_client, live_settings(agents={"held": spec})) as api, worker(models=models):
-        point_worker(monkeypatch, api.url)
+        agent_client: AgentClient, worker, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = Held()
+    async with held_live(agent_client, worker, monkeypatch, model) as api:
         a2a = await a2a_client(api.url, "held")
         updates: list[Any] = []
         stream = a2a.send_message(message("hi"))
@@ -190,14 +193,10 @@ async def test_an_a2a_stream_brings_a_delta_before_the_history(
 
 async def test_an_a2a_resubscribe_mid_message_shows_the_text_once(
         agent_client: AgentClient, worker, monkeypatch: pytest.MonkeyPatch) -> None:
-    # History batches of 10 s without a leading edge: mid-message, every chunk is live.
-    monkeypatch.setattr(stream_publisher.DeltaPublisher, "leading", False)
+    # Mid-message, every chunk is live (the history's batch waits 10 s).
     model, whole = Held(PIECES, hold=2), "".join(PIECES)
-    spec = AgentSpec(model="openai:gpt-test", name="talker", stream_batch_seconds=10)
-    models = ModelResolver({"openai": lambda _provider, _name: model})
-    async with serve(agent_client, live_settings(agents={"talker": spec})) as api, worker(models=models):
-        point_worker(monkeypatch, api.url)
-        a2a = await a2a_client(api.url, "talker")
+    async with held_live(agent_client, worker, monkeypatch, model) as api:
+        a2a = await a2a_client(api.url, "held")
         before: list[Any] = []
         stream = a2a.send_message(message("go"))
         try:
@@ -233,13 +232,9 @@ async def test_an_a2a_stream_of_a_thread_s_next_turn_shows_its_live_text_once(
     # The second message's turn: the stream follows the run from the turn's
     # offset, and live text that comes before the stream reached the turn is
     # left to the history (or caught up), never dropped as shown.
-    monkeypatch.setattr(stream_publisher.DeltaPublisher, "leading", False)
     model, whole = Held(PIECES, hold=2, held_call=1), "".join(PIECES)
-    spec = AgentSpec(model="openai:gpt-test", name="talker", stream_batch_seconds=10)
-    models = ModelResolver({"openai": lambda _provider, _name: model})
-    async with serve(agent_client, live_settings(agents={"talker": spec})) as api, worker(models=models):
-        point_worker(monkeypatch, api.url)
-        a2a = await a2a_client(api.url, "talker")
+    async with held_live(agent_client, worker, monkeypatch, model) as api:
+        a2a = await a2a_client(api.url, "held")
         first = [u async for u in a2a.send_message(message("one"))]
         context = first[0].task.context_id
         second: list[Any] = []
