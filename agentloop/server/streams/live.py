@@ -14,7 +14,8 @@ events. A subscriber is shown each character once:
 * a live delta past what the subscriber was shown (one was dropped on the
   way) is skipped: the history brings that text, then live deltas go on;
 * a retried attempt's reset comes live too (before its deltas) and the
-  history's reset of that attempt is then only an id.
+  history's reset of that attempt is then only an id, as is any text of
+  the attempts before it that the history brings after that reset.
 
 The decisions are pure (:class:`LiveView`); the hub keeps one per subscriber.
 """

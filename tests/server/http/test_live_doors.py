@@ -98,6 +98,16 @@ def chunks_text(updates: list[Any]) -> str:
     return "".join(p.text for a in task.artifacts for p in a.parts)
 
 
+async def read_chunks(stream: Any, chunks: int, into: list[Any]) -> None:
+    """Read ``stream``'s updates into ``into`` until ``chunks`` artifact updates came (within 5 s)."""
+    async with asyncio.timeout(5):
+        async for update in stream:
+            into.append(update)
+            chunks -= update.HasField("artifact_update")
+            if not chunks:
+                return
+
+
 async def test_an_mcp_progress_notification_brings_a_delta_before_the_history(
         agent_client: AgentClient, worker, monkeypatch: pytest.MonkeyPatch) -> None:
     model = Held()
@@ -174,11 +184,7 @@ async def test_an_a2a_stream_brings_a_delta_before_the_history(
         updates: list[Any] = []
         stream = a2a.send_message(message("hi"))
         try:
-            async with asyncio.timeout(5):
-                async for update in stream:
-                    updates.append(update)
-                    if update.HasField("artifact_update"):
-                        break
+            await read_chunks(stream, 1, updates)
             history = [e async for e in _history(agent_client, model.run_id)]
         finally:
             model.release.set()
@@ -200,12 +206,8 @@ async def test_an_a2a_resubscribe_mid_message_shows_the_text_once(
         before: list[Any] = []
         stream = a2a.send_message(message("go"))
         try:
-            async with asyncio.timeout(5):
-                async for update in stream:  # hang up after the two pieces streamed so far
-                    before.append(update)
-                    if sum(u.HasField("artifact_update") for u in before) == 2:
-                        break
-            await stream.aclose()
+            await read_chunks(stream, 2, before)
+            await stream.aclose()  # hang up after the two pieces streamed so far
             task_id = before[0].task.id
             history = [e async for e in _history(agent_client, task_id)]
             after: list[Any] = []
