@@ -214,11 +214,12 @@ class RunHub:
         deltas without a ``seq``, and :class:`~agentloop.server.streams.live.Seen`
         for a history event shown live already; with ``catch_up``, a
         subscriber from an offset past 0 first gets each message it may
-        have been shown live in part reset and again whole. ``accept``
-        (asked as each live item is due) says whether the subscriber shows
-        it now: one it would drop (a protocol door that does not follow that
-        part of the run yet) is left to the history, so that no text counts
-        as shown that was not."""
+        have been shown live in part reset and again whole (as soon as it
+        has read what the feed holds). ``accept`` (asked as each live item
+        is due) says whether the subscriber shows it now: text it would drop
+        (a protocol door that does not follow that part of the run yet) never
+        counts as shown; with ``catch_up`` its message is caught up the same
+        way once the subscriber takes it, unless it completed before."""
         feed = self._feed(run_id, from_offset)
         feed.subscribers += 1
         feed.idle_since = None
