@@ -110,3 +110,12 @@ def test_a_live_delta_later_than_its_completed_message_is_not_shown_or_kept() ->
     assert view.live(delta("lo"), 3) == []  # the completed message brought it
     record.add(delta("lo"), 3)
     assert texts(record.messages[MID].pieces) == "Hel" and record.unfinished(7) == set()
+
+
+def test_a_replaced_attempt_s_history_text_after_its_reset_came_live_is_its_id_alone() -> None:
+    view = LiveView()
+    assert texts(view.live(delta("Hel"), 0)) == "Hel"  # attempt 1's "lo" is dropped on the way
+    assert [e.type for e in view.live(reset(2), 0)] == ["thread.message.reset"]
+    assert view.history(delta("Hello", seq=3), 0) == [Seen(3, run_id="r")]  # not "lo" after the reset
+    assert view.history(reset(2, seq=4)) == [Seen(4, run_id="r")]
+    assert texts(view.live(delta("Hi", attempt=2), 0)) == "Hi"

@@ -105,6 +105,12 @@ class TaskStream:
             return []
         return self._mapped(event)
 
+    def takes_live(self, event: Any) -> bool:
+        """Whether a live delta (or reset) would be mapped now: not before the
+        turn's events begin, nor while skipping to where an answer resumes it
+        (such text is left to the history, which brings it in its place)."""
+        return self.started and not self.done and not self.skip_until
+
     def confirmed(self, event: Any) -> list[Any]:
         """The updates of an approval request of :attr:`unsure` whose call waits."""
         return self._mapped(event)

@@ -174,8 +174,9 @@ class RunTasks(RequestHandler):
         """The task's updates from ``offset`` until it is final, or waits for
         input (then the stream ends, as A2A has it for an interrupted task)."""
         handle = self.state.client.get_handle(stream.ref.run_id)
-        async for event in self.state.hub.subscribe(stream.ref.run_id, offset,
-                                                    idle=self.state.settings.heartbeat_seconds):
+        hub = self.state.hub  # with live deltas: text at the provider's pace, each character once
+        async for event in hub.subscribe(stream.ref.run_id, offset, idle=self.state.settings.heartbeat_seconds,
+                                         live=hub.live, accept=stream.takes_live):
             if event is IDLE:
                 continue
             for update in stream.feed(event):

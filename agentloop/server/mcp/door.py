@@ -26,6 +26,7 @@ from agentloop.server.settings import Scope, ServerSettings
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
+    from agentloop.server.streams.hub import RunHub
 
 #: Where the door is mounted.
 MCP_PATH = "/mcp"
@@ -60,6 +61,13 @@ def http_caller(settings: ServerSettings) -> Callable[[ServerRequestContext[Any,
     return caller_of
 
 
+def request_hub(ctx: ServerRequestContext[Any, Any]) -> RunHub | None:
+    """The hub of the app an MCP request came to over HTTP (None elsewhere)."""
+    request = ctx.request
+    state = getattr(request.app.state, "agentloop", None) if isinstance(request, Request) else None
+    return state.hub if state is not None else None
+
+
 class McpDoor:
     """The ASGI app at ``/mcp``: a token check, then the ``mcp`` package's
     streamable HTTP session manager (stateless: every request stands alone,
@@ -67,7 +75,7 @@ class McpDoor:
 
     def __init__(self, client: AgentClient, settings: ServerSettings, doors: Callable[[], Doors]) -> None:
         self.settings, self.doors = settings, doors
-        self.server = AgentTools(client, settings, http_caller(settings)).server()
+        self.server = AgentTools(client, settings, http_caller(settings), request_hub).server()
         self.manager: StreamableHTTPSessionManager | None = None
 
     @contextlib.asynccontextmanager

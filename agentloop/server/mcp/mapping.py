@@ -239,9 +239,15 @@ def _decision(call_id: str, action: Any, content: Any) -> Answer:
     return Decide(call_id, decision, reason=reason, result=result)
 
 
+#: The progress message of a retried attempt's reset begins with this: a
+#: client drops the text it was shown since the step's progress message.
+RESET_PREFIX = "the answer starts again"
+
+
 def progress_text(event: Any) -> str | None:
     """The progress message of one run event, or None for events that say
-    nothing to an MCP client: a step begins, a tool is called, streamed text."""
+    nothing to an MCP client: a step begins, a tool is called, streamed
+    text, a retried attempt drops the text streamed before it."""
     kind = getattr(event, "type", "")
     if kind == "agent.run.step.created":
         return f"step {event.step + 1}"
@@ -251,4 +257,6 @@ def progress_text(event: Any) -> str | None:
         return f"waiting for approval of {event.approval.tool_name}"
     if kind == "thread.message.delta" and event.delta.kind == "text" and event.delta.text:
         return str(event.delta.text)
+    if kind == "thread.message.reset":  # the text streamed so far is dropped; the new attempt's follows
+        return f"{RESET_PREFIX} (attempt {event.attempt})"
     return None

@@ -9,9 +9,10 @@ transport (:data:`CallerOf`): the bearer token over HTTP, the launching user
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncGenerator, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -37,11 +38,14 @@ from agentloop.shared.runs.result import AgentRunFailed
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.handle import AgentRunHandle
+    from agentloop.server.streams.hub import RunHub
 
 #: The caller of a request, if it may do ``needed``; raises MCPError otherwise.
 CallerOf = Callable[[ServerRequestContext[Any, Any], Scope], Caller]
 #: The JSON-RPC error of a request its token may not make (a server-defined code).
 FORBIDDEN = -32003
+#: The gateway's hub of a request, if it has one (live deltas reach the MCP door through it).
+HubOf = Callable[[ServerRequestContext[Any, Any]], "RunHub | None"]
 
 
 class TaskParams(types.RequestParams):
@@ -69,10 +73,13 @@ def wants_task(ctx: ServerRequestContext[Any, Any]) -> bool:
 
 
 class AgentTools:
-    """The registered agents of ``settings`` as MCP tools, run by ``client``."""
+    """The registered agents of ``settings`` as MCP tools, run by ``client``;
+    ``hub_of`` names the gateway's hub (over HTTP) that an inline call follows
+    its run through when the hub has live deltas."""
 
-    def __init__(self, client: AgentClient, settings: ServerSettings, caller_of: CallerOf) -> None:
-        self.client, self.settings, self.caller_of = client, settings, caller_of
+    def __init__(self, client: AgentClient, settings: ServerSettings, caller_of: CallerOf,
+                 hub_of: HubOf | None = None) -> None:
+        self.client, self.settings, self.caller_of, self.hub_of = client, settings, caller_of, hub_of
 
     def server(self) -> Server[Any]:
         """A low-level MCP server serving the agents and the Tasks methods."""
@@ -117,23 +124,34 @@ class AgentTools:
 
     async def _inline(self, ctx: ServerRequestContext[Any, Any], handle: AgentRunHandle, tool: str) -> Any:
         """Follow the run to its end, one progress notification per step,
-        tool call and piece of streamed text; a run that waits for a person
-        ends the call with a sentence saying how to answer it."""
+        tool call and piece of streamed text (live, through the gateway's
+        hub, when workers post live deltas to it); a run that waits for a
+        person ends the call with a sentence saying how to answer it."""
         sent = 0
-        async for event in handle.events(poll_interval=self.settings.poll_interval):
-            text = mapping.progress_text(event)
-            if text is not None:
-                sent += 1
-                await ctx.session.report_progress(sent, None, text)
-            if event.type in ("agent.tool.approval.requested", "thread.run.requires_action"):
-                return types.CallToolResult.model_validate({"content": [{"type": "text", "text": (
-                    f"run {handle.run_id} waits for a decision on a tool call; a call answered inline cannot "
-                    "carry it: call this tool from a client that supports io.modelcontextprotocol/tasks, or "
-                    f"answer it through the HTTP API (POST /v1/runs/{handle.run_id}/approvals) or `agentloop "
-                    "approve`")}], "isError": True})
-            if is_terminal(event):
-                break
+        async with contextlib.aclosing(self._events(ctx, handle)) as events:
+            async for event in events:
+                text = mapping.progress_text(event)
+                if text is not None:
+                    sent += 1
+                    await ctx.session.report_progress(sent, None, text)
+                if getattr(event, "type", "") in ("agent.tool.approval.requested", "thread.run.requires_action"):
+                    return types.CallToolResult.model_validate({"content": [{"type": "text", "text": (
+                        f"run {handle.run_id} waits for a decision on a tool call; a call answered inline cannot "
+                        "carry it: call this tool from a client that supports io.modelcontextprotocol/tasks, or "
+                        f"answer it through the HTTP API (POST /v1/runs/{handle.run_id}/approvals) or `agentloop "
+                        "approve`")}], "isError": True})
+                if is_terminal(event):
+                    break
         return types.CallToolResult.model_validate((await self._ended(handle))[1])
+
+    def _events(self, ctx: ServerRequestContext[Any, Any], handle: AgentRunHandle) -> AsyncGenerator[Any]:
+        """The run's events: merged with live deltas by the gateway's hub when
+        it has them (each character once: a history delta shown live comes as
+        a ``Seen``, which says nothing to MCP), else read from the history."""
+        hub = self.hub_of(ctx) if self.hub_of is not None else None
+        if hub is not None and hub.live:
+            return cast("AsyncGenerator[Any]", hub.subscribe(handle.run_id, 0, live=True))
+        return cast("AsyncGenerator[Any]", handle.events(poll_interval=self.settings.poll_interval))
 
     async def _ended(self, handle: AgentRunHandle) -> tuple[str, dict[str, Any]]:
         """How the run ended, and its ``CallToolResult``."""

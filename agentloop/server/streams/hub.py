@@ -204,7 +204,8 @@ class RunHub:
             self._early.popitem(last=False)
 
     async def subscribe(self, run_id: str, from_offset: int = 0, *, idle: float | None = None,
-                        live: bool = False, catch_up: bool = True) -> AsyncIterator[Any]:
+                        live: bool = False, catch_up: bool = True,
+                        accept: Callable[[Any], bool] | None = None) -> AsyncIterator[Any]:
         """The events of ``run_id`` from ``from_offset`` on, live, ending
         after its terminal event; :data:`IDLE` after each ``idle`` seconds
         without one. Raises what reading the run raised (e.g. ``UserError``
@@ -213,13 +214,18 @@ class RunHub:
         deltas without a ``seq``, and :class:`~agentloop.server.streams.live.Seen`
         for a history event shown live already; with ``catch_up``, a
         subscriber from an offset past 0 first gets each message it may
-        have been shown live in part reset and again whole."""
+        have been shown live in part reset and again whole (as soon as it
+        has read what the feed holds). ``accept`` (asked as each live item
+        is due) says whether the subscriber shows it now: text it would drop
+        (a protocol door that does not follow that part of the run yet) never
+        counts as shown; with ``catch_up`` its message is caught up the same
+        way once the subscriber takes it, unless it completed before."""
         feed = self._feed(run_id, from_offset)
         feed.subscribers += 1
         feed.idle_since = None
         try:
             if live and feed.record is not None:
-                async for item in self._merged(feed, from_offset, idle, catch_up):
+                async for item in self._merged(feed, from_offset, idle, catch_up, accept):
                     yield item
                 return
             if from_offset < feed.start:
@@ -245,8 +251,8 @@ class RunHub:
             if feed.subscribers == 0:
                 feed.idle_since = asyncio.get_running_loop().time()
 
-    async def _merged(self, feed: RunFeed, from_offset: int, idle: float | None,
-                      catch_up: bool) -> AsyncIterator[Any]:
+    async def _merged(self, feed: RunFeed, from_offset: int, idle: float | None, catch_up: bool,
+                      accept: Callable[[Any], bool] | None = None) -> AsyncIterator[Any]:
         assert feed.record is not None
         view, index = LiveView(), bisect.bisect_left(feed.keys, from_offset) if from_offset else 0
         behind = feed.record.unfinished(from_offset) if from_offset > 0 and catch_up else set()
@@ -255,19 +261,45 @@ class RunHub:
                 event, at, live = feed.items[index]
                 index += 1
                 mid = getattr(event, "message_id", None)
-                if mid in behind and event.type != "thread.message.created":
+                takes = accept is None or not (live or mid in behind) or accept(event)
+                if not takes:  # not shown now: caught up when the subscriber takes it (or left to the history)
+                    if catch_up and live:
+                        behind.add(event.message_id)
+                    elif isinstance(event, MessageCompleted):
+                        behind.discard(mid)
+                elif mid in behind and event.type != "thread.message.created":
                     behind.discard(mid)  # a client resuming mid-message: it again, whole, first
                     for item in feed.record.catch_up(view, mid):
                         yield item
+                if live and not takes:
+                    continue
                 for item in view.live(event, at or 0) if live else view.history(event, at):
                     yield item
                 if not live and is_terminal(event):
                     return
+            for item in self._caught_up(feed, view, behind, accept):
+                yield item
             waited = await feed.more(idle)
             if waited is None:
                 return
             if waited is IDLE:
                 yield IDLE
+
+    @staticmethod
+    def _caught_up(feed: RunFeed, view: LiveView, behind: set[str],
+                   accept: Callable[[Any], bool] | None) -> list[Any]:
+        """At the end of what the feed has: each message still behind that is
+        streaming, as far as it reached the gateway, now (not at its next
+        delta, which a slow provider may be long in sending)."""
+        assert feed.record is not None
+        out: list[Any] = []
+        for mid in sorted(behind):
+            message = feed.record.messages.get(mid)
+            if message is not None and message.pieces and message.completed_seq is None and \
+                    (accept is None or accept(message.pieces[0])):
+                behind.discard(mid)
+                out += feed.record.catch_up(view, mid)
+        return out
 
     async def _gap(self, run_id: str, start: int, end: int) -> AsyncIterator[Any]:
         async for event in self.client.events(run_id, start, poll_interval=self.poll_interval):

@@ -14,7 +14,8 @@ events. A subscriber is shown each character once:
 * a live delta past what the subscriber was shown (one was dropped on the
   way) is skipped: the history brings that text, then live deltas go on;
 * a retried attempt's reset comes live too (before its deltas) and the
-  history's reset of that attempt is then only an id.
+  history's reset of that attempt is then only an id, as is any text of
+  the attempts before it that the history brings after that reset.
 
 The decisions are pure (:class:`LiveView`); the hub keeps one per subscriber.
 """
@@ -97,6 +98,9 @@ class LiveView:
             self.completed.add(event.message_id)  # a live delta later than this is not shown
         if not isinstance(event, MessageDelta) or event.delta.kind not in LIVE_KINDS or at is None:
             return [event]
+        latest = self.attempts.get(event.message_id, 1)
+        if event.attempt < latest and (event.message_id, latest) in self.resets:
+            return [Seen(event.seq or 0, run_id=event.run_id)]  # an attempt whose reset was shown (live, first)
         self.attempts[event.message_id] = max(event.attempt, self.attempts.get(event.message_id, 1))
         shown = self.shown.get(key(event), 0)
         end = at + len(event.delta.text)

@@ -28,3 +28,14 @@ def test_the_protocol_doors_benchmark_measures_both_doors_against_sse() -> None:
     for door in ("MCP", "A2A"):
         added_p50, ratio, ttft_added = rows[door].group(6), float(rows[door].group(8)), rows[door].group(9)
         assert added_p50 is not None and ttft_added is not None and ratio > 0, done.stdout
+
+
+def test_the_protocol_doors_benchmark_measures_live_deltas_off_and_on_in_one_run() -> None:
+    done = subprocess.run([sys.executable, "-m", "benchmarks.streaming.protocol_doors", "--door", "a2a",
+                           "--live", "both", "--runs", "1", "--chunks", "6"],
+                          capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr
+    rows = {m.group(1): m for m in re.finditer(rf"^(SSE API|A2A|SSE API live|A2A live)\s+(\d+)/6\s+{NUMBER}",
+                                               done.stdout, re.MULTILINE)}
+    assert sorted(rows) == ["A2A", "A2A live", "SSE API", "SSE API live"], done.stdout
+    assert all(int(row.group(2)) > 0 for row in rows.values()), done.stdout

@@ -16,7 +16,9 @@ from agentloop.server.mcp.door import transport_security
 from agentloop.server.mcp.stdio import stdio_identity
 from agentloop.server.settings import ServerSettings, parse_tokens
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.definition.activity_io import StreamDelta
 from agentloop.shared.definition.approvals import PendingAction, PendingApproval, PendingWork
+from agentloop.shared.runs.events import MessageDelta, MessageReset, StepCreated
 
 NOW = datetime(2026, 7, 28, tzinfo=UTC)
 
@@ -100,3 +102,14 @@ def test_stdio_identity() -> None:
     assert (token.name, token.scope, token.agents) == ("ci", "read", ("a",))
     with pytest.raises(UserError, match="not the secret of a token"):
         stdio_identity(settings, {"AGENTLOOP_MCP_TOKEN": "wrong-secret-0123456789"})
+
+
+def test_progress_messages_and_a_retried_attempt_s_reset() -> None:
+    def delta(kind: str, text: str) -> MessageDelta:
+        return MessageDelta(run_id="r", time=NOW, message_id="m", delta=StreamDelta(kind=kind, text=text))  # type: ignore[arg-type]
+
+    assert mapping.progress_text(StepCreated(run_id="r", time=NOW, step=1)) == "step 2"
+    assert mapping.progress_text(delta("text", "Hel")) == "Hel"
+    assert mapping.progress_text(delta("thinking", "hmm")) is None and mapping.progress_text(delta("text", "")) is None
+    reset = MessageReset(run_id="r", time=NOW, message_id="m", attempt=2, reason="OpenAI server error (503)")
+    assert mapping.progress_text(reset) == f"{mapping.RESET_PREFIX} (attempt 2)"
