@@ -122,18 +122,29 @@ class Requested(BaseModel):
 async def start_run(body: StartRun, response: Response, state: ServerState = State,
                     caller: Caller = Actor) -> Started:
     """Start a run (or a thread, with ``thread_id``)."""
+    spec = resolve_spec(state, body.spec, caller)
+    run_id = await _start(state, body, spec, caller)
+    response.headers["Location"] = f"/v1/runs/{run_id}"
+    return Started(run_id=run_id, workspace=spec.workspace or state.settings.default_workspace)
+
+
+async def _start(state: ServerState, body: StartRun, spec: AgentSpec, caller: Caller) -> str:
+    """Start the run ``body`` asks for (its ``spec`` resolved): its id.
+
+    Raises:
+        Problem: 403 for a tenant the caller may not start, 409 for a run id in use.
+    """
     from agentloop.client.runs import RunIdInUse
 
-    spec = resolve_spec(state, body.spec, caller)
+    tenant = resolve_tenant(caller, body.tenant)
     try:
         handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id,
-                                          tenant=resolve_tenant(caller, body.tenant))
+                                          tenant=tenant)
     except RunIdInUse as err:
         # A scoped token learns no more of a run it may not see than that its id is taken.
         said = str(err) if unscoped(caller) else f"run id {err.run_id!r} is in use; choose another run id"
         raise Problem(409, "Run id in use", said) from None
-    response.headers["Location"] = f"/v1/runs/{handle.run_id}"
-    return Started(run_id=handle.run_id, workspace=spec.workspace or state.settings.default_workspace)
+    return handle.run_id
 
 
 def _bad_page_token() -> Problem:
@@ -252,6 +263,32 @@ async def run_events(
     if protocol == "ag-ui":
         return event_stream(run_stream(state, run_id, offset), state.streams.take(caller.name))
     return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))
+
+
+#: The headers of a streaming start that name the run it started (docs/http-api.md).
+RUN_ID_HEADER = "X-Agentloop-Run-Id"
+
+
+@router.post("/runs/stream", response_class=Response,
+             responses={**_SSE_RESPONSE, **problem_responses(404, 409, 429)})
+async def start_run_stream(body: StartRun, state: ServerState = State, caller: Caller = Actor) -> Any:
+    """Start a run, as ``POST /v1/runs`` does, and answer with its events
+    from offset 0, as ``GET /v1/runs/{id}/events`` streams them: one request,
+    no second lookup. The run id is in ``Content-Location`` and
+    ``X-Agentloop-Run-Id`` and in the first event (``agent.run.created``);
+    a reconnect is ``GET /v1/runs/{id}/events`` with ``Last-Event-ID``. A
+    start that fails answers as ``POST /v1/runs`` does, before any stream."""
+    spec = resolve_spec(state, body.spec, caller)
+    release = state.streams.take(caller.name)  # 429 before the run starts: no run nobody follows
+    try:
+        run_id = await _start(state, body, spec, caller)
+    except BaseException:
+        release()
+        raise
+    response = event_stream(_native(state, run_id, 0), release)
+    response.headers["Content-Location"] = f"/v1/runs/{run_id}"
+    response.headers[RUN_ID_HEADER] = run_id
+    return response
 
 
 async def _decided(state: ServerState, run_id: str, call_id: str) -> str:
