@@ -29,9 +29,7 @@ from agentloop.server.deps import (
     running_or_409,
 )
 from agentloop.server.problems import Problem, problem_responses
-from agentloop.server.streams.hub import IDLE
-from agentloop.server.streams.live import Seen
-from agentloop.server.streams.sse import event_stream, frame, resume_offset
+from agentloop.server.streams.sse import RUN_ID_HEADER, SSE_RESPONSE, event_stream, native_frames, resume_offset
 from agentloop.shared.base.errors import DecisionRejected, UserError
 from agentloop.shared.base.messages import Message
 from agentloop.shared.base.priority import checked_tenant
@@ -227,28 +225,11 @@ async def run_export(run_id: str, state: ServerState = State, caller: Caller = R
     return snapshot.model_dump(mode="json")
 
 
-async def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
-    async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds,
-                                           live=state.hub.live):
-        if event is IDLE:
-            yield event
-        elif isinstance(event, Seen):  # shown live already: its id alone (docs/events.md)
-            yield f"id: {event.seq}\n\n"
-        else:
-            yield state.hub.rendered(event, "native", _native_frame)
+def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
+    return native_frames(state.hub, run_id, offset, state.settings.heartbeat_seconds)
 
 
-def _native_frame(event: Any) -> str:
-    return frame(event.model_dump(mode="json"), event_id=event.seq)
-
-
-_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
-                         "heartbeat comments while idle; the stream ends after the run's terminal event",
-          "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
-
-
-@router.get("/runs/{run_id}/events", response_class=Response, responses={**_SSE_RESPONSE, **problem_responses(404)})
+@router.get("/runs/{run_id}/events", response_class=Response, responses={**SSE_RESPONSE, **problem_responses(404)})
 async def run_events(
     run_id: str, request: Request,
     from_: int | None = Query(default=None, alias="from", ge=0, description="the first offset to send"),
@@ -265,12 +246,8 @@ async def run_events(
     return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))
 
 
-#: The headers of a streaming start that name the run it started (docs/http-api.md).
-RUN_ID_HEADER = "X-Agentloop-Run-Id"
-
-
 @router.post("/runs/stream", response_class=Response,
-             responses={**_SSE_RESPONSE, **problem_responses(404, 409, 429)})
+             responses={**SSE_RESPONSE, **problem_responses(404, 409, 429)})
 async def start_run_stream(body: StartRun, state: ServerState = State, caller: Caller = Actor) -> Any:
     """Start a run, as ``POST /v1/runs`` does, and answer with its events
     from offset 0, as ``GET /v1/runs/{id}/events`` streams them: one request,

@@ -127,3 +127,27 @@ async def test_a_streaming_start_is_checked_as_a_start_is(agent_client: AgentCli
         assert ids == list(range(len(ids)))
         listed = (await http.get("/v1/runs", params={"name": f"held-{task_queue}"}, headers=as_(ACME))).json()["runs"]
         assert [r["run_id"] for r in listed] == [run_id] and listed[0]["tenant"] == a
+
+
+async def test_a_threads_streaming_send_answers_with_its_turns_events(agent_client: AgentClient, worker) -> None:
+    thread = f"thread-{uuid.uuid4().hex[:8]}"
+    spec = spec_json(agents.spec(script(reply("first answer"), reply("second answer"))))
+    async with worker(), serve(agent_client) as api:
+        turns = []
+        for body in ({"text": "one", "spec": spec}, {"text": "two"}):
+            async with api.http.stream("POST", f"/v1/threads/{thread}/messages/stream", json=body) as response:
+                assert response.status_code == 200, await response.aread()
+                turns.append((response.headers, await read_sse(response)))
+        unknown = await api.http.post(f"/v1/threads/{thread}-none/messages/stream", json={"text": "t"})
+        plain = await api.http.post(f"/v1/threads/{thread}-none/messages", json={"text": "t"})
+        assert api.state.streams.open == {}
+    for turn, (headers, sse) in enumerate(turns, start=1):
+        offset = int(headers["x-agentloop-offset"])
+        assert headers["x-agentloop-run-id"] == thread and headers["x-agentloop-turn"] == str(turn)
+        assert headers["content-location"] == f"/v1/runs/{thread}"
+        assert sse.closed_by_server and sse.ids == list(range(offset, offset + len(sse.ids)))
+        ended = sse.events[-1][1]
+        assert ended["type"] == "agent.turn.ended" and ended["turn"] == turn
+        assert ["first answer", "second answer"][turn - 1] in ended["final_text"]
+    assert int(turns[1][0]["x-agentloop-offset"]) > turns[0][1].ids[-1]
+    assert unknown.status_code == plain.status_code == 404 and unknown.json()["detail"] == plain.json()["detail"]
