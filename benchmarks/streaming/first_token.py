@@ -29,7 +29,19 @@ The modes:
 * ``live``: option 1 and option 3, live deltas: the worker posts each text
   delta to the gateway at once (``AGENTLOOP_LIVE_URL``/``_TOKEN``), which
   merges them into its SSE streams; ``events()`` reads the history as in
-  option 1, so only the SSE columns change.
+  option 1, so only the SSE columns change;
+* ``live + POST stream``: live, and the SSE client starts the run with
+  ``POST /v1/runs/stream``, which answers with the stream (no second
+  request, no lookup before it);
+* ``live + eager start``: that, and ``AgentClient.eager_start``: the start
+  hands the first workflow task to this process's worker (it applies to the
+  runs ``events()`` reads, and to the SSE ones when the gateway is in this
+  process, as in an embedded ``agentloop serve``; not with ``--gateway-process``).
+
+A second floor has its activity on a queue of its own, as agentloop's model
+call is on its lane's (``docs/many-tenants.md``): the difference is the
+lane's share. ``--trace`` prints, from the histories, each path from
+``start`` to the first activity (``benchmarks.streaming.start_trace``).
 
 Over SSE, each chunk's latency too ("SSE added"), and the CPU-seconds of
 this process (worker, gateway and readers) per run streamed.
@@ -44,7 +56,7 @@ reader (``RunHub``) each, the CPU of the Temporal server and of this process
 with nobody following. Usage::
 
     python -m benchmarks.streaming.first_token [--runs 5] [--chunks 40] [--interval 0.05]
-        [--follow 30] [--cpu-seconds 10]
+        [--follow 30] [--cpu-seconds 10] [--gateway-process] [--trace] [--modes live,...]
 
 Speed is measured here, never asserted; the machine's load moves the
 absolute figures, so read each against the floor of the same run.
@@ -63,15 +75,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 import httpx
 import uvicorn
 from openai import AsyncOpenAI
-from temporalio import activity, workflow
-from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentloop import AgentClient, AgentSpec
@@ -80,7 +89,6 @@ from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.cli.servers.serve import listening_socket
 from agentloop.server import ServerSettings, create_app
-from agentloop.server.streams.hub import RunHub
 from agentloop.shared.base.contracts import CALL_MODEL, LIVE_TOKEN_ENV, LIVE_URL_ENV
 from agentloop.shared.runs.events import MessageDelta
 from agentloop.testing import reply
@@ -88,7 +96,9 @@ from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 from benchmarks.streaming import start_trace
+from benchmarks.streaming.follow_cpu import HELD, follow_cpu
 from benchmarks.streaming.sse_fanout import _env, start_gateway_with
+from benchmarks.streaming.start_trace import Floor, FloorApart, floor_run, mark
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
 #: name: (the publisher's leading edge, readers wait, live deltas, SSE by the streaming start, eager start)
@@ -96,43 +106,6 @@ MODES = {"today": (False, False, False, False, False), "first at once": (True, F
          "first at once + wait": (True, True, False, False, False), "live": (True, False, True, False, False),
          "live + POST stream": (True, False, True, True, False), "live + eager start": (True, False, True, True, True)}
 LIVE_TOKEN = secrets.token_urlsafe(24)
-
-
-# ---------------------------------------------------------------- the floor
-
-
-@activity.defn(name="bench-first-token-mark")
-async def mark() -> float:
-    return time.time()
-
-
-@workflow.defn(name="bench-first-token-floor")
-class Floor:
-    @workflow.run
-    async def run(self) -> float:
-        return await workflow.execute_activity(mark, start_to_close_timeout=timedelta(seconds=30))
-
-
-@workflow.defn(name="bench-first-token-floor-apart")
-class FloorApart:
-    """The floor with its activity on a queue of its own, as agentloop's model calls are on their lane's."""
-
-    @workflow.run
-    async def run(self, queue: str) -> float:
-        return await workflow.execute_activity(mark, task_queue=queue, start_to_close_timeout=timedelta(seconds=30))
-
-
-async def floor_run(client: Client, queue: str, apart: str | None = None,
-                    traces: list[Any] | None = None) -> float:
-    began, workflow_id = time.time(), f"floor-{uuid.uuid4().hex}"
-    if apart is None:
-        ran = await client.execute_workflow(Floor.run, id=workflow_id, task_queue=queue)
-    else:
-        ran = await client.execute_workflow(FloorApart.run, apart, id=workflow_id, task_queue=queue)
-    if traces is not None:
-        events = (await client.get_workflow_handle(workflow_id).fetch_history()).events
-        traces.append(start_trace.trace(events, began, "bench-first-token-mark"))
-    return (ran - began) * 1000
 
 
 # ---------------------------------------------------------------- agentloop
@@ -149,6 +122,7 @@ class Mode:
     opened: list[tuple[float, float]] = field(default_factory=list)  # POST answered, SSE headers, ms
     history: list[dict[str, int]] = field(default_factory=list)
     traces: list[Any] = field(default_factory=list)  # start_trace.trace of each run read by events()
+    sse_traces: list[Any] = field(default_factory=list)  # the same, of each run started over SSE
     journey: list[tuple[float, float]] = field(default_factory=list)  # SSE: first delta at the worker, its way, ms
 
 
@@ -176,7 +150,8 @@ async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mod
     mode.history.append(counts)
 
 
-async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: bool = False) -> None:
+async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: bool = False,
+                  agents: AgentClient | None = None) -> None:
     """The first text delta over SSE: ``POST /v1/runs`` then ``GET .../events``,
     or (``stream``) the one ``POST /v1/runs/stream``."""
     began, cpu = time.time(), time.process_time()
@@ -204,6 +179,10 @@ async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: 
                     break
     mode.ttft_sse.append(first if first is not None else float("nan"))
     mode.cpu.append(time.process_time() - cpu)
+    if agents is not None:
+        history = await agents.get_handle(response.headers.get("x-agentloop-run-id") or run_id) \
+            .workflow_handle.fetch_history()
+        mode.sse_traces.append(start_trace.trace(history.events, began, CALL_MODEL))
 
 
 @contextlib.asynccontextmanager
@@ -245,51 +224,6 @@ def _live_env(url: str | None) -> None:
         os.environ[LIVE_URL_ENV], os.environ[LIVE_TOKEN_ENV] = url, LIVE_TOKEN
 
 
-# ---------------------------------------------------------------- CPU while following
-
-
-def cpu_of(pid: int | None) -> float:
-    if pid is None:
-        return float("nan")
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def cpu_window(server_pid: int | None, seconds: float) -> tuple[float, float]:
-    s0, p0 = cpu_of(server_pid), time.process_time()
-    await asyncio.sleep(seconds)
-    return cpu_of(server_pid) - s0, time.process_time() - p0
-
-
-async def follow_cpu(agents: AgentClient, server_pid: int | None, runs: int, seconds: float,
-                     release: asyncio.Event) -> dict[str, tuple[float, float]]:
-    handles = [await agents.start(AgentSpec(model=HELD, stream_deltas=False), "go") for _ in range(runs)]
-    out: dict[str, tuple[float, float]] = {}
-    for label, wait in (("30 followed, polling", False), ("30 followed, waiting", True)):
-        hub = RunHub(agents, wait=wait)
-        readers = [asyncio.create_task(_drain(hub, h.run_id)) for h in handles]
-        await asyncio.sleep(1.0)  # caught up
-        out[label.replace("30", str(runs))] = await cpu_window(server_pid, seconds)
-        for r in readers:
-            r.cancel()
-        await asyncio.gather(*readers, return_exceptions=True)
-        await hub.close()
-    await asyncio.sleep(1.0)
-    out["idle (nobody follows)"] = await cpu_window(server_pid, seconds)
-    release.set()
-    for h in handles:
-        await h.result()
-    return out
-
-
-async def _drain(hub: RunHub, run_id: str) -> None:
-    async for _ in hub.subscribe(run_id):
-        pass
-
-
-HELD = "scripted:bench-first-token-held"
-
-
 # ---------------------------------------------------------------- report
 
 
@@ -328,7 +262,8 @@ def report(floor: list[float], direct_ttft: list[float], direct_lat: list[float]
     for name, m in modes.items():
         print(f"  {name:<22} {' '.join(f'{v:.0f}' for v in m.ttft_events)}; {' '.join(f'{v:.0f}' for v in m.ttft_sse)}"
               f"; POST answered, SSE open: {' '.join(f'{a:.0f}/{b:.0f}' for a, b in m.opened)}"
-              f"; SSE's first delta at the worker, then on its way: {' '.join(f'{a:.0f}+{b:.0f}' for a, b in m.journey)}")
+              f"; SSE's first delta at the worker, then on its way: "
+              f"{' '.join(f'{a:.0f}+{b:.0f}' for a, b in m.journey)}")
     if cpu:
         print(f"\nCPU-seconds over {args.cpu_seconds:g} s ({args.follow} runs held in their LLM step, one gateway "
               "reader each):")
@@ -393,7 +328,7 @@ async def main(args: argparse.Namespace) -> None:
                         _live_env(str(live_http.base_url) if live else None)
                         mode = modes[name] if not warm else Mode()
                         await events_run(agents, spec, wait, mode)
-                        await sse_run(https[(wait, live)], spec, mode, stream)
+                        await sse_run(https[(wait, live)], spec, mode, stream, agents if args.trace else None)
                 DeltaPublisher.leading, agents.eager_start = True, False
                 _live_env(None)
                 if args.follow:
@@ -415,7 +350,10 @@ async def main(args: argparse.Namespace) -> None:
             print(start_trace.report(label, traces, ran[label]))
         for name, m in modes.items():
             print(start_trace.report(name, m.traces, m.at_worker))
-        print("ran: the activity's code running (the floor's mark; agentloop: its first delta at the publisher)")
+        for name, m in modes.items():
+            print(start_trace.report(f"{name}, over SSE", m.sse_traces, [a for a, _ in m.journey]))
+        print("ran: the activity's code running (the floor's mark; agentloop: its first delta at the publisher); "
+              "over SSE: from the client's first request")
 
 
 if __name__ == "__main__":

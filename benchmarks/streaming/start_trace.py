@@ -1,4 +1,6 @@
-"""Where a run's start goes, from its history: the milliseconds from the
+"""The floor (a bare workflow's start to its one activity running, with
+that activity on the workflow's queue or on another), and where a run's
+start goes, from its history: the milliseconds from the
 client's ``start`` call to each step of the path to its first activity (the
 workflow started, its first workflow task scheduled, picked up and
 completed, the activity scheduled and started), and what the workflow did
@@ -15,10 +17,15 @@ first delta) says when the activity's code ran.
 from __future__ import annotations
 
 import statistics
+import time
+import uuid
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
+from temporalio import activity, workflow
 from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
 
 #: The marks, in path order.
 MARKS = ("started", "wft scheduled", "wft picked", "wft done", "act scheduled", "act started")
@@ -30,6 +37,46 @@ _NAMES = {
     EventType.EVENT_TYPE_TIMER_STARTED: "timer",
     EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED: "wft",
 }
+
+
+# ---------------------------------------------------------------- the floor
+
+
+@activity.defn(name="bench-first-token-mark")
+async def mark() -> float:
+    return time.time()
+
+
+@workflow.defn(name="bench-first-token-floor")
+class Floor:
+    @workflow.run
+    async def run(self) -> float:
+        return await workflow.execute_activity(mark, start_to_close_timeout=timedelta(seconds=30))
+
+
+@workflow.defn(name="bench-first-token-floor-apart")
+class FloorApart:
+    """The floor with its activity on a queue of its own, as agentloop's model calls are on their lane's."""
+
+    @workflow.run
+    async def run(self, queue: str) -> float:
+        return await workflow.execute_activity(mark, task_queue=queue, start_to_close_timeout=timedelta(seconds=30))
+
+
+async def floor_run(client: Client, queue: str, apart: str | None = None,
+                    traces: list[Any] | None = None) -> float:
+    began, workflow_id = time.time(), f"floor-{uuid.uuid4().hex}"
+    if apart is None:
+        ran = await client.execute_workflow(Floor.run, id=workflow_id, task_queue=queue)
+    else:
+        ran = await client.execute_workflow(FloorApart.run, apart, id=workflow_id, task_queue=queue)
+    if traces is not None:
+        events = (await client.get_workflow_handle(workflow_id).fetch_history()).events
+        traces.append(trace(events, began, "bench-first-token-mark"))
+    return (ran - began) * 1000
+
+
+# ---------------------------------------------------------------- the trace
 
 
 def _ms(event: Any, began: float) -> float:
@@ -83,7 +130,7 @@ def report(label: str, traces: list[tuple[dict[str, float], list[str]]], ran: li
         cells.append(f"{statistics.median(values):>8.1f}" if values else f"{'n/a':>8}")
     cells.append(f"{statistics.median(ran):>8.1f}" if ran else f"{'n/a':>8}")
     befores = {", ".join(b) for _, b in traces}
-    return f"{label:<28}" + "".join(cells) + f"   before it: {' | '.join(sorted(befores)) or 'nothing'}"
+    return f"{label:<34}" + "".join(cells) + f"   before it: {' | '.join(sorted(befores)) or 'nothing'}"
 
 
 #: The marks' column heads.
@@ -91,4 +138,4 @@ HEADS = ("started", "wft sch", "wft pick", "wft done", "act sch", "act run", "ra
 
 
 def header() -> str:
-    return f"{'ms after start()':<28}" + "".join(f"{h:>8}" for h in HEADS)
+    return f"{'ms after start()':<34}" + "".join(f"{h:>8}" for h in HEADS)
