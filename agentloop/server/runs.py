@@ -240,15 +240,7 @@ async def run_events(
     starts at offset N. The stream ends after the run's terminal event.
     ``?protocol=ag-ui`` gives AG-UI events instead."""
     offset = resume_offset(request, from_)
-    # The run's feed starts reading while the caller is checked; nothing of
-    # it is sent unless the check passes, and a refused caller's feed is closed.
-    made = state.hub.follow(run_id, offset)
-    try:
-        await describe_or_404(state, run_id, caller)
-    except Problem:
-        if made:
-            await state.hub.unfollow(run_id)
-        raise
+    await describe_or_404(state, run_id, caller)
     if protocol == "ag-ui":
         return event_stream(run_stream(state, run_id, offset), state.streams.take(caller.name))
     return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))

@@ -123,7 +123,8 @@ class Mode:
     history: list[dict[str, int]] = field(default_factory=list)
     traces: list[Any] = field(default_factory=list)  # start_trace.trace of each run read by events()
     sse_traces: list[Any] = field(default_factory=list)  # the same, of each run started over SSE
-    journey: list[tuple[float, float]] = field(default_factory=list)  # SSE: first delta at the worker, its way, ms
+    # SSE: the first delta at the worker and on its way, ms, and whether it came live (not from the history)
+    journey: list[tuple[float, float, bool]] = field(default_factory=list)
 
 
 async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mode) -> None:
@@ -166,14 +167,16 @@ async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: 
     async with contextlib.aclosing(response):  # type: ignore[type-var]
         opened = (time.time() - began) * 1000
         mode.opened.append((posted if posted is not None else opened, opened))
+        has_id = False
         async for line in response.aiter_lines():
+            has_id = line.startswith("id:") or (has_id and line != "")
             if line.startswith("data:"):
                 event, received = json.loads(line[5:]), time.time()
                 if event["type"] == "thread.message.delta" and event["delta"]["kind"] == "text":
                     if first is None:
                         first = (received - began) * 1000
                         at = datetime.fromisoformat(event["time"]).timestamp()
-                        mode.journey.append(((at - began) * 1000, (received - at) * 1000))
+                        mode.journey.append(((at - began) * 1000, (received - at) * 1000, not has_id))
                     mode.sse_latencies.extend(_latencies(event["delta"]["text"], received))
                 if event["type"].startswith("thread.run.") and event["type"] != "thread.run.requires_action":
                     break
@@ -263,7 +266,8 @@ def report(floor: list[float], direct_ttft: list[float], direct_lat: list[float]
         print(f"  {name:<22} {' '.join(f'{v:.0f}' for v in m.ttft_events)}; {' '.join(f'{v:.0f}' for v in m.ttft_sse)}"
               f"; POST answered, SSE open: {' '.join(f'{a:.0f}/{b:.0f}' for a, b in m.opened)}"
               f"; SSE's first delta at the worker, then on its way: "
-              f"{' '.join(f'{a:.0f}+{b:.0f}' for a, b in m.journey)}")
+              f"{' '.join(f'{a:.0f}+{b:.0f}{chr(32) if live else chr(104)}' for a, b, live in m.journey)}"
+              " (h: it came from the history, not live)")
     if cpu:
         print(f"\nCPU-seconds over {args.cpu_seconds:g} s ({args.follow} runs held in their LLM step, one gateway "
               "reader each):")
@@ -351,7 +355,7 @@ async def main(args: argparse.Namespace) -> None:
         for name, m in modes.items():
             print(start_trace.report(name, m.traces, m.at_worker))
         for name, m in modes.items():
-            print(start_trace.report(f"{name}, over SSE", m.sse_traces, [a for a, _ in m.journey]))
+            print(start_trace.report(f"{name}, over SSE", m.sse_traces, [a for a, _, _ in m.journey]))
         print("ran: the activity's code running (the floor's mark; agentloop: its first delta at the publisher); "
               "over SSE: from the client's first request")
 

@@ -183,20 +183,10 @@ class RunHub:
                 self._sweeper = asyncio.create_task(self._sweep())
         return feed
 
-    def follow(self, run_id: str, offset: int = 0) -> bool:
-        """Begin reading ``run_id`` from ``offset`` now, before anyone
-        subscribes (while the caller is checked, or as a run starts): True
-        when this made its feed (see :meth:`unfollow`)."""
-        had = self.feeds.get(run_id)
-        return self._feed(run_id, offset) is not had
-
-    async def unfollow(self, run_id: str) -> None:
-        """Close the feed of ``run_id`` when nobody subscribes to it: one a
-        :meth:`follow` made for a caller who was then refused."""
-        feed = self.feeds.get(run_id)
-        if feed is not None and feed.subscribers == 0:
-            del self.feeds[run_id]
-            await feed.close()
+    def follow(self, run_id: str) -> None:
+        """Begin reading ``run_id`` now, before anyone subscribes (a run
+        just started whose client is about to: its first deltas are kept)."""
+        self._feed(run_id, 0)
 
     def post_live(self, run_id: str, events: list[tuple[Any, int]]) -> bool:
         """Hand live deltas of ``run_id`` to its feed; False when no feed
