@@ -70,6 +70,10 @@ class AgentClient:
     def __init__(self, client: Client, *, task_queue: str | None = None) -> None:
         self.temporal = client
         self.task_queue = task_queue or task_queue_from_env()
+        #: Ask Temporal to hand a run's first workflow task straight to a
+        #: worker of this client's queue in this process (``request_eager_start``);
+        #: without one, the start is as usual (docs/live-deltas.md).
+        self.eager_start = False
 
     @property
     def quotas(self) -> AgentQuotas:
@@ -338,6 +342,7 @@ class AgentClient:
                 WORKFLOW_NAME, input, id=run_id, task_queue=self.task_queue,
                 static_summary=f"{spec.name} on {spec.model}", result_type=AgentRunResult,
                 search_attributes=attributes, priority=run_priority(spec.priority, input.tenant),
+                request_eager_start=self.eager_start,
                 id_reuse_policy=WorkflowIDReusePolicy.ALLOW_DUPLICATE if allow_reuse
                 else WorkflowIDReusePolicy.REJECT_DUPLICATE,
             )

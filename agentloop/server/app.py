@@ -57,7 +57,8 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=settings.cors_origins, allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"], expose_headers=["Location"],
+            allow_headers=["Authorization", "Content-Type", "Last-Event-ID"],
+            expose_headers=["Location", "Content-Location", "X-Agentloop-Run-Id"],
         )
     app.include_router(runs.router, prefix=f"/{API_VERSION}")
     app.include_router(threads.router, prefix=f"/{API_VERSION}")

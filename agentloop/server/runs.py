@@ -29,9 +29,7 @@ from agentloop.server.deps import (
     running_or_409,
 )
 from agentloop.server.problems import Problem, problem_responses
-from agentloop.server.streams.hub import IDLE
-from agentloop.server.streams.live import Seen
-from agentloop.server.streams.sse import event_stream, frame, resume_offset
+from agentloop.server.streams.sse import RUN_ID_HEADER, SSE_RESPONSE, event_stream, native_frames, resume_offset
 from agentloop.shared.base.errors import DecisionRejected, UserError
 from agentloop.shared.base.messages import Message
 from agentloop.shared.base.priority import checked_tenant
@@ -122,18 +120,29 @@ class Requested(BaseModel):
 async def start_run(body: StartRun, response: Response, state: ServerState = State,
                     caller: Caller = Actor) -> Started:
     """Start a run (or a thread, with ``thread_id``)."""
+    spec = resolve_spec(state, body.spec, caller)
+    run_id = await _start(state, body, spec, caller)
+    response.headers["Location"] = f"/v1/runs/{run_id}"
+    return Started(run_id=run_id, workspace=spec.workspace or state.settings.default_workspace)
+
+
+async def _start(state: ServerState, body: StartRun, spec: AgentSpec, caller: Caller) -> str:
+    """Start the run ``body`` asks for (its ``spec`` resolved): its id.
+
+    Raises:
+        Problem: 403 for a tenant the caller may not start, 409 for a run id in use.
+    """
     from agentloop.client.runs import RunIdInUse
 
-    spec = resolve_spec(state, body.spec, caller)
+    tenant = resolve_tenant(caller, body.tenant)
     try:
         handle = await state.client.start(spec, body.input, run_id=body.run_id, thread_id=body.thread_id,
-                                          tenant=resolve_tenant(caller, body.tenant))
+                                          tenant=tenant)
     except RunIdInUse as err:
         # A scoped token learns no more of a run it may not see than that its id is taken.
         said = str(err) if unscoped(caller) else f"run id {err.run_id!r} is in use; choose another run id"
         raise Problem(409, "Run id in use", said) from None
-    response.headers["Location"] = f"/v1/runs/{handle.run_id}"
-    return Started(run_id=handle.run_id, workspace=spec.workspace or state.settings.default_workspace)
+    return handle.run_id
 
 
 def _bad_page_token() -> Problem:
@@ -216,28 +225,11 @@ async def run_export(run_id: str, state: ServerState = State, caller: Caller = R
     return snapshot.model_dump(mode="json")
 
 
-async def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
-    async for event in state.hub.subscribe(run_id, offset, idle=state.settings.heartbeat_seconds,
-                                           live=state.hub.live):
-        if event is IDLE:
-            yield event
-        elif isinstance(event, Seen):  # shown live already: its id alone (docs/events.md)
-            yield f"id: {event.seq}\n\n"
-        else:
-            yield state.hub.rendered(event, "native", _native_frame)
+def _native(state: ServerState, run_id: str, offset: int) -> AsyncIterator[Any]:
+    return native_frames(state.hub, run_id, offset, state.settings.heartbeat_seconds)
 
 
-def _native_frame(event: Any) -> str:
-    return frame(event.model_dump(mode="json"), event_id=event.seq)
-
-
-_SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
-                         "heartbeat comments while idle; the stream ends after the run's terminal event",
-          "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
-
-
-@router.get("/runs/{run_id}/events", response_class=Response, responses={**_SSE_RESPONSE, **problem_responses(404)})
+@router.get("/runs/{run_id}/events", response_class=Response, responses={**SSE_RESPONSE, **problem_responses(404)})
 async def run_events(
     run_id: str, request: Request,
     from_: int | None = Query(default=None, alias="from", ge=0, description="the first offset to send"),
@@ -252,6 +244,29 @@ async def run_events(
     if protocol == "ag-ui":
         return event_stream(run_stream(state, run_id, offset), state.streams.take(caller.name))
     return event_stream(_native(state, run_id, offset), state.streams.take(caller.name))
+
+
+@router.post("/runs/stream", response_class=Response,
+             responses={**SSE_RESPONSE, **problem_responses(404, 409, 429)})
+async def start_run_stream(body: StartRun, state: ServerState = State, caller: Caller = Actor) -> Any:
+    """Start a run, as ``POST /v1/runs`` does, and answer with its events
+    from offset 0, as ``GET /v1/runs/{id}/events`` streams them: one request,
+    no second lookup. The run id is in ``Content-Location`` and
+    ``X-Agentloop-Run-Id`` and in the first event (``agent.run.created``);
+    a reconnect is ``GET /v1/runs/{id}/events`` with ``Last-Event-ID``. A
+    start that fails answers as ``POST /v1/runs`` does, before any stream."""
+    spec = resolve_spec(state, body.spec, caller)
+    release = state.streams.take(caller.name)  # 429 before the run starts: no run nobody follows
+    try:
+        run_id = await _start(state, body, spec, caller)
+    except BaseException:
+        release()
+        raise
+    state.hub.follow(run_id)  # the run's feed reads from now on, before its first delta
+    response = event_stream(_native(state, run_id, 0), release)
+    response.headers["Content-Location"] = f"/v1/runs/{run_id}"
+    response.headers[RUN_ID_HEADER] = run_id
+    return response
 
 
 async def _decided(state: ServerState, run_id: str, call_id: str) -> str:

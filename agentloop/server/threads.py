@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
+
+from fastapi import APIRouter, Response
 from pydantic import BaseModel, Field, field_validator
 
 from agentloop.server.access.auth import Caller
@@ -17,9 +19,11 @@ from agentloop.server.deps import (
     thread_id_in_use,
 )
 from agentloop.server.problems import Problem, problem_responses
+from agentloop.server.streams.sse import RUN_ID_HEADER, SSE_RESPONSE, event_stream, native_frames
 from agentloop.shared.base.errors import DecisionRejected
 from agentloop.shared.base.priority import checked_tenant
 from agentloop.shared.definition.spec import AgentSpec, DoubleTexting
+from agentloop.shared.runs.events import TurnEnded
 from agentloop.shared.runs.threads import (
     MAX_MESSAGE_CHARS,
     MessageRefused,
@@ -72,6 +76,36 @@ async def send_message(thread_id: str, body: SendBody, state: ServerState = Stat
     """Send the thread its next message, as the token's name (``by``),
     with the thread's double-texting strategy (or ``strategy``). A thread
     that does not exist is started when ``spec`` is given."""
+    return await _send(state, thread_id, body, caller)
+
+
+@router.post("/threads/{thread_id}/messages/stream", response_class=Response,
+             responses={**SSE_RESPONSE, **problem_responses(404, 409, 429)})
+async def send_message_stream(thread_id: str, body: SendBody, state: ServerState = State,
+                              caller: Caller = Actor) -> Any:
+    """Send the thread its next message, as ``POST .../messages`` does, and
+    answer with the turn's events as Server-Sent Events (from the turn's
+    offset, ending after its ``agent.turn.ended``); the run id, turn and
+    offset are in the headers. A refused message answers as ``POST
+    .../messages`` does, before any stream."""
+    release = state.streams.take(caller.name)  # 429 before the message is sent
+    try:
+        sent = await _send(state, thread_id, body, caller)
+    except BaseException:
+        release()
+        raise
+
+    def ends_turn(event: Any) -> bool:
+        return isinstance(event, TurnEnded) and event.turn == sent.turn
+
+    frames = native_frames(state.hub, sent.run_id, sent.offset, state.settings.heartbeat_seconds, ends_turn)
+    response = event_stream(frames, release)
+    response.headers.update({"Content-Location": f"/v1/runs/{sent.run_id}", RUN_ID_HEADER: sent.run_id,
+                             "X-Agentloop-Turn": str(sent.turn), "X-Agentloop-Offset": str(sent.offset)})
+    return response
+
+
+async def _send(state: ServerState, thread_id: str, body: SendBody, caller: Caller) -> Sent:
     spec = resolve_spec(state, body.spec, caller) if body.spec is not None else None
     if not await may_send(state, caller, thread_id):
         if spec is not None:

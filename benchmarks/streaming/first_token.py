@@ -29,7 +29,19 @@ The modes:
 * ``live``: option 1 and option 3, live deltas: the worker posts each text
   delta to the gateway at once (``AGENTLOOP_LIVE_URL``/``_TOKEN``), which
   merges them into its SSE streams; ``events()`` reads the history as in
-  option 1, so only the SSE columns change.
+  option 1, so only the SSE columns change;
+* ``live + POST stream``: live, and the SSE client starts the run with
+  ``POST /v1/runs/stream``, which answers with the stream (no second
+  request, no lookup before it);
+* ``live + eager start``: that, and ``AgentClient.eager_start``: the start
+  hands the first workflow task to this process's worker (it applies to the
+  runs ``events()`` reads, and to the SSE ones when the gateway is in this
+  process, as in an embedded ``agentloop serve``; not with ``--gateway-process``).
+
+A second floor has its activity on a queue of its own, as agentloop's model
+call is on its lane's (``docs/many-tenants.md``): the difference is the
+lane's share. ``--trace`` prints, from the histories, each path from
+``start`` to the first activity (``benchmarks.streaming.start_trace``).
 
 Over SSE, each chunk's latency too ("SSE added"), and the CPU-seconds of
 this process (worker, gateway and readers) per run streamed.
@@ -44,7 +56,7 @@ reader (``RunHub``) each, the CPU of the Temporal server and of this process
 with nobody following. Usage::
 
     python -m benchmarks.streaming.first_token [--runs 5] [--chunks 40] [--interval 0.05]
-        [--follow 30] [--cpu-seconds 10]
+        [--follow 30] [--cpu-seconds 10] [--gateway-process] [--trace] [--modes live,...]
 
 Speed is measured here, never asserted; the machine's load moves the
 absolute figures, so read each against the floor of the same run.
@@ -63,15 +75,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import timedelta
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 import httpx
 import uvicorn
 from openai import AsyncOpenAI
-from temporalio import activity, workflow
-from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from agentloop import AgentClient, AgentSpec
@@ -80,41 +89,23 @@ from agentloop.activities.providers.openai_model import OpenAIChatModel
 from agentloop.activities.stream_publisher import DeltaPublisher
 from agentloop.cli.servers.serve import listening_socket
 from agentloop.server import ServerSettings, create_app
-from agentloop.server.streams.hub import RunHub
-from agentloop.shared.base.contracts import LIVE_TOKEN_ENV, LIVE_URL_ENV
+from agentloop.shared.base.contracts import CALL_MODEL, LIVE_TOKEN_ENV, LIVE_URL_ENV
 from agentloop.shared.runs.events import MessageDelta
 from agentloop.testing import reply
 from agentloop.tools.registry import ToolRegistry
 from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
+from benchmarks.streaming import start_trace
+from benchmarks.streaming.follow_cpu import HELD, follow_cpu
 from benchmarks.streaming.sse_fanout import _env, start_gateway_with
+from benchmarks.streaming.start_trace import Floor, FloorApart, floor_run, mark
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
-#: name: (the publisher's leading edge, readers wait, live deltas)
-MODES = {"today": (False, False, False), "first at once": (True, False, False),
-         "first at once + wait": (True, True, False), "live": (True, False, True)}
+#: name: (the publisher's leading edge, readers wait, live deltas, SSE by the streaming start, eager start)
+MODES = {"today": (False, False, False, False, False), "first at once": (True, False, False, False, False),
+         "first at once + wait": (True, True, False, False, False), "live": (True, False, True, False, False),
+         "live + POST stream": (True, False, True, True, False), "live + eager start": (True, False, True, True, True)}
 LIVE_TOKEN = secrets.token_urlsafe(24)
-
-
-# ---------------------------------------------------------------- the floor
-
-
-@activity.defn(name="bench-first-token-mark")
-async def mark() -> float:
-    return time.time()
-
-
-@workflow.defn(name="bench-first-token-floor")
-class Floor:
-    @workflow.run
-    async def run(self) -> float:
-        return await workflow.execute_activity(mark, start_to_close_timeout=timedelta(seconds=30))
-
-
-async def floor_run(client: Client, queue: str) -> float:
-    began = time.time()
-    ran = await client.execute_workflow(Floor.run, id=f"floor-{uuid.uuid4().hex}", task_queue=queue)
-    return (ran - began) * 1000
 
 
 # ---------------------------------------------------------------- agentloop
@@ -130,6 +121,10 @@ class Mode:
     cpu: list[float] = field(default_factory=list)  # this process's CPU-seconds per run over SSE
     opened: list[tuple[float, float]] = field(default_factory=list)  # POST answered, SSE headers, ms
     history: list[dict[str, int]] = field(default_factory=list)
+    traces: list[Any] = field(default_factory=list)  # start_trace.trace of each run read by events()
+    sse_traces: list[Any] = field(default_factory=list)  # the same, of each run started over SSE
+    # SSE: the first delta at the worker and on its way, ms, and whether it came live (not from the history)
+    journey: list[tuple[float, float, bool]] = field(default_factory=list)
 
 
 async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mode) -> None:
@@ -146,6 +141,7 @@ async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mod
     await handle.result()
     mode.ttft_events.append(first if first is not None else float("nan"))
     history = await handle.workflow_handle.fetch_history()
+    mode.traces.append(start_trace.trace(history.events, began, CALL_MODEL))
     counts = {"bytes": sum(e.ByteSize() for e in history.events), "events": len(history.events),
               "tasks": 0, "signals": 0, "updates": 0}
     for e in history.events:
@@ -155,24 +151,41 @@ async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mod
     mode.history.append(counts)
 
 
-async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode) -> None:
+async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: bool = False,
+                  agents: AgentClient | None = None) -> None:
+    """The first text delta over SSE: ``POST /v1/runs`` then ``GET .../events``,
+    or (``stream``) the one ``POST /v1/runs/stream``."""
     began, cpu = time.time(), time.process_time()
-    started = await http.post("/v1/runs", json={"spec": spec.model_dump(mode="json", exclude_defaults=True),
-                                                "input": "go"})
-    run_id = started.json()["run_id"]
-    first, posted = None, (time.time() - began) * 1000
-    async with http.stream("GET", f"/v1/runs/{run_id}/events") as response:
-        mode.opened.append((posted, (time.time() - began) * 1000))
+    body = {"spec": spec.model_dump(mode="json", exclude_defaults=True), "input": "go"}
+    first, posted = None, None
+    if not stream:
+        run_id = (await http.post("/v1/runs", json=body)).json()["run_id"]
+        posted = (time.time() - began) * 1000
+    request = http.build_request("POST", "/v1/runs/stream", json=body) if stream else \
+        http.build_request("GET", f"/v1/runs/{run_id}/events")
+    response = await http.send(request, stream=True)
+    async with contextlib.aclosing(response):  # type: ignore[type-var]
+        opened = (time.time() - began) * 1000
+        mode.opened.append((posted if posted is not None else opened, opened))
+        has_id = False
         async for line in response.aiter_lines():
+            has_id = line.startswith("id:") or (has_id and line != "")
             if line.startswith("data:"):
                 event, received = json.loads(line[5:]), time.time()
                 if event["type"] == "thread.message.delta" and event["delta"]["kind"] == "text":
-                    first = first if first is not None else (received - began) * 1000
+                    if first is None:
+                        first = (received - began) * 1000
+                        at = datetime.fromisoformat(event["time"]).timestamp()
+                        mode.journey.append(((at - began) * 1000, (received - at) * 1000, not has_id))
                     mode.sse_latencies.extend(_latencies(event["delta"]["text"], received))
                 if event["type"].startswith("thread.run.") and event["type"] != "thread.run.requires_action":
                     break
     mode.ttft_sse.append(first if first is not None else float("nan"))
     mode.cpu.append(time.process_time() - cpu)
+    if agents is not None:
+        history = await agents.get_handle(response.headers.get("x-agentloop-run-id") or run_id) \
+            .workflow_handle.fetch_history()
+        mode.sse_traces.append(start_trace.trace(history.events, began, CALL_MODEL))
 
 
 @contextlib.asynccontextmanager
@@ -214,51 +227,6 @@ def _live_env(url: str | None) -> None:
         os.environ[LIVE_URL_ENV], os.environ[LIVE_TOKEN_ENV] = url, LIVE_TOKEN
 
 
-# ---------------------------------------------------------------- CPU while following
-
-
-def cpu_of(pid: int | None) -> float:
-    if pid is None:
-        return float("nan")
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-async def cpu_window(server_pid: int | None, seconds: float) -> tuple[float, float]:
-    s0, p0 = cpu_of(server_pid), time.process_time()
-    await asyncio.sleep(seconds)
-    return cpu_of(server_pid) - s0, time.process_time() - p0
-
-
-async def follow_cpu(agents: AgentClient, server_pid: int | None, runs: int, seconds: float,
-                     release: asyncio.Event) -> dict[str, tuple[float, float]]:
-    handles = [await agents.start(AgentSpec(model=HELD, stream_deltas=False), "go") for _ in range(runs)]
-    out: dict[str, tuple[float, float]] = {}
-    for label, wait in (("30 followed, polling", False), ("30 followed, waiting", True)):
-        hub = RunHub(agents, wait=wait)
-        readers = [asyncio.create_task(_drain(hub, h.run_id)) for h in handles]
-        await asyncio.sleep(1.0)  # caught up
-        out[label.replace("30", str(runs))] = await cpu_window(server_pid, seconds)
-        for r in readers:
-            r.cancel()
-        await asyncio.gather(*readers, return_exceptions=True)
-        await hub.close()
-    await asyncio.sleep(1.0)
-    out["idle (nobody follows)"] = await cpu_window(server_pid, seconds)
-    release.set()
-    for h in handles:
-        await h.result()
-    return out
-
-
-async def _drain(hub: RunHub, run_id: str) -> None:
-    async for _ in hub.subscribe(run_id):
-        pass
-
-
-HELD = "scripted:bench-first-token-held"
-
-
 # ---------------------------------------------------------------- report
 
 
@@ -296,7 +264,10 @@ def report(floor: list[float], direct_ttft: list[float], direct_lat: list[float]
     print("\nTTFT runs (events; SSE), ms:")
     for name, m in modes.items():
         print(f"  {name:<22} {' '.join(f'{v:.0f}' for v in m.ttft_events)}; {' '.join(f'{v:.0f}' for v in m.ttft_sse)}"
-              f"; POST answered, SSE open: {' '.join(f'{a:.0f}/{b:.0f}' for a, b in m.opened)}")
+              f"; POST answered, SSE open: {' '.join(f'{a:.0f}/{b:.0f}' for a, b in m.opened)}"
+              f"; SSE's first delta at the worker, then on its way: "
+              f"{' '.join(f'{a:.0f}+{b:.0f}{chr(32) if live else chr(104)}' for a, b, live in m.journey)}"
+              " (h: it came from the history, not live)")
     if cpu:
         print(f"\nCPU-seconds over {args.cpu_seconds:g} s ({args.follow} runs held in their LLM step, one gateway "
               "reader each):")
@@ -321,9 +292,12 @@ async def main(args: argparse.Namespace) -> None:
     models = ModelResolver({"openai": lambda _provider, _name: OpenAIChatModel(openai_client)})
     spec = AgentSpec(model="openai:gpt-bench", max_steps=1)
     floor: list[float] = []
+    apart: list[float] = []
+    floor_traces: dict[str, list[Any]] = {"floor": [], "floor, activity on another queue": []}
     direct_ttft: list[float] = []
     direct_lat: list[float] = []
-    modes = {name: Mode() for name in MODES}
+    chosen = {name: MODES[name] for name in args.modes}
+    modes = {name: Mode() for name in chosen}
     cpu: dict[str, tuple[float, float]] = {}
     try:
         with DevServer() as server:
@@ -332,28 +306,34 @@ async def main(args: argparse.Namespace) -> None:
             queue = f"bench-first-token-{uuid.uuid4().hex[:8]}"
             agents = AgentClient(client, task_queue=queue)
             floor_queue = queue + "-floor"
-            apart = server.address if args.gateway_process else None
+            elsewhere = server.address if args.gateway_process else None
             async with build_worker(client, task_queue=queue, registry=ToolRegistry(), models=models), \
-                    Worker(client, task_queue=floor_queue, workflows=[Floor], activities=[mark],
+                    Worker(client, task_queue=floor_queue, workflows=[Floor, FloorApart], activities=[mark],
                            workflow_runner=UnsandboxedWorkflowRunner()), \
-                    gateway(agents, False, process=apart) as polling_http, \
-                    gateway(agents, True, process=apart) as waiting_http, \
-                    gateway(agents, False, live=True, process=apart) as live_http:
+                    Worker(client, task_queue=floor_queue + "-apart", activities=[mark]), \
+                    gateway(agents, False, process=elsewhere) as polling_http, \
+                    gateway(agents, True, process=elsewhere) as waiting_http, \
+                    gateway(agents, False, live=True, process=elsewhere) as live_http:
                 https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http}
                 for warm in (True, *([False] * args.runs)):
-                    f = await floor_run(client, floor_queue)
+                    traces = None if warm else floor_traces["floor"]
+                    f = await floor_run(client, floor_queue, traces=traces)
+                    traces = None if warm else floor_traces["floor, activity on another queue"]
+                    a = await floor_run(client, floor_queue, floor_queue + "-apart", traces=traces)
                     lat = await direct_run(provider.base_url)
                     if not warm:
                         floor.append(f)
+                        apart.append(a)
                         direct_ttft.append(lat[0] if lat else float("nan"))
                         direct_lat.extend(lat)
-                    for name, (leading, wait, live) in MODES.items():
+                    for name, (leading, wait, live, stream, eager) in chosen.items():
                         DeltaPublisher.leading = leading
+                        agents.eager_start = eager
                         _live_env(str(live_http.base_url) if live else None)
                         mode = modes[name] if not warm else Mode()
                         await events_run(agents, spec, wait, mode)
-                        await sse_run(https[(wait, live)], spec, mode)
-                DeltaPublisher.leading = True
+                        await sse_run(https[(wait, live)], spec, mode, stream, agents if args.trace else None)
+                DeltaPublisher.leading, agents.eager_start = True, False
                 _live_env(None)
                 if args.follow:
                     cpu = await follow_cpu(agents, server.pid, args.follow, args.cpu_seconds, release)
@@ -363,6 +343,21 @@ async def main(args: argparse.Namespace) -> None:
         provider.server_close()
         await openai_client.close()
     report(floor, direct_ttft, direct_lat, modes, cpu, args)
+    print(f"\nfloor with its activity on another queue: p50 {statistics.median(apart):.1f} ms "
+          f"(runs: {' '.join(f'{v:.1f}' for v in apart)}); the other queue's share: "
+          f"{statistics.median(apart) - statistics.median(floor):+.1f} ms")
+    if args.trace:
+        print("\nThe path to the first activity (call_model for agentloop), medians:")
+        print(start_trace.header())
+        ran = {"floor": floor, "floor, activity on another queue": apart}
+        for label, traces in floor_traces.items():
+            print(start_trace.report(label, traces, ran[label]))
+        for name, m in modes.items():
+            print(start_trace.report(name, m.traces, m.at_worker))
+        for name, m in modes.items():
+            print(start_trace.report(f"{name}, over SSE", m.sse_traces, [a for a, _, _ in m.journey]))
+        print("ran: the activity's code running (the floor's mark; agentloop: its first delta at the publisher); "
+              "over SSE: from the client's first request")
 
 
 if __name__ == "__main__":
@@ -373,6 +368,10 @@ if __name__ == "__main__":
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between chunks")
     parser.add_argument("--follow", type=int, default=30, help="runs followed for the CPU measure (0: skip it)")
     parser.add_argument("--cpu-seconds", type=float, default=10.0, help="length of each CPU window")
+    parser.add_argument("--modes", type=lambda text: [m.strip() for m in text.split(",")], default=list(MODES),
+                        help=f"comma-separated modes to run (default all: {', '.join(MODES)})")
+    parser.add_argument("--trace", action="store_true",
+                        help="print each run's path from start to its first activity, from the histories")
     parser.add_argument("--gateway-process", action="store_true",
                         help="run each gateway as `agentloop serve` in a process of its own (not in this one, "
                              "with the worker)")

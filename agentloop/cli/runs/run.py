@@ -60,7 +60,7 @@ async def cmd_run(args: argparse.Namespace) -> int:
         say_server(dev, own, s.config)
         if embedded or own:
             check_scripted(spec.model)  # this process's worker runs it: a typo is found before the run starts
-        handle = await start_run(s.client, s.config.task_queue, spec, args)
+        handle = await start_run(s.client, s.config.task_queue, spec, args, eager=bool(embedded or own))
         try:
             terminal = await follow_run(handle, renderer, tree=bool(spec.sub_agents))
         except asyncio.CancelledError:
@@ -92,12 +92,16 @@ def say_server(dev: Any, own: list[str], config: Any) -> None:
         say(f"using the Temporal server of {dev.describe()} at {config.address}: its worker runs this run")
 
 
-async def start_run(temporal: Any, task_queue: str, spec: AgentSpec, args: argparse.Namespace) -> AgentRunHandle:
-    """Start the run (a thread's first turn with ``--thread``), and say what started."""
+async def start_run(temporal: Any, task_queue: str, spec: AgentSpec, args: argparse.Namespace, *,
+                    eager: bool = False) -> AgentRunHandle:
+    """Start the run (a thread's first turn with ``--thread``), and say what
+    started; ``eager``: this process's worker takes its first workflow task
+    straight from the start (docs/live-deltas.md)."""
     from agentloop.client.agent_client import AgentClient
     from agentloop.client.runs import RunIdInUse
 
     client = AgentClient(temporal, task_queue=task_queue)
+    client.eager_start = eager
     try:
         handle = await client.start(spec, args.instruction, run_id=args.run_id, allow_reuse=args.allow_reuse,
                                     thread_id=getattr(args, "thread", None), tenant=getattr(args, "tenant", None))

@@ -143,6 +143,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
     async with session(config, with_worker=embedded, workspace=args.workspace, command="serve", ui=embedded,
                        ui_port=0) as s:
         client = AgentClient(s.client, task_queue=s.config.task_queue)
+        client.eager_start = embedded  # its worker is in this process: the first workflow task comes with the start
         # A running `agentloop dev` wrote its UI's address beside its server's.
         settings.temporal_ui = (args.temporal_ui or os.environ.get("AGENTLOOP_TEMPORAL_UI") or s.ui_url
                                  or (dev.ui_url if dev else None) or settings.temporal_ui)

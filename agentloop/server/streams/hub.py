@@ -183,6 +183,11 @@ class RunHub:
                 self._sweeper = asyncio.create_task(self._sweep())
         return feed
 
+    def follow(self, run_id: str) -> None:
+        """Begin reading ``run_id`` now, before anyone subscribes (a run
+        just started whose client is about to: its first deltas are kept)."""
+        self._feed(run_id, 0)
+
     def post_live(self, run_id: str, events: list[tuple[Any, int]]) -> bool:
         """Hand live deltas of ``run_id`` to its feed; False when no feed
         reads the run here (nobody follows it: the worker may stop sending)."""

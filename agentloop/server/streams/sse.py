@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import AsyncIterator, Callable
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from typing import Any, cast
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from agentloop.server.problems import Problem
-from agentloop.server.streams.hub import IDLE
+from agentloop.server.streams.hub import IDLE, RunHub
+from agentloop.server.streams.live import Seen
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Connection": "keep-alive"}
 #: A comment line sent while a stream is idle: keeps proxies from closing it.
@@ -96,3 +98,36 @@ def event_stream(frames: AsyncIterator[Any], release: Callable[[], None] | None 
                 release()
 
     return StreamingResponse(body(), media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+#: The header of a streaming start (``POST /v1/runs/stream``, a thread's
+#: ``.../messages/stream``) that names the run it started (docs/http-api.md).
+RUN_ID_HEADER = "X-Agentloop-Run-Id"
+#: The OpenAPI answer of a route that streams a run's events.
+SSE_RESPONSE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Server-Sent Events: `id:` the event's offset, `data:` the event as JSON; "
+                         "heartbeat comments while idle; the stream ends after the run's terminal event",
+          "content": {"text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+async def native_frames(hub: RunHub, run_id: str, offset: int, idle: float | None,
+                        until: Callable[[Any], bool] | None = None) -> AsyncIterator[Any]:
+    """The frames of run ``run_id``'s events from ``offset`` on, live deltas
+    merged (docs/events.md), :data:`IDLE` after each ``idle`` seconds of
+    nothing; ending after the run's terminal event, or after the first event
+    ``until`` is true of (a thread's turn's end)."""
+    subscribed = cast(AsyncGenerator[Any, None], hub.subscribe(run_id, offset, idle=idle, live=hub.live))
+    async with contextlib.aclosing(subscribed) as events:
+        async for event in events:
+            if event is IDLE:
+                yield event
+            elif isinstance(event, Seen):  # shown live already: its id alone (docs/events.md)
+                yield f"id: {event.seq}\n\n"
+            else:
+                yield hub.rendered(event, "native", _native_frame)
+                if until is not None and until(event):
+                    return
+
+
+def _native_frame(event: Any) -> str:
+    return frame(event.model_dump(mode="json"), event_id=event.seq)

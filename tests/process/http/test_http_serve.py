@@ -10,8 +10,10 @@ import signal
 import sys
 
 import httpx
+from temporalio.client import Client
 
-from tests.helpers.cli import agentloop
+from agentloop.workers.config import ADDRESS_FILE
+from tests.helpers.cli import agentloop, clean_env
 from tests.helpers.http_api import read_sse
 from tests.helpers.paths import ROOT
 
@@ -110,3 +112,35 @@ def test_a_port_in_use_is_a_sentence_and_the_default_is_not_8000(env) -> None:
         f"agentloop: cannot listen on 127.0.0.1:{port} (Address already in use); choose another --port "
         "(0: a free one) or --host")
     assert "Traceback" not in done.stderr
+
+
+async def test_embedded_serve_starts_a_streamed_run_eagerly(tmp_path) -> None:
+    # No Temporal address and no `agentloop dev`: serve embeds the server and a worker, and its starts hand
+    # the run's first workflow task to that worker (eager start, docs/live-deltas.md).
+    env = clean_env(tmp_path)
+    proc, url, _ = await start_serve(env)
+    assert proc.stderr is not None
+    drain = asyncio.create_task(proc.stderr.read())  # what it logs must not fill the pipe
+    try:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            async with http.stream("POST", "/v1/runs/stream", json={"spec": {"model": "scripted:demo",
+                                   "tools": ["list_dir", "read_file"]}, "input": "what is here?"}) as response:
+                assert response.status_code == 200, await response.aread()
+                run_id = response.headers["x-agentloop-run-id"]
+                sse = await read_sse(response)
+        assert sse.closed_by_server and sse.ids == list(range(len(sse.events)))
+        assert sse.types[0] == "agent.run.created" and sse.types[-1] == "thread.run.completed", sse.events[-1]
+        address = (tmp_path / "home" / ADDRESS_FILE).read_text().strip()
+        temporal = await Client.connect(address)
+        first = (await temporal.get_workflow_handle(run_id).fetch_history()).events[0]
+        assert first.workflow_execution_started_event_attributes.eager_execution_accepted
+    finally:
+        # Its exit after Ctrl-C is not what this test is about (an embedded serve's worker may retry its
+        # heartbeat to the stopped server for a while): ask, then end it.
+        proc.send_signal(signal.SIGINT)
+        try:
+            await asyncio.wait_for(proc.wait(), 10)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+        drain.cancel()

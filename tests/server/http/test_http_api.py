@@ -250,13 +250,14 @@ async def test_openapi_describes_every_endpoint_with_models(agent_client: AgentC
         ("post", "/v1/runs/{run_id}/approvals"): "200", ("post", "/v1/runs/{run_id}/tool_outputs"): "200",
         ("post", "/v1/runs/{run_id}/stop"): "202", ("post", "/v1/runs/{run_id}/cancel"): "202",
         ("post", "/v1/threads/{thread_id}/messages"): "202", ("post", "/v1/threads/{thread_id}/steer"): "200",
+        ("post", "/v1/runs/stream"): "200", ("post", "/v1/threads/{thread_id}/messages/stream"): "200",
     }
     for (method, path), ok in expected.items():
         responses = paths[path][method]["responses"]
         content = responses[ok]["content"]
         schema = next(iter(content.values()))["schema"]
         assert schema, (method, path)
-        if path.endswith("/events"):
+        if path.endswith(("/events", "/stream")):
             assert "text/event-stream" in content
         else:
             assert "$ref" in schema, (method, path, schema)

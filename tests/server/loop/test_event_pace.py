@@ -180,3 +180,23 @@ def test_the_gateway_waits_when_the_environment_says_so() -> None:
     assert not ServerSettings.from_env({}).wait_for_events
     assert not ServerSettings.from_env({"AGENTLOOP_WAIT_FOR_EVENTS": "0"}).wait_for_events
     assert not ServerSettings.from_env({"AGENTLOOP_WAIT_FOR_EVENTS": "1"}, wait_for_events=False).wait_for_events
+
+
+async def test_an_eager_start_hands_the_first_workflow_task_to_this_process(
+        agent_client: AgentClient, worker, temporal_client) -> None:
+    # With a worker of the queue on the same client, Temporal answers the start with the run's first workflow
+    # task (agentloop serve and run when they embed the worker); with none here, the start is as usual.
+    agent_client.eager_start = True
+    async with worker():
+        handle = await agent_client.start(AgentSpec(model=script(reply("hi"))), "hi")
+        await handle.result()
+    started = (await handle.workflow_handle.fetch_history()).events[0].workflow_execution_started_event_attributes
+    assert started.eager_execution_accepted
+    elsewhere = AgentClient(temporal_client, task_queue=f"{agent_client.task_queue}-nobody-here")
+    elsewhere.eager_start = True
+    waiting = await elsewhere.start(AgentSpec(model=script(reply("hi"))), "hi")
+    try:
+        first = (await waiting.workflow_handle.fetch_history()).events[0]
+        assert not first.workflow_execution_started_event_attributes.eager_execution_accepted
+    finally:
+        await waiting.workflow_handle.terminate("test over")
