@@ -25,6 +25,7 @@ from typing import Any, Final
 import httpx
 
 from agentloop.shared.base.contracts import LIVE_PATH, LIVE_TOKEN_ENV, LIVE_URL_ENV
+from agentloop.shared.live.sinks import LiveSink, live_off, local_sink
 
 log = logging.getLogger("agentloop.stream")
 
@@ -130,10 +131,18 @@ _senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, s
     weakref.WeakKeyDictionary()
 
 
-def live_sender(environ: dict[str, str] | None = None) -> LiveSender | None:
-    """This event loop's sender to the gateway the environment names, or
-    None when ``AGENTLOOP_LIVE_URL`` or ``AGENTLOOP_LIVE_TOKEN`` is unset."""
+def live_sender(environ: dict[str, str] | None = None) -> LiveSink | None:
+    """Where this process's live pieces go (docs/live-deltas.md): nowhere
+    with ``AGENTLOOP_LIVE=off``; else the gateway of this very process
+    (embedded ``agentloop serve``), in memory; else this event loop's sender
+    to the gateway the environment names; else None (no
+    ``AGENTLOOP_LIVE_URL`` or ``AGENTLOOP_LIVE_TOKEN``)."""
     env = os.environ if environ is None else environ
+    if live_off(env):
+        return None
+    local = local_sink()
+    if local is not None:
+        return local
     url, token = env.get(LIVE_URL_ENV, "").strip(), env.get(LIVE_TOKEN_ENV, "").strip()
     if not url or not token:
         return None

@@ -18,6 +18,7 @@ from agentloop.cli.common import say
 from agentloop.cli.embedded import command_config, default_workspace, session
 from agentloop.cli.options import allowed_hosts, imports, listen_host, port_number, workspace
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.live.sinks import live_off
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -150,6 +151,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             settings.temporal_ui = settings.temporal_ui.rstrip("/")
         # Runs naming no workspace get the default of the worker that runs them, when it is known.
         settings.default_workspace = default_workspace(args.workspace) if embedded else dev.workspace if dev else None
+        # The embedded worker hands its live deltas to this process's gateway in memory (docs/live-deltas.md).
+        settings.live_in_process = embedded and not live_off()
         app = create_app(client, settings)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
         sock = listening_socket(host, args.port)
