@@ -133,19 +133,16 @@ _senders: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, s
 
 def live_sender(environ: dict[str, str] | None = None) -> LiveSink | None:
     """Where this process's live pieces go (docs/live-deltas.md): nowhere
-    with ``AGENTLOOP_LIVE=off``; else the gateway of this very process
-    (embedded ``agentloop serve``), in memory; else this event loop's sender
-    to the gateway the environment names; else None (no
-    ``AGENTLOOP_LIVE_URL`` or ``AGENTLOOP_LIVE_TOKEN``)."""
+    with ``AGENTLOOP_LIVE=off``; else this event loop's sender to the
+    gateway ``AGENTLOOP_LIVE_URL`` and ``AGENTLOOP_LIVE_TOKEN`` name (a
+    setting beats a default); else the gateway of this very process
+    (embedded ``agentloop serve``), in memory; else None."""
     env = os.environ if environ is None else environ
     if live_off(env):
         return None
-    local = local_sink()
-    if local is not None:
-        return local
     url, token = env.get(LIVE_URL_ENV, "").strip(), env.get(LIVE_TOKEN_ENV, "").strip()
     if not url or not token:
-        return None
+        return local_sink()
     senders = _senders.setdefault(asyncio.get_running_loop(), {})
     sender = senders.get((url, token))
     if sender is None:

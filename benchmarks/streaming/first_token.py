@@ -30,6 +30,9 @@ The modes:
   delta to the gateway at once (``AGENTLOOP_LIVE_URL``/``_TOKEN``), which
   merges them into its SSE streams; ``events()`` reads the history as in
   option 1, so only the SSE columns change.
+* ``live, embedded``: the default of embedded ``agentloop serve``, with no
+  setting: the gateway shares the worker's process (always this one, even
+  with ``--gateway-process``) and takes its live deltas in memory.
 
 Over SSE, each chunk's latency too ("SSE added"), and the CPU-seconds of
 this process (worker, gateway and readers) per run streamed.
@@ -92,7 +95,8 @@ from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct
 
 #: name: (the publisher's leading edge, readers wait, live deltas)
 MODES = {"today": (False, False, False), "first at once": (True, False, False),
-         "first at once + wait": (True, True, False), "live": (True, False, True)}
+         "first at once + wait": (True, True, False), "live": (True, False, True),
+         "live, embedded": (True, False, None)}
 LIVE_TOKEN = secrets.token_urlsafe(24)
 
 
@@ -176,7 +180,8 @@ async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode) -> None:
 
 
 @contextlib.asynccontextmanager
-async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: str | None = None) -> Any:
+async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: str | None = None,
+                  embedded: bool = False) -> Any:
     """An ``agentloop serve`` app in this process, on a free port (taking
     live deltas with :data:`LIVE_TOKEN`, with ``live``); with ``process``
     (the Temporal address), ``agentloop serve`` in a process of its own."""
@@ -191,7 +196,8 @@ async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: 
             served.proc.terminate()
             served.proc.wait(10)
         return
-    app = create_app(agents, ServerSettings(wait_for_events=wait, live_token=LIVE_TOKEN if live else None))
+    app = create_app(agents, ServerSettings(wait_for_events=wait, live_token=LIVE_TOKEN if live else None,
+                                            live_in_process=embedded))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     sock = listening_socket("127.0.0.1", 0)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -338,8 +344,10 @@ async def main(args: argparse.Namespace) -> None:
                            workflow_runner=UnsandboxedWorkflowRunner()), \
                     gateway(agents, False, process=apart) as polling_http, \
                     gateway(agents, True, process=apart) as waiting_http, \
-                    gateway(agents, False, live=True, process=apart) as live_http:
-                https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http}
+                    gateway(agents, False, live=True, process=apart) as live_http, \
+                    gateway(agents, False, embedded=True) as embedded_http:
+                https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http,
+                         (False, None): embedded_http}
                 for warm in (True, *([False] * args.runs)):
                     f = await floor_run(client, floor_queue)
                     lat = await direct_run(provider.base_url)

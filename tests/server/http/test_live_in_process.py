@@ -114,8 +114,8 @@ async def test_live_off_turns_the_in_process_sink_and_the_secret_off(monkeypatch
 
     with in_process(Sink()) as sink:
         assert live_sender({}) is sink
-        # The in-process gateway comes first: the worker serves this process's runs.
-        assert live_sender({LIVE_URL_ENV: "http://elsewhere:1", LIVE_TOKEN_ENV: "s"}) is sink
+        # A gateway the environment names comes first (a setting beats a default).
+        assert live_sender({LIVE_URL_ENV: "http://elsewhere:1", LIVE_TOKEN_ENV: "s"}) is not sink
         assert live_sender({LIVE_ENV: "off"}) is None
     assert live_sender({}) is None
     assert ServerSettings.from_env({LIVE_TOKEN_ENV: "s", LIVE_ENV: "off"}).live_token is None
