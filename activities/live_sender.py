@@ -16,15 +16,18 @@ a while (:data:`MUTE_SECONDS`), logged once. The secret is sent in the
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import os
+import secrets
 import weakref
 from typing import Any, Final
 
 import httpx
 
 from agentloop.shared.base.contracts import LIVE_PATH, LIVE_TOKEN_ENV, LIVE_URL_ENV
+from agentloop.shared.live.pairing import HELLO_SUFFIX, hello_proof, paired_gateway
 from agentloop.shared.live.sinks import LiveSink, live_off, local_sink
 
 log = logging.getLogger("agentloop.stream")
@@ -47,9 +50,11 @@ TIMEOUT: Final = httpx.Timeout(1.0, connect=0.5)
 class LiveSender:
     """Posts live pieces to ``url`` + ``/internal/live`` with ``token``."""
 
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, verify: bool = False) -> None:
         self.url = url.rstrip("/") + LIVE_PATH
         self._token = token
+        # Paired through dev's file: the gateway proves it holds the secret first.
+        self._verify = verify
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
         self._muted: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
@@ -74,8 +79,12 @@ class LiveSender:
 
     async def _run(self) -> None:
         limits = httpx.Limits(max_connections=2, max_keepalive_connections=2)
-        async with httpx.AsyncClient(timeout=TIMEOUT, limits=limits, headers={
-                "authorization": f"Bearer {self._token}", "content-type": "application/json"}) as http:
+        async with httpx.AsyncClient(timeout=TIMEOUT, limits=limits,
+                                     headers={"content-type": "application/json"}) as http:
+            if self._verify and not await self._hello(http):
+                while not self._queue.empty():  # what waited is stale by the next try
+                    self._queue.get_nowait()
+                return
             while True:
                 batch = [await self._queue.get()]
                 while len(batch) < POST_MOST and not self._queue.empty():
@@ -87,7 +96,8 @@ class LiveSender:
         if loop.time() < self._down_until:
             return
         try:
-            answer = await http.post(self.url, content=json.dumps({"deltas": batch}))
+            answer = await http.post(self.url, content=json.dumps({"deltas": batch}),
+                                     headers={"authorization": f"Bearer {self._token}"})
         except (httpx.HTTPError, OSError) as err:
             self._down_until = loop.time() + MUTE_SECONDS
             self._say("down", f"live deltas not sent to {self.url} ({type(err).__name__}); "
@@ -106,6 +116,26 @@ class LiveSender:
             self._down_until = loop.time() + REFUSED_SECONDS
             self._say(f"refused{answer.status_code}", f"the gateway at {self.url} refused live deltas "
                       f"({answer.status_code}: {_detail(answer)}); trying again in {REFUSED_SECONDS:.0f} s")
+
+    async def _hello(self, http: httpx.AsyncClient) -> bool:
+        """Whether the paired gateway proves it holds the secret (which is not sent)."""
+        loop = asyncio.get_running_loop()
+        nonce = secrets.token_hex(16)
+        try:
+            answer = await http.post(self.url + HELLO_SUFFIX, content=json.dumps({"nonce": nonce}))
+            proof = str(answer.json().get("proof", "")) if answer.status_code == 200 else ""
+        except (httpx.HTTPError, OSError, ValueError, AttributeError) as err:
+            self._down_until = loop.time() + MUTE_SECONDS
+            self._say("down", f"live deltas not sent to {self.url} ({type(err).__name__}); "
+                              "retrying each second, the runs' history brings them meanwhile")
+            return False
+        if not hmac.compare_digest(proof, hello_proof(self._token, nonce)):
+            self._down_until = loop.time() + REFUSED_SECONDS
+            self._say("unproved", f"the gateway at {self.url} did not prove it holds the secret of the pairing "
+                                  f"file (it answered {answer.status_code}): no live deltas sent to it")
+            return False
+        self._verify = False
+        return True
 
     def _mute(self, run_ids: list[str], now: float) -> None:
         for run_id in run_ids:
@@ -136,15 +166,22 @@ def live_sender(environ: dict[str, str] | None = None) -> LiveSink | None:
     with ``AGENTLOOP_LIVE=off``; else this event loop's sender to the
     gateway ``AGENTLOOP_LIVE_URL`` and ``AGENTLOOP_LIVE_TOKEN`` name (a
     setting beats a default); else the gateway of this very process
-    (embedded ``agentloop serve``), in memory; else None."""
+    (embedded ``agentloop serve``), in memory; else the ``agentloop serve``
+    beside this ``agentloop dev`` that its pairing file names (verified
+    first); else None."""
     env = os.environ if environ is None else environ
     if live_off(env):
         return None
     url, token = env.get(LIVE_URL_ENV, "").strip(), env.get(LIVE_TOKEN_ENV, "").strip()
+    verify = False
     if not url or not token:
-        return local_sink()
+        local = local_sink()
+        paired = paired_gateway() if local is None else None
+        if paired is None:
+            return local
+        url, token, verify = paired.url, paired.token, True
     senders = _senders.setdefault(asyncio.get_running_loop(), {})
     sender = senders.get((url, token))
     if sender is None:
-        sender = senders[(url, token)] = LiveSender(url, token)
+        sender = senders[(url, token)] = LiveSender(url, token, verify)
     return sender

@@ -19,6 +19,7 @@ from agentloop.activities.providers.models import ModelResolver
 from agentloop.server import ServerSettings
 from agentloop.server.streams.live_local import HubSink
 from agentloop.shared.base.contracts import LIVE_PATH, LIVE_TOKEN_ENV, LIVE_URL_ENV
+from agentloop.shared.live.pairing import HELLO_SUFFIX, hello_proof
 from agentloop.shared.live.sinks import LIVE_ENV, in_process, local_sink
 from agentloop.shared.runs.events import MessageDelta
 from agentloop.testing import reply, script
@@ -120,3 +121,18 @@ async def test_live_off_turns_the_in_process_sink_and_the_secret_off(monkeypatch
     assert live_sender({}) is None
     assert ServerSettings.from_env({LIVE_TOKEN_ENV: "s", LIVE_ENV: "off"}).live_token is None
     assert ServerSettings.from_env({LIVE_TOKEN_ENV: "s"}).live_token == "s"
+
+
+async def test_the_hello_proves_the_secret_without_taking_it(agent_client: AgentClient) -> None:
+    nonce = "n" * 32
+    async with serve(agent_client, ServerSettings(live_token="paired-secret")) as api:
+        answer = await api.http.post(LIVE_PATH + HELLO_SUFFIX, json={"nonce": nonce})
+        assert answer.status_code == 200 and answer.json() == {"proof": hello_proof("paired-secret", nonce)}
+        short = await api.http.post(LIVE_PATH + HELLO_SUFFIX, json={"nonce": "n"})
+        assert short.status_code == 422 and "nonce" in short.json()["detail"]
+        foreign = await api.http.post(LIVE_PATH + HELLO_SUFFIX, json={"nonce": nonce},
+                                      headers={"origin": "http://evil.example"})
+        assert foreign.status_code == 403
+    async with serve(agent_client, ServerSettings()) as api:  # no secret: no hello either
+        off = await api.http.post(LIVE_PATH + HELLO_SUFFIX, json={"nonce": nonce})
+        assert off.status_code == 404
