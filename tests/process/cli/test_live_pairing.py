@@ -8,6 +8,7 @@ secret. Real ``agentloop dev`` and ``agentloop serve`` processes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import httpx
 
 from agentloop.shared.live.pairing import LIVE_FILE
 from agentloop.testing import register_scripted_model, reply
+from agentloop.workers.config import LOCK_FILE
 from tests.helpers.cli import ROOT, clean_env, read_until
 from tests.helpers.polling import eventually
 from tests.process.cli.test_dev_lifecycle import finish
@@ -73,7 +75,8 @@ async def _start(*args: str, env: dict[str, str]) -> asyncio.subprocess.Process:
 async def _serve_url(serve: asyncio.subprocess.Process) -> tuple[str, str]:
     assert serve.stderr is not None
     said = await read_until(serve.stderr, "live deltas: ")
-    said += (await asyncio.wait_for(serve.stderr.readline(), 30)).decode()
+    while "\n" not in said.rpartition("live deltas: ")[2]:
+        said += (await asyncio.wait_for(serve.stderr.readline(), 30)).decode()
     found = re.search(r"agentloop serve: (http://\S+)/ ", said)
     assert found, said
     return found.group(1), said
@@ -167,3 +170,24 @@ async def _direct_run(env: dict[str, str], workspace: Path) -> None:
     run = await _start("run", "go", "--model", "scripted:live-pair", "--workspace", str(workspace), env=env)
     out, err = await finish(run)
     assert run.returncode == 0, err
+
+
+async def test_embedded_serve_shows_its_own_worker_s_deltas_live(tmp_path: Path, workspace: Path) -> None:
+    env = clean_env(tmp_path, drop=("AGENTLOOP_LIVE",))
+    serve = await _start("serve", "--port", "0", "--workspace", str(workspace), "--import", MODULE, env=env)
+    try:
+        url, said = await _serve_url(serve)
+        assert "live deltas: from the worker of this process, in memory" in said, said
+        async with httpx.AsyncClient(base_url=url, timeout=60) as http:
+            text, live, whole = await _sse_text(http, await _run(http, 0.5))
+            assert (await http.post("/internal/live", json={"deltas": []})).status_code == 404  # no door for it
+        assert whole == TEXT and TEXT.startswith(text) and live >= 2, (text, live)
+        assert not (Path(env["AGENTLOOP_HOME"]) / LIVE_FILE).exists()  # nothing written for it
+    finally:
+        # Killed, not stopped: an embedded serve that has streamed a run does not
+        # yet stop on SIGTERM or SIGINT (as before live deltas; the lead's note).
+        server_pid = json.loads((Path(env["AGENTLOOP_HOME"]) / LOCK_FILE).read_text())["server_pid"]
+        serve.kill()
+        await finish(serve)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server_pid, signal.SIGTERM)  # its Temporal server, left behind by the kill
