@@ -1,9 +1,13 @@
 """Sends each streamed delta to the gateway at once (live deltas, docs/events.md).
 
-With ``AGENTLOOP_LIVE_URL`` and ``AGENTLOOP_LIVE_TOKEN`` in the worker's
-environment, :class:`~agentloop.activities.stream_publisher.DeltaPublisher`
-hands every text and thinking delta (and a retried attempt's reset) to this
-process's :class:`LiveSender` as well as to the run's history. The sender
+With ``AGENTLOOP_LIVE_URL`` and ``AGENTLOOP_LIVE_TOKEN`` (or
+``AGENTLOOP_LIVE_TOKEN_FILE``) in the worker's environment, or paired with
+an ``agentloop serve`` beside ``agentloop dev`` (docs/live-deltas.md),
+:class:`~agentloop.activities.stream_publisher.DeltaPublisher` hands every
+text and thinking delta (and a retried attempt's reset) to this process's
+:class:`LiveSender` (one per gateway: :class:`LiveFanout` posts to each
+gateway the URLs name) as well as to the run's history; embedded ``serve``
+takes them in memory instead (``agentloop.shared.live.sinks``). The sender
 posts them from a background task, with no batch window: what queued while
 a post was on its way goes in the next one. It never blocks or fails a
 model call: the queue is bounded (a delta that finds it full is dropped;
