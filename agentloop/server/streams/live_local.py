@@ -13,6 +13,7 @@ loop; the hub is only ever touched there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -35,6 +36,7 @@ class HubSink:
         self.hub, self.loop = hub, loop
         self._muted: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
         self.sent = 0
+        self._said = False
 
     def offer(self, piece: dict[str, Any]) -> None:
         """Take one piece (a dict of ``LivePiece``'s fields); never blocks or raises."""
@@ -45,9 +47,18 @@ class HubSink:
         if running is self.loop:
             self._post(piece)
         elif not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._post, piece)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                self.loop.call_soon_threadsafe(self._post, piece)
 
     def _post(self, piece: dict[str, Any]) -> None:
+        try:
+            self._hand(piece)
+        except Exception:  # a model call never fails for a live piece: the history brings its text
+            if not self._said:
+                self._said = True
+                log.exception("a live piece could not be handed to this server's streams; the history brings it")
+
+    def _hand(self, piece: dict[str, Any]) -> None:
         now = self.loop.time()
         run_id = piece.get("run_id", "")
         if self._muted.get(run_id, (0.0, 0.0))[0] > now:

@@ -7,6 +7,7 @@ and a retried attempt; ``AGENTLOOP_LIVE=off`` turns it off."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from typing import Any
 
@@ -136,3 +137,20 @@ async def test_the_hello_proves_the_secret_without_taking_it(agent_client: Agent
     async with serve(agent_client, ServerSettings()) as api:  # no secret: no hello either
         off = await api.http.post(LIVE_PATH + HELLO_SUFFIX, json={"nonce": nonce})
         assert off.status_code == 404
+
+
+async def test_a_sink_that_fails_never_fails_the_model_call(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken:
+        live = True
+
+        def post_live(self, run_id: str, events: Any) -> bool:
+            raise RuntimeError("a bug in the hub")
+
+    sink = HubSink(Broken(), asyncio.get_running_loop())  # type: ignore[arg-type]
+    piece = {"run_id": "r", "message_id": "r:msg:0", "step": 0, "attempt": 1, "kind": "text", "text": "x", "at": 0}
+    sink.offer(piece)
+    sink.offer(piece)
+    sink.offer({"run_id": "r", "kind": "shell"})  # malformed: dropped, said
+    said = [r.getMessage() for r in caplog.records]
+    assert said.count("a live piece could not be handed to this server's streams; the history brings it") == 1
+    assert any("malformed" in line for line in said)
