@@ -25,10 +25,11 @@ import hmac
 import json
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from agentloop.shared.live.sinks import registered
 
 #: The pairing file, in dev's data directory.
 LIVE_FILE: Final = "live.json"
@@ -142,17 +143,10 @@ class PairingWatch:
 _watches: list[PairingWatch] = []
 
 
-@contextlib.contextmanager
-def pair_through(path: Path) -> Iterator[PairingWatch]:
+def pair_through(path: Path) -> contextlib.AbstractContextManager[PairingWatch]:
     """For the block, this process's workers look at ``path`` for a gateway
     to post live deltas to (``agentloop dev``)."""
-    watch = PairingWatch(path)
-    _watches.append(watch)
-    try:
-        yield watch
-    finally:
-        with contextlib.suppress(ValueError):
-            _watches.remove(watch)
+    return registered(_watches, PairingWatch(path))
 
 
 def paired_gateway() -> Paired | None:

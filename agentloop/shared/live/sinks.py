@@ -19,7 +19,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
 
 #: ``off`` (or ``0``, ``false``, ``no``) turns live deltas off, whatever else is set.
 LIVE_ENV = "AGENTLOOP_LIVE"
@@ -47,11 +49,16 @@ def local_sink() -> LiveSink | None:
 
 
 @contextlib.contextmanager
-def in_process(sink: LiveSink) -> Iterator[LiveSink]:
-    """Register ``sink`` as this process's gateway for the block."""
-    _local.append(sink)
+def registered(items: list[T], item: T) -> Iterator[T]:
+    """``item`` in ``items`` for the block (the last one registered counts)."""
+    items.append(item)
     try:
-        yield sink
+        yield item
     finally:
         with contextlib.suppress(ValueError):
-            _local.remove(sink)
+            items.remove(item)
+
+
+def in_process(sink: LiveSink) -> contextlib.AbstractContextManager[LiveSink]:
+    """Register ``sink`` as this process's gateway for the block."""
+    return registered(_local, sink)
