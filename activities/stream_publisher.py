@@ -31,8 +31,9 @@ from typing import Any
 
 from temporalio.contrib.workflow_streams import WorkflowStreamClient
 
-from agentloop.activities.live_sender import LiveSender, live_sender
+from agentloop.activities.live_sender import live_sender
 from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.live.sinks import LiveSink
 from agentloop.shared.runs.events import EVENTS_TOPIC, MessageDelta, MessageReset, ToolCallCreated, message_id
 
 log = logging.getLogger("agentloop.stream")
@@ -88,7 +89,7 @@ class DeltaPublisher:
         self._at_once = False  # the batch waiting began after a quiet spell
         # Live deltas (docs/events.md): each text and thinking delta also goes
         # to the gateway at once, with where it starts in this attempt's text.
-        self._live: LiveSender | None = live_sender()
+        self._live: LiveSink | None = live_sender()
         self._live_at: dict[str, int] = {}
 
     #: Whether a delta after a quiet spell (the first of a message, too) goes

@@ -3,6 +3,7 @@ streams, and the web console at ``/``."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
@@ -19,7 +20,9 @@ from agentloop.server.mcp.door import MCP_PATH, McpDoor
 from agentloop.server.settings import ServerSettings
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.live_door import live_router
+from agentloop.server.streams.live_local import HubSink
 from agentloop.server.streams.sse import StreamSlots
+from agentloop.shared.live.sinks import in_process
 
 if TYPE_CHECKING:
     from agentloop.client.agent_client import AgentClient
@@ -37,13 +40,15 @@ def create_app(client: AgentClient, settings: ServerSettings | None = None) -> F
     """
     settings = settings or ServerSettings.from_env()
     hub = RunHub(client, poll_interval=settings.poll_interval, wait=settings.wait_for_events,
-                 live=settings.live_token is not None)
+                 live=settings.live_token is not None or settings.live_in_process)
     mcp = McpDoor(client, settings, lambda: server_doors(settings))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with mcp.running():
-            yield
+            with in_process(HubSink(hub, asyncio.get_running_loop())) if settings.live_in_process \
+                    else contextlib.nullcontext():
+                yield
         await hub.close()
 
     app = FastAPI(

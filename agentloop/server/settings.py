@@ -13,6 +13,8 @@ from agentloop.shared.base.contracts import LIVE_TOKEN_ENV
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.base.priority import tenant_problem
 from agentloop.shared.definition.spec import AgentSpec
+from agentloop.shared.live.secret import live_secret
+from agentloop.shared.live.sinks import live_off
 
 #: ``read``: follow runs, list them, read reports. ``act``: also start,
 #: approve, submit outputs, stop, cancel and send messages. ``admin``: also
@@ -153,6 +155,9 @@ class ServerSettings:
     #: The secret workers post live deltas with (``AGENTLOOP_LIVE_TOKEN``;
     #: docs/events.md); None: live deltas are off.
     live_token: str | None = field(default=None, repr=False)
+    #: Whether a worker of this process hands its live deltas to this
+    #: server in memory (embedded ``agentloop serve``; docs/live-deltas.md).
+    live_in_process: bool = False
 
     def __post_init__(self) -> None:
         if self.live_token is not None and any(t.secret == self.live_token for t in self.tokens):
@@ -173,7 +178,7 @@ class ServerSettings:
         from ``AGENTLOOP_WAIT_FOR_EVENTS`` ("1"); ``fields`` set the rest."""
         env = os.environ if environ is None else environ
         fields.setdefault("wait_for_events", env.get(WAIT_ENV, "").strip().lower() in ("1", "true", "yes"))
-        fields.setdefault("live_token", env.get(LIVE_TOKEN_ENV, "").strip() or None)
+        fields.setdefault("live_token", None if live_off(env) else live_secret(env))
         return cls(
             tokens=parse_tokens(env.get(TOKENS_ENV)),
             cors_origins=[o.strip() for o in env.get(CORS_ENV, "").split(",") if o.strip()],

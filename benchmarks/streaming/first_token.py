@@ -36,7 +36,12 @@ The modes:
 * ``live + eager start``: that, and ``AgentClient.eager_start``: the start
   hands the first workflow task to this process's worker (it applies to the
   runs ``events()`` reads, and to the SSE ones when the gateway is in this
-  process, as in an embedded ``agentloop serve``; not with ``--gateway-process``).
+  process, as in an embedded ``agentloop serve``; not with ``--gateway-process``);
+* ``live, embedded``: the default of embedded ``agentloop serve``, with no
+  setting: the gateway shares the worker's process (always this one, even
+  with ``--gateway-process``) and takes its live deltas in memory;
+* ``embedded, stream, eager``: all of embedded ``agentloop serve``'s
+  defaults with the streaming start: live deltas in memory, eager start.
 
 A second floor has its activity on a queue of its own, as agentloop's model
 call is on its lane's (``docs/many-tenants.md``): the difference is the
@@ -101,10 +106,13 @@ from benchmarks.streaming.sse_fanout import _env, start_gateway_with
 from benchmarks.streaming.start_trace import Floor, FloorApart, floor_run, mark
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
-#: name: (the publisher's leading edge, readers wait, live deltas, SSE by the streaming start, eager start)
+#: name: (the publisher's leading edge, readers wait, live deltas (None: in memory, in this process),
+#: SSE by the streaming start, eager start)
 MODES = {"today": (False, False, False, False, False), "first at once": (True, False, False, False, False),
          "first at once + wait": (True, True, False, False, False), "live": (True, False, True, False, False),
-         "live + POST stream": (True, False, True, True, False), "live + eager start": (True, False, True, True, True)}
+         "live + POST stream": (True, False, True, True, False), "live + eager start": (True, False, True, True, True),
+         "live, embedded": (True, False, None, False, False),
+         "embedded, stream, eager": (True, False, None, True, True)}
 LIVE_TOKEN = secrets.token_urlsafe(24)
 
 
@@ -189,7 +197,8 @@ async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: 
 
 
 @contextlib.asynccontextmanager
-async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: str | None = None) -> Any:
+async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: str | None = None,
+                  embedded: bool = False) -> Any:
     """An ``agentloop serve`` app in this process, on a free port (taking
     live deltas with :data:`LIVE_TOKEN`, with ``live``); with ``process``
     (the Temporal address), ``agentloop serve`` in a process of its own."""
@@ -204,7 +213,8 @@ async def gateway(agents: AgentClient, wait: bool, live: bool = False, process: 
             served.proc.terminate()
             served.proc.wait(10)
         return
-    app = create_app(agents, ServerSettings(wait_for_events=wait, live_token=LIVE_TOKEN if live else None))
+    app = create_app(agents, ServerSettings(wait_for_events=wait, live_token=LIVE_TOKEN if live else None,
+                                            live_in_process=embedded))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     sock = listening_socket("127.0.0.1", 0)
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -313,8 +323,10 @@ async def main(args: argparse.Namespace) -> None:
                     Worker(client, task_queue=floor_queue + "-apart", activities=[mark]), \
                     gateway(agents, False, process=elsewhere) as polling_http, \
                     gateway(agents, True, process=elsewhere) as waiting_http, \
-                    gateway(agents, False, live=True, process=elsewhere) as live_http:
-                https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http}
+                    gateway(agents, False, live=True, process=elsewhere) as live_http, \
+                    gateway(agents, False, embedded=True) as embedded_http:
+                https = {(False, False): polling_http, (True, False): waiting_http, (False, True): live_http,
+                         (False, None): embedded_http}
                 for warm in (True, *([False] * args.runs)):
                     traces = None if warm else floor_traces["floor"]
                     f = await floor_run(client, floor_queue, traces=traces)

@@ -15,6 +15,8 @@ from agentloop.cli.common import existing_workspace, say
 from agentloop.cli.embedded import session
 from agentloop.cli.options import imports, port_number, workspace
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.live.pairing import LIVE_FILE, pair_through
+from agentloop.shared.live.sinks import live_off
 from agentloop.workers.config import WORKER_ROLES, TemporalConfig, agentloop_home
 
 
@@ -27,6 +29,14 @@ async def cmd_dev(args: argparse.Namespace) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else None
     role = args.role or config.role
     since = datetime.now(UTC)
+    # An `agentloop serve` beside this dev writes where it takes live deltas here (docs/live-deltas.md).
+    pairing = pair_through((data_dir or agentloop_home()) / LIVE_FILE) if not live_off() else contextlib.nullcontext()
+    with pairing:
+        return await _serve_dev(args, config, data_dir, role, since)
+
+
+async def _serve_dev(args: argparse.Namespace, config: TemporalConfig, data_dir: Path | None, role: str,
+                     since: datetime) -> int:
     async with session(
         config, with_worker=True, workspace=existing_workspace(args.workspace), ui=not args.headless,
         port=args.port, ui_port=args.ui_port, ui_codec_endpoint=args.ui_codec_endpoint, data_dir=data_dir,

@@ -10,6 +10,7 @@ import asyncio
 import importlib
 import logging
 import os
+import secrets
 import socket
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from agentloop.cli.common import say
 from agentloop.cli.embedded import command_config, default_workspace, session
 from agentloop.cli.options import allowed_hosts, imports, listen_host, port_number, workspace
 from agentloop.shared.base.errors import UserError
+from agentloop.shared.live.pairing import LIVE_FILE, remove_pairing, write_pairing
+from agentloop.shared.live.sinks import live_off
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -151,10 +154,16 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             settings.temporal_ui = settings.temporal_ui.rstrip("/")
         # Runs naming no workspace get the default of the worker that runs them, when it is known.
         settings.default_workspace = default_workspace(args.workspace) if embedded else dev.workspace if dev else None
+        # The embedded worker hands its live deltas to this process's gateway in memory; dev's worker
+        # finds this server through a pairing file with a secret made now (docs/live-deltas.md).
+        settings.live_in_process = embedded and not live_off()
+        if dev is not None and not live_off():
+            settings.live_token = settings.live_token or secrets.token_urlsafe(32)
         app = create_app(client, settings)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3))
         sock = listening_socket(host, args.port)
         port = settings.port = sock.getsockname()[1]
+        pairing = paired_with_dev(host, port, settings.live_token) if dev is not None and not live_off() else None
         where = f"embedded server {s.config.address}" if embedded else f"Temporal at {s.config.address}"
         shown = f"[{host}]" if ":" in host else host
         say(f"agentloop serve: http://{shown}:{port}/ ({where}, namespace {s.config.namespace!r}, "
@@ -168,6 +177,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
                                 "refused, registered agents only (--allow-inline-specs to accept them)"))
         if settings.agents:
             say(f"agents: {', '.join(sorted(settings.agents))}")
+        say_live(settings, pairing)
         try:
             await serve_until_cancelled(server, [sock])
         except asyncio.CancelledError:
@@ -176,7 +186,40 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             # only repeat it.
             logging.getLogger("temporalio.activity").setLevel(logging.ERROR)
             raise
+        finally:
+            if pairing is not None and settings.live_token:
+                remove_pairing(pairing, settings.live_token)
     return 0
+
+
+def paired_with_dev(host: str, port: int, token: str | None) -> Path | None:
+    """Write the pairing file dev's worker reads (docs/live-deltas.md): this
+    server's loopback URL and live secret, 0600, removed when serve stops."""
+    from agentloop.workers.config import agentloop_home
+
+    if not token:
+        return None
+    reach = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "::1": "[::1]", "localhost": "127.0.0.1"}.get(host, host)
+    reach = f"[{reach}]" if ":" in reach and not reach.startswith("[") else reach
+    path = agentloop_home() / LIVE_FILE
+    try:
+        write_pairing(path, f"http://{reach}:{port}", token)
+    except OSError as err:
+        say(f"live deltas: cannot write {path} ({err.strerror}); dev's worker will not post them here")
+        return None
+    return path
+
+
+def say_live(settings: Any, pairing: Path | None) -> None:
+    """The start line on live deltas: where they come from, or that they are off."""
+    if settings.live_in_process:
+        say("live deltas: from the worker of this process, in memory (AGENTLOOP_LIVE=off: off)")
+    elif pairing is not None:
+        say(f"live deltas: from agentloop dev's worker, paired through {pairing} (AGENTLOOP_LIVE=off: off)")
+    elif settings.live_token:
+        say("live deltas: from workers that hold AGENTLOOP_LIVE_TOKEN, on POST /internal/live")
+    else:
+        say("live deltas: off (docs/live-deltas.md)")
 
 
 #: ``agentloop serve``'s default port: not 8000, which `mkdocs serve` and many dev servers take.

@@ -29,6 +29,7 @@ from agentloop.server.streams.hub import RunHub
 from agentloop.shared.base.contracts import LIVE_PATH, LIVE_TOKEN_ENV
 from agentloop.shared.base.errors import describe_validation_error
 from agentloop.shared.definition.activity_io import StreamDelta
+from agentloop.shared.live.pairing import HELLO_SUFFIX, hello_proof
 from agentloop.shared.runs.events import MessageDelta, MessageReset
 
 #: The largest body the live door reads (a worker sends far less at a time).
@@ -85,7 +86,27 @@ def live_router(hub: RunHub, token: str | None) -> APIRouter:
                           unfollowed=unfollowed)
         return JSONResponse({"accepted": len(batch.deltas), "unfollowed": unfollowed})
 
+    @router.post(LIVE_PATH + HELLO_SUFFIX, include_in_schema=False)
+    async def post_hello(request: Request) -> Response:
+        # A worker paired through dev's file asks this before sending the
+        # secret or a delta: the proof shows this server holds the secret.
+        if not token:
+            _check_token(request, token)
+        try:
+            hello = LiveHello.model_validate(json.loads(await _body(request) or b"null"))
+        except ValueError:
+            raise Problem(422, "Invalid hello", 'send {"nonce": "<16 to 128 characters>"}') from None
+        return JSONResponse({"proof": hello_proof(token or "", hello.nonce)})
+
     return router
+
+
+class LiveHello(BaseModel):
+    """A paired worker's challenge (docs/live-deltas.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nonce: str = Field(min_length=16, max_length=128)
 
 
 def _check_token(request: Request, token: str | None) -> None:

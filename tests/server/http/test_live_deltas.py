@@ -2,13 +2,16 @@
 an in-process worker: the door lets in the workers' secret only; a client of
 the SSE stream sees a delta before the history has it; the text a client
 assembles is the message once, across a reconnect mid-message and a retried
-attempt; a gateway that is down costs the run nothing."""
+attempt; a gateway that is down costs the run nothing. The SSE and AG-UI
+cases run both ways deltas reach a gateway: posted over HTTP, and handed
+over in memory (embedded ``agentloop serve``, no setting)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import socket
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -114,6 +117,26 @@ def live_worker_env(monkeypatch: pytest.MonkeyPatch) -> Any:
     return point
 
 
+@dataclass
+class Way:
+    """How the worker's live deltas reach the gateway: posted over HTTP to
+    its door, or handed over in memory (embedded ``agentloop serve``,
+    ``ServerSettings.live_in_process``, no URL or secret)."""
+
+    name: str
+    point: Any
+
+    def settings(self, **fields: Any) -> ServerSettings:
+        return live_settings(**fields) if self.name == "http" else ServerSettings(live_in_process=True, **fields)
+
+
+@pytest.fixture(params=["http", "in memory"])
+def way(request: pytest.FixtureRequest, live_worker_env: Any, monkeypatch: pytest.MonkeyPatch) -> Way:
+    for name in (LIVE_URL_ENV, LIVE_TOKEN_ENV, "AGENTLOOP_LIVE"):
+        monkeypatch.delenv(name, raising=False)
+    return Way(request.param, live_worker_env if request.param == "http" else lambda url: None)
+
+
 def spec_json(spec: AgentSpec) -> dict:
     return spec.model_dump(mode="json", exclude_defaults=True)
 
@@ -153,13 +176,13 @@ async def test_the_live_door_lets_in_the_live_secret_only(agent_client: AgentCli
 
 
 async def test_an_sse_client_sees_a_delta_before_the_history_has_it(
-        agent_client: AgentClient, worker, live_worker_env, monkeypatch: pytest.MonkeyPatch) -> None:
+        agent_client: AgentClient, worker, way: Way, monkeypatch: pytest.MonkeyPatch) -> None:
     # History batches that wait their whole window, 10 s: only a live delta comes within 5 s.
     monkeypatch.setattr(stream_publisher.DeltaPublisher, "leading", False)
     model = HeldModel()
     models = ModelResolver({"openai": lambda _provider, _name: model})
-    async with serve(agent_client, live_settings()) as api, worker(models=models):
-        live_worker_env(api.url)
+    async with serve(agent_client, way.settings()) as api, worker(models=models):
+        way.point(api.url)
         spec = AgentSpec(model="openai:gpt-test", stream_batch_seconds=10)
         run_id = (await api.http.post("/v1/runs", json={"spec": spec_json(spec), "input": "hi"})).json()["run_id"]
         client = Client()
@@ -177,11 +200,10 @@ async def test_an_sse_client_sees_a_delta_before_the_history_has_it(
     assert client.ids == sorted(set(client.ids)) and client.types[-1] == "thread.run.completed"
 
 
-async def test_a_reconnect_mid_message_shows_the_text_once(
-        agent_client: AgentClient, worker, live_worker_env) -> None:
+async def test_a_reconnect_mid_message_shows_the_text_once(agent_client: AgentClient, worker, way: Way) -> None:
     model = script(reply(LONG_TEXT), delta_seconds=0.3)
-    async with serve(agent_client, live_settings()) as api, worker():
-        live_worker_env(api.url)
+    async with serve(agent_client, way.settings()) as api, worker():
+        way.point(api.url)
         spec = agents.spec(model, stream_batch_seconds=0.02)
         run_id = (await api.http.post("/v1/runs", json={"spec": spec_json(spec), "input": "go"})).json()["run_id"]
         client = Client()
@@ -199,15 +221,14 @@ async def test_a_reconnect_mid_message_shows_the_text_once(
     assert shown(whole, mid) == LONG_TEXT and whole.ids == list(range(len(whole.ids)))
 
 
-async def test_a_retried_attempt_resets_what_streamed_live(
-        agent_client: AgentClient, worker, live_worker_env) -> None:
+async def test_a_retried_attempt_resets_what_streamed_live(agent_client: AgentClient, worker, way: Way) -> None:
     text = "The answer is forty-two, as computed."
     chunks = openai_completion_chunks(openai_completion(content=text), pieces=6)
     with OpenAIServer() as provider:
         provider.enqueue(replace(openai_stream(chunks[:4], break_stream=True), chunk_interval=0.05),
                          replace(openai_stream(chunks), chunk_interval=0.05))
-        async with serve(agent_client, live_settings()) as api, worker(models=openai_models(provider)):
-            live_worker_env(api.url)
+        async with serve(agent_client, way.settings()) as api, worker(models=openai_models(provider)):
+            way.point(api.url)
             spec = AgentSpec(model="openai:gpt-test", heartbeat_timeout_seconds=5, stream_batch_seconds=0.02)
             run_id = (await api.http.post("/v1/runs", json={"spec": spec_json(spec), "input": "?"})).json()["run_id"]
             client = Client()
@@ -217,13 +238,14 @@ async def test_a_retried_attempt_resets_what_streamed_live(
     assert client.ids == list(range(len(client.ids)))
 
 
-async def test_an_agui_client_gets_live_text_once(agent_client: AgentClient, worker, live_worker_env) -> None:
+async def test_an_agui_client_gets_live_text_once(agent_client: AgentClient, worker, way: Way) -> None:
     model = script(reply(LONG_TEXT), delta_seconds=0.3)
-    settings = live_settings(agents={"chat": agents.spec(model, stream_batch_seconds=0.02)})
-    body = {"threadId": "live-agui", "runId": "a", "messages": [{"id": "u1", "role": "user", "content": "go"}],
+    settings = way.settings(agents={"chat": agents.spec(model, stream_batch_seconds=0.02)})
+    body = {"threadId": f"live-agui-{uuid.uuid4().hex[:8]}", "runId": "a",  # a thread of its own for each way
+            "messages": [{"id": "u1", "role": "user", "content": "go"}],
             "tools": [], "context": []}
     async with serve(agent_client, settings) as api, worker():
-        live_worker_env(api.url)
+        way.point(api.url)
         async with api.http.stream("POST", "/v1/ag-ui/chat", json=body) as response:
             events = [item async for item in sse_events(response)]
     content = [(i, d["delta"]) for i, d in events if d["type"] == "TEXT_MESSAGE_CONTENT"]
