@@ -159,10 +159,13 @@ def environment(system: System) -> Iterator[None]:
 
 
 def live_senders() -> list[Any]:
-    """This event loop's live senders (the live variant's, when it ran)."""
+    """This event loop's senders to live gateways (the live variant's, when it ran)."""
     from agentloop.activities.live_sender import _senders
 
-    return list((_senders.get(asyncio.get_running_loop()) or {}).values())
+    found: list[Any] = []
+    for sink in (_senders.get(asyncio.get_running_loop()) or {}).values():
+        found.extend(getattr(sink, "senders", {}).values() or [sink])  # a fan-out holds one sender per gateway
+    return found
 
 
 #: The worker setups ``--variants`` may add.
