@@ -128,7 +128,9 @@ async def test_embedded_serve_starts_a_streamed_run_eagerly(tmp_path) -> None:
                 assert response.status_code == 200, await response.aread()
                 run_id = response.headers["x-agentloop-run-id"]
                 sse = await read_sse(response)
-        assert sse.closed_by_server and sse.ids == list(range(len(sse.events)))
+        # Live deltas (on by default here, in memory) come without an id; the history's events keep theirs.
+        known = [i for i in sse.ids if i is not None]
+        assert sse.closed_by_server and known[0] == 0 and known == sorted(set(known)), sse.ids
         assert sse.types[0] == "agent.run.created" and sse.types[-1] == "thread.run.completed", sse.events[-1]
         address = (tmp_path / "home" / ADDRESS_FILE).read_text().strip()
         temporal = await Client.connect(address)
