@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import logging
 import os
@@ -91,6 +92,11 @@ def say_doors(doors: Any) -> None:
 async def serve_until_cancelled(server: Any, sockets: list[socket.socket] | None = None) -> None:
     """Run a uvicorn server; a cancelled command (Ctrl-C, SIGTERM) lets it
     finish its requests (its graceful shutdown) first."""
+    # The command's own handlers (``run_command``) cancel it on a signal.
+    # uvicorn's would take the signal instead and raise it again once it has
+    # stopped: that late cancel would land in the cleanup and cut the
+    # worker's stop short, leaving its pollers retrying a stopped server.
+    server.capture_signals = contextlib.nullcontext
     serving = asyncio.create_task(server.serve(sockets=sockets))
     cancelled = False
     # Shielded: a cancel must not reach uvicorn's task, or it stops without

@@ -8,7 +8,6 @@ secret. Real ``agentloop dev`` and ``agentloop serve`` processes."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -24,7 +23,6 @@ import httpx
 
 from agentloop.shared.live.pairing import LIVE_FILE
 from agentloop.testing import register_scripted_model, reply
-from agentloop.workers.config import LOCK_FILE
 from tests.helpers.cli import ROOT, clean_env, read_until
 from tests.helpers.polling import eventually
 from tests.process.cli.test_dev_lifecycle import finish
@@ -184,10 +182,6 @@ async def test_embedded_serve_shows_its_own_worker_s_deltas_live(tmp_path: Path,
         assert whole == TEXT and TEXT.startswith(text) and live >= 2, (text, live)
         assert not (Path(env["AGENTLOOP_HOME"]) / LIVE_FILE).exists()  # nothing written for it
     finally:
-        # Killed, not stopped: an embedded serve that has streamed a run does not
-        # yet stop on SIGTERM or SIGINT (as before live deltas; the lead's note).
-        server_pid = json.loads((Path(env["AGENTLOOP_HOME"]) / LOCK_FILE).read_text())["server_pid"]
-        serve.kill()
+        serve.send_signal(signal.SIGTERM)
         await finish(serve)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(server_pid, signal.SIGTERM)  # its Temporal server, left behind by the kill
+    assert serve.returncode == 128 + signal.SIGTERM  # it stops, worker and Temporal server too
