@@ -37,10 +37,10 @@ The modes:
   hands the first workflow task to this process's worker (it applies to the
   runs ``events()`` reads, and to the SSE ones when the gateway is in this
   process, as in an embedded ``agentloop serve``; not with ``--gateway-process``);
-* ``live, embedded``: the default of embedded ``agentloop serve``, with no
+* ``live in memory``: the default of embedded ``agentloop serve``, with no
   setting: the gateway shares the worker's process (always this one, even
   with ``--gateway-process``) and takes its live deltas in memory;
-* ``embedded, stream, eager``: all of embedded ``agentloop serve``'s
+* ``in memory + stream + eager``: all of embedded ``agentloop serve``'s
   defaults with the streaming start: live deltas in memory, eager start.
 
 A second floor has its activity on a queue of its own, as agentloop's model
@@ -111,8 +111,8 @@ from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct
 MODES = {"today": (False, False, False, False, False), "first at once": (True, False, False, False, False),
          "first at once + wait": (True, True, False, False, False), "live": (True, False, True, False, False),
          "live + POST stream": (True, False, True, True, False), "live + eager start": (True, False, True, True, True),
-         "live, embedded": (True, False, None, False, False),
-         "embedded, stream, eager": (True, False, None, True, True)}
+         "live in memory": (True, False, None, False, False),
+         "in memory + stream + eager": (True, False, None, True, True)}
 LIVE_TOKEN = secrets.token_urlsafe(24)
 
 
@@ -387,4 +387,7 @@ if __name__ == "__main__":
     parser.add_argument("--gateway-process", action="store_true",
                         help="run each gateway as `agentloop serve` in a process of its own (not in this one, "
                              "with the worker)")
-    asyncio.run(main(parser.parse_args()))
+    args = parser.parse_args()
+    if unknown := [name for name in args.modes if name not in MODES]:
+        parser.error(f"--modes: {', '.join(map(repr, unknown))} not among {', '.join(MODES)}")
+    asyncio.run(main(args))
