@@ -61,7 +61,7 @@ reader (``RunHub``) each, the CPU of the Temporal server and of this process
 with nobody following. Usage::
 
     python -m benchmarks.streaming.first_token [--runs 5] [--chunks 40] [--interval 0.05]
-        [--follow 30] [--cpu-seconds 10] [--gateway-process] [--trace] [--modes live,...]
+        [--follow 30] [--cpu-seconds 10] [--gateway-process] [--client-process] [--trace] [--modes live,...]
 
 Speed is measured here, never asserted; the machine's load moves the
 absolute figures, so read each against the floor of the same run.
@@ -72,7 +72,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import statistics
@@ -80,7 +79,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import httpx
@@ -102,7 +100,8 @@ from agentloop.workers.devserver import DevServer
 from agentloop.workers.worker import build_worker, connect
 from benchmarks.streaming import start_trace
 from benchmarks.streaming.follow_cpu import HELD, follow_cpu
-from benchmarks.streaming.sse_fanout import _env, start_gateway_with
+from benchmarks.streaming.sse_fanout import ROOT, _env, start_gateway_with
+from benchmarks.streaming.sse_timing import ClientProcess, timed_sse
 from benchmarks.streaming.start_trace import Floor, FloorApart, floor_run, mark
 from benchmarks.streaming.stream_latency import _latencies, _PacedServer, direct_run, pct
 
@@ -160,39 +159,23 @@ async def events_run(agents: AgentClient, spec: AgentSpec, wait: bool, mode: Mod
 
 
 async def sse_run(http: httpx.AsyncClient, spec: AgentSpec, mode: Mode, stream: bool = False,
-                  agents: AgentClient | None = None) -> None:
+                  agents: AgentClient | None = None, client: ClientProcess | None = None) -> None:
     """The first text delta over SSE: ``POST /v1/runs`` then ``GET .../events``,
-    or (``stream``) the one ``POST /v1/runs/stream``."""
-    began, cpu = time.time(), time.process_time()
+    or (``stream``) the one ``POST /v1/runs/stream``; read in this process,
+    or by ``client``, a process of its own."""
+    cpu = time.process_time()
     body = {"spec": spec.model_dump(mode="json", exclude_defaults=True), "input": "go"}
-    first, posted = None, None
-    if not stream:
-        run_id = (await http.post("/v1/runs", json=body)).json()["run_id"]
-        posted = (time.time() - began) * 1000
-    request = http.build_request("POST", "/v1/runs/stream", json=body) if stream else \
-        http.build_request("GET", f"/v1/runs/{run_id}/events")
-    response = await http.send(request, stream=True)
-    async with contextlib.aclosing(response):  # type: ignore[type-var]
-        opened = (time.time() - began) * 1000
-        mode.opened.append((posted if posted is not None else opened, opened))
-        has_id = False
-        async for line in response.aiter_lines():
-            has_id = line.startswith("id:") or (has_id and line != "")
-            if line.startswith("data:"):
-                event, received = json.loads(line[5:]), time.time()
-                if event["type"] == "thread.message.delta" and event["delta"]["kind"] == "text":
-                    if first is None:
-                        first = (received - began) * 1000
-                        at = datetime.fromisoformat(event["time"]).timestamp()
-                        mode.journey.append(((at - began) * 1000, (received - at) * 1000, not has_id))
-                    mode.sse_latencies.extend(_latencies(event["delta"]["text"], received))
-                if event["type"].startswith("thread.run.") and event["type"] != "thread.run.requires_action":
-                    break
-    mode.ttft_sse.append(first if first is not None else float("nan"))
+    got = await (client.run(str(http.base_url), body, stream) if client is not None else timed_sse(http, body, stream))
+    began = got["began"]
+    opened = (got["opened"] - began) * 1000
+    mode.opened.append(((got["posted"] - began) * 1000 if got["posted"] is not None else opened, opened))
+    if got["first"] is not None:
+        mode.journey.append(((got["at"] - began) * 1000, (got["first"] - got["at"]) * 1000, got["live"]))
+    mode.sse_latencies.extend(got["latencies"])
+    mode.ttft_sse.append((got["first"] - began) * 1000 if got["first"] is not None else float("nan"))
     mode.cpu.append(time.process_time() - cpu)
     if agents is not None:
-        history = await agents.get_handle(response.headers.get("x-agentloop-run-id") or run_id) \
-            .workflow_handle.fetch_history()
+        history = await agents.get_handle(got["run_id"]).workflow_handle.fetch_history()
         mode.sse_traces.append(start_trace.trace(history.events, began, CALL_MODEL))
 
 
@@ -317,6 +300,7 @@ async def main(args: argparse.Namespace) -> None:
             agents = AgentClient(client, task_queue=queue)
             floor_queue = queue + "-floor"
             elsewhere = server.address if args.gateway_process else None
+            reader = await ClientProcess.start(str(ROOT), _env()) if args.client_process else None
             async with build_worker(client, task_queue=queue, registry=ToolRegistry(), models=models), \
                     Worker(client, task_queue=floor_queue, workflows=[Floor, FloorApart], activities=[mark],
                            workflow_runner=UnsandboxedWorkflowRunner()), \
@@ -344,9 +328,12 @@ async def main(args: argparse.Namespace) -> None:
                         _live_env(str(live_http.base_url) if live else None)
                         mode = modes[name] if not warm else Mode()
                         await events_run(agents, spec, wait, mode)
-                        await sse_run(https[(wait, live)], spec, mode, stream, agents if args.trace else None)
+                        await sse_run(https[(wait, live)], spec, mode, stream, agents if args.trace else None,
+                                      reader)
                 DeltaPublisher.leading, agents.eager_start = True, False
                 _live_env(None)
+                if reader is not None:
+                    await reader.close()
                 if args.follow:
                     cpu = await follow_cpu(agents, server.pid, args.follow, args.cpu_seconds, release)
     finally:
@@ -384,6 +371,9 @@ if __name__ == "__main__":
                         help=f"comma-separated modes to run (default all: {', '.join(MODES)})")
     parser.add_argument("--trace", action="store_true",
                         help="print each run's path from start to its first activity, from the histories")
+    parser.add_argument("--client-process", action="store_true",
+                        help="read the SSE runs in a process of its own (benchmarks.streaming.sse_timing), not in "
+                             "this one, where the worker's workflow tasks hold up what the client reads")
     parser.add_argument("--gateway-process", action="store_true",
                         help="run each gateway as `agentloop serve` in a process of its own (not in this one, "
                              "with the worker)")
