@@ -257,11 +257,15 @@ async def run_agent(agent: str, body: RunAgentInput, request: Request, state: Se
     text = user_text(body)
     if not await may_send(state, caller, thread_id):
         raise thread_id_in_use(thread_id)
+    release = state.streams.take(caller.name)  # 429 before the message is sent: no turn nobody follows
     try:
         handle = await state.client.send(thread_id, text, spec, by=caller.name, tenant=caller.tenant)
-    except ThreadBusy as err:
-        raise Problem(409, "Thread busy", str(err)) from None
-    except MessageRefused as err:
-        raise Problem(409, "Message refused", str(err)) from None
+    except BaseException as err:
+        release()
+        if isinstance(err, ThreadBusy):
+            raise Problem(409, "Thread busy", str(err)) from None
+        if isinstance(err, MessageRefused):
+            raise Problem(409, "Message refused", str(err)) from None
+        raise
     return event_stream(_frames(state, thread_id, handle.offset, translator, turn=handle.turn, one_run=True),
-                        state.streams.take(caller.name))
+                        release)

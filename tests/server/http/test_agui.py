@@ -121,3 +121,14 @@ async def test_resume_payloads_are_checked(agent_client, worker) -> None:
     assert types(denied)[0] == "RUN_STARTED" and denied[-1][1]["result"] == "done"
     resolved = [d["value"] for _, d in denied if d["type"] == "CUSTOM"]
     assert resolved[0]["decision"] == "deny" and resolved[0]["reason"] == "cancelled by the user"
+
+
+async def test_a_message_at_the_stream_cap_is_refused_before_it_is_sent(agent_client, worker) -> None:
+    # The stream's slot is taken before the message goes to the thread: a 429 leaves no turn nobody follows.
+    settings = ServerSettings(agents={"chat": agents.spec(model=script(reply("never")))}, max_streams=0)
+    thread_id = f"agui-{uuid.uuid4().hex[:10]}"
+    async with worker(), serve(agent_client, settings) as served:
+        over = await served.http.post("/v1/ag-ui/chat", json=agui_input(thread_id, "hello"))
+        assert over.status_code == 429 and over.headers["retry-after"], over.text
+        assert (await served.http.get(f"/v1/runs/{thread_id}")).status_code == 404  # no thread was started
+        assert served.state.streams.open == {}
