@@ -37,7 +37,7 @@ from agentloop.shared.base.contracts import LIVE_PATH, LIVE_URL_ENV
 from agentloop.shared.base.errors import UserError
 from agentloop.shared.live.pairing import HELLO_SUFFIX, hello_proof, paired_gateway
 from agentloop.shared.live.secret import live_secret
-from agentloop.shared.live.sinks import LiveSink, live_off, local_sink
+from agentloop.shared.live.sinks import LiveSink, Mutes, live_off, local_sink
 
 log = logging.getLogger("agentloop.stream")
 
@@ -45,12 +45,9 @@ log = logging.getLogger("agentloop.stream")
 QUEUE_SIZE: Final = 10_000
 #: Deltas in one post, at most.
 POST_MOST: Final = 500
-#: How long a gateway that failed is left alone, and at most a run nobody
-#: follows on it (first FIRST_MUTE_SECONDS, doubling while nobody follows:
-#: a client that asks for a run's events just after starting it soon gets
-#: them live, and a run nobody follows costs about a post a second).
+#: How long a gateway that failed is left alone (a run nobody follows on it:
+#: agentloop.shared.live.sinks.Mutes).
 MUTE_SECONDS: Final = 1.0
-FIRST_MUTE_SECONDS: Final = 0.05
 #: How long a gateway that refused the secret or the body is left alone.
 REFUSED_SECONDS: Final = 60.0
 #: How often a gateway URL's host name is resolved again (replicas come and go).
@@ -70,7 +67,7 @@ class LiveSender:
         self._verify = verify
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(QUEUE_SIZE)
         self._task: asyncio.Task[None] | None = None
-        self._muted: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
+        self._mutes = Mutes()
         self._down_until = 0.0
         self._said: set[str] = set()
         self.sent = self.dropped = self.posts = 0
@@ -79,7 +76,7 @@ class LiveSender:
         """Queue one piece (a dict of ``LivePiece``'s fields); never blocks or raises."""
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if now < self._down_until or self._muted.get(piece["run_id"], (0.0, 0.0))[0] > now:
+        if now < self._down_until or self._mutes.muted(piece["run_id"], now):
             return
         try:
             self._queue.put_nowait(piece)
@@ -126,10 +123,10 @@ class LiveSender:
             self.sent += len(batch)
             unfollowed = answer.json().get("unfollowed", [])
             for run_id in {piece["run_id"] for piece in batch} - set(unfollowed):
-                self._muted.pop(run_id, None)
-            self._mute(unfollowed, loop.time())
+                self._mutes.followed(run_id)
+            self._mutes.unfollowed(unfollowed, loop.time())
         elif answer.status_code == 404 and "unfollowed" in answer.text:
-            self._mute(list({piece["run_id"] for piece in batch}), loop.time())
+            self._mutes.unfollowed(list({piece["run_id"] for piece in batch}), loop.time())
         else:
             self._down_until = loop.time() + REFUSED_SECONDS
             self._say(f"refused{answer.status_code}", f"the gateway at {self.url} refused live deltas "
@@ -154,13 +151,6 @@ class LiveSender:
             return False
         self._verify = False
         return True
-
-    def _mute(self, run_ids: list[str], now: float) -> None:
-        for run_id in run_ids:
-            span = min(self._muted.get(run_id, (0.0, FIRST_MUTE_SECONDS / 2))[1] * 2, MUTE_SECONDS)
-            self._muted[run_id] = (now + span, span)
-        if len(self._muted) > 10_000:
-            self._muted = {r: m for r, m in self._muted.items() if m[0] > now - 60}
 
     def _say(self, what: str, message: str) -> None:
         if what not in self._said:  # once per kind of trouble

@@ -70,3 +70,21 @@ def _reason(path: Path) -> str:
     found = read_pairing(path)
     assert isinstance(found, Unpaired), found
     return found.reason
+
+
+def test_a_run_nobody_follows_is_left_alone_longer_each_time_until_it_is_followed() -> None:
+    from agentloop.shared.live.sinks import FIRST_MUTE_SECONDS, MUTE_SECONDS, Mutes
+
+    mutes = Mutes()
+    assert not mutes.muted("r", 0.0)
+    spans, now = [], 0.0
+    for _ in range(7):
+        mutes.unfollowed(["r"], now)
+        span = next(t for t in (x / 1000 for x in range(1, 2001)) if not mutes.muted("r", now + t))
+        spans.append(round(span, 3))
+        now += span
+    assert spans == [FIRST_MUTE_SECONDS, 0.1, 0.2, 0.4, 0.8, MUTE_SECONDS, MUTE_SECONDS]
+    assert not mutes.muted("other", now)
+    mutes.unfollowed(["r"], now)
+    mutes.followed("r")
+    assert not mutes.muted("r", now)

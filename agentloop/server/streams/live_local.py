@@ -16,25 +16,22 @@ import asyncio
 import contextlib
 import logging
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from pydantic import ValidationError
 
 from agentloop.server.streams.hub import RunHub
 from agentloop.server.streams.live_door import LivePiece
+from agentloop.shared.live.sinks import Mutes
 
 log = logging.getLogger("agentloop.stream")
-
-FIRST_MUTE_SECONDS: Final = 0.05
-MUTE_SECONDS: Final = 1.0
-
 
 class HubSink:
     """Hands live pieces to ``hub`` on ``loop`` (the gateway's)."""
 
     def __init__(self, hub: RunHub, loop: asyncio.AbstractEventLoop) -> None:
         self.hub, self.loop = hub, loop
-        self._muted: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
+        self._mutes = Mutes()
         self.sent = 0
         self._said = False
 
@@ -61,7 +58,7 @@ class HubSink:
     def _hand(self, piece: dict[str, Any]) -> None:
         now = self.loop.time()
         run_id = piece.get("run_id", "")
-        if self._muted.get(run_id, (0.0, 0.0))[0] > now:
+        if self._mutes.muted(run_id, now):
             return
         try:
             live = LivePiece.model_validate(piece)
@@ -70,9 +67,6 @@ class HubSink:
             return
         if self.hub.post_live(live.run_id, [(live.event(datetime.now(UTC)), live.at)]):
             self.sent += 1
-            self._muted.pop(live.run_id, None)
-            return
-        span = min(self._muted.get(live.run_id, (0.0, FIRST_MUTE_SECONDS / 2))[1] * 2, MUTE_SECONDS)
-        self._muted[live.run_id] = (now + span, span)
-        if len(self._muted) > 10_000:
-            self._muted = {r: m for r, m in self._muted.items() if m[0] > now - 60}
+            self._mutes.followed(live.run_id)
+        else:
+            self._mutes.unfollowed([live.run_id], now)

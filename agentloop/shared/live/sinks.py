@@ -62,3 +62,32 @@ def registered(items: list[T], item: T) -> Iterator[T]:
 def in_process(sink: LiveSink) -> contextlib.AbstractContextManager[LiveSink]:
     """Register ``sink`` as this process's gateway for the block."""
     return registered(_local, sink)
+
+
+#: How long a run nobody follows is left alone: first FIRST_MUTE_SECONDS,
+#: doubling while nobody follows, up to MUTE_SECONDS (a client that asks for
+#: a run's events just after starting it soon gets them live, and a run
+#: nobody follows costs about one try a second).
+FIRST_MUTE_SECONDS = 0.05
+MUTE_SECONDS = 1.0
+
+
+class Mutes:
+    """The runs a sink leaves alone for now, because nobody followed them
+    at the gateway when last tried (both sinks, HTTP and in memory)."""
+
+    def __init__(self) -> None:
+        self._until: dict[str, tuple[float, float]] = {}  # run id: (until, for how long)
+
+    def muted(self, run_id: str, now: float) -> bool:
+        return self._until.get(run_id, (0.0, 0.0))[0] > now
+
+    def followed(self, run_id: str) -> None:
+        self._until.pop(run_id, None)
+
+    def unfollowed(self, run_ids: list[str], now: float) -> None:
+        for run_id in run_ids:
+            span = min(self._until.get(run_id, (0.0, FIRST_MUTE_SECONDS / 2))[1] * 2, MUTE_SECONDS)
+            self._until[run_id] = (now + span, span)
+        if len(self._until) > 10_000:
+            self._until = {r: m for r, m in self._until.items() if m[0] > now - 60}
